@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Scalar types of polyloop values and NumPy-style promotion (NEP 50)."""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from ..errors import DTypeError, PolyloopError
+
+
+class DType(enum.Enum):
+    BOOL = "bool"
+    INT32 = "int32"
+    INT64 = "int64"
+    FLOAT32 = "float32"
+    FLOAT64 = "float64"
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.FLOAT32, DType.FLOAT64)
+
+    @property
+    def is_int(self) -> bool:
+        return self in (DType.INT32, DType.INT64)
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(self.value)
+
+    @property
+    def itemsize(self) -> int:
+        return self.numpy.itemsize
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Loop iterators and size parameters are 64-bit integers that behave like Python ints.
+INDEX = DType.INT64
+
+_SPELLINGS = {d.value: d for d in DType}
+
+
+def as_dtype(value: object) -> DType:
+    """Parse a user spelling ("float32", np.float32, np.dtype) into a DType, once, at the edge."""
+    if isinstance(value, DType):
+        return value
+    try:
+        name = np.dtype(value).name  # type: ignore[arg-type]
+    except TypeError:
+        name = str(value)
+    if name not in _SPELLINGS:
+        valid = ", ".join(sorted(_SPELLINGS))
+        raise PolyloopError(f"unsupported dtype {value!r}; valid dtypes are {valid}")
+    return _SPELLINGS[name]
+
+
+_RANK = {DType.BOOL: 0, DType.INT32: 1, DType.INT64: 2, DType.FLOAT32: 3, DType.FLOAT64: 4}
+
+
+def promote(a: DType, a_weak: bool, b: DType, b_weak: bool, *, what: str) -> tuple[DType, bool]:
+    """Result dtype of a binary operation under NumPy 2 rules.
+
+    A *weak* operand is a Python number or an index expression: it takes the dtype of a strong
+    (tensor-derived) operand of the same kind (int with int, float with float). A weak float
+    with a strong int gives float64, as NumPy does. Two strong operands must agree.
+    """
+    if a_weak and b_weak:
+        return (a if _RANK[a] >= _RANK[b] else b), True
+    if not a_weak and not b_weak:
+        if a is not b:
+            raise DTypeError(
+                f"cannot mix {a} and {b} in {what}; cast one operand explicitly with .astype()")
+        return a, False
+    strong, weak = (a, b) if b_weak else (b, a)
+    if weak.is_float and not strong.is_float:
+        return DType.FLOAT64, False
+    if weak is DType.BOOL or strong is not DType.BOOL:
+        return strong, False
+    return weak, False
+
+
+def c_name(d: DType) -> str:
+    return {DType.BOOL: "bool", DType.INT32: "int32_t", DType.INT64: "int64_t",
+            DType.FLOAT32: "float", DType.FLOAT64: "double"}[d]

@@ -1,0 +1,393 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Expression nodes: small frozen dataclasses with NumPy-style typing.
+
+Nodes compare by identity (``==`` builds an ``EQ`` expression, as in every tensor DSL);
+use :func:`same` for structural equality.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+from typing import Callable, Iterator, Union
+
+from ..errors import PolyloopError
+from .dtypes import INDEX, DType, as_dtype, promote
+
+
+class BinOpKind(enum.Enum):
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"          # true division (integers are cast to float64 first, as NumPy does)
+    FLOORDIV = "//"    # floor division, Python semantics
+    MOD = "%"          # floor modulo, Python semantics
+    MIN = "min"
+    MAX = "max"
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+    EQ = "=="
+    NE = "!="
+    AND = "and"
+    OR = "or"
+
+    @property
+    def is_comparison(self) -> bool:
+        return self in _COMPARISONS
+
+    @property
+    def is_logical(self) -> bool:
+        return self in (BinOpKind.AND, BinOpKind.OR)
+
+
+_COMPARISONS = frozenset({BinOpKind.LT, BinOpKind.LE, BinOpKind.GT, BinOpKind.GE,
+                          BinOpKind.EQ, BinOpKind.NE})
+
+
+class UnaryKind(enum.Enum):
+    NEG = "-"
+    NOT = "not"
+    EXP = "exp"
+    LOG = "log"
+    SQRT = "sqrt"
+    TANH = "tanh"
+    ABS = "abs"
+    FLOOR = "floor"
+
+
+class ReduceKind(enum.Enum):
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+
+class VarKind(enum.Enum):
+    ITER = "iter"      # a loop iterator of a statement
+    PARAM = "param"    # a symbolic size, bound at call time
+
+
+ExprLike = Union["Expr", int, float, bool]
+
+
+class Expr:
+    """Base of all expression nodes. Subclasses are frozen, slotted dataclasses."""
+
+    __slots__ = ()
+    dtype: DType
+    weak: bool
+
+    # arithmetic ----------------------------------------------------------------------------
+    def __add__(self, o: ExprLike) -> Expr: return binop(BinOpKind.ADD, self, o)
+    def __radd__(self, o: ExprLike) -> Expr: return binop(BinOpKind.ADD, o, self)
+    def __sub__(self, o: ExprLike) -> Expr: return binop(BinOpKind.SUB, self, o)
+    def __rsub__(self, o: ExprLike) -> Expr: return binop(BinOpKind.SUB, o, self)
+    def __mul__(self, o: ExprLike) -> Expr: return binop(BinOpKind.MUL, self, o)
+    def __rmul__(self, o: ExprLike) -> Expr: return binop(BinOpKind.MUL, o, self)
+    def __truediv__(self, o: ExprLike) -> Expr: return binop(BinOpKind.DIV, self, o)
+    def __rtruediv__(self, o: ExprLike) -> Expr: return binop(BinOpKind.DIV, o, self)
+    def __floordiv__(self, o: ExprLike) -> Expr: return binop(BinOpKind.FLOORDIV, self, o)
+    def __rfloordiv__(self, o: ExprLike) -> Expr: return binop(BinOpKind.FLOORDIV, o, self)
+    def __mod__(self, o: ExprLike) -> Expr: return binop(BinOpKind.MOD, self, o)
+    def __rmod__(self, o: ExprLike) -> Expr: return binop(BinOpKind.MOD, o, self)
+    def __neg__(self) -> Expr: return unary(UnaryKind.NEG, self)
+    def __pos__(self) -> Expr: return self
+
+    # comparisons and logic -------------------------------------------------------------------
+    def __lt__(self, o: ExprLike) -> Expr: return binop(BinOpKind.LT, self, o)
+    def __le__(self, o: ExprLike) -> Expr: return binop(BinOpKind.LE, self, o)
+    def __gt__(self, o: ExprLike) -> Expr: return binop(BinOpKind.GT, self, o)
+    def __ge__(self, o: ExprLike) -> Expr: return binop(BinOpKind.GE, self, o)
+    def __eq__(self, o: object) -> Expr: return binop(BinOpKind.EQ, self, o)  # type: ignore[override,arg-type]
+    def __ne__(self, o: object) -> Expr: return binop(BinOpKind.NE, self, o)  # type: ignore[override,arg-type]
+    def __and__(self, o: ExprLike) -> Expr: return binop(BinOpKind.AND, self, o)
+    def __rand__(self, o: ExprLike) -> Expr: return binop(BinOpKind.AND, o, self)
+    def __or__(self, o: ExprLike) -> Expr: return binop(BinOpKind.OR, self, o)
+    def __ror__(self, o: ExprLike) -> Expr: return binop(BinOpKind.OR, o, self)
+    def __invert__(self) -> Expr: return unary(UnaryKind.NOT, self)
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise PolyloopError(
+            f"a symbolic expression has no truth value: {self}; use pl.where(cond, a, b) "
+            "instead of Python's if/and/or, and & | ~ to combine conditions")
+
+    def astype(self, dtype: object) -> Expr:
+        """Cast to another dtype: ``A[i].astype("float64")``."""
+        return cast(as_dtype(dtype), self)
+
+    def __str__(self) -> str:
+        from .printer import expr_to_str  # printer imports expr: same layer, one direction
+        return expr_to_str(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
+
+
+_node = dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+
+@_node
+class Const(Expr):
+    value: int | float | bool
+    dtype: DType
+    weak: bool = False
+
+
+@_node
+class Var(Expr):
+    """A loop iterator or a symbolic size parameter."""
+    name: str
+    kind: VarKind = VarKind.ITER
+    dtype: DType = INDEX
+    weak: bool = True
+
+
+@_node
+class Load(Expr):
+    """``buffer[indices]``; the buffer is named, its dtype is the value's dtype."""
+    buffer: str
+    indices: tuple[Expr, ...]
+    dtype: DType
+    weak: bool = False
+
+
+@_node
+class BinOp(Expr):
+    op: BinOpKind
+    lhs: Expr
+    rhs: Expr
+    dtype: DType
+    weak: bool = False
+
+
+@_node
+class Unary(Expr):
+    op: UnaryKind
+    operand: Expr
+    dtype: DType
+    weak: bool = False
+
+
+@_node
+class Cast(Expr):
+    value: Expr
+    dtype: DType
+    weak: bool = False
+
+
+@_node
+class Select(Expr):
+    cond: Expr
+    true_value: Expr
+    false_value: Expr
+    dtype: DType
+    weak: bool = False
+
+
+@_node
+class Reduce(Expr):
+    """A reduction over ``axes`` (front-end only: lowering turns it into init + update)."""
+    kind: ReduceKind
+    source: Expr
+    axes: tuple[Var, ...]
+    dtype: DType
+    weak: bool = False
+
+
+# construction ---------------------------------------------------------------------------------
+
+def const(value: int | float | bool, dtype: object | None = None) -> Const:
+    """A typed constant: ``pl.const(0.5, "float32")``; without dtype it is weak like a Python number."""
+    if isinstance(value, Expr):
+        raise PolyloopError(f"const() takes a Python number, got expression {value}")
+    if dtype is not None:
+        d = as_dtype(dtype)
+        return Const(_coerce(value, d), d, weak=False)
+    if isinstance(value, bool):
+        return Const(value, DType.BOOL, weak=True)
+    if isinstance(value, int):
+        return Const(value, INDEX, weak=True)
+    if isinstance(value, float):
+        return Const(value, DType.FLOAT64, weak=True)
+    raise PolyloopError(f"cannot use {value!r} of type {type(value).__name__} as a value")
+
+
+def _coerce(value: int | float | bool, d: DType) -> int | float | bool:
+    if d.is_float:
+        return float(value)
+    if d is DType.BOOL:
+        return bool(value)
+    if isinstance(value, float) and not value.is_integer():
+        raise PolyloopError(f"constant {value} is not an integer, cannot be {d}")
+    return int(value)
+
+
+def as_expr(value: ExprLike) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if hasattr(value, "as_expr"):  # front-end objects that stand for an expression (reduce axes)
+        return value.as_expr()  # type: ignore[union-attr]
+    return const(value)  # type: ignore[arg-type]
+
+
+def cast(dtype: DType, value: ExprLike) -> Expr:
+    e = as_expr(value)
+    if e.dtype is dtype:
+        return Cast(e, dtype, weak=False) if e.weak and not isinstance(e, Var) else e
+    if isinstance(e, Const):
+        return Const(_coerce(e.value, dtype), dtype, weak=False)
+    return Cast(e, dtype, weak=False)
+
+
+def _to(d: DType, weak: bool, e: Expr) -> Expr:
+    """Bring operand e to dtype d (no-op when it already has it)."""
+    if e.dtype is d:
+        return e
+    if isinstance(e, Const):
+        return Const(_coerce(e.value, d), d, weak=weak)
+    return Cast(e, d, weak=weak)
+
+
+def binop(op: BinOpKind, a: ExprLike, b: ExprLike) -> Expr:
+    lhs, rhs = as_expr(a), as_expr(b)
+    if op.is_logical:
+        for side in (lhs, rhs):
+            if side.dtype is not DType.BOOL:
+                raise PolyloopError(f"'{op.value}' combines conditions, got a {side.dtype} operand "
+                                    f"{side}; compare it first (e.g. x > 0)")
+        return BinOp(op, lhs, rhs, DType.BOOL, weak=lhs.weak and rhs.weak)
+    d, weak = promote(lhs.dtype, lhs.weak, rhs.dtype, rhs.weak, what=f"'{op.value}'")
+    if d is DType.BOOL and not op.is_comparison:
+        raise PolyloopError(f"arithmetic '{op.value}' on booleans; cast with .astype() first")
+    if op is BinOpKind.DIV and not d.is_float:
+        d = DType.FLOAT64
+    lhs, rhs = _to(d, weak, lhs), _to(d, weak, rhs)
+    folded = _fold(op, lhs, rhs, d, weak)
+    if folded is not None:
+        return folded
+    return BinOp(op, lhs, rhs, DType.BOOL if op.is_comparison else d, weak=weak)
+
+
+def _fold(op: BinOpKind, lhs: Expr, rhs: Expr, d: DType, weak: bool) -> Expr | None:
+    """Keep index arithmetic readable: x+0, x*1, 0*x and integer constants fold."""
+    lc = lhs.value if isinstance(lhs, Const) else None
+    rc = rhs.value if isinstance(rhs, Const) else None
+    if not d.is_int:
+        return None
+    if lc is not None and rc is not None and op in _INT_FOLD:
+        return Const(_INT_FOLD[op](lc, rc), d, weak=weak)
+    if op is BinOpKind.ADD and rc == 0 or op is BinOpKind.SUB and rc == 0:
+        return lhs
+    if op is BinOpKind.ADD and lc == 0:
+        return rhs
+    if op is BinOpKind.MUL and rc == 1:
+        return lhs
+    if op is BinOpKind.MUL and lc == 1:
+        return rhs
+    return None
+
+
+_INT_FOLD: dict[BinOpKind, Callable[[int, int], int]] = {
+    BinOpKind.ADD: lambda a, b: a + b, BinOpKind.SUB: lambda a, b: a - b,
+    BinOpKind.MUL: lambda a, b: a * b,
+}
+
+
+def unary(op: UnaryKind, a: ExprLike) -> Expr:
+    e = as_expr(a)
+    if op is UnaryKind.NOT:
+        if e.dtype is not DType.BOOL:
+            raise PolyloopError(f"'~' negates a condition, got a {e.dtype} operand {e}")
+        return Unary(op, e, DType.BOOL, weak=e.weak)
+    if op in (UnaryKind.NEG, UnaryKind.ABS):
+        if isinstance(e, Const) and op is UnaryKind.NEG:
+            return Const(-e.value, e.dtype, weak=e.weak)
+        return Unary(op, e, e.dtype, weak=e.weak)
+    d = e.dtype if e.dtype.is_float else DType.FLOAT64
+    return Unary(op, _to(d, e.weak, e), d, weak=e.weak)
+
+
+def select(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
+    c = as_expr(cond)
+    if c.dtype is not DType.BOOL:
+        raise PolyloopError(f"where() needs a condition, got {c.dtype} expression {c}")
+    t, f = as_expr(a), as_expr(b)
+    d, weak = promote(t.dtype, t.weak, f.dtype, f.weak, what="where()")
+    return Select(c, _to(d, weak, t), _to(d, weak, f), d, weak=weak)
+
+
+# traversal ------------------------------------------------------------------------------------
+
+def children(e: Expr) -> Iterator[Expr]:
+    for f in fields(e):  # type: ignore[arg-type]
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            yield v
+        elif isinstance(v, tuple):
+            yield from (x for x in v if isinstance(x, Expr))
+
+
+def walk(e: Expr) -> Iterator[Expr]:
+    """Every node of e, parents before children."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(children(n))))
+
+
+def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """Rebuild e bottom-up; fn returns a replacement for a node or None to keep it."""
+    def go(n: Expr) -> Expr:
+        changes = {}
+        for f in fields(n):  # type: ignore[arg-type]
+            v = getattr(n, f.name)
+            if isinstance(v, Expr):
+                nv = go(v)
+                if nv is not v:
+                    changes[f.name] = nv
+            elif isinstance(v, tuple) and any(isinstance(x, Expr) for x in v):
+                nt = tuple(go(x) if isinstance(x, Expr) else x for x in v)
+                if any(a is not b for a, b in zip(nt, v)):
+                    changes[f.name] = nt
+        if changes:
+            n = type(n)(**{f.name: changes.get(f.name, getattr(n, f.name)) for f in fields(n)})  # type: ignore[arg-type]
+        r = fn(n)
+        return n if r is None else r
+    return go(e)
+
+
+def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
+    """Replace variables by name."""
+    def fn(n: Expr) -> Expr | None:
+        if isinstance(n, Var) and n.name in mapping:
+            return mapping[n.name]
+        return None
+    return rewrite(e, fn)
+
+
+def free_vars(e: Expr) -> set[str]:
+    return {n.name for n in walk(e) if isinstance(n, Var)}
+
+
+def loads(e: Expr) -> list[Load]:
+    return [n for n in walk(e) if isinstance(n, Load)]
+
+
+def same(a: Expr, b: Expr) -> bool:
+    """Structural equality."""
+    if type(a) is not type(b):
+        return False
+    for f in fields(a):  # type: ignore[arg-type]
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, Expr):
+            if not same(x, y):
+                return False
+        elif isinstance(x, tuple):
+            if len(x) != len(y) or not all(
+                    same(p, q) if isinstance(p, Expr) else p == q for p, q in zip(x, y)):
+                return False
+        elif x != y:
+            return False
+    return True

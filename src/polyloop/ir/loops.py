@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The small loop AST: what isl's AST becomes (in poly), what lowering finishes and codegen walks.
+
+Loop bounds are ordinary expressions (``ir.expr``) over outer loop variables and size
+parameters; ``stop`` is exclusive. Stores are statement instances with their iterators already
+replaced by loop expressions.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from .expr import Expr, ReduceKind
+from .program import Buffer
+
+
+class LoopKind(enum.Enum):
+    SERIAL = "serial"
+    PARALLEL = "parallel"        # OpenMP parallel for (CPU)
+    VECTORIZED = "vectorized"    # SIMD
+    UNROLLED = "unrolled"
+    THREAD = "thread"            # bound to a GPU index (blockIdx.x, threadIdx.y, ...)
+
+
+class Node:
+    __slots__ = ()
+
+
+_node = dataclass(frozen=True, slots=True, eq=False)
+
+
+@_node
+class For(Node):
+    var: str
+    start: Expr
+    stop: Expr                    # exclusive
+    body: Node
+    kind: LoopKind = LoopKind.SERIAL
+    step: int = 1
+    unroll_factor: int | None = None   # UNROLLED: None means full unroll
+    thread: str | None = None          # THREAD: "blockIdx.x", "threadIdx.y", ...
+    annotations: tuple[tuple[str, str], ...] = ()
+
+
+@_node
+class If(Node):
+    cond: Expr
+    then: Node
+    otherwise: Node | None = None
+
+
+@_node
+class Block(Node):
+    body: tuple[Node, ...]
+
+
+@_node
+class Store(Node):
+    """``buffer[indices] = value``, or ``buffer[indices] op= value`` for a reduction update."""
+    buffer: str
+    indices: tuple[Expr, ...]
+    value: Expr
+    reduction: ReduceKind | None = None
+    statement: str = ""
+
+
+@_node
+class Barrier(Node):
+    """Work-group barrier (GPU targets)."""
+    scope: str = "local"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Kernel:
+    """A whole function: arguments in call order, size parameters, temporaries, the body."""
+    name: str
+    args: tuple[Buffer, ...]
+    params: tuple[str, ...]
+    temps: tuple[Buffer, ...]
+    body: Node
+    notes: tuple[str, ...] = field(default=())
+
+
+def iter_nodes(n: Node):
+    """Pre-order walk over the loop AST."""
+    yield n
+    if isinstance(n, For):
+        yield from iter_nodes(n.body)
+    elif isinstance(n, If):
+        yield from iter_nodes(n.then)
+        if n.otherwise is not None:
+            yield from iter_nodes(n.otherwise)
+    elif isinstance(n, Block):
+        for c in n.body:
+            yield from iter_nodes(c)

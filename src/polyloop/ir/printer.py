@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One deterministic text form for expressions and programs (Python-like)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, Select, Unary, UnaryKind,
+                   Var)
+
+if TYPE_CHECKING:
+    from .program import Program
+
+# Python operator precedence, higher binds tighter.
+_PREC = {
+    BinOpKind.OR: 1, BinOpKind.AND: 2,
+    BinOpKind.LT: 4, BinOpKind.LE: 4, BinOpKind.GT: 4, BinOpKind.GE: 4, BinOpKind.EQ: 4,
+    BinOpKind.NE: 4, BinOpKind.ADD: 6, BinOpKind.SUB: 6, BinOpKind.MUL: 7, BinOpKind.DIV: 7,
+    BinOpKind.FLOORDIV: 7, BinOpKind.MOD: 7,
+}
+
+
+def expr_to_str(e: Expr, prec: int = 0) -> str:
+    if isinstance(e, Const):
+        if e.weak:
+            return repr(e.value)
+        return repr(e.value) if e.dtype.is_float or e.dtype.is_int else str(e.value)
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Load):
+        return f"{e.buffer}[{', '.join(expr_to_str(i) for i in e.indices)}]"
+    if isinstance(e, BinOp):
+        if e.op in (BinOpKind.MIN, BinOpKind.MAX):
+            return f"{e.op.value}({expr_to_str(e.lhs)}, {expr_to_str(e.rhs)})"
+        p = _PREC[e.op]
+        sym = {BinOpKind.AND: "&", BinOpKind.OR: "|"}.get(e.op, e.op.value)
+        s = f"{expr_to_str(e.lhs, p)} {sym} {expr_to_str(e.rhs, p + 1)}"
+        return f"({s})" if p < prec else s
+    if isinstance(e, Unary):
+        if e.op is UnaryKind.NEG:
+            return f"-{expr_to_str(e.operand, 8)}"
+        if e.op is UnaryKind.NOT:
+            return f"~{expr_to_str(e.operand, 8)}"
+        return f"{e.op.value}({expr_to_str(e.operand)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({expr_to_str(e.value)})"
+    if isinstance(e, Select):
+        return (f"where({expr_to_str(e.cond)}, {expr_to_str(e.true_value)}, "
+                f"{expr_to_str(e.false_value)})")
+    if isinstance(e, Reduce):
+        return (f"{e.kind.value}({expr_to_str(e.source)}, axis=["
+                f"{', '.join(a.name for a in e.axes)}])")
+    raise TypeError(f"unknown expression node {type(e).__name__}")
+
+
+_REDUCE_OP = {"sum": "+=", "max": "max=", "min": "min="}
+
+
+def statement_to_str(s: object) -> str:
+    from .program import Statement
+    assert isinstance(s, Statement)
+    lhs = expr_to_str(s.target)
+    if s.reduction is None:
+        return f"{lhs} = {expr_to_str(s.value)}"
+    if s.reduction.value == "sum":
+        return f"{lhs} += {expr_to_str(s.value)}"
+    return f"{lhs} = {s.reduction.value}({lhs}, {expr_to_str(s.value)})"
+
+
+def program_to_str(p: Program) -> str:
+    lines = [f"# program {p.name}" + (f"  (params: {', '.join(p.params)})" if p.params else "")]
+    for b in p.buffers:
+        shape = ", ".join(expr_to_str(d) for d in b.shape)
+        scope = "" if b.scope.value == "global" else f" @{b.scope.value}"
+        lines.append(f"# {b.role.value:6} {b.name}: {b.dtype}[{shape}]{scope}")
+    for s in p.statements:
+        lines.append(f"{s.name}: {s.domain}")
+        lines.append(f"    {statement_to_str(s)}")
+    return "\n".join(lines)

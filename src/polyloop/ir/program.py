@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Program IR: buffers and statements. Immutable; transformations build new programs.
+
+A statement is one assignment executed at every point of its iteration domain::
+
+    buffer[indices] = value                  (reduction is None)
+    buffer[indices] = buffer[indices] + value  (reduction SUM; MAX/MIN likewise)
+
+The domain is a parametric integer set in ISL syntax whose tuple is named after the statement
+and whose dimensions are the statement's iterators, e.g. ``[n] -> { C[i, j] : 0 <= i < n and
+0 <= j < n }``. Only ``polyloop.poly`` interprets it.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+from ..errors import PolyloopError
+from .dtypes import DType
+from .expr import Expr, Load, ReduceKind, Var, loads
+
+
+class MemScope(enum.Enum):
+    GLOBAL = "global"
+    SHARED = "shared"   # GPU shared / OpenCL local memory
+    LOCAL = "local"     # registers / private memory
+
+    @staticmethod
+    def parse(text: str | MemScope) -> MemScope:
+        if isinstance(text, MemScope):
+            return text
+        for s in MemScope:
+            if s.value == text:
+                return s
+        raise PolyloopError(f"unknown memory scope {text!r}; valid scopes are "
+                            + ", ".join(repr(s.value) for s in MemScope))
+
+
+class BufferRole(enum.Enum):
+    INPUT = "input"
+    OUTPUT = "output"
+    INOUT = "inout"     # read and written in place, passed by the caller
+    TEMP = "temp"       # allocated by the module itself
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Buffer:
+    name: str
+    shape: tuple[Expr, ...]
+    dtype: DType
+    role: BufferRole
+    scope: MemScope = MemScope.GLOBAL
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_argument(self) -> bool:
+        return self.role is not BufferRole.TEMP
+
+    def __getitem__(self, indices: object) -> Load:
+        from .expr import as_expr
+        idx = indices if isinstance(indices, tuple) else (indices,)
+        if len(idx) != self.ndim:
+            raise PolyloopError(f"buffer '{self.name}' has {self.ndim} dimensions, "
+                                f"indexed with {len(idx)}")
+        return Load(self.name, tuple(as_expr(i) for i in idx), self.dtype)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Statement:
+    name: str
+    iters: tuple[str, ...]
+    domain: str
+    buffer: str
+    indices: tuple[Expr, ...]
+    value: Expr
+    reduction: ReduceKind | None = None
+    block: str = ""
+    is_init: bool = False
+
+    @property
+    def block_name(self) -> str:
+        return self.block or self.name
+
+    @property
+    def target(self) -> Load:
+        return Load(self.buffer, self.indices, self.value.dtype)
+
+    def reads(self) -> list[Load]:
+        """The loads the statement performs, including the accumulator of a reduction update."""
+        rs = loads(self.value)
+        for ix in self.indices:
+            rs.extend(loads(ix))
+        if self.reduction is not None:
+            rs.append(self.target)
+        return rs
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Program:
+    """Buffers, statements in program order, size parameters, and the argument order."""
+
+    name: str
+    buffers: tuple[Buffer, ...]
+    statements: tuple[Statement, ...]
+    params: tuple[str, ...]
+    args: tuple[str, ...]
+    assumptions: str = ""
+    _by_name: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        seen: dict[str, str] = {}
+        for b in self.buffers:
+            if b.name in seen:
+                raise PolyloopError(f"two buffers are named '{b.name}'; give tensors unique names")
+            seen[b.name] = "buffer"
+            self._by_name[b.name] = b
+        for s in self.statements:
+            if s.name in seen and seen[s.name] == "statement":
+                raise PolyloopError(f"two statements are named '{s.name}'")
+            seen.setdefault(s.name, "statement")
+            self._by_name["stmt:" + s.name] = s
+            if s.buffer not in self._by_name:
+                raise PolyloopError(f"statement '{s.name}' writes unknown buffer '{s.buffer}'")
+
+    def buffer(self, name: str) -> Buffer:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise PolyloopError(f"no buffer named '{name}' in program '{self.name}'; buffers: "
+                                + ", ".join(b.name for b in self.buffers)) from None
+
+    def has_buffer(self, name: str) -> bool:
+        return name in self._by_name and isinstance(self._by_name[name], Buffer)
+
+    def statement(self, name: str) -> Statement:
+        try:
+            return self._by_name["stmt:" + name]
+        except KeyError:
+            raise PolyloopError(f"no statement named '{name}' in program '{self.name}'; "
+                                "statements: " + ", ".join(s.name for s in self.statements)) from None
+
+    def arg_buffers(self) -> list[Buffer]:
+        return [self.buffer(a) for a in self.args]
+
+    def with_statements(self, statements: tuple[Statement, ...],
+                        buffers: tuple[Buffer, ...] | None = None) -> Program:
+        return Program(self.name, self.buffers if buffers is None else buffers, statements,
+                       self.params, self.args, self.assumptions)
+
+    def replace(self, **changes: object) -> Program:
+        return replace(self, _by_name={}, **changes)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        from .printer import program_to_str
+        return program_to_str(self)
+
+
+def param(name: str) -> Var:
+    from .expr import VarKind
+    return Var(name, VarKind.PARAM)
