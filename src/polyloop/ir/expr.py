@@ -191,6 +191,8 @@ class Reduce(Expr):
     kind: ReduceKind
     source: Expr
     axes: tuple[Var, ...]
+    starts: tuple[Expr, ...]
+    extents: tuple[Expr, ...]
     dtype: DType
     weak: bool = False
 
@@ -224,10 +226,10 @@ def _coerce(value: int | float | bool, d: DType) -> int | float | bool:
 
 
 def as_expr(value: ExprLike) -> Expr:
-    if isinstance(value, Expr):
-        return value
     if hasattr(value, "as_expr"):  # front-end objects that stand for an expression (reduce axes)
         return value.as_expr()  # type: ignore[union-attr]
+    if isinstance(value, Expr):
+        return value
     return const(value)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,351 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Tensor expressions: describe *what* to compute; ``to_program`` turns them into a Program.
+
+>>> import polyloop as pl
+>>> n = pl.var("n")
+>>> A = pl.placeholder((n,), "float32", name="A")
+>>> B = pl.compute((n,), lambda i: A[i] * 2.0, name="B")
+>>> print(pl.to_program(B).statements[0].domain)
+[n] -> { B[i] : 0 <= i < n }
+"""
+from __future__ import annotations
+
+import contextvars
+import inspect
+import itertools
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..errors import PolyloopError
+from ..ir.dtypes import INDEX, DType, as_dtype
+from ..ir.expr import (Const, Expr, ExprLike, Load, Reduce, ReduceKind, Var, VarKind, as_expr,
+                       const, free_vars, loads, walk)
+from ..ir.program import Buffer, BufferRole, Program, Statement
+from ..poly.isl_util import NotAffine, expr_to_isl, params_prefix
+
+_counter = itertools.count()
+_names: dict[str, itertools.count] = {}
+
+
+def _auto_name(base: str) -> str:
+    k = next(_names.setdefault(base, itertools.count()))
+    return base if k == 0 else f"{base}_{k}"
+
+
+def var(name: str) -> Var:
+    """A symbolic size: ``n = pl.var("n")``; bound from argument shapes at call time."""
+    if not name.isidentifier():
+        raise PolyloopError(f"size parameter name {name!r} is not an identifier")
+    return Var(name, VarKind.PARAM)
+
+
+class ReduceAxis(Expr):
+    """An iterator that a reduction runs over: ``k = pl.reduce_axis((0, n), name="k")``."""
+
+    __slots__ = ("var", "start", "extent", "dtype", "weak")
+
+    def __init__(self, var_: Var, start: Expr, extent: Expr):
+        object.__setattr__(self, "var", var_)
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "extent", extent)
+        object.__setattr__(self, "dtype", INDEX)
+        object.__setattr__(self, "weak", True)
+
+    def as_expr(self) -> Var:
+        return self.var
+
+    def __str__(self) -> str:
+        return self.var.name
+
+
+def reduce_axis(dom: object, name: str | None = None) -> ReduceAxis:
+    """A reduction axis over ``range(lo, hi)``: ``pl.reduce_axis((0, n))`` or ``pl.reduce_axis(n)``.
+
+    >>> k = pl.reduce_axis((0, 16), name="k")
+    """
+    if isinstance(dom, (tuple, list)):
+        if len(dom) != 2:
+            raise PolyloopError(f"reduce_axis takes (start, stop) or an extent, got {dom!r}")
+        lo, hi = as_expr(dom[0]), as_expr(dom[1])
+    else:
+        lo, hi = const(0), as_expr(dom)  # type: ignore[arg-type]
+    for e in (lo, hi):
+        _check_extent(e, "reduce_axis bound", allow_zero=True)
+    return ReduceAxis(Var(name or _auto_name("k")), lo, _sub(hi, lo))
+
+
+def _sub(a: Expr, b: Expr) -> Expr:
+    if isinstance(b, Const) and b.value == 0:
+        return a
+    return a - b
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A placeholder or a computed tensor. Index it to read: ``A[i, j]``."""
+    name: str
+    shape: tuple[Expr, ...]
+    dtype: DType
+    order: int
+    body: Expr | None = None            # None for placeholders
+    iters: tuple[str, ...] = ()
+    inputs: tuple["Tensor", ...] = ()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_placeholder(self) -> bool:
+        return self.body is None
+
+    def __getitem__(self, indices: object) -> Load:
+        idx = indices if isinstance(indices, tuple) else (indices,)
+        if len(idx) != self.ndim:
+            raise PolyloopError(f"tensor '{self.name}' has {self.ndim} dimensions, indexed with "
+                                f"{len(idx)}")
+        exprs = tuple(as_expr(i) for i in idx)  # type: ignore[arg-type]
+        for k, e in enumerate(exprs):
+            if not e.dtype.is_int:
+                raise PolyloopError(f"index {k} of '{self.name}' is {e.dtype} ({e}); indices "
+                                    "must be integers")
+            ext = self.shape[k]
+            if isinstance(e, Const) and isinstance(ext, Const) and not 0 <= e.value < ext.value:
+                raise PolyloopError(f"constant index {e.value} is out of range for dimension {k} "
+                                    f"of '{self.name}' (extent {ext.value})")
+        collector = _reads.get()
+        if collector is not None:
+            collector.append(self)
+        return Load(self.name, exprs, self.dtype)
+
+    def __repr__(self) -> str:
+        shape = ", ".join(str(d) for d in self.shape)
+        return f"Tensor({self.name}: {self.dtype}[{shape}])"
+
+
+_reads: contextvars.ContextVar[list[Tensor] | None] = contextvars.ContextVar("reads", default=None)
+
+
+def _check_extent(e: Expr, what: str, *, allow_zero: bool = True) -> None:
+    if not e.dtype.is_int:
+        raise PolyloopError(f"{what} must be an integer, got {e.dtype} {e}")
+    if isinstance(e, Const) and (e.value < 0 or (e.value == 0 and not allow_zero)):
+        raise PolyloopError(f"{what} must be non-negative, got {e.value}")
+    for n in walk(e):
+        if isinstance(n, Var) and n.kind is not VarKind.PARAM:
+            raise PolyloopError(f"{what} may only use size parameters (pl.var), got {e}")
+
+
+def _shape(shape: object) -> tuple[Expr, ...]:
+    if isinstance(shape, (int, Expr)):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise PolyloopError(f"shape must be a tuple of sizes, got {shape!r}")
+    out = []
+    for k, d in enumerate(shape):
+        if isinstance(d, float):
+            raise PolyloopError(f"extent {k} of the shape is {d}: extents must be integers")
+        e = as_expr(d)  # type: ignore[arg-type]
+        _check_extent(e, f"extent {k} of the shape")
+        out.append(e)
+    return tuple(out)
+
+
+def placeholder(shape: object, dtype: object = "float32", name: str | None = None) -> Tensor:
+    """An input tensor: ``A = pl.placeholder((n, n), "float32", name="A")``."""
+    return Tensor(name or _auto_name("placeholder"), _shape(shape), as_dtype(dtype), next(_counter))
+
+
+def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None = None) -> Tensor:
+    """A tensor defined elementwise: ``pl.compute((n,), lambda i: A[i] + 1.0, name="B")``.
+
+    The body may be a reduction (``pl.sum``, ``pl.max``, ``pl.min``) at its top level.
+    """
+    dims = _shape(shape)
+    names = _iter_names(fcompute, len(dims))
+    iters = [Var(n) for n in names]
+    collector: list[Tensor] = []
+    token = _reads.set(collector)
+    try:
+        body = as_expr(fcompute(*iters))  # type: ignore[arg-type]
+    finally:
+        _reads.reset(token)
+    _check_body(body, names)
+    if body.weak:  # a constant or index expression: give it a concrete type
+        body = body.astype(body.dtype)
+    inputs = tuple(dict.fromkeys(collector))
+    return Tensor(name or _auto_name("compute"), dims, body.dtype, next(_counter), body,
+                  tuple(names), inputs)
+
+
+def _iter_names(fcompute: Callable[..., object], n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        return [f"i{k}" for k in range(n)]
+    if len(params) != n:
+        raise PolyloopError(f"the compute function takes {len(params)} arguments but the shape "
+                            f"has {n} dimensions")
+    return [p.name for p in params]
+
+
+def _check_body(body: Expr, iters: list[str]) -> None:
+    for node in walk(body):
+        if isinstance(node, Reduce) and node is not body:
+            raise PolyloopError("a reduction (pl.sum/max/min) must be the outermost operation of "
+                                f"a compute body; compute it as its own tensor first: {node}")
+    if isinstance(body, Reduce):
+        used = free_vars(body.source) | {v for ld in loads(body.source) for i in ld.indices
+                                         for v in free_vars(i)}
+        for ax in body.axes:
+            if ax.name in iters:
+                raise PolyloopError(f"reduce axis '{ax.name}' has the name of a spatial axis")
+            if ax.name not in used:
+                raise PolyloopError(f"reducing over axis '{ax.name}', which the reduced "
+                                    f"expression does not use: {body.source}")
+
+
+def _reduce(kind: ReduceKind, expr: ExprLike, axis: object) -> Reduce:
+    axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+    if not axes or not all(isinstance(a, ReduceAxis) for a in axes):
+        raise PolyloopError(f"{kind.value}(..., axis=) takes reduce axes made by pl.reduce_axis, "
+                            f"got {axis!r}")
+    src = as_expr(expr)
+    if src.weak:
+        src = src.astype(src.dtype)
+    return Reduce(kind, src, tuple(a.var for a in axes), tuple(a.start for a in axes),
+                  tuple(a.extent for a in axes), src.dtype)
+
+
+def sum(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001 - the public name is pl.sum
+    """Sum over reduce axes: ``pl.sum(A[i, k] * B[k, j], axis=k)`` (or ``axis=[k, l]``)."""
+    return _reduce(ReduceKind.SUM, expr, axis)
+
+
+def max(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001
+    """Maximum over reduce axes: ``pl.max(A[i, k], axis=k)``."""
+    return _reduce(ReduceKind.MAX, expr, axis)
+
+
+def min(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001
+    """Minimum over reduce axes: ``pl.min(A[i, k], axis=k)``."""
+    return _reduce(ReduceKind.MIN, expr, axis)
+
+
+# lowering to a Program ------------------------------------------------------------------------
+
+def _collect(outputs: Sequence[Tensor]) -> list[Tensor]:
+    seen: dict[int, Tensor] = {}
+    stack = list(outputs)
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen[id(t)] = t
+        stack.extend(t.inputs)
+    return sorted(seen.values(), key=lambda t: t.order)
+
+
+def to_program(*outputs: Tensor, args: Sequence[Tensor] | None = None,
+               name: str | None = None) -> Program:
+    """The Program computing ``outputs`` (default schedule: one loop nest per statement).
+
+    Arguments are ``args`` in that order, or the placeholders in order of creation followed by
+    the outputs. Other computed tensors become temporaries.
+    """
+    outs = [o for o in outputs]
+    if not outs or not all(isinstance(o, Tensor) for o in outs):
+        raise PolyloopError(f"expected output tensors, got {outputs!r}")
+    if any(o.is_placeholder for o in outs):
+        raise PolyloopError("an output must be computed by pl.compute, not a placeholder")
+    tensors = _collect(outs)
+    by_name: dict[str, Tensor] = {}
+    for t in tensors:
+        if t.name in by_name:
+            raise PolyloopError(f"two different tensors are named '{t.name}'; give them unique "
+                                "names")
+        by_name[t.name] = t
+    if args is None:
+        arg_list = [t for t in tensors if t.is_placeholder] + outs
+    else:
+        arg_list = list(args)
+        missing = [t.name for t in tensors if (t.is_placeholder or t in outs) and t not in arg_list]
+        if missing:
+            raise PolyloopError(f"args= must list every input and output; missing: {missing}")
+    arg_ids = {id(t) for t in arg_list}
+    buffers = []
+    for t in tensors:
+        role = (BufferRole.INPUT if t.is_placeholder else
+                BufferRole.OUTPUT if id(t) in arg_ids else BufferRole.TEMP)
+        buffers.append(Buffer(t.name, t.shape, t.dtype, role))
+    params = _params(arg_list, tensors)
+    statements: list[Statement] = []
+    for t in tensors:
+        if not t.is_placeholder:
+            statements.extend(_statements(t, params))
+    return Program(name or outs[0].name, tuple(buffers), tuple(statements), tuple(params),
+                   tuple(t.name for t in arg_list))
+
+
+def _params(args: list[Tensor], tensors: list[Tensor]) -> list[str]:
+    found: dict[str, None] = {}
+    for t in args + tensors:
+        for d in t.shape:
+            for v in walk(d):
+                if isinstance(v, Var) and v.kind is VarKind.PARAM:
+                    found.setdefault(v.name)
+        if t.body is not None:
+            for v in walk(t.body):
+                if isinstance(v, Var) and v.kind is VarKind.PARAM:
+                    found.setdefault(v.name)
+    return list(found)
+
+
+def _bounds(names: Sequence[str], starts: Sequence[Expr], extents: Sequence[Expr],
+            owner: str) -> list[str]:
+    out = []
+    for n, lo, ext in zip(names, starts, extents):
+        try:
+            a, e = expr_to_isl(lo), expr_to_isl(ext)
+        except NotAffine:
+            raise PolyloopError(f"the extent of axis '{n}' of '{owner}' must be affine in the size "
+                                f"parameters (like 2*n + 1), got {ext}") from None
+        out.append(f"{a} <= {n} < {a} + {e}" if a != "0" else f"0 <= {n} < {e}")
+    return out
+
+
+def _statements(t: Tensor, params: list[str]) -> list[Statement]:
+    assert t.body is not None
+    pre = params_prefix(params)
+    for it in t.iters:
+        if it in params:
+            raise PolyloopError(f"axis '{it}' of '{t.name}' has the name of a size parameter")
+    zero = [const(0)] * len(t.iters)
+    spatial = _bounds(t.iters, zero, t.shape, t.name)
+    idx = tuple(Var(i) for i in t.iters)
+    body = t.body
+    if not isinstance(body, Reduce):
+        dom = f"{pre}{{ {t.name}[{', '.join(t.iters)}] : {' and '.join(spatial) or 'true'} }}"
+        return [Statement(t.name, t.iters, dom, t.name, idx, body, block=t.name)]
+    axes = tuple(a.name for a in body.axes)
+    red = _bounds(axes, body.starts, body.extents, t.name)
+    all_iters = t.iters + axes
+    init_dom = f"{pre}{{ {t.name}_init[{', '.join(t.iters)}] : {' and '.join(spatial) or 'true'} }}"
+    upd_dom = f"{pre}{{ {t.name}[{', '.join(all_iters)}] : {' and '.join(spatial + red)} }}"
+    init = Statement(f"{t.name}_init", t.iters, init_dom, t.name, idx,
+                     _identity(body.kind, body.dtype), block=t.name, is_init=True)
+    update = Statement(t.name, all_iters, upd_dom, t.name, idx, body.source, body.kind,
+                       block=t.name)
+    return [init, update]
+
+
+def _identity(kind: ReduceKind, d: DType) -> Const:
+    if kind is ReduceKind.SUM:
+        return const(0, d)
+    if d.is_float:
+        return const(float("-inf") if kind is ReduceKind.MAX else float("inf"), d)
+    import numpy as np
+    info = np.iinfo(d.numpy)
+    return const(int(info.min) if kind is ReduceKind.MAX else int(info.max), d)

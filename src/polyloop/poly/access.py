@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Access relations of statements: which buffer elements each statement instance touches."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import islpy as isl
+
+from ..ir.expr import Load, loads
+from ..ir.program import Program, Statement
+from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    statement: str
+    buffer: str
+    is_write: bool
+    is_accumulator: bool     # the target of a reduction update, read and written
+    exact: bool              # False: a non-affine index, over-approximated by the whole buffer
+    relation: isl.Map        # S[i, ...] -> buffer[x, ...], restricted to the domain
+
+
+def domain(program: Program, stmt: Statement) -> isl.Set:
+    return set_(_with_params(program, stmt.domain))
+
+
+def _with_params(program: Program, text: str) -> str:
+    """Ensure the set text names all program params (isl aligns params by name)."""
+    if text.lstrip().startswith("["):
+        return text
+    return params_prefix(program.params) + text
+
+
+def buffer_box(program: Program, name: str) -> isl.Set:
+    """{ name[x0, ...] : 0 <= xk < shape_k } where the shape is affine; unbounded otherwise."""
+    buf = program.buffer(name)
+    dims = [f"x{k}" for k in range(buf.ndim)]
+    cons = []
+    for d, ext in zip(dims, buf.shape):
+        try:
+            cons.append(f"0 <= {d} < {expr_to_isl(ext)}")
+        except NotAffine:
+            cons.append(f"0 <= {d}")
+    body = " and ".join(cons)
+    return set_(f"{params_prefix(program.params)}{{ {name}[{', '.join(dims)}]"
+                + (f" : {body} }}" if body else " }"))
+
+
+def _relation(program: Program, stmt: Statement, load: Load) -> tuple[isl.Map, bool]:
+    dom = domain(program, stmt)
+    head = f"{params_prefix(program.params)}{{ {stmt.name}[{', '.join(stmt.iters)}] -> "
+    try:
+        idx = ", ".join(expr_to_isl(i) for i in load.indices)
+        rel = map_(f"{head}{load.buffer}[{idx}] }}")
+        return rel.intersect_domain(dom), True
+    except NotAffine:
+        box = buffer_box(program, load.buffer)
+        rel = isl.Map.from_domain_and_range(dom, box)
+        return rel, False
+
+
+@lru_cache(maxsize=1024)
+def _accesses_cached(program: Program) -> tuple[Access, ...]:
+    out: list[Access] = []
+    for s in program.statements:
+        target = s.target
+        rel, exact = _relation(program, s, target)
+        acc = s.reduction is not None
+        out.append(Access(s.name, s.buffer, True, acc, exact, rel))
+        if acc:
+            out.append(Access(s.name, s.buffer, False, True, exact, rel))
+        value_reads = loads(s.value) + [ld for ix in s.indices for ld in loads(ix)]
+        for ld in value_reads:
+            r, ex = _relation(program, s, ld)
+            out.append(Access(s.name, ld.buffer, False, False, ex, r))
+    return tuple(out)
+
+
+def accesses(program: Program) -> tuple[Access, ...]:
+    """Every access of every statement (a reduction's accumulator appears as write and read)."""
+    return _accesses_cached(program)

@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Arithmetic on loop expressions (isl maps ``S[i, ...] -> [value]``) for the schedule primitives."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import islpy as isl
+
+from ..ir.program import Program
+from .access import domain
+from .isl_util import map_, params_prefix
+
+
+def _full(program: Program, text: str) -> isl.Map:
+    if not text.lstrip().startswith("["):
+        text = params_prefix(program.params) + text
+    return map_(text)
+
+
+def _text(m: isl.Map) -> str:
+    return str(m.coalesce())
+
+
+def combine(program: Program, exprs: Sequence[str], formula: str) -> str:
+    """Apply ``formula`` (e.g. ``"[a, b] -> [(b + 2*a)]"``) to the values of ``exprs``."""
+    m = _full(program, exprs[0])
+    for e in exprs[1:]:
+        m = m.flat_range_product(_full(program, e))
+    f = map_(params_prefix(program.params) + "{ " + formula + " }")
+    return _text(m.apply_range(f))
+
+
+def value_range(program: Program, stmt: str, expr: str) -> tuple[int | None, int | None]:
+    """The smallest and largest value of a loop expression over the statement's domain, when
+    they are constants (independent of the parameters)."""
+    img = _full(program, expr).intersect_domain(domain(program, program.statement(stmt))).range()
+    if img.is_empty():
+        return None, None
+    return _const(img.dim_min(0)), _const(img.dim_max(0))
+
+
+def _const(pa: isl.PwAff) -> int | None:
+    if not pa.is_cst():
+        return None
+    vals = {aff.get_constant_val().to_python() for _, aff in pa.get_pieces()}
+    if len(vals) != 1:
+        return None
+    v = vals.pop()
+    return v if isinstance(v, int) else None
+
+
+def depends_only_on(program: Program, stmt: str, expr: str, iters: Sequence[str]) -> bool:
+    """Is the expression's value fixed once ``iters`` are fixed (over the statement's domain)?"""
+    s = program.statement(stmt)
+    keep = [k for k, it in enumerate(s.iters) if it in iters]
+    m = _full(program, expr).intersect_domain(domain(program, s))
+    proj = map_(params_prefix(program.params) + "{ " + f"{s.name}[{', '.join(s.iters)}] -> "
+                f"[{', '.join(s.iters[k] for k in keep)}]" + " }")
+    return proj.reverse().apply_range(m).is_single_valued()
+
+
+def retarget(program: Program, expr: str, old: str, new: str, arg_map: str) -> str:
+    """Express a loop expression of statement ``old`` for statement ``new``, through
+    ``arg_map`` = ``{ new[...] -> old[...] }``."""
+    return _text(_full(program, arg_map).apply_range(_full(program, expr)))
+
+
+def placement(program: Program, relation: isl.UnionMap | isl.Map, stmt: str, *,
+              first: bool) -> list[str]:
+    """For a relation ``stmt[...] -> [o0, ..., od]`` (candidate loop values), the lexicographically
+    first (or last) candidate of each instance, one expression text per loop value."""
+    m = relation if isinstance(relation, isl.Map) else isl.Map.from_union_map(relation)
+    m = m.lexmin() if first else m.lexmax()
+    n = m.dim(isl.dim_type.out)
+    out = []
+    for k in range(n):
+        mk = m.project_out(isl.dim_type.out, k + 1, n - k - 1).project_out(isl.dim_type.out, 0, k)
+        out.append(_text(mk))
+    return out
+
+
+def prefix_map(program: Program, stmt: str, exprs: Sequence[str]) -> isl.Map:
+    """``stmt[...] -> [v0, ..., vd]``: the values of the given loop expressions, on the domain."""
+    s = program.statement(stmt)
+    m = None
+    for e in exprs:
+        piece = _full(program, e)
+        m = piece if m is None else m.flat_range_product(piece)
+    assert m is not None
+    return m.intersect_domain(domain(program, s))
+
+
+def footprint_placement(program: Program, stmt: str, buffer: str,
+                        others: dict[str, Sequence[str]], *, stmt_writes: bool,
+                        first: bool) -> tuple[list[str], bool]:
+    """Where to put ``stmt`` among the loops of ``others`` (statement -> its loop expressions).
+
+    With ``stmt_writes`` (compute_at), each instance goes to the first loop iteration of the
+    others that reads an element it writes; otherwise (reverse_compute_at) to the last loop
+    iteration of the others that writes an element it reads. Returns the expressions and
+    whether every instance of ``stmt`` found a place.
+    """
+    from .access import accesses
+    acc = accesses(program)
+    mine = [a.relation for a in acc
+            if a.statement == stmt and a.buffer == buffer and a.is_write == stmt_writes]
+    rel = None
+    for other, exprs in others.items():
+        theirs = [a.relation for a in acc if a.statement == other and a.buffer == buffer
+                  and a.is_write != stmt_writes]
+        pre = prefix_map(program, other, exprs)
+        for m in mine:
+            for t in theirs:
+                r = m.apply_range(t.reverse()).apply_range(pre)
+                rel = r if rel is None else rel.union(r)
+    dom = domain(program, program.statement(stmt))
+    if rel is None or rel.is_empty():
+        return [], False
+    covered = dom.is_subset(rel.domain())
+    return placement(program, rel.coalesce(), stmt, first=first), covered
+
+
+def is_subset_image(program: Program, stmt: str, buffer: str, other: str) -> bool:
+    """Does every element ``other`` reads from ``buffer`` lie in what ``stmt`` writes there?"""
+    from .access import accesses
+    acc = accesses(program)
+    written = [a.relation.range() for a in acc if a.statement == stmt and a.buffer == buffer
+               and a.is_write]
+    read = [a.relation.range() for a in acc if a.statement == other and a.buffer == buffer
+            and not a.is_write]
+    if not written:
+        return False
+    w = written[0]
+    for x in written[1:]:
+        w = w.union(x)
+    return all(r.is_subset(w) for r in read)
+
+
+def writes_within_reads(program: Program, writer: str, reader: str, buffer: str) -> bool:
+    """Does ``reader`` read every element of ``buffer`` that ``writer`` writes?"""
+    from .access import accesses
+    acc = accesses(program)
+    w = [a.relation.range() for a in acc if a.statement == writer and a.buffer == buffer
+         and a.is_write]
+    r = [a.relation.range() for a in acc if a.statement == reader and a.buffer == buffer
+         and not a.is_write]
+    if not w or not r:
+        return False
+    read = r[0]
+    for x in r[1:]:
+        read = read.union(x)
+    return all(x.is_subset(read) for x in w)

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Exact dependences between statement instances.
+
+Dependences are memory-based and exact: every pair of instances that touch the same element,
+at least one of them writing, ordered by a reference schedule. Between two updates of one
+reduction through its accumulator the dependence is marked ``reduction``: it may be reordered
+(sums are treated as associative) but never run in parallel.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..ir.program import Program
+from .access import Access, accesses
+from .isl_util import point_values
+
+
+class DepKind(enum.Enum):
+    RAW = "RAW"   # flow: write, then read
+    WAR = "WAR"   # anti: read, then write
+    WAW = "WAW"   # output: write, then write
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Dependence:
+    kind: DepKind
+    source: str
+    sink: str
+    buffer: str
+    relation: isl.Map          # source[...] -> sink[...]
+    reduction: bool = False
+
+    @property
+    def distance(self) -> tuple[int, ...] | None:
+        """The constant distance vector (sink - source) when source and sink are one statement."""
+        if self.source != self.sink:
+            return None
+        d = self.relation.deltas()
+        if d.is_empty() or not d.is_singleton():
+            return None
+        if d.dim(isl.dim_type.param):
+            d = d.project_out(isl.dim_type.param, 0, d.dim(isl.dim_type.param))
+            if not d.is_singleton():
+                return None
+        return point_values(d.sample_point(), d.dim(isl.dim_type.set))
+
+    def __str__(self) -> str:
+        dist = self.distance
+        tail = f" distance {dist}" if dist is not None else ""
+        red = " (reduction)" if self.reduction else ""
+        return (f"{self.kind.value} {self.source} -> {self.sink} on {self.buffer}{red}{tail}: "
+                f"{self.relation}")
+
+
+class Dependences(tuple):
+    """A tuple of Dependence with a readable text form."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "no dependences"
+        return "\n".join(str(d) for d in self)
+
+    def between(self, source: str, sink: str) -> list[Dependence]:
+        return [d for d in self if d.source == source and d.sink == sink]
+
+
+def _kind(a: Access, b: Access) -> DepKind:
+    if a.is_write and b.is_write:
+        return DepKind.WAW
+    return DepKind.RAW if a.is_write else DepKind.WAR
+
+
+def compute(program: Program, schedule: dict[str, isl.Map]) -> Dependences:
+    """All dependences of ``program`` when its instances run in the order of ``schedule``.
+
+    ``schedule`` maps each statement name to ``S[i, ...] -> [t0, t1, ...]`` (one common range
+    space, lexicographic order).
+    """
+    acc = accesses(program)
+    by_buffer: dict[str, list[Access]] = {}
+    for a in acc:
+        by_buffer.setdefault(a.buffer, []).append(a)
+    found: dict[tuple, isl.Map] = {}
+    for buf, group in by_buffer.items():
+        for a in group:
+            for b in group:
+                if not (a.is_write or b.is_write):
+                    continue
+                rel = a.relation.apply_range(b.relation.reverse())
+                before = schedule[a.statement].lex_lt_map(schedule[b.statement])
+                rel = rel.intersect(before)
+                if rel.is_empty():
+                    continue
+                red = (a.is_accumulator and b.is_accumulator and a.statement == b.statement)
+                key = (_kind(a, b), a.statement, b.statement, buf, red)
+                found[key] = found[key].union(rel).coalesce() if key in found else rel.coalesce()
+    order = {s.name: k for k, s in enumerate(program.statements)}
+    deps = [Dependence(k[0], k[1], k[2], k[3], rel, k[4]) for k, rel in found.items()]
+    deps.sort(key=lambda d: (order[d.source], order[d.sink], d.buffer, d.kind.value))
+    return Dependences(deps)

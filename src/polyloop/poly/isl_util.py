@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Conversions between polyloop expressions and isl text/objects, with parse caching.
+
+isl objects are immutable values in islpy; parsed objects are cached by their text.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import islpy as isl
+
+from ..errors import ParseError
+from ..ir.expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var
+
+CTX = isl.DEFAULT_CONTEXT
+
+
+def _parse(kind: type, text: str) -> object:
+    try:
+        return kind(text)
+    except isl.Error as e:
+        raise ParseError(f"invalid ISL {kind.__name__.lower()}: {text!r}\n  isl says: {e}") from None
+
+
+@lru_cache(maxsize=4096)
+def set_(text: str) -> isl.Set:
+    return _parse(isl.Set, text)  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=4096)
+def map_(text: str) -> isl.Map:
+    return _parse(isl.Map, text)  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=4096)
+def union_map(text: str) -> isl.UnionMap:
+    return _parse(isl.UnionMap, text)  # type: ignore[return-value]
+
+
+def params_prefix(params: tuple[str, ...] | list[str]) -> str:
+    return f"[{', '.join(params)}] -> " if params else ""
+
+
+class NotAffine(Exception):
+    """An expression that isl cannot represent (loads, floats, products of variables)."""
+
+
+def expr_to_isl(e: Expr) -> str:
+    """Quasi-affine text of an integer expression, or raise NotAffine.
+
+    >>> expr_to_isl(Var("i") // 8)   # doctest: +SKIP
+    'floor((i)/8)'
+    """
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Const):
+        if isinstance(e.value, bool) or not isinstance(e.value, int):
+            raise NotAffine(e)
+        return str(e.value) if e.value >= 0 else f"({e.value})"
+    if isinstance(e, Unary) and e.op is UnaryKind.NEG:
+        return f"(-{expr_to_isl(e.operand)})"
+    if isinstance(e, BinOp):
+        a, b = e.lhs, e.rhs
+        if e.op is BinOpKind.ADD:
+            return f"({expr_to_isl(a)} + {expr_to_isl(b)})"
+        if e.op is BinOpKind.SUB:
+            return f"({expr_to_isl(a)} - {expr_to_isl(b)})"
+        if e.op is BinOpKind.MUL:
+            if isinstance(a, Const) or isinstance(b, Const):
+                return f"({expr_to_isl(a)} * {expr_to_isl(b)})"
+            raise NotAffine(e)
+        if e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and _positive_const(b):
+            op = "floor(({})/{})" if e.op is BinOpKind.FLOORDIV else "(({}) mod {})"
+            return op.format(expr_to_isl(a), b.value)  # type: ignore[union-attr]
+        if e.op in (BinOpKind.MIN, BinOpKind.MAX):
+            return f"{e.op.value}({expr_to_isl(a)}, {expr_to_isl(b)})"
+    raise NotAffine(e)
+
+
+def _positive_const(e: Expr) -> bool:
+    return isinstance(e, Const) and isinstance(e.value, int) and e.value > 0
+
+
+def is_affine(e: Expr) -> bool:
+    try:
+        expr_to_isl(e)
+        return True
+    except NotAffine:
+        return False
+
+
+def tuple_name(s: isl.Set | isl.Map, dim: isl.dim_type = isl.dim_type.set) -> str:
+    return s.get_tuple_name(dim)
+
+
+def point_values(p: isl.Point, n: int) -> tuple[int, ...]:
+    return tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(n))
+
+
+def sample_assignment(s: isl.Set) -> dict[str, int]:
+    """One point of s with its parameters, as {name: value} (params first, then dims)."""
+    p = s.sample_point()
+    out: dict[str, int] = {}
+    for k in range(s.dim(isl.dim_type.param)):
+        out[s.get_dim_name(isl.dim_type.param, k)] = p.get_coordinate_val(
+            isl.dim_type.param, k).to_python()
+    for k in range(s.dim(isl.dim_type.set)):
+        out[s.get_dim_name(isl.dim_type.set, k) or f"x{k}"] = p.get_coordinate_val(
+            isl.dim_type.set, k).to_python()
+    return out

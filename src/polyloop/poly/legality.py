@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Is a schedule legal? Every dependence must stay lexicographically positive, and a parallel
+(or vector, or GPU-bound) loop must carry none. Failures come with a concrete witness."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..ir.program import Program
+from .access import accesses
+from .deps import Dependence, DepKind
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    dependence: Dependence
+    witness: isl.Map            # a single source -> sink instance pair (with parameter values)
+    program: Program
+
+    def describe(self) -> str:
+        """``S(i=3, j=1) reads A[2, 1] written by S(i=2, j=1)``: one concrete broken instance."""
+        d = self.dependence
+        w = self.witness
+        pt = w.wrap().sample_point()
+        nin, nout = w.dim(isl.dim_type.in_), w.dim(isl.dim_type.out)
+        vals = [pt.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(nin + nout)]
+        src = self.program.statement(d.source)
+        snk = self.program.statement(d.sink)
+        a = _inst(src.name, src.iters, vals[:nin])
+        b = _inst(snk.name, snk.iters, vals[nin:])
+        elem = _element(self.program, d, src.name, vals[:nin])
+        params = {w.get_dim_name(isl.dim_type.param, k):
+                  pt.get_coordinate_val(isl.dim_type.param, k).to_python()
+                  for k in range(w.dim(isl.dim_type.param))}
+        where = (" (with " + ", ".join(f"{k}={v}" for k, v in params.items()) + ")") if params else ""
+        verb = {DepKind.RAW: f"{b} reads {elem} written by {a}",
+                DepKind.WAR: f"{b} overwrites {elem} read by {a}",
+                DepKind.WAW: f"{b} overwrites {elem} written by {a}"}[d.kind]
+        return verb + where
+
+    def summary(self) -> str:
+        d = self.dependence
+        dist = d.distance
+        text = f"the {d.kind.value} dependence {d.source} -> {d.sink} on buffer {d.buffer}"
+        if dist is not None:
+            text += f" (distance {dist})"
+        if d.reduction:
+            text += " between updates of a reduction"
+        return text
+
+    def __str__(self) -> str:
+        return f"{self.summary()}; for instance {self.describe()}"
+
+
+def _inst(name: str, iters: tuple[str, ...], vals: list[int]) -> str:
+    return f"{name}(" + ", ".join(f"{i}={v}" for i, v in zip(iters, vals)) + ")"
+
+
+def _element(program: Program, dep: Dependence, stmt: str, vals: list[int]) -> str:
+    for a in accesses(program):
+        if a.statement == stmt and a.buffer == dep.buffer:
+            rel = a.relation
+            for k, v in enumerate(vals):
+                rel = rel.fix_val(isl.dim_type.in_, k, v)
+            rng = rel.range()
+            if rng.is_empty():
+                continue
+            pt = rng.sample_point()
+            idx = [pt.get_coordinate_val(isl.dim_type.set, k).to_python()
+                   for k in range(rng.dim(isl.dim_type.set))]
+            return f"{dep.buffer}[{', '.join(map(str, idx))}]"
+    return dep.buffer
+
+
+def check_order(program: Program, deps: tuple[Dependence, ...],
+                schedule: dict[str, isl.Map]) -> Violation | None:
+    """The first dependence (other than reduction updates) that ``schedule`` reverses or breaks."""
+    for d in deps:
+        if d.reduction:
+            continue
+        bad = d.relation.intersect(schedule[d.source].lex_ge_map(schedule[d.sink]))
+        if not bad.is_empty():
+            return Violation(d, bad, program)
+    return None
+
+
+def carried_at(schedule: dict[str, isl.Map], d: Dependence, position: int) -> isl.Map:
+    """The part of d whose instances agree on schedule dims < position and differ at it."""
+    a, b = schedule[d.source], schedule[d.sink]
+    n = a.dim(isl.dim_type.out)
+    space = isl.Space.alloc(a.get_ctx(), 0, n, n)
+    rel = isl.Map.universe(space)
+    for k in range(position):
+        rel = rel.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+    same = rel.equate(isl.dim_type.in_, position, isl.dim_type.out, position)
+    differ = rel.subtract(same)
+    differ = differ.align_params(a.get_space()).align_params(b.get_space())
+    pairs = a.apply_range(differ).apply_range(b.reverse())
+    return d.relation.intersect(pairs.align_params(d.relation.get_space()))
+
+
+def check_parallel(program: Program, deps: tuple[Dependence, ...],
+                   schedule: dict[str, isl.Map], statements: set[str],
+                   position: int) -> Violation | None:
+    """The first dependence among ``statements`` carried by the loop at flat ``position``."""
+    for d in deps:
+        if d.source not in statements or d.sink not in statements:
+            continue
+        bad = carried_at(schedule, d, position)
+        if not bad.is_empty():
+            return Violation(d, bad, program)
+    return None
+
+
+def move_hazard(program: Program, deps: tuple[Dependence, ...], schedule: dict[str, isl.Map],
+                mover: str, anchor: str, buffer: str, *, later: bool) -> Violation | None:
+    """Would re-executing ``mover`` at the time of ``anchor`` (its consumer when ``later``, its
+    producer otherwise, linked through ``buffer``) change what it reads or what others see?"""
+    link = [d for d in deps if d.kind is DepKind.RAW and d.buffer == buffer
+            and ((d.source, d.sink) == ((mover, anchor) if later else (anchor, mover)))]
+    if not link:
+        return None
+    corr = link[0].relation
+    for d in link[1:]:
+        corr = corr.union(d.relation)
+    if not later:
+        corr = corr.reverse()     # mover (consumer) -> anchor (producer)
+    for d in deps:
+        if d.buffer == buffer or d.reduction:
+            continue
+        if later and d.source == mover and d.sink not in (mover, anchor):
+            pairs = d.relation.reverse().apply_range(corr)          # other -> anchor
+            hit = pairs.intersect(schedule[d.sink].lex_le_map(schedule[anchor]))
+            if not hit.is_empty():
+                return Violation(d, d.relation, program)
+        if not later and d.sink == mover and d.source not in (mover, anchor):
+            pairs = d.relation.apply_range(corr)                      # other -> anchor
+            hit = pairs.intersect(schedule[d.source].lex_ge_map(schedule[anchor]))
+            if not hit.is_empty():
+                return Violation(d, d.relation, program)
+    return None

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The loop tree of a schedule, as plain data, and its meaning as isl objects.
+
+A tree is a ``Root`` whose children are ``LoopNode``s and ``StmtNode``s in execution order.
+A loop node gives, for every statement below it, the loop's value as a quasi-affine function
+of the statement's iterators (an isl map text ``{ S[i, j] -> [(floor(i/8))] }``). Siblings run in
+sequence. This is the whole schedule: ``flat_schedule`` turns it into one map per statement
+(sequence positions interleaved with loop values) and ``astgen`` into an isl schedule tree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterator, Union
+
+import islpy as isl
+
+from ..ir.loops import LoopKind
+from ..ir.program import Program
+from .access import domain
+from .isl_util import map_, params_prefix
+
+
+@dataclass(frozen=True, slots=True)
+class StmtNode:
+    statement: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoopNode:
+    id: int
+    name: str
+    exprs: tuple[tuple[str, str], ...]      # (statement, "{ S[i, j] -> [(i)] }")
+    children: tuple["Node", ...]
+    kind: LoopKind = LoopKind.SERIAL
+    unroll_factor: int | None = None
+    thread: str | None = None
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    def expr(self, statement: str) -> str:
+        for s, e in self.exprs:
+            if s == statement:
+                return e
+        raise KeyError(statement)
+
+    def with_children(self, children: tuple["Node", ...]) -> "LoopNode":
+        return replace(self, children=children)
+
+
+@dataclass(frozen=True, slots=True)
+class Root:
+    children: tuple["Node", ...] = field(default=())
+
+
+Node = Union[StmtNode, LoopNode]
+
+
+def statements_under(node: Node | Root) -> list[str]:
+    if isinstance(node, StmtNode):
+        return [node.statement]
+    out: list[str] = []
+    for c in node.children:
+        out.extend(statements_under(c))
+    return out
+
+
+def loops(node: Node | Root) -> Iterator[LoopNode]:
+    """All loop nodes, pre-order."""
+    if isinstance(node, LoopNode):
+        yield node
+    if not isinstance(node, StmtNode):
+        for c in node.children:
+            yield from loops(c)
+
+
+def path_to(root: Root, target_id: int) -> list[LoopNode] | None:
+    """The loop nodes from the root down to (and including) the loop with target_id."""
+    def go(n: Node | Root, acc: list[LoopNode]) -> list[LoopNode] | None:
+        if isinstance(n, LoopNode):
+            acc = acc + [n]
+            if n.id == target_id:
+                return acc
+        if isinstance(n, StmtNode):
+            return None
+        for c in n.children:
+            r = go(c, acc)
+            if r is not None:
+                return r
+        return None
+    return go(root, [])
+
+
+def flat_schedule(program: Program, root: Root) -> dict[str, isl.Map]:
+    """Statement -> ``S[i, ...] -> [t0, t1, ...]`` with one common range (padded with zeros).
+
+    A sequence of two or more children contributes the child's position; a loop its value.
+    """
+    paths: dict[str, list[object]] = {}
+
+    def walk(n: Node | Root, prefix: list[object]) -> None:
+        kids = n.children
+        for pos, c in enumerate(kids):
+            here = prefix + ([pos] if len(kids) > 1 else [])
+            if isinstance(c, StmtNode):
+                paths[c.statement] = here
+            else:
+                walk(c, here + [c])
+    walk(root, [])
+    depth = max((len(p) for p in paths.values()), default=0)
+    out: dict[str, isl.Map] = {}
+    for s in program.statements:
+        if s.name not in paths:
+            continue
+        dom = domain(program, s)
+        space_head = f"{params_prefix(program.params)}{{ {s.name}[{', '.join(s.iters)}] -> "
+        m = None
+        for item in paths[s.name] + [0] * (depth - len(paths[s.name])):
+            if isinstance(item, LoopNode):
+                piece = map_(_with_params(program, item.expr(s.name)))
+            else:
+                piece = map_(f"{space_head}[{item}] }}")
+            m = piece if m is None else m.flat_range_product(piece)
+        if m is None:
+            m = map_(f"{space_head}[] }}")
+        out[s.name] = m.intersect_domain(dom)
+    return out
+
+
+def _with_params(program: Program, text: str) -> str:
+    if text.lstrip().startswith("["):
+        return text
+    return params_prefix(program.params) + text
+
+
+def loop_position(root: Root, loop_id: int) -> int:
+    """Index of the loop's dimension in the flat schedule of the statements below it."""
+    def go(n: Node | Root, pos: int) -> int | None:
+        kids = n.children
+        base = pos + (1 if len(kids) > 1 else 0)
+        for c in kids:
+            if isinstance(c, LoopNode):
+                if c.id == loop_id:
+                    return base
+                r = go(c, base + 1)
+                if r is not None:
+                    return r
+        return None
+    r = go(root, 0)
+    if r is None:
+        raise KeyError(loop_id)
+    return r

@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Loop primitives as pure functions ``State -> State``: split, reorder, fuse, skew, reverse,
+and loop kinds. Legality is checked by the caller (``state.verify``) on the result."""
+from __future__ import annotations
+
+from dataclasses import replace
+from math import prod
+from typing import Sequence
+
+from ..errors import ScheduleError
+from ..ir.loops import LoopKind
+from ..poly import affine
+from ..poly.tree import LoopNode
+from .state import State, replace_node
+
+
+def split(state: State, node: LoopNode, factors: Sequence[int | None],
+          names: Sequence[str] | None) -> tuple[State, list[LoopNode]]:
+    if len(factors) < 2:
+        raise ScheduleError(f"split of loop '{node.name}' needs at least two factors, got "
+                            f"{list(factors)}")
+    if sum(f is None for f in factors) > 1:
+        raise ScheduleError(f"split of loop '{node.name}': at most one factor may be None")
+    for f in factors:
+        if f is not None and (not isinstance(f, int) or isinstance(f, bool) or f <= 0):
+            raise ScheduleError(f"split of loop '{node.name}': factors must be positive integers "
+                                f"or None, got {f!r}")
+    lo, hi = _range(state, node)
+    facs = list(factors)
+    if None in facs[1:]:
+        if lo is None or hi is None:
+            raise ScheduleError(f"split of loop '{node.name}': a None factor other than the first "
+                                "needs a constant extent; the extent of this loop is symbolic")
+        k = facs.index(None)
+        rest = prod(f for f in facs if f is not None)
+        facs[k] = -(-(hi - lo + 1) // rest)
+    names = list(names) if names else [f"{node.name}_{k}" for k in range(len(facs))]
+    if len(names) != len(facs):
+        raise ScheduleError(f"split of loop '{node.name}': {len(facs)} factors but "
+                            f"{len(names)} names")
+    shift = lo if lo is not None else 0
+    new_nodes: list[LoopNode] = []
+    nid = state.next_id
+    for k in range(len(facs)):
+        inner = prod(f for f in facs[k + 1:])  # type: ignore[misc]
+        x = f"(x - {shift})" if shift else "x"
+        val = f"floor({x}/{inner})" if inner > 1 else x
+        if k > 0:
+            val = f"({val}) mod {facs[k]}"
+        exprs = tuple((s, affine.combine(state.program, [e], f"[x] -> [({val})]"))
+                      for s, e in node.exprs)
+        new_nodes.append(LoopNode(nid, names[k], exprs, ()))
+        nid += 1
+    nest = _chain(new_nodes, node.children)
+    return state.with_root(replace_node(state.root, node.id, nest), nid), new_nodes
+
+
+def _chain(nodes: list[LoopNode], children: tuple) -> LoopNode:
+    inner = nodes[-1].with_children(children)
+    for n in reversed(nodes[:-1]):
+        inner = n.with_children((inner,))
+    return inner
+
+
+def _range(state: State, node: LoopNode) -> tuple[int | None, int | None]:
+    los, his = [], []
+    for s, e in node.exprs:
+        lo, hi = affine.value_range(state.program, s, e)
+        los.append(lo)
+        his.append(hi)
+    lo = min(los) if los and None not in los else None
+    hi = max(his) if his and None not in his else None
+    return lo, hi
+
+
+def chain(state: State, nodes: Sequence[LoopNode], primitive: str) -> list[LoopNode]:
+    """The perfectly nested chain from the outermost to the innermost of ``nodes``."""
+    paths = {n.id: state.path(n.id) for n in nodes}
+    deepest = max(nodes, key=lambda n: len(paths[n.id]))
+    full = paths[deepest.id]
+    ids = [p.id for p in full]
+    for n in nodes:
+        if n.id not in ids:
+            raise ScheduleError(f"{primitive}: loops '{n.name}' and '{deepest.name}' are not "
+                                "nested in one another")
+    top = min(ids.index(n.id) for n in nodes)
+    seg = full[top:]
+    for outer in seg[:-1]:
+        if len(outer.children) != 1:
+            others = ", ".join(_describe(c) for c in outer.children)
+            raise ScheduleError(f"{primitive}: loop '{outer.name}' is not perfectly nested: it "
+                                f"contains {others}; move the other statements first "
+                                "(compute_at) or schedule each nest separately")
+    return seg
+
+
+def _describe(n: object) -> str:
+    return f"loop '{n.name}'" if isinstance(n, LoopNode) else f"statement '{n.statement}'"
+
+
+def reorder(state: State, nodes: Sequence[LoopNode]) -> State:
+    if len({n.id for n in nodes}) != len(nodes):
+        raise ScheduleError("reorder: a loop is listed twice")
+    seg = chain(state, nodes, "reorder")
+    wanted = {n.id for n in nodes}
+    slots = [k for k, n in enumerate(seg) if n.id in wanted]
+    payload = {n.id: n for n in seg}
+    new_seq = list(seg)
+    for slot, n in zip(slots, nodes):
+        new_seq[slot] = payload[n.id]
+    rebuilt = _chain([replace(n, children=()) for n in new_seq], seg[-1].children)
+    return state.with_root(replace_node(state.root, seg[0].id, rebuilt))
+
+
+def fuse(state: State, nodes: Sequence[LoopNode], name: str | None) -> tuple[State, LoopNode]:
+    if len(nodes) < 2:
+        raise ScheduleError("fuse needs at least two loops")
+    seg = chain(state, nodes, "fuse")
+    if [n.id for n in seg] != [n.id for n in nodes]:
+        raise ScheduleError("fuse: the loops must be directly nested, outermost first: "
+                            + ", ".join(n.name for n in seg))
+    exprs = []
+    for s, _ in seg[0].exprs:
+        parts, formula_terms = [], []
+        vals = [f"a{k}" for k in range(len(seg))]
+        acc = None
+        for k, n in enumerate(seg):
+            e = n.expr(s)
+            lo, hi = affine.value_range(state.program, s, e)
+            if k > 0 and (lo is None or hi is None):
+                raise ScheduleError(f"fuse: loop '{n.name}' has no constant extent; fuse needs "
+                                    "inner loops of constant extent")
+            parts.append(e)
+            term = f"({vals[k]} - {lo})" if lo else vals[k]
+            acc = term if acc is None else f"({acc}) * {hi - lo + 1} + {term}"  # type: ignore[operator]
+            formula_terms.append(term)
+        exprs.append((s, affine.combine(state.program, parts, f"[{', '.join(vals)}] -> [({acc})]")))
+    fused = LoopNode(state.next_id, name or "_".join(n.name for n in seg) + "_fused",
+                     tuple(exprs), seg[-1].children)
+    return state.with_root(replace_node(state.root, seg[0].id, fused), state.next_id + 1), fused
+
+
+def skew(state: State, outer: LoopNode, inner: LoopNode, factor: int) -> State:
+    if not isinstance(factor, int) or isinstance(factor, bool) or factor == 0:
+        raise ScheduleError(f"skew factor must be a non-zero integer, got {factor!r}")
+    path = state.path(inner.id)
+    if outer.id not in [p.id for p in path[:-1]]:
+        raise ScheduleError(f"skew: loop '{inner.name}' is not inside loop '{outer.name}'")
+    exprs = tuple((s, affine.combine(state.program, [outer.expr(s), e],
+                                     f"[a, b] -> [(b + {factor} * a)]"))
+                  for s, e in inner.exprs)
+    return state.with_root(replace_node(state.root, inner.id, replace(inner, exprs=exprs)))
+
+
+def reverse(state: State, node: LoopNode) -> State:
+    exprs = tuple((s, affine.combine(state.program, [e], "[a] -> [(-a)]")) for s, e in node.exprs)
+    return state.with_root(replace_node(state.root, node.id, replace(node, exprs=exprs)))
+
+
+def set_kind(state: State, node: LoopNode, kind: LoopKind, **fields: object) -> State:
+    new = replace(node, kind=kind, **fields)  # type: ignore[arg-type]
+    return state.with_root(replace_node(state.root, node.id, new))

@@ -1,0 +1,308 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``pl.Schedule``: explicit control of how a program runs, every step proven legal.
+
+>>> import polyloop as pl
+>>> n = pl.var("n")
+>>> A = pl.placeholder((n,), "float32", name="A")
+>>> B = pl.compute((n,), lambda i: A[i] * 2.0, name="B")
+>>> sch = pl.Schedule(B)
+>>> i0, i1 = sch.split(sch.get_loops(sch.get_block("B"))[0], factors=[None, 8])
+>>> sch.vectorize(i1)
+>>> print(sch)   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from ..errors import PolyloopError, ScheduleError
+from ..frontend.te import Tensor, to_program
+from ..ir.loops import LoopKind
+from ..ir.printer import loops_to_str
+from ..ir.program import Program
+from ..poly.astgen import build_ast
+from ..poly.tree import LoopNode
+from . import blocks, loops, state as st
+from .trace import BlockHandle, LoopHandle, Step, Trace, decode, encode
+
+THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+               "threadIdx.z", "vthread")
+
+
+class Schedule:
+    """A program plus the order its statement instances run in.
+
+    Every primitive either returns with the schedule changed and the change recorded in
+    ``trace``, or raises ``ScheduleError`` and leaves the schedule as it was. Dependences are
+    exact (isl); declared reductions may be reordered (floating-point sums may round
+    differently) but never run in parallel without ``rfactor``.
+    """
+
+    def __init__(self, *outputs: Tensor | Program, args: Sequence[Tensor] | None = None,
+                 name: str | None = None):
+        if len(outputs) == 1 and isinstance(outputs[0], Program):
+            program = outputs[0]
+        else:
+            program = to_program(*outputs, args=args, name=name)  # type: ignore[arg-type]
+        self._state = st.initial(program)
+        self._origin = program
+        self.trace = Trace()
+
+    # ---------------------------------------------------------------------------------------
+    @property
+    def program(self) -> Program:
+        """The current program (statements change with inlining, caching and rfactor)."""
+        return self._state.program
+
+    @property
+    def original(self) -> Program:
+        """The program the schedule started from (its meaning never changes)."""
+        return self._origin
+
+    @property
+    def state(self) -> st.State:
+        return self._state
+
+    def _record(self, primitive: str, args: tuple, kwargs: dict[str, Any], results: tuple) -> None:
+        self.trace = self.trace.append(Step(primitive, tuple(encode(a) for a in args),
+                                            tuple((k, encode(v)) for k, v in kwargs.items()),
+                                            tuple(encode(r) for r in results)))
+
+    def _apply(self, new: st.State, primitive: str, args: tuple, kwargs: dict[str, Any],
+               results: tuple = ()) -> None:
+        st.verify(new, primitive)
+        self._state = new
+        self._record(primitive, args, kwargs, results)
+
+    def _loop(self, loop: LoopHandle, primitive: str) -> LoopNode:
+        if not isinstance(loop, LoopHandle):
+            raise ScheduleError(f"{primitive}: expected a loop from get_loops/split/..., got "
+                                f"{loop!r}")
+        node = self._state.loop(loop.id)
+        if node is None:
+            raise ScheduleError(f"{primitive}: loop '{loop.name}' is no longer in the schedule "
+                                "(a primitive replaced it, e.g. split or fuse); use the loops "
+                                "that primitive returned")
+        return node
+
+    def _block(self, block: BlockHandle | str, primitive: str) -> str:
+        name = block.name if isinstance(block, BlockHandle) else block
+        if not isinstance(name, str):
+            raise ScheduleError(f"{primitive}: expected a block from get_block, got {block!r}")
+        blocks.block_statements(self._state, name)
+        return name
+
+    @staticmethod
+    def _handle(n: LoopNode) -> LoopHandle:
+        return LoopHandle(n.id, n.name)
+
+    # navigation --------------------------------------------------------------------------------
+    def get_block(self, name: str) -> BlockHandle:
+        """The block computing tensor ``name``: ``sch.get_block("C")``."""
+        self._block(name, "get_block")
+        return BlockHandle(name)
+
+    def blocks(self) -> list[BlockHandle]:
+        """All blocks, in program order."""
+        return [BlockHandle(n) for n in dict.fromkeys(s.block_name for s in self.program.statements)]
+
+    def get_loops(self, block: BlockHandle | str) -> list[LoopHandle]:
+        """The loops around the block's main statement, outermost first."""
+        name = self._block(block, "get_loops")
+        main = blocks.main_statement(self._state, name)
+        result = [self._handle(n) for n in self._state.stmt_path(main.name)]
+        self._record("get_loops", (BlockHandle(name),), {}, tuple(result))
+        return result
+
+    def _neighbours(self, block: BlockHandle | str, producers: bool) -> list[BlockHandle]:
+        name = self._block(block, "get_producers" if producers else "get_consumers")
+        stmts = {s.name for s in blocks.block_statements(self._state, name)}
+        found: dict[str, None] = {}
+        for d in self._state.deps:
+            if d.kind.value != "RAW":
+                continue
+            if producers and d.sink in stmts and d.source not in stmts:
+                found.setdefault(self.program.statement(d.source).block_name)
+            if not producers and d.source in stmts and d.sink not in stmts:
+                found.setdefault(self.program.statement(d.sink).block_name)
+        return [BlockHandle(n) for n in found]
+
+    def get_producers(self, block: BlockHandle | str) -> list[BlockHandle]:
+        """Blocks whose results this block reads."""
+        return self._neighbours(block, True)
+
+    def get_consumers(self, block: BlockHandle | str) -> list[BlockHandle]:
+        """Blocks that read this block's results."""
+        return self._neighbours(block, False)
+
+    # loop primitives ---------------------------------------------------------------------------
+    def split(self, loop: LoopHandle, factors: Sequence[int | None], *,
+              names: Sequence[str] | None = None) -> list[LoopHandle]:
+        """Split a loop into nested loops of the given trip counts (one may be None: inferred).
+
+        Extents that do not divide and symbolic extents are exact: isl writes the bounds.
+        """
+        node = self._loop(loop, "split")
+        new, nodes = loops.split(self._state, node, list(factors), names)
+        result = [self._handle(n) for n in nodes]
+        kw = {"factors": list(factors)} | ({"names": list(names)} if names else {})
+        self._apply(new, "split", (loop,), kw, tuple(result))
+        return result
+
+    def reorder(self, *loops_: LoopHandle) -> None:
+        """Put perfectly nested loops in the given order (refused if a dependence would break)."""
+        nodes = [self._loop(x, "reorder") for x in loops_]
+        self._apply(loops.reorder(self._state, nodes), "reorder", tuple(loops_), {})
+
+    def tile(self, loop_a: LoopHandle, loop_b: LoopHandle, ta: int, tb: int) -> list[LoopHandle]:
+        """2-D tiling: split both loops and reorder to (a0, b0, a1, b1)."""
+        a0, a1 = self.split(loop_a, [None, ta])
+        b0, b1 = self.split(loop_b, [None, tb])
+        self.reorder(a0, b0, a1, b1)
+        return [a0, b0, a1, b1]
+
+    def fuse(self, *loops_: LoopHandle, name: str | None = None) -> LoopHandle:
+        """Fuse directly nested loops (outermost first) into one loop."""
+        nodes = [self._loop(x, "fuse") for x in loops_]
+        new, fused = loops.fuse(self._state, nodes, name)
+        h = self._handle(fused)
+        self._apply(new, "fuse", tuple(loops_), {"name": name} if name else {}, (h,))
+        return h
+
+    def skew(self, outer: LoopHandle, inner: LoopHandle, factor: int = 1) -> None:
+        """``inner += factor * outer``: the wavefront transformation that can make inner loops
+        parallel (seed 002)."""
+        o, i = self._loop(outer, "skew"), self._loop(inner, "skew")
+        self._apply(loops.skew(self._state, o, i, factor), "skew", (outer, inner),
+                    {"factor": factor})
+
+    def reverse(self, loop: LoopHandle) -> None:
+        """Run a loop backwards."""
+        node = self._loop(loop, "reverse")
+        self._apply(loops.reverse(self._state, node), "reverse", (loop,), {})
+
+    def _exclusive(self, loop: LoopHandle, primitive: str, kind: LoopKind, **fields: Any) -> None:
+        node = self._loop(loop, primitive)
+        new = loops.set_kind(self._state, node, kind, **fields)
+        bad = st.check_parallel(new, new.loop(node.id))  # type: ignore[arg-type]
+        if bad is not None:
+            hint = ""
+            if bad.dependence.reduction:
+                hint = " It is a reduction loop: split it and use rfactor, or choose a spatial loop."
+            raise ScheduleError(f"cannot {primitive} loop '{node.name}': it carries "
+                                f"{bad.summary()}; for instance {bad.describe()}.{hint}")
+        return new  # type: ignore[return-value]
+
+    def parallel(self, loop: LoopHandle) -> None:
+        """Run the iterations of a loop on all cores (OpenMP). Refused if it carries a dependence."""
+        node = self._loop(loop, "parallelize")
+        for anc in self._state.path(node.id)[:-1]:
+            if anc.kind is LoopKind.PARALLEL:
+                raise ScheduleError(f"cannot parallelize loop '{node.name}': it is inside "
+                                    f"parallel loop '{anc.name}'; fuse them instead")
+        new = self._exclusive(loop, "parallelize", LoopKind.PARALLEL)
+        self._apply(new, "parallel", (loop,), {})  # type: ignore[arg-type]
+
+    def vectorize(self, loop: LoopHandle) -> None:
+        """Run an innermost loop with SIMD instructions. Refused if it carries a dependence."""
+        node = self._loop(loop, "vectorize")
+        if any(isinstance(c, LoopNode) for c in node.children):
+            raise ScheduleError(f"cannot vectorize loop '{node.name}': it contains other loops; "
+                                "vectorize an innermost loop")
+        new = self._exclusive(loop, "vectorize", LoopKind.VECTORIZED)
+        self._apply(new, "vectorize", (loop,), {})  # type: ignore[arg-type]
+
+    def unroll(self, loop: LoopHandle, factor: int | None = None) -> None:
+        """Unroll a loop fully (``factor=None``) or by ``factor``."""
+        node = self._loop(loop, "unroll")
+        if factor is not None and (not isinstance(factor, int) or factor < 1):
+            raise ScheduleError(f"unroll factor must be a positive integer, got {factor!r}")
+        new = loops.set_kind(self._state, node, LoopKind.UNROLLED, unroll_factor=factor)
+        self._apply(new, "unroll", (loop,), {"factor": factor} if factor else {})
+
+    def bind(self, loop: LoopHandle, thread_axis: str) -> None:
+        """Map a loop onto a GPU index (``"blockIdx.x"``, ``"threadIdx.y"``, ...)."""
+        if thread_axis not in THREAD_AXES:
+            raise ScheduleError(f"unknown thread axis {thread_axis!r}; valid: "
+                                + ", ".join(THREAD_AXES))
+        new = self._exclusive(loop, "bind", LoopKind.THREAD, thread=thread_axis)
+        self._apply(new, "bind", (loop, thread_axis), {})  # type: ignore[arg-type]
+
+    def annotate(self, loop: LoopHandle, key: str, value: Any) -> None:
+        """Attach a key/value annotation to a loop (printed as a comment; read by targets)."""
+        node = self._loop(loop, "annotate")
+        ann = tuple((k, v) for k, v in node.annotations if k != key) + ((str(key), str(value)),)
+        new = loops.set_kind(self._state, node, node.kind, annotations=ann)
+        self._apply(new, "annotate", (loop, key, value), {})
+
+    # block primitives --------------------------------------------------------------------------
+    def compute_at(self, block: BlockHandle | str, loop: LoopHandle) -> None:
+        """Compute a producer inside a consumer's loop: each instance runs in the first iteration
+        that needs it (exact footprints, e.g. a convolution's halo)."""
+        name, node = self._block(block, "compute_at"), self._loop(loop, "compute_at")
+        self._apply(blocks.compute_at(self._state, name, node), "compute_at",
+                    (BlockHandle(name), loop), {})
+
+    def reverse_compute_at(self, block: BlockHandle | str, loop: LoopHandle) -> None:
+        """Compute a consumer inside a producer's loop, right after what it reads is ready."""
+        name, node = self._block(block, "reverse_compute_at"), self._loop(loop, "reverse_compute_at")
+        self._apply(blocks.reverse_compute_at(self._state, name, node), "reverse_compute_at",
+                    (BlockHandle(name), loop), {})
+
+    def decompose_reduction(self, block: BlockHandle | str, loop: LoopHandle) -> None:
+        """Move a reduction's initialization right before ``loop`` (inside the loops above it)."""
+        name, node = self._block(block, "decompose_reduction"), self._loop(loop, "decompose_reduction")
+        self._apply(blocks.decompose_reduction(self._state, name, node), "decompose_reduction",
+                    (BlockHandle(name), loop), {})
+
+    def compute_inline(self, block: BlockHandle | str) -> None:
+        """Substitute an elementwise block into its consumers; its buffer disappears."""
+        name = self._block(block, "compute_inline")
+        self._apply(blocks.compute_inline(self._state, name), "compute_inline",
+                    (BlockHandle(name),), {})
+
+    def reverse_compute_inline(self, block: BlockHandle | str) -> None:
+        """Substitute an elementwise consumer into its (only) producer."""
+        name = self._block(block, "reverse_compute_inline")
+        self._apply(blocks.reverse_compute_inline(self._state, name), "reverse_compute_inline",
+                    (BlockHandle(name),), {})
+
+    # output --------------------------------------------------------------------------------------
+    def loop_ast(self):
+        """The scheduled loop nest (isl's AST converted to polyloop's loop AST)."""
+        return build_ast(self.program, self._state.root)
+
+    def show(self, *, affine: bool = False) -> str:
+        """The scheduled program as Python-like loops; with ``affine=True`` also each
+        statement's schedule as an isl map."""
+        text = loops_to_str(self.loop_ast())
+        if affine:
+            maps = self._state.schedule_map()
+            text += "\n\n# affine schedules\n" + "\n".join(
+                f"# {s}: {m}" for s, m in maps.items())
+        return text
+
+    def __str__(self) -> str:
+        return self.show()
+
+    def __repr__(self) -> str:
+        return f"<Schedule of {self.program.name}: {len(self.trace)} steps>"
+
+    def copy(self) -> Schedule:
+        other = Schedule.__new__(Schedule)
+        other._state, other._origin, other.trace = self._state, self._origin, self.trace
+        return other
+
+    @staticmethod
+    def from_trace(program: Program | Tensor | Sequence[Tensor], trace: Trace | str) -> Schedule:
+        """Replay a trace (or its JSON) on a program: ``pl.Schedule.from_trace(prog, t)``."""
+        t = Trace.from_json(trace) if isinstance(trace, str) else trace
+        if isinstance(program, (list, tuple)):
+            sch = Schedule(*program)
+        else:
+            sch = Schedule(program)
+        for step in t:
+            fn: Callable[..., Any] | None = getattr(sch, step.primitive, None)
+            if fn is None:
+                raise PolyloopError(f"unknown primitive {step.primitive!r} in trace")
+            fn(*[decode(a) for a in step.args], **{k: decode(v) for k, v in step.kwargs})
+        return sch

@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The immutable state behind a Schedule and the tree edits the primitives share.
+
+A state is a Program, its loop tree, and the dependences every later schedule must respect
+(computed once against the order in which the program is known to be correct).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import ScheduleError
+from ..ir.loops import LoopKind
+from ..ir.program import Program
+from ..poly import deps as deps_mod
+from ..poly import legality
+from ..poly.tree import (LoopNode, Node, Root, StmtNode, flat_schedule, loop_position, loops,
+                         path_to, statements_under)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class State:
+    program: Program
+    root: Root
+    deps: deps_mod.Dependences
+    next_id: int
+
+    # queries ---------------------------------------------------------------------------------
+    def loop(self, loop_id: int) -> LoopNode | None:
+        for n in loops(self.root):
+            if n.id == loop_id:
+                return n
+        return None
+
+    def path(self, loop_id: int) -> list[LoopNode]:
+        p = path_to(self.root, loop_id)
+        assert p is not None
+        return p
+
+    def stmt_path(self, stmt: str) -> list[LoopNode]:
+        """The loops enclosing a statement, outermost first."""
+        def go(n: Node | Root, acc: list[LoopNode]) -> list[LoopNode] | None:
+            if isinstance(n, StmtNode):
+                return acc if n.statement == stmt else None
+            here = acc + [n] if isinstance(n, LoopNode) else acc
+            for c in n.children:
+                r = go(c, here)
+                if r is not None:
+                    return r
+            return None
+        r = go(self.root, [])
+        assert r is not None, stmt
+        return r
+
+    def schedule_map(self):
+        return flat_schedule(self.program, self.root)
+
+    # edits -----------------------------------------------------------------------------------
+    def with_root(self, root: Root, next_id: int | None = None) -> State:
+        return replace(self, root=root, next_id=self.next_id if next_id is None else next_id)
+
+
+def initial(program: Program) -> State:
+    """The default schedule: one loop nest per statement, in program order."""
+    nid = 0
+    nests: list[Node] = []
+    for s in program.statements:
+        child: Node = StmtNode(s.name)
+        ids = list(range(nid, nid + len(s.iters)))
+        nid += len(s.iters)
+        for it, lid in reversed(list(zip(s.iters, ids))):
+            child = LoopNode(lid, it, ((s.name, identity_expr(program, s.name, it)),), (child,))
+        nests.append(child)
+    root = Root(tuple(nests))
+    fs = flat_schedule(program, root)
+    return State(program, root, deps_mod.compute(program, fs), nid)
+
+
+def identity_expr(program: Program, stmt: str, iterator: str) -> str:
+    s = program.statement(stmt)
+    return f"{{ {s.name}[{', '.join(s.iters)}] -> [({iterator})] }}"
+
+
+def rebase(state: State, program: Program, root: Root) -> State:
+    """A state for a rewritten program whose meaning equals the old one under the old order:
+    its dependences are recomputed against the current (legal) order."""
+    fs = flat_schedule(program, root)
+    return State(program, root, deps_mod.compute(program, fs), state.next_id)
+
+
+def replace_node(root: Root, loop_id: int, new: Node | tuple[Node, ...] | None) -> Root:
+    """Replace the loop ``loop_id`` by ``new`` (a node, several siblings, or nothing)."""
+    def go(kids: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for c in kids:
+            if isinstance(c, LoopNode) and c.id == loop_id:
+                if new is None:
+                    continue
+                out.extend(new if isinstance(new, tuple) else (new,))
+            elif isinstance(c, LoopNode):
+                out.append(c.with_children(go(c.children)))
+            else:
+                out.append(c)
+        return tuple(out)
+    return Root(go(root.children))
+
+
+def map_tree(root: Root, fn) -> Root:
+    """Rebuild the tree bottom-up; fn(node) returns a node, a tuple of nodes, or None to drop."""
+    def go(kids: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for c in kids:
+            if isinstance(c, LoopNode):
+                c = c.with_children(go(c.children))
+            r = fn(c)
+            if r is None:
+                continue
+            out.extend(r if isinstance(r, tuple) else (r,))
+        return tuple(out)
+    return Root(go(root.children))
+
+
+def remove_statements(root: Root, names: set[str]) -> Root:
+    """Drop statements (and their expressions in loops); loops left empty disappear."""
+    def fn(n: Node):
+        if isinstance(n, StmtNode):
+            return None if n.statement in names else n
+        if not n.children:
+            return None
+        exprs = tuple((s, e) for s, e in n.exprs if s not in names)
+        return replace(n, exprs=exprs)
+    return map_tree(root, fn)
+
+
+def insert_children(root: Root, parent_id: int | None, nodes: tuple[Node, ...], *,
+                    index: int | None = None) -> Root:
+    """Insert ``nodes`` among the children of loop ``parent_id`` (None: the root)."""
+    if parent_id is None:
+        kids = list(root.children)
+        at = len(kids) if index is None else index
+        return Root(tuple(kids[:at]) + nodes + tuple(kids[at:]))
+
+    def fn(n: Node):
+        if isinstance(n, LoopNode) and n.id == parent_id:
+            kids = list(n.children)
+            at = len(kids) if index is None else index
+            return n.with_children(tuple(kids[:at]) + nodes + tuple(kids[at:]))
+        return n
+    return map_tree(root, fn)
+
+
+def add_exprs(root: Root, additions: dict[int, tuple[tuple[str, str], ...]]) -> Root:
+    """Give loops expressions for statements newly placed below them."""
+    def fn(n: Node):
+        if isinstance(n, LoopNode) and n.id in additions:
+            return replace(n, exprs=n.exprs + additions[n.id])
+        return n
+    return map_tree(root, fn)
+
+
+# legality ----------------------------------------------------------------------------------------
+
+_EXCLUSIVE = (LoopKind.PARALLEL, LoopKind.VECTORIZED, LoopKind.THREAD)
+
+
+def verify(state: State, primitive: str) -> None:
+    """Raise ScheduleError unless every dependence is respected and no parallel loop carries one."""
+    fs = state.schedule_map()
+    v = legality.check_order(state.program, state.deps, fs)
+    if v is not None:
+        raise ScheduleError(f"{primitive} would break {v.summary()}: after it, "
+                            f"{v.describe()} would run first. Dependences must keep their order.")
+    for n in loops(state.root):
+        if n.kind in _EXCLUSIVE:
+            bad = check_parallel(state, n, fs)
+            if bad is not None:
+                raise ScheduleError(f"{primitive} would make {n.kind.value} loop '{n.name}' carry "
+                                    f"{bad.summary()}: {bad.describe()}")
+
+
+def check_parallel(state: State, node: LoopNode, fs=None) -> legality.Violation | None:
+    fs = state.schedule_map() if fs is None else fs
+    pos = loop_position(state.root, node.id)
+    return legality.check_parallel(state.program, state.deps, fs, set(statements_under(node)), pos)

@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Handles to blocks and loops, and the replayable trace of schedule primitives."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class BlockHandle:
+    """A block: the statements one tensor (or kernel instruction) lowers to."""
+    name: str
+
+    def __repr__(self) -> str:
+        return f"Block({self.name!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class LoopHandle:
+    """A loop of the schedule; it stays valid until a primitive replaces the loop."""
+    id: int
+    name: str
+
+    def __repr__(self) -> str:
+        return f"Loop({self.name!r}, #{self.id})"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    primitive: str
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
+    results: tuple[Any, ...]
+
+
+def encode(v: Any) -> Any:
+    if isinstance(v, LoopHandle):
+        return {"loop": v.id, "name": v.name}
+    if isinstance(v, BlockHandle):
+        return {"block": v.name}
+    if isinstance(v, (list, tuple)):
+        return [encode(x) for x in v]
+    return v
+
+
+def decode(v: Any) -> Any:
+    if isinstance(v, dict) and "loop" in v:
+        return LoopHandle(v["loop"], v["name"])
+    if isinstance(v, dict) and "block" in v:
+        return BlockHandle(v["block"])
+    if isinstance(v, list):
+        return [decode(x) for x in v]
+    return v
+
+
+def _py(v: Any) -> str:
+    if isinstance(v, dict) and "loop" in v:
+        return f"l{v['loop']}"
+    if isinstance(v, dict) and "block" in v:
+        return f"sch.get_block({v['block']!r})"
+    if isinstance(v, list):
+        return "[" + ", ".join(_py(x) for x in v) + "]"
+    if isinstance(v, dict) and "lambda" in v:
+        return v["lambda"]
+    return repr(v)
+
+
+class Trace:
+    """The primitives applied to a schedule, in order. ``str(trace)`` is Python that replays them;
+    ``to_json``/``from_json`` round-trip it."""
+
+    def __init__(self, steps: tuple[Step, ...] = ()):
+        self.steps = steps
+
+    def append(self, step: Step) -> Trace:
+        return Trace(self.steps + (step,))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def to_json(self) -> str:
+        return json.dumps([{"primitive": s.primitive, "args": list(s.args),
+                            "kwargs": dict(s.kwargs), "results": list(s.results)}
+                           for s in self.steps])
+
+    @staticmethod
+    def from_json(text: str) -> Trace:
+        steps = []
+        for d in json.loads(text):
+            steps.append(Step(d["primitive"], tuple(d["args"]),
+                              tuple(d["kwargs"].items()), tuple(d["results"])))
+        return Trace(tuple(steps))
+
+    def __str__(self) -> str:
+        lines = []
+        for s in self.steps:
+            call = ", ".join([_py(a) for a in s.args] + [f"{k}={_py(v)}" for k, v in s.kwargs])
+            lhs = ", ".join(_py(r) for r in s.results)
+            lines.append((f"{lhs} = " if lhs else "") + f"sch.{s.primitive}({call})")
+        return "\n".join(lines)
