@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Bind the arrays of one call to a kernel's signature: check them, infer the size parameters.
+
+Every call is checked before the kernel runs, because a generated kernel trusts its arguments:
+a wrong shape would make it read or write out of bounds. The checks that depend only on the
+shapes (size inference, shape verification, output shapes) are cached per distinct combination
+of shapes, so a repeated call costs a dictionary lookup.
+"""
+from __future__ import annotations
+
+import ctypes
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, PolyloopError
+from ..ir.expr import Const, Expr, Var, VarKind, walk
+from ..ir.program import Buffer, BufferRole
+from .pointers import data_pointer_reader
+from .shapes import Affine, evaluate, solve, to_affine
+
+# Distinct shape combinations remembered per kernel; the cache is cleared when it fills up.
+_PLAN_CACHE_SIZE = 256
+
+
+def shape_to_str(b: Buffer) -> str:
+    """``float32[n, n + 2]``: the dtype and symbolic shape of a buffer."""
+    return f"{b.dtype}[{', '.join(str(d) for d in b.shape)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One argument of the signature, with what a call must satisfy."""
+
+    index: int
+    buffer: Buffer
+    dtype: np.dtype
+    ndim: int
+    written: bool
+    required: bool
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+
+@dataclass(frozen=True, slots=True)
+class DimRule:
+    """How dimension ``dim`` of argument ``slot`` relates to the size parameters."""
+
+    slot: int
+    dim: int
+    expr: Expr
+    const: int | None       # a constant dimension
+    param: str | None       # a dimension that is a bare size parameter
+    affine: Affine | None   # a dimension a*n + b + ..., solvable for one unbound parameter
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the shapes of one call determine: parameter values and output shapes."""
+
+    params: ctypes.Array
+    allocations: tuple[tuple[int, tuple[int, ...]], ...]
+
+
+class Binder:
+    """Checks calls of the kernel ``func`` with arguments ``args`` and size parameters ``params``.
+
+    >>> from polyloop.ir.dtypes import DType
+    >>> from polyloop.ir.program import Buffer, BufferRole, param
+    >>> n = param("n")
+    >>> x = Buffer("x", (n,), DType.FLOAT32, BufferRole.INPUT)
+    >>> y = Buffer("y", (n,), DType.FLOAT32, BufferRole.OUTPUT)
+    >>> arrays, pointers, plan = Binder("f", (x, y), ("n",)).bind((np.ones(3, "float32"),), {})
+    >>> list(plan.params), plan.allocations
+    ([3], ((1, (3,)),))
+    """
+
+    def __init__(self, func: str, args: tuple[Buffer, ...], params: tuple[str, ...]) -> None:
+        self.func = func
+        self.params = params
+        _check_signature(func, args, params)
+        self.slots = tuple(Slot(i, b, b.dtype.numpy, b.ndim, b.role is not BufferRole.INPUT,
+                                b.role is not BufferRole.OUTPUT) for i, b in enumerate(args))
+        self._index = {b.name: i for i, b in enumerate(args)}
+        self._param_set = frozenset(params)
+        self._rules = tuple(_dim_rule(i, d, e) for i, b in enumerate(args)
+                            for d, e in enumerate(b.shape))
+        self._written = tuple(s.index for s in self.slots if s.written)
+        self._params_type = ctypes.c_int64 * len(params)
+        self._plans: dict[Any, Plan] = {}
+        self._pointer = data_pointer_reader()
+
+    def bind(self, positional: tuple, named: dict) -> tuple[list, list[int], Plan]:
+        """Check one call; return the arrays (outputs allocated), their data pointers, the plan."""
+        n = len(self.slots)
+        if len(positional) > n:
+            raise ArgumentError(f"{self.func}() takes at most {n} arrays "
+                                f"({', '.join(s.name for s in self.slots)}), got {len(positional)}")
+        arrays = list(positional) + [None] * (n - len(positional))
+        given = self._place_named(arrays, len(positional), named) if named else None
+        read = self._pointer
+        shapes, pointers = [], []
+        for slot, a in zip(self.slots, arrays):
+            if a is None:
+                if slot.required:
+                    raise ArgumentError(self._missing(slot))
+                shapes.append(None)
+                pointers.append(0)
+                continue
+            if (type(a) is not np.ndarray or a.ndim != slot.ndim or a.dtype != slot.dtype
+                    or not a.flags.c_contiguous or (slot.written and not a.flags.writeable)):
+                self._explain(slot, a)
+            shapes.append(a.shape)
+            pointers.append(read(a))
+        key = (tuple(shapes), tuple(sorted(given.items()))) if given else tuple(shapes)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(arrays, given or {})
+            if len(self._plans) >= _PLAN_CACHE_SIZE:
+                self._plans.clear()
+            self._plans[key] = plan
+        if len(positional) + len(named) > 1:
+            self._check_aliasing(arrays, pointers)
+        for index, shape in plan.allocations:
+            a = arrays[index] = np.empty(shape, self.slots[index].dtype)
+            pointers[index] = read(a)
+        return arrays, pointers, plan
+
+    # argument placement ------------------------------------------------------------------------
+    def _place_named(self, arrays: list, n_positional: int, named: dict) -> dict[str, int]:
+        given: dict[str, int] = {}
+        for key, value in named.items():
+            i = self._index.get(key)
+            if i is not None:
+                if i < n_positional:
+                    raise ArgumentError(f"{self.func}() got argument '{key}' twice: "
+                                        f"positionally (position {i}) and by name")
+                arrays[i] = value
+            elif key in self._param_set:
+                given[key] = self._param_value(key, value)
+            else:
+                raise ArgumentError(
+                    f"{self.func}() got an unknown argument '{key}'; arguments are "
+                    f"{', '.join(s.name for s in self.slots) or 'none'} and size parameters "
+                    f"{', '.join(self.params) or 'none'}")
+        return given
+
+    def _param_value(self, name: str, value: object) -> int:
+        try:
+            v = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            v = None
+        if v is None or isinstance(value, (bool, np.bool_)):
+            raise ArgumentError(f"size parameter '{name}' of {self.func}() must be an integer, "
+                                f"got {type(value).__name__} {value!r}")
+        if v < 0:
+            raise ArgumentError(f"size parameter '{name}' of {self.func}() must be >= 0, got {v}")
+        return v
+
+    # per-array checks ----------------------------------------------------------------------------
+    def _missing(self, slot: Slot) -> str:
+        return (f"{self.func}() is missing argument '{slot.name}' ({slot.buffer.role.value} "
+                f"{shape_to_str(slot.buffer)}); pass it positionally or as {slot.name}=...")
+
+    def _explain(self, slot: Slot, a: object) -> None:
+        """Raise the ArgumentError for the first property of ``a`` that the slot rejects."""
+        what = f"argument '{slot.name}' of {self.func}()"
+        spec = shape_to_str(slot.buffer)
+        if not isinstance(a, np.ndarray):
+            raise ArgumentError(f"{what} must be a numpy.ndarray of {spec}, got "
+                                f"{type(a).__name__}; convert it with "
+                                f"np.asarray({slot.name}, dtype=np.{slot.dtype})")
+        if a.ndim != slot.buffer.ndim:
+            raise ArgumentError(f"{what} must have {slot.buffer.ndim} dimension(s) ({spec}), "
+                                f"got an array with {a.ndim} of shape {a.shape}")
+        if a.dtype != slot.dtype:
+            raise ArgumentError(f"{what} must have dtype {slot.dtype}, got {a.dtype}; convert "
+                                f"it with {slot.name}.astype(np.{slot.dtype})")
+        if not a.flags.c_contiguous:
+            raise ArgumentError(f"{what} must be C-contiguous, got a strided array of shape "
+                                f"{a.shape}; pass np.ascontiguousarray({slot.name})")
+        if slot.written and not a.flags.writeable:
+            raise ArgumentError(f"{what} is written by the kernel ({slot.buffer.role.value}) "
+                                f"but the array is read-only; pass a writeable array, "
+                                f"e.g. {slot.name}.copy()")
+
+    def _check_aliasing(self, arrays: list, pointers: list[int]) -> None:
+        """A written argument must not overlap any other argument: the C code uses restrict."""
+        for w in self._written:
+            if arrays[w] is None or arrays[w].nbytes == 0:
+                continue
+            lo, hi = pointers[w], pointers[w] + arrays[w].nbytes
+            for j, a in enumerate(arrays):
+                # C-contiguous arrays occupy exactly [pointer, pointer + nbytes).
+                if (j != w and a is not None and a.nbytes and pointers[j] < hi
+                        and lo < pointers[j] + a.nbytes):
+                    raise ArgumentError(
+                        f"argument '{self.slots[w].name}' of {self.func}() is written by the "
+                        f"kernel and shares memory with argument '{self.slots[j].name}'; the "
+                        "generated code assumes arguments do not overlap, pass separate arrays "
+                        f"(e.g. {self.slots[j].name}.copy())")
+
+    # size inference ------------------------------------------------------------------------------
+    def _plan(self, arrays: list, given: dict[str, int]) -> Plan:
+        env = dict(given)
+        origin = {p: f"given as {p}={v}" for p, v in given.items()}
+        rules = [r for r in self._rules if arrays[r.slot] is not None]
+        # Sizes come from the inputs first, so that a wrong output is the one blamed.
+        for group in ([r for r in rules if not self.slots[r.slot].written],
+                      [r for r in rules if self.slots[r.slot].written]):
+            self._bind_bare(group, arrays, env, origin)
+            self._solve_affine(group, arrays, env, origin)
+        for p in self.params:
+            if p not in env:
+                raise ArgumentError(
+                    f"size parameter '{p}' of {self.func}() cannot be inferred from the shapes "
+                    f"of the arrays given; pass it by name: {self.func}(..., {p}=...)")
+        for r in rules:
+            expected = evaluate(r.expr, env)
+            if arrays[r.slot].shape[r.dim] != expected:
+                raise ArgumentError(self._mismatch(r, arrays, expected, env, origin))
+        return Plan(self._params_type(*(env[p] for p in self.params)),
+                    self._allocations(arrays, env, origin))
+
+    def _bind_bare(self, rules: list[DimRule], arrays: list, env: dict[str, int],
+                   origin: dict[str, str]) -> None:
+        for r in rules:
+            size = arrays[r.slot].shape[r.dim]
+            if r.const is not None and size != r.const:
+                raise ArgumentError(self._mismatch(r, arrays, r.const, {}, {}))
+            if r.param is None:
+                continue
+            if r.param in env and env[r.param] != size:
+                slot = self.slots[r.slot]
+                raise ArgumentError(
+                    f"inconsistent size '{r.param}' in {self.func}(): {r.param} = "
+                    f"{env[r.param]} {origin[r.param]} but {size} from {self._dim(r)} "
+                    f"(argument '{slot.name}' must have shape {shape_to_str(slot.buffer)}, "
+                    f"got shape {arrays[r.slot].shape})")
+            env.setdefault(r.param, size)
+            origin.setdefault(r.param, f"from {self._dim(r)}")
+
+    def _solve_affine(self, rules: list[DimRule], arrays: list, env: dict[str, int],
+                      origin: dict[str, str]) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for r in rules:
+                unbound = [p for p in r.affine.params if p not in env] if r.affine else []
+                if len(unbound) != 1:
+                    continue
+                size = arrays[r.slot].shape[r.dim]
+                solution = solve(r.affine, size, env)  # type: ignore[arg-type]
+                where = f"{self._dim(r)} = {size} = {r.expr}"
+                if solution is None:
+                    raise ArgumentError(f"argument '{self.slots[r.slot].name}' of {self.func}(): "
+                                        f"{self._dim(r)} = {size} is not {r.expr} for any "
+                                        f"integer {unbound[0]}")
+                if solution[1] < 0:
+                    raise ArgumentError(f"size parameter '{unbound[0]}' of {self.func}() would "
+                                        f"be {solution[1]} (from {where}); sizes must be >= 0")
+                env[unbound[0]] = solution[1]
+                origin[unbound[0]] = f"from {where}"
+                progress = True
+
+    def _allocations(self, arrays: list, env: dict[str, int],
+                     origin: dict[str, str]) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        out = []
+        for slot in self.slots:
+            if arrays[slot.index] is not None:
+                continue
+            shape = tuple(evaluate(d, env) for d in slot.buffer.shape)
+            if any(s < 0 for s in shape):
+                raise ArgumentError(
+                    f"cannot allocate output '{slot.name}' of {self.func}(): its shape "
+                    f"{shape_to_str(slot.buffer)} evaluates to {shape} "
+                    f"({self._bindings(slot.buffer.shape, env, origin)}); sizes must be >= 0")
+            out.append((slot.index, shape))
+        return tuple(out)
+
+    # messages ------------------------------------------------------------------------------------
+    def _dim(self, r: DimRule) -> str:
+        return f"{self.slots[r.slot].name}.shape[{r.dim}]"
+
+    def _mismatch(self, r: DimRule, arrays: list, expected: int, env: dict[str, int],
+                  origin: dict[str, str]) -> str:
+        slot = self.slots[r.slot]
+        rule = str(r.expr) if r.const is not None else f"{r.expr} = {expected}"
+        bound = self._bindings((r.expr,), env, origin)
+        return (f"argument '{slot.name}' of {self.func}() must have shape "
+                f"{shape_to_str(slot.buffer)}, got shape {arrays[r.slot].shape}: {self._dim(r)} "
+                f"must be {rule}, got {arrays[r.slot].shape[r.dim]}"
+                + (f" ({bound})" if bound else ""))
+
+    def _bindings(self, exprs: tuple[Expr, ...], env: dict[str, int],
+                  origin: dict[str, str]) -> str:
+        names = sorted({v.name for e in exprs for v in walk(e) if isinstance(v, Var)})
+        return ", ".join(f"{p} = {env[p]} {origin[p]}" for p in names if p in env)
+
+
+def _dim_rule(slot: int, dim: int, e: Expr) -> DimRule:
+    if isinstance(e, Const):
+        return DimRule(slot, dim, e, evaluate(e, {}), None, None)
+    if isinstance(e, Var):
+        return DimRule(slot, dim, e, None, e.name, None)
+    form = to_affine(e)
+    if form is not None and not form.coeffs:
+        return DimRule(slot, dim, e, form.constant, None, None)
+    return DimRule(slot, dim, e, None, None, form)
+
+
+def _check_signature(func: str, args: tuple[Buffer, ...], params: tuple[str, ...]) -> None:
+    """Reject signatures the calling convention cannot express; these are compiler bugs."""
+    names = [b.name for b in args] + list(params)
+    duplicates = sorted({x for x in names if names.count(x) > 1})
+    if duplicates:
+        raise PolyloopError(f"kernel {func}: the names {', '.join(duplicates)} are used twice "
+                            "among arguments and size parameters")
+    for b in args:
+        if b.role is BufferRole.TEMP:
+            raise PolyloopError(f"kernel {func}: buffer '{b.name}' is a temporary and cannot be "
+                                "an argument")
+        for d in b.shape:
+            for v in walk(d):
+                if isinstance(v, Var) and (v.kind is not VarKind.PARAM or v.name not in params):
+                    raise PolyloopError(
+                        f"kernel {func}: the shape of '{b.name}' uses '{v.name}', which is not "
+                        f"one of its size parameters ({', '.join(params) or 'none'})")

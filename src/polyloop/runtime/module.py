@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Module: a compiled kernel loaded with ctypes and called on NumPy arrays."""
+from __future__ import annotations
+
+import ctypes
+import math
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from os import PathLike
+from pathlib import Path
+
+from ..errors import BuildError, PolyloopError
+from ..ir.program import Buffer, BufferRole
+from .binding import Binder, shape_to_str
+from .compiler import Library
+from .header import STATUS_CODES, header_lines
+
+# Calibration stops growing the number of calls per timing here, even for an empty kernel.
+_MAX_CALLS_PER_TIMING = 1_000_000
+
+
+class Module:
+    """A compiled kernel, callable on NumPy arrays.
+
+    Arrays are passed positionally in signature order or by buffer name; size parameters are
+    inferred from the shapes or passed by name. Outputs that are not passed are allocated and
+    returned (one array, a tuple of several, or None). Every call checks its arguments and
+    raises ArgumentError before the kernel could run on a wrong one.
+
+    >>> mod = Module(lib, entry="add", args=(x, y, z), params=("n",), source=src)  # doctest: +SKIP
+    >>> z = mod(np.ones(5, "float32"), np.ones(5, "float32"))                       # doctest: +SKIP
+    >>> mod(a, b, z)          # or pass the output; n is bound from the shapes      # doctest: +SKIP
+    """
+
+    def __init__(self, library: Library, *, entry: str, args: tuple[Buffer, ...],
+                 params: tuple[str, ...], source: str, target: str = "c") -> None:
+        self.library = library
+        self.entry = entry
+        self.args = tuple(args)
+        self.params = tuple(params)
+        self.source = source
+        self.target = target
+        self.signature = signature_to_str(entry, self.args)
+        self._binder = Binder(entry, self.args, self.params)
+        self._args_type = ctypes.c_void_p * len(self.args)
+        self._fn = _load(library, entry)
+
+    @property
+    def cache_hit(self) -> bool:
+        """Whether the library came from the on-disk cache rather than a fresh compilation."""
+        return self.library.cache_hit
+
+    def __call__(self, *positional: object, **named: object) -> object:
+        arrays, pointers, plan = self._binder.bind(positional, named)
+        status = self._fn(self._args_type(*pointers), plan.params)
+        if status:
+            raise self._failure(status)
+        allocations = plan.allocations
+        if not allocations:
+            return None
+        if len(allocations) == 1:
+            return arrays[allocations[0][0]]
+        return tuple(arrays[i] for i, _ in allocations)
+
+    def benchmark(self, *positional: object, repeat: int = 10, warmup: int = 3,
+                  min_time: float = 1e-3, **named: object) -> float:
+        """Median seconds of one call, over ``repeat`` timings after ``warmup`` calls.
+
+        Arguments are taken as by a call and checked once; the timing loop then calls the C
+        function directly. Each timing runs enough calls to last at least ``min_time`` seconds,
+        so that tiny kernels are measured above the timer's resolution.
+
+        >>> seconds = mod.benchmark(a, b, c, repeat=5)  # doctest: +SKIP
+        """
+        if repeat < 1 or warmup < 0 or min_time < 0:
+            raise PolyloopError(f"benchmark() needs repeat >= 1, warmup >= 0 and min_time >= 0, "
+                                f"got repeat={repeat}, warmup={warmup}, min_time={min_time}")
+        arrays, pointers, plan = self._binder.bind(positional, named)
+        fn, args_c, params_c = self._fn, self._args_type(*pointers), plan.params
+        for _ in range(warmup):
+            self._check(fn(args_c, params_c))
+        number = self._calls_per_timing(args_c, params_c, min_time)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for _ in range(number):
+                status = fn(args_c, params_c)
+            times.append((time.perf_counter() - start) / number)
+            self._check(status)
+        del arrays  # kept alive until here: the C function holds their pointers
+        return statistics.median(times)
+
+    def export_library(self, path: str | PathLike) -> tuple[Path, Path]:
+        """Copy the shared library to ``path`` and write a C header next to it.
+
+        ``path`` names the library file (the header gets the suffix ``.h``) or an existing
+        directory (files ``lib<entry>.so`` and ``lib<entry>.h``). Returns both paths.
+
+        >>> so, h = mod.export_library("build/libmatmul.so")  # doctest: +SKIP
+        """
+        dest = Path(path)
+        if dest.is_dir():
+            dest = dest / f"lib{self.entry}.so"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.library.path, dest)
+        header = dest.with_suffix(".h")
+        lines = header_lines(self.entry, self.args, self.params, self.signature)
+        header.write_text("\n".join(lines) + "\n")
+        return dest, header
+
+    def __repr__(self) -> str:
+        return f"<Module {self.signature} target={self.target!r} library={self.library.path}>"
+
+    # helpers -------------------------------------------------------------------------------------
+    def _calls_per_timing(self, args_c: ctypes.Array, params_c: ctypes.Array,
+                          min_time: float) -> int:
+        number = 1
+        while number < _MAX_CALLS_PER_TIMING:
+            start = time.perf_counter()
+            for _ in range(number):
+                status = self._fn(args_c, params_c)
+            elapsed = time.perf_counter() - start
+            self._check(status)
+            if elapsed >= min_time:
+                break
+            # Aim 20% above min_time; grow at least 2x so a noisy first timing cannot stall.
+            guess = math.ceil(number * 1.2 * min_time / max(elapsed, 1e-9))
+            number = min(max(guess, 2 * number), _MAX_CALLS_PER_TIMING)
+        return number
+
+    def _check(self, status: int) -> None:
+        if status:
+            raise self._failure(status)
+
+    def _failure(self, status: int) -> PolyloopError:
+        meaning = STATUS_CODES.get(status, "the kernel reported a failure")
+        return PolyloopError(f"kernel {self.entry}() failed with status {status}: {meaning}")
+
+
+def signature_to_str(entry: str, args: tuple[Buffer, ...]) -> str:
+    """``f(A: float32[n, n], B: float32[n, n]) -> C: float32[n, n]``; inouts are marked."""
+    def one(b: Buffer) -> str:
+        inout = "inout " if b.role is BufferRole.INOUT else ""
+        return f"{b.name}: {inout}{shape_to_str(b)}"
+    inputs = [one(b) for b in args if b.role is not BufferRole.OUTPUT]
+    outputs = [one(b) for b in args if b.role is BufferRole.OUTPUT]
+    result = outputs[0] if len(outputs) == 1 else f"({', '.join(outputs)})" if outputs else "None"
+    return f"{entry}({', '.join(inputs)}) -> {result}"
+
+
+def _load(library: Library, entry: str) -> Callable[..., int]:
+    try:
+        cdll = ctypes.CDLL(str(library.path))
+    except OSError as e:
+        raise BuildError(f"cannot load the compiled library {library.path}: {e}; delete that "
+                         "cache directory to force a rebuild") from None
+    try:
+        fn = getattr(cdll, entry)
+    except AttributeError:
+        raise BuildError(f"the compiled library {library.path} has no function '{entry}' "
+                         f"(source: {library.source_path}); the entry name must match the "
+                         "generated code") from None
+    fn.restype = ctypes.c_int32
+    fn.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64))
+    return fn

@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Integer arithmetic on buffer shapes: evaluate a dimension, or read it as ``a*n + b``.
+
+A buffer dimension is a small expression over size parameters (``n``, ``n + 2``, ``2*n``,
+``min(n, 8)``). The runtime evaluates dimensions to check and allocate arrays, and solves the
+affine ones to infer a size parameter from an array's shape.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import PolyloopError
+from ..ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Unary, UnaryKind, Var, VarKind
+
+_EVAL = {
+    BinOpKind.ADD: lambda a, b: a + b,
+    BinOpKind.SUB: lambda a, b: a - b,
+    BinOpKind.MUL: lambda a, b: a * b,
+    BinOpKind.FLOORDIV: lambda a, b: a // b,
+    BinOpKind.MOD: lambda a, b: a % b,
+    BinOpKind.MIN: min,
+    BinOpKind.MAX: max,
+}
+
+
+def evaluate(e: Expr, env: Mapping[str, int]) -> int:
+    """The integer value of shape expression ``e`` with size parameters bound by ``env``.
+
+    Floor division and modulo follow Python (and polyloop) semantics.
+
+    >>> from polyloop.ir.program import param
+    >>> evaluate(2 * param("n") + 1, {"n": 5})
+    11
+    """
+    if isinstance(e, Const):
+        if isinstance(e.value, bool) or not isinstance(e.value, int):
+            raise PolyloopError(f"shape dimension {e} is not an integer")
+        return e.value
+    if isinstance(e, Var):
+        if e.kind is not VarKind.PARAM:
+            raise PolyloopError(f"shape dimension uses loop iterator '{e.name}'; "
+                                "a shape may only use size parameters")
+        try:
+            return env[e.name]
+        except KeyError:
+            raise PolyloopError(f"size parameter '{e.name}' is not bound") from None
+    if isinstance(e, BinOp) and e.op in _EVAL:
+        lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
+        if rhs == 0 and e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD):
+            raise PolyloopError(f"shape dimension {e} divides by zero")
+        return _EVAL[e.op](lhs, rhs)
+    if isinstance(e, Unary) and e.op is UnaryKind.NEG:
+        return -evaluate(e.operand, env)
+    if isinstance(e, Cast) and e.dtype.is_int:
+        return evaluate(e.value, env)
+    raise PolyloopError(f"shape dimension {e} is not integer arithmetic on size parameters "
+                        "(allowed: + - * // % min max)")
+
+
+@dataclass(frozen=True, slots=True)
+class Affine:
+    """``sum(coeffs[p] * p) + constant`` over size parameters, with integer coefficients."""
+
+    coeffs: tuple[tuple[str, int], ...]
+    constant: int
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return tuple(p for p, _ in self.coeffs)
+
+
+def to_affine(e: Expr) -> Affine | None:
+    """Read ``e`` as an affine form in size parameters, or None when it is not affine.
+
+    >>> from polyloop.ir.program import param
+    >>> to_affine(2 * param("n") - 1)
+    Affine(coeffs=(('n', 2),), constant=-1)
+    """
+    terms = _linear(e)
+    if terms is None:
+        return None
+    constant = terms.pop("", 0)
+    return Affine(tuple(sorted((p, c) for p, c in terms.items() if c != 0)), constant)
+
+
+def _linear(e: Expr) -> dict[str, int] | None:
+    """Coefficients by parameter name; the constant term is under the key ``""``."""
+    if isinstance(e, Const):
+        ok = isinstance(e.value, int) and not isinstance(e.value, bool)
+        return {"": e.value} if ok else None  # type: ignore[dict-item]
+    if isinstance(e, Var):
+        return {e.name: 1} if e.kind is VarKind.PARAM else None
+    if isinstance(e, Cast) and e.dtype.is_int:
+        return _linear(e.value)
+    if isinstance(e, Unary) and e.op is UnaryKind.NEG:
+        inner = _linear(e.operand)
+        return None if inner is None else {k: -v for k, v in inner.items()}
+    if not isinstance(e, BinOp) or e.op not in (BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL):
+        return None
+    lhs, rhs = _linear(e.lhs), _linear(e.rhs)
+    if lhs is None or rhs is None:
+        return None
+    if e.op is BinOpKind.MUL:
+        return _scale(lhs, rhs)
+    sign = 1 if e.op is BinOpKind.ADD else -1
+    out = dict(lhs)
+    for k, v in rhs.items():
+        out[k] = out.get(k, 0) + sign * v
+    return out
+
+
+def _scale(lhs: dict[str, int], rhs: dict[str, int]) -> dict[str, int] | None:
+    """Product of two linear forms, when one of them is a constant."""
+    if set(lhs) <= {""}:
+        lhs, rhs = rhs, lhs
+    if not set(rhs) <= {""}:
+        return None
+    factor = rhs.get("", 0)
+    return {k: v * factor for k, v in lhs.items()}
+
+
+def solve(form: Affine, size: int, env: Mapping[str, int]) -> tuple[str, int] | None:
+    """Solve ``form == size`` for its one parameter not in ``env``.
+
+    Returns (parameter, value), or None when the parameter's coefficient does not divide
+    ``size`` minus the rest (no integer solution). The caller makes sure exactly one parameter
+    of ``form`` is unbound.
+
+    >>> from polyloop.ir.program import param
+    >>> solve(to_affine(2 * param("n") + 2), 10, {})
+    ('n', 4)
+    """
+    unknown = [(p, c) for p, c in form.coeffs if p not in env]
+    if len(unknown) != 1:
+        raise PolyloopError(f"solve() needs exactly one unbound parameter, got {unknown}")
+    name, coeff = unknown[0]
+    rest = size - form.constant - sum(c * env[p] for p, c in form.coeffs if p in env)
+    if rest % coeff != 0:
+        return None
+    return name, rest // coeff
