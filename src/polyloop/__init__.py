@@ -1,2 +1,30 @@
 # SPDX-License-Identifier: Apache-2.0
-"""polyloop: a compiler for loop and tensor programs with exact polyhedral legality checks."""
+"""polyloop: a compiler for loop and tensor programs with exact polyhedral legality checks.
+
+>>> import numpy as np, polyloop as pl
+>>> n = pl.var("n")
+>>> A = pl.placeholder((n, n), "float32", name="A")
+>>> B = pl.compute((n, n), lambda i, j: A[j, i] * 2.0, name="B")
+>>> mod = pl.build(B)
+>>> a = np.arange(6, dtype="float32").reshape(2, 3)
+>>> mod(np.ones((4, 4), "float32")).shape
+(4, 4)
+"""
+from .driver import build
+from .errors import ArgumentError, BuildError, DTypeError, ParseError, PolyloopError, ScheduleError
+from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, sum,  # noqa: A004
+                          to_program, var)
+from .ir.dtypes import DType
+from .ir.elementwise import (abs, const, exp, log, maximum, minimum, sqrt, tanh,  # noqa: A004
+                             where)
+from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from .poly.api import dependences
+from .schedule import BlockHandle, LoopHandle, Schedule, Trace
+
+__all__ = [
+    "ArgumentError", "BlockHandle", "Buffer", "BufferRole", "BuildError", "DType", "DTypeError",
+    "LoopHandle", "MemScope", "ParseError", "PolyloopError", "Program", "Schedule",
+    "ScheduleError", "Statement", "Tensor", "Trace", "abs", "build", "compute", "const",
+    "dependences", "exp", "log", "max", "maximum", "min", "minimum", "placeholder",
+    "reduce_axis", "sqrt", "sum", "tanh", "to_program", "var", "where",
+]

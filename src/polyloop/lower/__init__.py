@@ -1,2 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""L4: isl AST -> the small loop AST (For/If/Block/Store/Barrier) with loop kinds."""
+"""L4: a scheduled program -> a Kernel (loop AST, arguments, temporaries)."""
+from .lower import lower
+
+__all__ = ["lower"]

@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Lowering: a scheduled program -> a target-independent Kernel (loop AST plus signature).
+
+The pipeline is a list of named steps; ``POLYLOOP_DUMP=lower`` prints the loop nest after each.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from .. import config
+from ..errors import PolyloopError
+from ..ir.expr import Expr
+from ..ir.loops import Block, For, If, Kernel, Node, Store
+from ..ir.printer import loops_to_str
+from ..ir.program import BufferRole, Program
+from ..poly.astgen import build_ast
+from ..poly.tree import Root
+from .simplify import simplify
+
+
+def _map_exprs(node: Node, fn: Callable[[Expr], Expr]) -> Node:
+    if isinstance(node, For):
+        return For(node.var, fn(node.start), fn(node.stop), _map_exprs(node.body, fn), node.kind,
+                   node.step, node.unroll_factor, node.thread, node.annotations)
+    if isinstance(node, If):
+        return If(fn(node.cond), _map_exprs(node.then, fn),
+                  None if node.otherwise is None else _map_exprs(node.otherwise, fn))
+    if isinstance(node, Block):
+        return Block(tuple(_map_exprs(c, fn) for c in node.body))
+    if isinstance(node, Store):
+        return Store(node.buffer, tuple(fn(i) for i in node.indices), fn(node.value),
+                     node.reduction, node.statement)
+    return node
+
+
+def _flatten(node: Node) -> Node:
+    """Merge nested blocks so the printed code has no empty scopes."""
+    if isinstance(node, Block):
+        out: list[Node] = []
+        for c in node.body:
+            c = _flatten(c)
+            out.extend(c.body if isinstance(c, Block) else (c,))
+        return out[0] if len(out) == 1 else Block(tuple(out))
+    if isinstance(node, For):
+        return For(node.var, node.start, node.stop, _flatten(node.body), node.kind, node.step,
+                   node.unroll_factor, node.thread, node.annotations)
+    if isinstance(node, If):
+        return If(node.cond, _flatten(node.then),
+                  None if node.otherwise is None else _flatten(node.otherwise))
+    return node
+
+
+STEPS: tuple[tuple[str, Callable[[Node], Node]], ...] = (
+    ("simplify", lambda n: _map_exprs(n, simplify)),
+    ("flatten", _flatten),
+)
+
+
+def lower(program: Program, root: Root, *, name: str | None = None) -> Kernel:
+    """The Kernel for ``program`` scheduled by the loop tree ``root``."""
+    body = build_ast(program, root)
+    for step, fn in STEPS:
+        try:
+            body = fn(body)
+        except PolyloopError:
+            raise
+        except Exception as e:  # a bug in a step must say which step
+            raise PolyloopError(f"lowering step '{step}' failed: {e}") from e
+        if "lower" in config.CONFIG.dump:
+            print(f"# --- after {step}\n{loops_to_str(body)}", file=sys.stderr)
+    kname = name or program.name
+    if not kname.isidentifier():
+        kname = "kernel"
+    if kname in {b.name for b in program.buffers} | set(program.params):
+        kname += "_kernel"
+    temps = tuple(b for b in program.buffers if b.role is BufferRole.TEMP)
+    return Kernel(kname, tuple(program.arg_buffers()), program.params, temps, body)
