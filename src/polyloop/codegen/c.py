@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The C target: C99 with OpenMP pragmas, compiled by gcc ``-fopenmp -std=gnu11``.
+
+The entry point of a kernel named ``vadd`` is ``int32_t vadd(void **args, const int64_t *params)``:
+``args`` holds the data pointers of the C-contiguous argument arrays in ``kernel.args`` order,
+``params`` the size parameters in ``kernel.params`` order. It returns 0, or 1 when a temporary
+could not be allocated.
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import BuildError
+from ..ir.expr import Const
+from ..ir.loops import Barrier, For, Kernel, LoopKind
+from ..ir.program import Buffer
+from .cfamily import CFamilyPrinter
+from .helpers import HelperKind
+from .names import is_c_identifier
+from .tables import MULTIPLICATIVE, UNARY
+from .writer import CodeWriter
+
+STACK_LIMIT_BYTES = 64 * 1024   # larger temporaries, or ones of symbolic shape, go on the heap
+ALIGNMENT = 64
+DEFAULT_UNROLL = 8
+MAX_UNROLL = 65534              # gcc's limit for #pragma GCC unroll
+INCLUDES = ("math.h", "stdbool.h", "stdint.h", "stdlib.h")
+ENTRY_SIGNATURE = "int32_t {name}(void **args, const int64_t *params)"
+C_LOOP_PRAGMAS = {LoopKind.PARALLEL: "#pragma omp parallel for schedule(static)",
+                  LoopKind.VECTORIZED: "#pragma omp simd"}
+
+
+class CPrinter(CFamilyPrinter):
+    """C99 + OpenMP. Loop kinds become pragmas; THREAD loops and barriers are refused."""
+
+    target = "c"
+
+    def loop_pragmas(self, loop: For) -> list[str]:
+        if loop.kind is LoopKind.UNROLLED:
+            return [f"#pragma GCC unroll {unroll_count(loop)}"]
+        return [C_LOOP_PRAGMAS[loop.kind]] if loop.kind in C_LOOP_PRAGMAS else []
+
+    def thread_index(self, loop: For) -> str:
+        raise BuildError(f"loop '{loop.var}' of kernel '{self.kernel.name}' is bound to "
+                         f"{loop.thread!r}, which the C target cannot run; build with target "
+                         "\"cuda\" or \"opencl\", or remove the binding")
+
+    def barrier(self, node: Barrier) -> str:
+        raise BuildError(f"kernel '{self.kernel.name}' has a {node.scope} barrier, which only "
+                         "GPU targets have; build with target \"cuda\" or \"opencl\"")
+
+    def declare_local_temp(self, w: CodeWriter, buffer: Buffer) -> None:
+        if not on_stack(buffer):
+            raise BuildError(f"temporary '{buffer.name}' has scope 'local' but shape "
+                             f"{tuple(str(s) for s in buffer.shape)}: a private array needs a "
+                             f"constant shape of at most {STACK_LIMIT_BYTES} bytes; split the "
+                             "loop with a constant factor, or use scope 'global'")
+        super().declare_local_temp(w, buffer)
+
+    def emit_function(self, w: CodeWriter) -> None:
+        """The entry function: prologue, blank line, body, epilogue."""
+        k = self.kernel
+        heap = [b for b in self.function_temps if not on_stack(b)]
+        with w.block(self.kernel_prefix + ENTRY_SIGNATURE.format(name=k.name)):
+            for i, p in enumerate(k.params):
+                w.statement(f"const int64_t {self.param(p)} = params[{i}]")
+            for i, b in enumerate(k.args):
+                w.statement(self.pointer_declaration(b, f"args[{i}]"))
+            for b in self.function_temps:
+                if on_stack(b):
+                    w.statement(self.array_declaration(b, align=ALIGNMENT))
+                else:
+                    w.statement(self.pointer_declaration(b, self.allocation(b)))
+            if heap:
+                self.emit_allocation_check(w, heap)
+            w.blank()
+            self.emit(w, k.body)
+            w.blank()
+            for b in heap:
+                w.statement(f"free({self.buffer_name(b.name)})")
+            w.statement("return 0")
+
+    def allocation(self, buffer: Buffer) -> str:
+        if len(buffer.shape) == 1:
+            elements = self._operand(buffer.shape[0], UNARY)
+        else:
+            elements = "(" + " * ".join(self._operand(s, MULTIPLICATIVE + 1)
+                                        for s in buffer.shape) + ")"
+        size = f"(size_t){elements} * sizeof({self.type_name(buffer.dtype)})"
+        round_up = self.use_helper(HelperKind.ALLOC_BYTES, None)
+        return f"aligned_alloc({ALIGNMENT}, {round_up}({size}))"
+
+    def emit_allocation_check(self, w: CodeWriter, heap: list[Buffer]) -> None:
+        names = [self.buffer_name(b.name) for b in heap]
+        with w.block("if (" + " || ".join(f"{n} == NULL" for n in names) + ")"):
+            for n in names:
+                w.statement(f"free({n})")
+            w.statement("return 1")
+
+
+def on_stack(buffer: Buffer) -> bool:
+    """A temporary of constant shape and at most STACK_LIMIT_BYTES lives on the stack."""
+    if not all(isinstance(s, Const) for s in buffer.shape):
+        return False
+    count = math.prod(int(s.value) for s in buffer.shape)  # type: ignore[attr-defined]
+    return count * buffer.dtype.itemsize <= STACK_LIMIT_BYTES
+
+
+def unroll_count(loop: For) -> int:
+    """The factor of an UNROLLED loop: its unroll_factor, else its constant trip count, else 8."""
+    if loop.unroll_factor is not None:
+        return max(1, min(loop.unroll_factor, MAX_UNROLL))
+    if isinstance(loop.start, Const) and isinstance(loop.stop, Const):
+        trips = -(-(int(loop.stop.value) - int(loop.start.value)) // loop.step)
+        return max(1, min(trips, MAX_UNROLL))
+    return DEFAULT_UNROLL
+
+
+def _check_name(kernel: Kernel) -> None:
+    if not is_c_identifier(kernel.name) or kernel.name.startswith("pl_"):
+        raise BuildError(f"kernel name {kernel.name!r} is not usable as a C function name; "
+                         "use letters, digits and underscores, not starting with a digit or pl_")
+
+
+def _emit_notes(w: CodeWriter, kernel: Kernel) -> None:
+    w.comment(f"Kernel '{kernel.name}', generated by polyloop for the C target.")
+    for note in kernel.notes:
+        w.comment(note)
+    w.line()
+
+
+def generate_c(kernel: Kernel) -> str:
+    """The C translation unit of a kernel: notes, includes, helpers, the entry function.
+
+    >>> from polyloop.ir.dtypes import DType
+    >>> from polyloop.ir.expr import Var, VarKind
+    >>> from polyloop.ir.loops import For, Store
+    >>> from polyloop.ir.program import Buffer, BufferRole
+    >>> n, i = Var("n", VarKind.PARAM), Var("i")
+    >>> A = Buffer("A", (n,), DType.FLOAT32, BufferRole.INPUT)
+    >>> B = Buffer("B", (n,), DType.FLOAT32, BufferRole.OUTPUT)
+    >>> body = For("i", Const(0, DType.INT64), n, Store("B", (i,), A[i] * 2.0))
+    >>> src = generate_c(Kernel("double_it", (A, B), ("n",), (), body))
+    >>> print(src[src.index("int32_t double_it"):], end="")
+    int32_t double_it(void **args, const int64_t *params) {
+        const int64_t n = params[0];
+        const float *restrict A = (const float *)args[0];
+        float *restrict B = (float *)args[1];
+    <BLANKLINE>
+        for (int64_t i = 0; i < n; i++) {
+            B[i] = A[i] * 2.0f;
+        }
+    <BLANKLINE>
+        return 0;
+    }
+    """
+    _check_name(kernel)
+    printer = CPrinter(kernel)
+    function = CodeWriter()
+    printer.emit_function(function)  # first: it records the helpers the prelude must define
+    w = CodeWriter()
+    _emit_notes(w, kernel)
+    for header in INCLUDES:
+        w.line(f"#include <{header}>")
+    w.line()
+    printer.emit_prelude(w)
+    w.lines(function.text().splitlines())
+    return w.text()
+
+
+def generate_c_header(kernel: Kernel) -> str:
+    """A C header declaring the entry function, documenting its arguments and parameters.
+
+    >>> from polyloop.ir.loops import Block
+    >>> header = generate_c_header(Kernel("nop", (), (), (), Block(())))
+    >>> [line for line in header.splitlines() if line.startswith("int32_t")]
+    ['int32_t nop(void **args, const int64_t *params);']
+    """
+    _check_name(kernel)
+    printer = CPrinter(kernel)
+    guard = f"POLYLOOP_{kernel.name.upper()}_H"
+    w = CodeWriter()
+    w.comment(f"Kernel '{kernel.name}', generated by polyloop.")
+    w.comment("args: data pointers of C-contiguous arrays, in this order:")
+    for i, b in enumerate(kernel.args):
+        shape = ", ".join(printer.expr(s) for s in b.shape)
+        w.comment(f"  args[{i}]  {b.name}: {b.dtype}[{shape}] ({b.role.value})")
+    w.comment("params: the size parameters, in this order:")
+    for i, p in enumerate(kernel.params):
+        w.comment(f"  params[{i}]  {p}")
+    w.comment("Returns 0, or 1 if a temporary could not be allocated.")
+    w.comment("Arrays must not overlap: they are accessed through restrict pointers.")
+    w.line(f"#ifndef {guard}")
+    w.line(f"#define {guard}")
+    w.line("#include <stdint.h>")
+    w.line("#ifdef __cplusplus")
+    w.line('extern "C" {')
+    w.line("#endif")
+    w.statement(ENTRY_SIGNATURE.format(name=kernel.name))
+    w.line("#ifdef __cplusplus")
+    w.line("}")
+    w.line("#endif")
+    w.line(f"#endif  // {guard}")
+    return w.text()

@@ -1,0 +1,321 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The C-family printer: expressions and the loop AST in C syntax, driven by tables.
+
+A target is a subclass that swaps a table (type names, math functions) or overrides a hook
+(``kernel_prefix``, ``address_space``, ``thread_index``, ``barrier``, ``loop_pragmas``,
+``declare_local_temp``); the walk over the loop AST is shared by all of them.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import BuildError
+from ..ir.dtypes import INDEX, DType
+from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, ReduceKind, Select,
+                       Unary, UnaryKind, Var, VarKind)
+from ..ir.loops import Barrier, Block, For, If, Kernel, LoopKind, Node, Store
+from ..ir.program import Buffer, BufferRole
+from .helpers import Helper, HelperKind, emit_helper, helper
+from .names import NameKind, Names
+from .tables import (ADDITIVE, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS,
+                     C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES, CONDITIONAL, HELPER_OPERATORS,
+                     POSTFIX, REDUCTION_HELPERS, UNARY)
+from .temps import local_temp_homes
+from .writer import CodeWriter
+
+
+class CFamilyPrinter:
+    """Prints one kernel's expressions and loop AST in a C-family language.
+
+    Subclasses change the tables below and the hook methods; they do not re-walk the AST.
+
+    >>> from polyloop.ir.expr import Var, VarKind
+    >>> p = CFamilyPrinter(Kernel("k", (), ("n",), (), Block(())))
+    >>> n = Var("n", VarKind.PARAM)
+    >>> p.expr((n + 1) * 2 // 3)
+    'pl_floordiv_i64((n + 1) * 2, 3)'
+    """
+
+    target = "c-family"
+    types: Mapping[DType, str] = C_TYPES
+    unsigned_types: Mapping[DType, str] = C_UNSIGNED_TYPES
+    operators: Mapping[BinOpKind, tuple[str, int]] = C_OPERATORS
+    math_functions: Mapping[tuple[UnaryKind, DType], str] = C_MATH_FUNCTIONS
+    libm_suffix: Mapping[DType, str] = C_LIBM_SUFFIX
+    restrict = "restrict"
+    helper_qualifier = "static inline"
+    kernel_prefix = ""
+    reserved: frozenset[str] = C_KEYWORDS | {"args", "params"}
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.buffers = {b.name: b for b in (*kernel.args, *kernel.temps)}
+        self.names = Names(self.reserved)
+        self.bound: dict[str, list[str]] = {}   # iterator name -> C names of enclosing loops
+        self.helpers: set[Helper] = set()
+        self.local_temps = local_temp_homes(kernel)
+        in_loops = {b.name for temps in self.local_temps.values() for b in temps}
+        self.function_temps = [b for b in kernel.temps if b.name not in in_loops]
+
+    # hooks -------------------------------------------------------------------------------------
+    def type_name(self, d: DType) -> str:
+        return self.types[d]
+
+    def math_function(self, op: UnaryKind, d: DType) -> str:
+        try:
+            return self.math_functions[(op, d)]
+        except KeyError:
+            raise BuildError(f"'{op.value}' has no {d} form on target '{self.target}'; cast the "
+                             "operand with .astype() to a float dtype") from None
+
+    def address_space(self, buffer: Buffer) -> str:
+        """Qualifier before a buffer's element type (``__global `` in OpenCL); none in C."""
+        return ""
+
+    def loop_pragmas(self, loop: For) -> list[str]:
+        """Lines printed just before a ``for`` loop (OpenMP pragmas, ``#pragma unroll``)."""
+        return []
+
+    def annotation_lines(self, loop: For) -> list[str]:
+        """Loop annotations no hook understands are kept as comments above the loop."""
+        return [f"{key}: {value}" for key, value in loop.annotations]
+
+    def thread_index(self, loop: For) -> str:
+        """The index expression of a THREAD loop (``blockIdx.x``, ``get_group_id(0)``)."""
+        raise BuildError(f"loop '{loop.var}' is bound to {loop.thread!r}, which target "
+                         f"'{self.target}' cannot run")
+
+    def barrier(self, node: Barrier) -> str:
+        """The statement of a work-group barrier (``__syncthreads()``)."""
+        raise BuildError(f"target '{self.target}' has no barriers (kernel '{self.kernel.name}')")
+
+    def declare_local_temp(self, w: CodeWriter, buffer: Buffer) -> None:
+        """Declare a LOCAL-scope temporary at the top of the loop body that owns it."""
+        w.statement(self.array_declaration(buffer))
+
+    # expressions -------------------------------------------------------------------------------
+    def expr(self, e: Expr) -> str:
+        """``e`` in C syntax with minimal parentheses."""
+        return self._expr(e)[0]
+
+    def _expr(self, e: Expr) -> tuple[str, int]:
+        if isinstance(e, Const):
+            return self.literal(e)
+        if isinstance(e, Var):
+            return self.variable(e), POSTFIX
+        if isinstance(e, Load):
+            return self.element(e.buffer, e.indices), POSTFIX
+        if isinstance(e, BinOp):
+            return self._binary(e)
+        if isinstance(e, Unary):
+            return self._unary(e)
+        if isinstance(e, Cast):
+            return f"({self.type_name(e.dtype)}){self._operand(e.value, UNARY)}", UNARY
+        if isinstance(e, Select):
+            parts = [self._operand(x, CONDITIONAL + 1)
+                     for x in (e.cond, e.true_value, e.false_value)]
+            return f"{parts[0]} ? {parts[1]} : {parts[2]}", CONDITIONAL
+        if isinstance(e, Reduce):
+            raise BuildError(f"reduction {e} reached code generation; lowering turns "
+                             "reductions into an init and an update statement")
+        raise BuildError(f"cannot print expression node {type(e).__name__}")
+
+    def _operand(self, e: Expr, min_prec: int, *, unclear: bool = False) -> str:
+        text, prec = self._expr(e)
+        return f"({text})" if prec < min_prec or unclear else text
+
+    def _binary(self, e: BinOp) -> tuple[str, int]:
+        if e.op in HELPER_OPERATORS:
+            name = self.use_helper(HELPER_OPERATORS[e.op], e.lhs.dtype)
+            return f"{name}({self.expr(e.lhs)}, {self.expr(e.rhs)})", POSTFIX
+        if e.op is BinOpKind.DIV and not e.lhs.dtype.is_float:
+            raise BuildError(f"true division of {e.lhs.dtype} operands in {e}; the IR casts "
+                             "them to float first, so this expression was built by hand")
+        symbol, prec = self.operators[e.op]
+        lhs = self._operand(e.lhs, prec, unclear=self._unclear(e.op, e.lhs))
+        # left-associative: an equal-precedence right operand keeps its parentheses
+        rhs = self._operand(e.rhs, prec + 1, unclear=self._unclear(e.op, e.rhs))
+        return f"{lhs} {symbol} {rhs}", prec
+
+    @staticmethod
+    def _unclear(op: BinOpKind, child: Expr) -> bool:
+        """C allows ``a < b == c`` and ``a && b || c``; readers (and gcc -Wall) want parentheses."""
+        if not isinstance(child, BinOp):
+            return False
+        return (op.is_comparison and child.op.is_comparison
+                or op is BinOpKind.OR and child.op is BinOpKind.AND)
+
+    def _unary(self, e: Unary) -> tuple[str, int]:
+        if e.op in (UnaryKind.NEG, UnaryKind.NOT):
+            text = self._operand(e.operand, UNARY)
+            if e.op is UnaryKind.NEG and text.startswith("-"):
+                text = f"({text})"  # not "--x"
+            return ("-" if e.op is UnaryKind.NEG else "!") + text, UNARY
+        return f"{self.math_function(e.op, e.dtype)}({self.expr(e.operand)})", POSTFIX
+
+    def literal(self, c: Const) -> tuple[str, int]:
+        """A constant spelled so that C gives it exactly ``c.dtype`` and ``c.value``."""
+        if c.dtype is DType.BOOL:
+            return ("true" if c.value else "false"), POSTFIX
+        text = self._int_literal(c) if c.dtype.is_int else self._float_literal(c)
+        return text, UNARY if text[0] in "-(" else POSTFIX
+
+    def _int_literal(self, c: Const) -> str:
+        lo, hi, min_name = C_INT_LIMITS[c.dtype]
+        v = int(c.value)
+        if not lo <= v <= hi:
+            raise BuildError(f"constant {v} does not fit in {c.dtype}")
+        if v == lo:
+            return min_name  # -2**63 has no literal: 2**63 overflows before the minus applies
+        if c.dtype is DType.INT64 and not -2**31 <= v < 2**31:
+            return f"INT64_C({v})"
+        return str(v)
+
+    def _float_literal(self, c: Const) -> str:
+        with np.errstate(over="ignore"):
+            v = float(np.float32(c.value)) if c.dtype is DType.FLOAT32 else float(c.value)
+        if math.isfinite(v):
+            return str(np.float32(v)) + "f" if c.dtype is DType.FLOAT32 else repr(v)
+        text = "NAN" if math.isnan(v) else "-INFINITY" if v < 0 else "INFINITY"
+        return text if c.dtype is DType.FLOAT32 else f"({self.type_name(c.dtype)}){text}"
+
+    def variable(self, v: Var) -> str:
+        """An iterator of an enclosing loop, else a size parameter of the kernel."""
+        if v.kind is VarKind.ITER and self.bound.get(v.name):
+            return self.bound[v.name][-1]
+        if v.name in self.kernel.params:
+            return self.names.ident(NameKind.PARAM, v.name)
+        params = ", ".join(self.kernel.params) or "none"
+        if v.kind is VarKind.ITER:
+            raise BuildError(f"kernel '{self.kernel.name}' uses loop variable '{v.name}' outside "
+                             f"of its loop (size parameters: {params})")
+        raise BuildError(f"kernel '{self.kernel.name}' uses size parameter '{v.name}', which is "
+                         f"not in its params ({params}); add it to Kernel.params")
+
+    def param(self, name: str) -> str:
+        """The C name of a size parameter."""
+        return self.names.ident(NameKind.PARAM, name)
+
+    def buffer_name(self, name: str) -> str:
+        return self.names.ident(NameKind.BUFFER, name)
+
+    def element(self, buffer: str, indices: tuple[Expr, ...]) -> str:
+        """``A[i][j]``; a 0-d buffer is a one-element array, ``A[0]``."""
+        b = self.buffers.get(buffer)
+        if b is None:
+            raise BuildError(f"kernel '{self.kernel.name}' accesses buffer '{buffer}', which is "
+                             "neither an argument nor a temporary of the kernel")
+        if len(indices) != b.ndim:
+            raise BuildError(f"buffer '{buffer}' has {b.ndim} dimensions, accessed with "
+                             f"{len(indices)} indices in kernel '{self.kernel.name}'")
+        subscripts = "".join(f"[{self.expr(i)}]" for i in indices) or "[0]"
+        return self.buffer_name(buffer) + subscripts
+
+    def use_helper(self, kind: HelperKind, d: DType | None) -> str:
+        """Name of a helper function, recorded so that the prelude defines it."""
+        h = helper(kind, d)
+        self.helpers.add(h)
+        return h.name
+
+    def emit_prelude(self, w: CodeWriter) -> None:
+        """Definitions of the helpers used so far, in a fixed order."""
+        for h in sorted(self.helpers, key=lambda h: h.sort_key):
+            emit_helper(w, h, qualifier=self.helper_qualifier, types=self.types,
+                        unsigned_types=self.unsigned_types, libm_suffix=self.libm_suffix)
+            w.line()
+
+    # declarations ------------------------------------------------------------------------------
+    def pointer_declaration(self, buffer: Buffer, source: str) -> str:
+        """``float (*restrict A)[n] = (float (*)[n])source``: a buffer as a C99 array pointer."""
+        const = "const " if buffer.role is BufferRole.INPUT else ""
+        element = f"{self.address_space(buffer)}{const}{self.type_name(buffer.dtype)}"
+        name = self.buffer_name(buffer.name)
+        if buffer.ndim <= 1:
+            return f"{element} *{self.restrict} {name} = ({element} *){source}"
+        dims = "".join(f"[{self.expr(s)}]" for s in buffer.shape[1:])
+        return f"{element} (*{self.restrict} {name}){dims} = ({element} (*){dims}){source}"
+
+    def array_declaration(self, buffer: Buffer, *, align: int = 64) -> str:
+        """``_Alignas(64) float T[16][16]`` for a temporary of constant shape."""
+        dims = "".join(f"[{self.expr(s)}]" for s in buffer.shape) or "[1]"
+        return (f"_Alignas({align}) {self.address_space(buffer)}{self.type_name(buffer.dtype)} "
+                f"{self.buffer_name(buffer.name)}{dims}")
+
+    # statements --------------------------------------------------------------------------------
+    def emit(self, w: CodeWriter, node: Node) -> None:
+        """Print a loop-AST node and everything below it."""
+        if isinstance(node, Block):
+            for child in node.body:
+                self.emit(w, child)
+        elif isinstance(node, For):
+            self.emit_for(w, node)
+        elif isinstance(node, If):
+            self.emit_if(w, node)
+        elif isinstance(node, Store):
+            self.emit_store(w, node)
+        elif isinstance(node, Barrier):
+            w.statement(self.barrier(node))
+        else:
+            raise BuildError(f"cannot print loop-AST node {type(node).__name__}")
+
+    def emit_for(self, w: CodeWriter, loop: For) -> None:
+        for text in self.annotation_lines(loop):
+            w.comment(text)
+        if loop.kind is LoopKind.THREAD:
+            self.emit_thread_loop(w, loop)
+            return
+        w.lines(self.loop_pragmas(loop))
+        start, stop = self.expr(loop.start), self.expr(loop.stop)
+        var = self.names.ident(NameKind.ITERATOR, loop.var)
+        step = f"{var}++" if loop.step == 1 else f"{var} += {loop.step}"
+        with w.block(f"for ({self.type_name(INDEX)} {var} = {start}; {var} < {stop}; {step})"):
+            self.emit_loop_body(w, loop, var)
+
+    def emit_thread_loop(self, w: CodeWriter, loop: For) -> None:
+        """One GPU thread runs one iteration: ``i = start + index * step`` if ``i < stop``."""
+        index = self.thread_index(loop)
+        if loop.step != 1:
+            index = f"({index}) * {loop.step}"
+        starts_at_zero = isinstance(loop.start, Const) and loop.start.value == 0
+        value = index if starts_at_zero else f"{self._operand(loop.start, ADDITIVE)} + {index}"
+        stop = self.expr(loop.stop)
+        var = self.names.ident(NameKind.ITERATOR, loop.var)
+        with w.block(""):
+            w.statement(f"const {self.type_name(INDEX)} {var} = {value}")
+            with w.block(f"if ({var} < {stop})"):
+                self.emit_loop_body(w, loop, var)
+
+    def emit_loop_body(self, w: CodeWriter, loop: For, var: str) -> None:
+        """The body of a loop whose iterator is spelled ``var``, with its private temporaries."""
+        self.bound.setdefault(loop.var, []).append(var)
+        try:
+            for buffer in self.local_temps.get(id(loop), ()):
+                self.declare_local_temp(w, buffer)
+            self.emit(w, loop.body)
+        finally:
+            self.bound[loop.var].pop()
+
+    def emit_if(self, w: CodeWriter, node: If, *, chained: bool = False) -> None:
+        header = ("else " if chained else "") + f"if ({self.expr(node.cond)})"
+        with w.block(header, chained=chained):
+            self.emit(w, node.then)
+        if isinstance(node.otherwise, If):
+            self.emit_if(w, node.otherwise, chained=True)
+        elif node.otherwise is not None:
+            with w.block("else", chained=True):
+                self.emit(w, node.otherwise)
+
+    def emit_store(self, w: CodeWriter, node: Store) -> None:
+        target = self.element(node.buffer, node.indices)
+        value = self.expr(node.value)
+        if node.reduction is None:
+            w.statement(f"{target} = {value}")
+        elif node.reduction is ReduceKind.SUM:
+            w.statement(f"{target} += {value}")
+        else:
+            fn = self.use_helper(REDUCTION_HELPERS[node.reduction], self.buffers[node.buffer].dtype)
+            w.statement(f"{target} = {fn}({target}, {value})")
+
