@@ -31,22 +31,18 @@ def combine(program: Program, exprs: Sequence[str], formula: str) -> str:
 
 
 def value_range(program: Program, stmt: str, expr: str) -> tuple[int | None, int | None]:
-    """The smallest and largest value of a loop expression over the statement's domain, when
-    they are constants (independent of the parameters)."""
+    """Bounds on a loop expression over the statement's domain and all parameter values, when
+    they are finite (e.g. ``k mod 4`` lies in [0, 3] whatever n is)."""
     img = _full(program, expr).intersect_domain(domain(program, program.statement(stmt))).range()
     if img.is_empty():
         return None, None
-    return _const(img.dim_min(0)), _const(img.dim_max(0))
+    return _finite(img.dim_min(0).min_val()), _finite(img.dim_max(0).max_val())
 
 
-def _const(pa: isl.PwAff) -> int | None:
-    if not pa.is_cst():
+def _finite(v: isl.Val) -> int | None:
+    if v.is_infty() or v.is_neginfty() or v.is_nan() or not v.is_int():
         return None
-    vals = {aff.get_constant_val().to_python() for _, aff in pa.get_pieces()}
-    if len(vals) != 1:
-        return None
-    v = vals.pop()
-    return v if isinstance(v, int) else None
+    return v.to_python()
 
 
 def depends_only_on(program: Program, stmt: str, expr: str, iters: Sequence[str]) -> bool:

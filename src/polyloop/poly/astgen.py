@@ -14,6 +14,7 @@ from ..ir.dtypes import INDEX
 from ..ir.expr import (BinOpKind, Const, Expr, Select, Unary, UnaryKind, Var, VarKind, binop,
                        substitute)
 from ..ir.loops import Block, For, If, Node, Store
+from ..ir.simplify import simplify
 from ..ir.program import Program
 from .access import domain
 from .isl_util import CTX, map_, params_prefix, set_
@@ -114,7 +115,7 @@ class _Converter:
         if t == isl.ast_node_type.for_:
             return self.for_(n, names, mark)
         if t == isl.ast_node_type.if_:
-            cond = self.expr(n.if_get_cond(), names)
+            cond = simplify(self.expr(n.if_get_cond(), names))
             then = self.node(n.if_get_then_node(), names, mark)
             other = self.node(n.if_get_else_node(), names, mark) if n.if_has_else_node() else None
             return If(cond, then, other)
@@ -136,7 +137,7 @@ class _Converter:
     def for_(self, n: isl.AstNode, names: dict[str, Expr], mark: LoopNode | None) -> Node:
         it = n.for_get_iterator().get_id().get_name()
         var = self.fresh(mark.name if mark is not None else it, names)
-        start = self.expr(n.for_get_init(), names)
+        start = simplify(self.expr(n.for_get_init(), names))
         inner = dict(names)
         inner[it] = Var(var)
         cond = n.for_get_cond()
@@ -144,6 +145,7 @@ class _Converter:
             raise PolyloopError(f"unexpected loop condition {cond.to_C_str()}")
         bound = self.expr(cond.op_get_arg(1), names)
         stop = binop(BinOpKind.ADD, bound, 1) if cond.op_get_type() == isl.ast_expr_op_type.le else bound
+        stop = simplify(stop)
         step = n.for_get_inc().int_get_val().to_python()
         body = self.node(n.for_get_body(), inner, None)
         if mark is None:
@@ -157,8 +159,8 @@ class _Converter:
         stmt = self.program.statement(name)
         args = [self.expr(e.op_get_arg(k + 1), names) for k in range(e.op_get_n_arg() - 1)]
         sub = dict(zip(stmt.iters, args))
-        return Store(stmt.buffer, tuple(substitute(i, sub) for i in stmt.indices),
-                     substitute(stmt.value, sub), stmt.reduction, stmt.name)
+        return Store(stmt.buffer, tuple(simplify(substitute(i, sub)) for i in stmt.indices),
+                     simplify(substitute(stmt.value, sub)), stmt.reduction, stmt.name)
 
     def expr(self, e: isl.AstExpr, names: dict[str, Expr]) -> Expr:
         t = e.get_type()

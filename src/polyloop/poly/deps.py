@@ -84,6 +84,7 @@ def compute(program: Program, schedule: dict[str, isl.Map]) -> Dependences:
     for a in acc:
         by_buffer.setdefault(a.buffer, []).append(a)
     found: dict[tuple, isl.Map] = {}
+    index = {id(a): k for k, a in enumerate(acc)}
     for buf, group in by_buffer.items():
         for a in group:
             for b in group:
@@ -95,9 +96,11 @@ def compute(program: Program, schedule: dict[str, isl.Map]) -> Dependences:
                 if rel.is_empty():
                     continue
                 red = (a.is_accumulator and b.is_accumulator and a.statement == b.statement)
-                key = (_kind(a, b), a.statement, b.statement, buf, red)
+                # one dependence per pair of accesses, so each has its own distance vector
+                key = (_kind(a, b), a.statement, b.statement, buf, red, index[id(a)], index[id(b)])
                 found[key] = found[key].union(rel).coalesce() if key in found else rel.coalesce()
     order = {s.name: k for k, s in enumerate(program.statements)}
     deps = [Dependence(k[0], k[1], k[2], k[3], rel, k[4]) for k, rel in found.items()]
-    deps.sort(key=lambda d: (order[d.source], order[d.sink], d.buffer, d.kind.value))
+    deps.sort(key=lambda d: (order[d.source], order[d.sink], d.buffer, d.kind.value,
+                             d.distance or ()))
     return Dependences(deps)

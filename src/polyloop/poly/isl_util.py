@@ -56,7 +56,7 @@ def expr_to_isl(e: Expr) -> str:
     if isinstance(e, Const):
         if isinstance(e.value, bool) or not isinstance(e.value, int):
             raise NotAffine(e)
-        return str(e.value) if e.value >= 0 else f"({e.value})"
+        return str(e.value)  # isl rejects "(-4) * x" but reads "-4 * x"
     if isinstance(e, Unary) and e.op is UnaryKind.NEG:
         return f"(-{expr_to_isl(e.operand)})"
     if isinstance(e, BinOp):
@@ -66,7 +66,9 @@ def expr_to_isl(e: Expr) -> str:
         if e.op is BinOpKind.SUB:
             return f"({expr_to_isl(a)} - {expr_to_isl(b)})"
         if e.op is BinOpKind.MUL:
-            if isinstance(a, Const) or isinstance(b, Const):
+            if isinstance(b, Const):
+                a, b = b, a
+            if isinstance(a, Const):
                 return f"({expr_to_isl(a)} * {expr_to_isl(b)})"
             raise NotAffine(e)
         if e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and _positive_const(b):

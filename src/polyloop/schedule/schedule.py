@@ -21,11 +21,20 @@ from ..ir.printer import loops_to_str
 from ..ir.program import Program
 from ..poly.astgen import build_ast
 from ..poly.tree import LoopNode
-from . import blocks, loops, state as st
+from . import blocks, loops, rewrites, state as st
 from .trace import BlockHandle, LoopHandle, Step, Trace, decode, encode
 
 THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
                "threadIdx.z", "vthread")
+
+
+def _lambda_text(fn: Callable[..., Any], ndim: int) -> str:
+    """Replayable text of an index map: call it on named variables and print the result."""
+    from ..ir.expr import Var, as_expr
+    names = [f"x{k}" for k in range(ndim)]
+    out = fn(*[Var(n) for n in names])
+    out = out if isinstance(out, (tuple, list)) else (out,)
+    return f"lambda {', '.join(names)}: ({', '.join(str(as_expr(e)) for e in out)},)"
 
 
 class Schedule:
@@ -265,6 +274,53 @@ class Schedule:
         name = self._block(block, "reverse_compute_inline")
         self._apply(blocks.reverse_compute_inline(self._state, name), "reverse_compute_inline",
                     (BlockHandle(name),), {})
+
+    def cache_read(self, block: BlockHandle | str, buffer: str, scope: str) -> BlockHandle:
+        """Copy ``buffer`` into a new buffer of ``scope`` ("global", "shared", "local") that the
+        block reads instead; returns the copy block (move it with compute_at)."""
+        name = self._block(block, "cache_read")
+        new, copy = rewrites.cache_read(self._state, name, self._buffer(buffer), scope)
+        h = BlockHandle(copy)
+        self._apply(new, "cache_read", (BlockHandle(name), buffer, scope), {}, (h,))
+        return h
+
+    def cache_write(self, block: BlockHandle | str, scope: str) -> BlockHandle:
+        """Let the block write a new buffer of ``scope``, copied back afterwards; returns the
+        copy-back block (move it with reverse_compute_at)."""
+        name = self._block(block, "cache_write")
+        new, copy = rewrites.cache_write(self._state, name, scope)
+        h = BlockHandle(copy)
+        self._apply(new, "cache_write", (BlockHandle(name), scope), {}, (h,))
+        return h
+
+    def rfactor(self, loop: LoopHandle, factor_axis: int = 0) -> BlockHandle:
+        """Turn the reduction over ``loop`` into partial results indexed by the loop (which can
+        then run in parallel or vectorized) followed by a final reduction; returns the
+        partial-result block."""
+        node = self._loop(loop, "rfactor")
+        new, rf = rewrites.rfactor(self._state, node, factor_axis)
+        h = BlockHandle(rf)
+        self._apply(new, "rfactor", (loop,), {"factor_axis": factor_axis}, (h,))
+        return h
+
+    def transform_layout(self, block: BlockHandle | str, buffer: str,
+                         index_map: Callable[..., Any]) -> None:
+        """Store ``buffer`` in a new layout: ``lambda k, j: (j // 16, k, j % 16)`` packs B into
+        16-wide column panels. Arguments keep their layout outside the kernel (a packed copy is
+        made); the map must be one-to-one."""
+        self._block(block, "transform_layout")
+        buf = self._buffer(buffer)
+        new, _ = rewrites.transform_layout(self._state, buf, index_map)
+        text = _lambda_text(index_map, self.program.buffer(buf).ndim)
+        self._apply(new, "transform_layout", (block if isinstance(block, BlockHandle)
+                                              else BlockHandle(block), buf, {"lambda": text}), {})
+
+    def _buffer(self, buffer: object) -> str:
+        name = getattr(buffer, "name", buffer)
+        if not isinstance(name, str) or not self.program.has_buffer(name):
+            raise ScheduleError(f"no buffer {buffer!r}; buffers: "
+                                + ", ".join(b.name for b in self.program.buffers))
+        return name
 
     # output --------------------------------------------------------------------------------------
     def loop_ast(self):

@@ -49,6 +49,9 @@ def decode(v: Any) -> Any:
         return LoopHandle(v["loop"], v["name"])
     if isinstance(v, dict) and "block" in v:
         return BlockHandle(v["block"])
+    if isinstance(v, dict) and "lambda" in v:
+        # index maps are recorded as their printed form: arithmetic on named indices only
+        return eval(v["lambda"], {"__builtins__": {}}, {})  # noqa: S307
     if isinstance(v, list):
         return [decode(x) for x in v]
     return v

@@ -3,8 +3,8 @@
 ``min``/``max`` (``min(a, b) + 1`` -> ``min(a + 1, b + 1)``). Integer expressions only."""
 from __future__ import annotations
 
-from ..ir.dtypes import INDEX
-from ..ir.expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var, binop, rewrite
+from .dtypes import INDEX
+from .expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var, binop, rewrite
 
 Linear = tuple[dict[str, tuple[Expr, int]], int]   # atom key -> (atom, coefficient), constant
 

@@ -1,0 +1,294 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Primitives that rewrite the program itself: cache_read, cache_write, rfactor,
+transform_layout. Each rewrite keeps the program's meaning under the current (legal) order, so
+the state is rebased: later primitives are checked against the rewritten program's dependences.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..errors import ScheduleError
+from ..ir.expr import Const, Expr, Load, Var, as_expr, rewrite, substitute
+from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from ..frontend.te import _identity
+from ..poly import regions
+from ..poly.tree import LoopNode, Node, Root, StmtNode, statements_under
+from .blocks import block_statements, fresh_nest, readers, writers
+from .state import State, insert_children, rebase
+
+
+def _root_index(root: Root, stmts: set[str], *, last: bool = False) -> int:
+    """The position of the first (or last) top-level nest holding any of ``stmts``."""
+    hits = [k for k, c in enumerate(root.children) if set(statements_under(c)) & stmts]
+    if not hits:
+        raise ScheduleError("statement not found in the schedule")
+    return hits[-1] if last else hits[0]
+
+
+def _fresh_name(program: Program, base: str) -> str:
+    taken = {b.name for b in program.buffers} | {s.name for s in program.statements}
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+def _redirect(s: Statement, old: str, new: str, *, reads: bool, writes: bool) -> Statement:
+    def fn(e: Expr) -> Expr | None:
+        if isinstance(e, Load) and e.buffer == old:
+            return Load(new, e.indices, e.dtype)
+        return None
+    value = rewrite(s.value, fn) if reads else s.value
+    buffer = new if (writes and s.buffer == old) else s.buffer
+    return Statement(s.name, s.iters, s.domain, buffer, s.indices, value, s.reduction, s.block,
+                     s.is_init)
+
+
+def _copy_statement(name: str, domain_text: str, dst: str, src: str, dtype, iters) -> Statement:
+    idx = tuple(Var(i) for i in iters)
+    return Statement(name, tuple(iters), domain_text, dst, idx, Load(src, idx, dtype), block=name)
+
+
+def _insert_root(state: State, program: Program, stmt: Statement, index: int) -> State:
+    nest, nid = fresh_nest(_with(state, program), stmt, state.next_id)
+    root = insert_children(state.root, None, (nest,), index=index)
+    return rebase(state.with_root(root, nid), program, root)
+
+
+def _with(state: State, program: Program) -> State:
+    return State(program, state.root, state.deps, state.next_id)
+
+
+def cache_read(state: State, block: str, buffer: str, scope: str) -> tuple[State, str]:
+    sc = MemScope.parse(scope)
+    stmts = block_statements(state, block)
+    names = {s.name for s in stmts}
+    program = state.program
+    buf = program.buffer(buffer)
+    if any(s.buffer == buffer for s in stmts):
+        raise ScheduleError(f"cache_read: block '{block}' writes '{buffer}'; use cache_write")
+    at = _root_index(state.root, names)
+    nest_stmts = set(statements_under(state.root.children[at]))
+    if set(writers(state, buffer, set())) & nest_stmts:
+        raise ScheduleError(f"cache_read: '{buffer}' is written inside the loop nest of block "
+                            f"'{block}'; the copy would read values that are not ready")
+    cname = _fresh_name(program, f"{buffer}_{sc.value}")
+    iters = [f"ax{k}" for k in range(buf.ndim)]
+    dom = regions.read_region(program, sorted(names), buffer, cname, iters)
+    cache = Buffer(cname, buf.shape, buf.dtype, BufferRole.TEMP, sc)
+    copy = _copy_statement(cname, dom, cname, buffer, buf.dtype, iters)
+    new_stmts = []
+    for s in program.statements:
+        if s.name == stmts[0].name:
+            new_stmts.append(copy)
+        new_stmts.append(_redirect(s, buffer, cname, reads=True, writes=False)
+                         if s.name in names else s)
+    prog = program.with_statements(tuple(new_stmts), program.buffers + (cache,))
+    return _insert_root(state, prog, copy, at), cname
+
+
+def cache_write(state: State, block: str, scope: str) -> tuple[State, str]:
+    sc = MemScope.parse(scope)
+    stmts = block_statements(state, block)
+    names = {s.name for s in stmts}
+    program = state.program
+    buffer = stmts[0].buffer
+    buf = program.buffer(buffer)
+    first, at = _root_index(state.root, names), _root_index(state.root, names, last=True)
+    nest_stmts = {x for c in state.root.children[first:at + 1] for x in statements_under(c)}
+    others = (set(readers(state, buffer, names)) | set(writers(state, buffer, names))) & nest_stmts
+    if others:
+        raise ScheduleError(f"cache_write: {', '.join(sorted(others))} also use '{buffer}' inside "
+                            f"the loop nest of block '{block}'; cache_write before moving them "
+                            "there")
+    cname = _fresh_name(program, f"{buffer}_{sc.value}")
+    iters = [f"ax{k}" for k in range(buf.ndim)]
+    dom = regions.read_region(program, sorted(names), buffer, cname + "_out", iters, writes=True)
+    cache = Buffer(cname, buf.shape, buf.dtype, BufferRole.TEMP, sc)
+    out = _copy_statement(cname + "_out", dom, buffer, cname, buf.dtype, iters)
+    new_stmts = []
+    last = [s.name for s in program.statements if s.name in names][-1]
+    for s in program.statements:
+        new_stmts.append(_redirect(s, buffer, cname, reads=True, writes=True)
+                         if s.name in names else s)
+        if s.name == last:
+            new_stmts.append(out)
+    prog = program.with_statements(tuple(new_stmts), program.buffers + (cache,))
+    return _insert_root(state, prog, out, at + 1), cname + "_out"
+
+
+def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]:
+    """Split a reduction along ``loop`` into partial results ``C_rf[r, ...]`` (parallel in r)
+    and a final reduction over r."""
+    program = state.program
+    upd = [program.statement(s) for s in statements_under(loop)
+           if program.statement(s).reduction is not None]
+    if len(upd) != 1:
+        raise ScheduleError(f"rfactor: loop '{loop.name}' must be inside exactly one reduction")
+    s = upd[0]
+    block = s.block_name
+    init = next((x for x in block_statements(state, block) if x.is_init), None)
+    spatial = init.iters if init is not None else ()
+    if init is None:
+        raise ScheduleError(f"rfactor: block '{block}' has no initialization")
+    from ..poly import affine
+    text = loop.expr(s.name)
+    if affine.depends_only_on(program, s.name, text, list(spatial)) or \
+            _uses_spatial(program, s, text, spatial):
+        raise ScheduleError(f"rfactor: loop '{loop.name}' is not a reduction loop of '{block}'")
+    rng = regions.constant_extent(program, s.name, text)
+    if rng is None:
+        raise ScheduleError(f"rfactor: loop '{loop.name}' needs a constant extent; split the "
+                            "reduction axis by a constant first")
+    lo, hi = rng
+    ext = hi - lo + 1
+    buf = program.buffer(s.buffer)
+    if not 0 <= factor_axis <= buf.ndim:
+        raise ScheduleError(f"rfactor: factor_axis must be in 0..{buf.ndim}, got {factor_axis}")
+    rf = _fresh_name(program, f"{buf.name}_rf")
+    r_val = regions.loop_value_expr(program, s.name, text)
+    if lo:
+        r_val = r_val - lo
+    rf_shape = list(buf.shape)
+    rf_shape.insert(factor_axis, Const(ext, r_val.dtype, True))
+    rf_buf = Buffer(rf, tuple(rf_shape), buf.dtype, BufferRole.TEMP)
+    rf_idx = list(s.indices)
+    rf_idx.insert(factor_axis, r_val)
+    rf_update = Statement(rf, s.iters, s.domain.replace(f"{s.name}[", f"{rf}[", 1), rf,
+                          tuple(rf_idx), s.value, s.reduction, block=rf)
+    rname = _fresh_name(program, "r" if "r" not in spatial else "rr")
+    init_idx = [Var(i) for i in spatial]
+    ri = list(init_idx)
+    ri.insert(factor_axis, Var(rname))
+    rf_init = Statement(f"{rf}_init", tuple(spatial) + (rname,),
+                        _extend_domain(init.domain, init.name, f"{rf}_init", rname, ext), rf,
+                        tuple(ri), _identity(s.reduction, buf.dtype), block=rf, is_init=True)
+    final = Statement(s.name, tuple(spatial) + (rname,),
+                      _extend_domain(init.domain, init.name, s.name, rname, ext), s.buffer,
+                      tuple(init_idx),
+                      Load(rf, tuple(ri), buf.dtype), s.reduction, block=block)
+    if any(not (isinstance(a, Var) and a.name == b) for a, b in zip(init.indices, spatial)):
+        raise ScheduleError(f"rfactor: block '{block}' must write at its spatial iterators")
+    stmts = []
+    for x in program.statements:
+        if x.name == s.name:
+            stmts.extend([rf_init, rf_update, final])
+        else:
+            stmts.append(x)
+    prog = program.with_statements(tuple(stmts), program.buffers + (rf_buf,))
+    at = _root_index(state.root, {s.name})
+    nest_stmts = set(statements_under(state.root.children[at]))
+    inside = (set(readers(state, buf.name, {s.name, init.name})) & nest_stmts)
+    if inside:
+        raise ScheduleError(f"rfactor: {', '.join(sorted(inside))} read '{buf.name}' inside the "
+                            f"loop nest of '{block}'; rfactor before moving consumers there")
+    root = _rename_statement(state.root, s.name, rf)
+    tmp = State(prog, root, state.deps, state.next_id)
+    nest_init, nid = fresh_nest(tmp, rf_init, state.next_id)
+    nest_final, nid = fresh_nest(tmp, final, nid)
+    root = insert_children(root, None, (nest_init,), index=at)
+    root = insert_children(root, None, (nest_final,), index=at + 2)
+    return rebase(state.with_root(root, nid), prog, root), rf
+
+
+def _uses_spatial(program: Program, s: Statement, text: str, spatial: Sequence[str]) -> bool:
+    from ..poly import affine
+    reduction_iters = [i for i in s.iters if i not in spatial]
+    return not affine.depends_only_on(program, s.name, text, reduction_iters)
+
+
+def _extend_domain(domain: str, old: str, new: str, rname: str, ext: int) -> str:
+    head, sep, rest = domain.partition(f"{old}[")
+    inside, _, tail = rest.partition("]")
+    cond = f"0 <= {rname} < {ext}"
+    tail = tail.replace(":", f": {cond} and", 1) if ":" in tail else f" : {cond} " + tail.lstrip()
+    iters = f"{inside}, {rname}" if inside.strip() else rname
+    return f"{head}{new}[{iters}]{tail}"
+
+
+def _rename_statement(root: Root, old: str, new: str) -> Root:
+    def go(n: Node) -> Node:
+        if isinstance(n, StmtNode):
+            return StmtNode(new) if n.statement == old else n
+        exprs = tuple((new if s == old else s, e.replace(f"{old}[", f"{new}[", 1) if s == old else e)
+                      for s, e in n.exprs)
+        return LoopNode(n.id, n.name, exprs, tuple(go(c) for c in n.children), n.kind,
+                        n.unroll_factor, n.thread, n.annotations)
+    return Root(tuple(go(c) for c in root.children))
+
+
+def transform_layout(state: State, buffer: str, index_map: Callable[..., object]
+                     ) -> tuple[State, str]:
+    """Store ``buffer`` at ``index_map(old indices)``; arguments keep their layout outside
+    (a packed copy is made on entry and/or copied back on exit)."""
+    program = state.program
+    buf = program.buffer(buffer)
+    old = [f"ax{k}" for k in range(buf.ndim)]
+    new_idx = _call_map(index_map, old, buffer)
+    shape = regions.layout_extents(program, buffer, new_idx, old)
+    target = buffer
+    if buf.role is not BufferRole.TEMP:
+        target = _fresh_name(program, f"{buffer}_packed")
+    new_buf = Buffer(target, tuple(shape), buf.dtype, BufferRole.TEMP, buf.scope)
+
+    def remap(e: Expr) -> Expr | None:
+        if isinstance(e, Load) and e.buffer == buffer:
+            return Load(target, tuple(substitute(x, dict(zip(old, e.indices))) for x in new_idx),
+                        e.dtype)
+        return None
+    stmts = []
+    for s in program.statements:
+        idx = s.indices
+        if s.buffer == buffer:
+            idx = tuple(substitute(x, dict(zip(old, s.indices))) for x in new_idx)
+        stmts.append(Statement(s.name, s.iters, s.domain, target if s.buffer == buffer else s.buffer,
+                               tuple(rewrite(i, remap) for i in idx), rewrite(s.value, remap),
+                               s.reduction, s.block, s.is_init))
+    buffers = tuple(new_buf if (b.name == buffer and buf.role is BufferRole.TEMP) else b
+                    for b in program.buffers)
+    if buf.role is not BufferRole.TEMP:
+        buffers += (new_buf,)
+    pre = ", ".join(old)
+    box = " and ".join(f"0 <= {a} < {_isl(d)}" for a, d in zip(old, buf.shape)) or "true"
+    from ..poly.isl_util import params_prefix
+    pp = params_prefix(program.params)
+    copy_in = copy_out = None
+    idx_new = tuple(new_idx)
+    if buf.role in (BufferRole.INPUT, BufferRole.INOUT):
+        name = _fresh_name(program, f"{target}_in")
+        copy_in = Statement(name, tuple(old), f"{pp}{{ {name}[{pre}] : {box} }}", target, idx_new,
+                            Load(buffer, tuple(Var(a) for a in old), buf.dtype), block=name)
+        stmts.insert(0, copy_in)
+    if buf.role in (BufferRole.OUTPUT, BufferRole.INOUT):
+        name = _fresh_name(program, f"{target}_out")
+        copy_out = Statement(name, tuple(old), f"{pp}{{ {name}[{pre}] : {box} }}", buffer,
+                             tuple(Var(a) for a in old), Load(target, idx_new, buf.dtype),
+                             block=name)
+        stmts.append(copy_out)
+    prog = program.with_statements(tuple(stmts), buffers)
+    root = state.root
+    nid = state.next_id
+    tmp = State(prog, root, state.deps, nid)
+    if copy_in is not None:
+        nest, nid = fresh_nest(tmp, copy_in, nid)
+        root = insert_children(root, None, (nest,), index=0)
+    if copy_out is not None:
+        nest, nid = fresh_nest(tmp, copy_out, nid)
+        root = insert_children(root, None, (nest,))
+    return rebase(state.with_root(root, nid), prog, root), target
+
+
+def _isl(e: Expr) -> str:
+    from ..poly.isl_util import expr_to_isl
+    return expr_to_isl(e)
+
+
+def _call_map(index_map: Callable[..., object], names: Sequence[str], buffer: str) -> list[Expr]:
+    try:
+        out = index_map(*[Var(n) for n in names])
+    except TypeError as e:
+        raise ScheduleError(f"transform_layout: the index map must take {len(names)} indices of "
+                            f"'{buffer}': {e}") from None
+    out = out if isinstance(out, (tuple, list)) else (out,)
+    return [as_expr(x) for x in out]  # type: ignore[arg-type]
+
