@@ -1,17 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Hand-written kernels in the runtime calling convention, and a private compilation cache.
+"""Hand-written kernels in the runtime calling convention, compiled once per session.
 
 Every kernel is ``int32_t ENTRY(void **args, const int64_t *params)``, as the code generator
-emits it. The whole session compiles into a temporary cache (never the user's); tests that
-count compilations use ``fresh_cache``, an empty cache of their own.
+emits it. The session's temporary compile cache (``session_cache``) and the per-test empty
+cache (``fresh_cache``) come from ``tests/conftest.py``.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
-from polyloop import config
 from polyloop.ir.dtypes import DType
 from polyloop.ir.expr import Expr, const
 from polyloop.ir.program import Buffer, BufferRole, param
@@ -150,23 +147,6 @@ SIGNATURES = {
     "status": (STATUS, (buf("code", (), I32),), ()),
     "counter": (COUNTER, (buf("calls", (1,), I64, INOUT),), ()),
 }
-
-
-@pytest.fixture(scope="session", autouse=True)
-def session_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Compile into a temporary cache for the whole session; restore the setting afterwards."""
-    saved = config.CONFIG
-    config.CONFIG = dataclasses.replace(saved, cache_dir=tmp_path_factory.mktemp("cache"))
-    yield config.CONFIG.cache_dir
-    config.CONFIG = saved
-
-
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """An empty cache directory for one test."""
-    path = tmp_path / "cache"
-    monkeypatch.setattr(config, "CONFIG", dataclasses.replace(config.CONFIG, cache_dir=path))
-    return path
 
 
 @pytest.fixture(scope="session")

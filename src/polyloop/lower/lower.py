@@ -18,6 +18,7 @@ from ..ir.program import Buffer, BufferRole, MemScope, Program
 from ..poly.astgen import build_ast
 from ..poly.tree import Root
 from ..ir.simplify import simplify
+from .names import kernel_name
 
 
 def _map_exprs(node: Node, fn: Callable[[Expr], Expr]) -> Node:
@@ -70,11 +71,8 @@ def lower(program: Program, root: Root, *, name: str | None = None) -> Kernel:
             raise PolyloopError(f"lowering step '{step}' failed: {e}") from e
         if "lower" in config.CONFIG.dump:
             print(f"# --- after {step}\n{loops_to_str(body)}", file=sys.stderr)
-    kname = name or program.name
-    if not kname.isidentifier():
-        kname = "kernel"
-    if kname in {b.name for b in program.buffers} | set(program.params):
-        kname += "_kernel"
+    kname = kernel_name(name or program.name, {b.name for b in program.buffers}
+                        | set(program.params))
     temps, notes = _storage(program)
     return Kernel(kname, tuple(program.arg_buffers()), program.params, temps, body, notes)
 
