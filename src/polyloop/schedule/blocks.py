@@ -193,7 +193,8 @@ def compute_inline(state: State, block: str) -> State:
         v = legality.move_hazard(state.program, state.deps, fs, p.name, u, buf.name, later=True)
         if v is not None:
             raise ScheduleError(f"compute_inline of '{block}' into '{u}' would break "
-                                f"{v.summary()}: its inputs change before '{u}' runs")
+                                f"{v.summary()}: its inputs change before '{u}' runs; for instance "
+                                f"{v.describe()}")
 
     def inline(e: Expr) -> Expr | None:
         if isinstance(e, Load) and e.buffer == buf.name:
@@ -243,7 +244,8 @@ def reverse_compute_inline(state: State, block: str) -> State:
     fs = state.schedule_map()
     v = legality.move_hazard(state.program, state.deps, fs, c.name, p.name, src, later=False)
     if v is not None:
-        raise ScheduleError(f"reverse_compute_inline of '{block}' would break {v.summary()}")
+        raise ScheduleError(f"reverse_compute_inline of '{block}' would break {v.summary()}; "
+                            f"for instance {v.describe()}")
     at = dict(zip(c.iters, p.indices))
 
     def inline(e: Expr) -> Expr | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..errors import ScheduleError
+from ..errors import PolyloopError, ScheduleError
 from ..ir.expr import Const, Expr, Load, Var, as_expr, rewrite, substitute
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..frontend.te import _identity
@@ -59,8 +59,15 @@ def _with(state: State, program: Program) -> State:
     return State(program, state.root, state.deps, state.next_id)
 
 
+def _scope(primitive: str, scope: str) -> MemScope:
+    try:
+        return MemScope.parse(scope)
+    except PolyloopError as e:
+        raise ScheduleError(f"{primitive}: {e}") from None
+
+
 def cache_read(state: State, block: str, buffer: str, scope: str) -> tuple[State, str]:
-    sc = MemScope.parse(scope)
+    sc = _scope("cache_read", scope)
     stmts = block_statements(state, block)
     names = {s.name for s in stmts}
     program = state.program
@@ -88,7 +95,7 @@ def cache_read(state: State, block: str, buffer: str, scope: str) -> tuple[State
 
 
 def cache_write(state: State, block: str, scope: str) -> tuple[State, str]:
-    sc = MemScope.parse(scope)
+    sc = _scope("cache_write", scope)
     stmts = block_statements(state, block)
     names = {s.name for s in stmts}
     program = state.program

@@ -37,6 +37,16 @@ def _lambda_text(fn: Callable[..., Any], ndim: int) -> str:
     return f"lambda {', '.join(names)}: ({', '.join(str(as_expr(e)) for e in out)},)"
 
 
+def _call_text(primitive: str, args: tuple, kwargs: dict[str, Any]) -> str:
+    """``reorder(j, i)``: the call as the user wrote it, for error messages."""
+    def one(v: Any) -> str:
+        if isinstance(v, (LoopHandle, BlockHandle)):
+            return v.name
+        return repr(v)
+    parts = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()]
+    return f"{primitive}({', '.join(parts)})"
+
+
 class Schedule:
     """A program plus the order its statement instances run in.
 
@@ -78,7 +88,7 @@ class Schedule:
 
     def _apply(self, new: st.State, primitive: str, args: tuple, kwargs: dict[str, Any],
                results: tuple = ()) -> None:
-        st.verify(new, primitive)
+        st.verify(new, _call_text(primitive, args, kwargs))
         self._state = new
         self._record(primitive, args, kwargs, results)
 
@@ -164,9 +174,15 @@ class Schedule:
 
     def tile(self, loop_a: LoopHandle, loop_b: LoopHandle, ta: int, tb: int) -> list[LoopHandle]:
         """2-D tiling: split both loops and reorder to (a0, b0, a1, b1)."""
-        a0, a1 = self.split(loop_a, [None, ta])
-        b0, b1 = self.split(loop_b, [None, tb])
-        self.reorder(a0, b0, a1, b1)
+        # three recorded steps, applied all or nothing: a refused reorder undoes the splits
+        saved_state, saved_trace = self._state, self.trace
+        try:
+            a0, a1 = self.split(loop_a, [None, ta])
+            b0, b1 = self.split(loop_b, [None, tb])
+            self.reorder(a0, b0, a1, b1)
+        except ScheduleError as e:
+            self._state, self.trace = saved_state, saved_trace
+            raise ScheduleError(f"tile({loop_a.name}, {loop_b.name}, {ta}, {tb}): {e}") from None
         return [a0, b0, a1, b1]
 
     def fuse(self, *loops_: LoopHandle, name: str | None = None) -> LoopHandle:
@@ -279,7 +295,8 @@ class Schedule:
         """Copy ``buffer`` into a new buffer of ``scope`` ("global", "shared", "local") that the
         block reads instead; returns the copy block (move it with compute_at)."""
         name = self._block(block, "cache_read")
-        new, copy = rewrites.cache_read(self._state, name, self._buffer(buffer), scope)
+        new, copy = rewrites.cache_read(self._state, name, self._buffer(buffer, "cache_read"),
+                                          scope)
         h = BlockHandle(copy)
         self._apply(new, "cache_read", (BlockHandle(name), buffer, scope), {}, (h,))
         return h
@@ -309,16 +326,16 @@ class Schedule:
         16-wide column panels. Arguments keep their layout outside the kernel (a packed copy is
         made); the map must be one-to-one."""
         self._block(block, "transform_layout")
-        buf = self._buffer(buffer)
+        buf = self._buffer(buffer, "transform_layout")
         new, _ = rewrites.transform_layout(self._state, buf, index_map)
         text = _lambda_text(index_map, self.program.buffer(buf).ndim)
         self._apply(new, "transform_layout", (block if isinstance(block, BlockHandle)
                                               else BlockHandle(block), buf, {"lambda": text}), {})
 
-    def _buffer(self, buffer: object) -> str:
+    def _buffer(self, buffer: object, primitive: str) -> str:
         name = getattr(buffer, "name", buffer)
         if not isinstance(name, str) or not self.program.has_buffer(name):
-            raise ScheduleError(f"no buffer {buffer!r}; buffers: "
+            raise ScheduleError(f"{primitive}: no buffer {buffer!r}; buffers: "
                                 + ", ".join(b.name for b in self.program.buffers))
         return name
 

@@ -167,8 +167,9 @@ def verify(state: State, primitive: str) -> None:
     fs = state.schedule_map()
     v = legality.check_order(state.program, state.deps, fs)
     if v is not None:
-        raise ScheduleError(f"{primitive} would break {v.summary()}: after it, "
-                            f"{v.describe()} would run first. Dependences must keep their order.")
+        raise ScheduleError(f"{primitive} would break {v.summary()}: {v.describe()}, but after "
+                            "it the two would run in the opposite order (or at once). "
+                            "Dependences must keep their order.")
     for n in loops(state.root):
         if n.kind in _EXCLUSIVE:
             bad = check_parallel(state, n, fs)

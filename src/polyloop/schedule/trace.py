@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,14 @@ def _py(v: Any) -> str:
     return repr(v)
 
 
+def _target(v: Any) -> str:
+    """A result as an assignment target: loops are ``l<id>``, blocks ``b_<name>`` (the steps
+    that use a block look it up by name again, so the variable is only for the reader)."""
+    if isinstance(v, dict) and "block" in v:
+        return "b_" + re.sub(r"\W", "_", v["block"])
+    return _py(v)
+
+
 class Trace:
     """The primitives applied to a schedule, in order. ``str(trace)`` is Python that replays them;
     ``to_json``/``from_json`` round-trip it."""
@@ -102,6 +111,6 @@ class Trace:
         lines = []
         for s in self.steps:
             call = ", ".join([_py(a) for a in s.args] + [f"{k}={_py(v)}" for k, v in s.kwargs])
-            lhs = ", ".join(_py(r) for r in s.results)
+            lhs = ", ".join(_target(r) for r in s.results)
             lines.append((f"{lhs} = " if lhs else "") + f"sch.{s.primitive}({call})")
         return "\n".join(lines)
