@@ -164,3 +164,31 @@ def check_conv(sch: pl.Schedule, rng: np.random.Generator, shape: tuple[int, ...
     out = poisoned((batch, cout, h, w))
     pl.build(sch)(a, wt, out)
     np.testing.assert_allclose(out, conv2d_reference(a, wt), rtol=1e-4, atol=1e-4)
+
+
+def diagonal_stencil() -> Program:
+    """``A[i, j] = 0.5 * A[i-1, j+1] + A[i, j]``: distance (1, -1), so interchanging or tiling
+    (i, j) is illegal until j is skewed by i."""
+    n = Var("n", VarKind.PARAM)
+    A = Buffer("A", (n, n), DType.FLOAT64, BufferRole.INOUT)
+    i, j = Var("i"), Var("j")
+    S = Statement("S", ("i", "j"), "[n] -> { S[i, j] : 1 <= i < n and 0 <= j < n - 1 }", "A",
+                  (i, j), A[i - 1, j + 1] * 0.5 + A[i, j])
+    return Program("diagonal", (A,), (S,), ("n",), ("A",))
+
+
+def diagonal_reference(a: np.ndarray) -> np.ndarray:
+    out = a.copy()
+    for i in range(1, a.shape[0]):
+        for j in range(0, a.shape[1] - 1):
+            out[i, j] = out[i - 1, j + 1] * 0.5 + out[i, j]
+    return out
+
+
+def check_diagonal(sch: pl.Schedule, rng: np.random.Generator, sizes=(2, 11, 30)) -> None:
+    mod = pl.build(sch)
+    for size in sizes:
+        a = rng.standard_normal((size, size))
+        expected = diagonal_reference(a)
+        mod(a)
+        np.testing.assert_allclose(a, expected, rtol=1e-12, atol=1e-12)
