@@ -11,9 +11,33 @@ from .errors import BuildError, PolyloopError
 from .frontend.te import Tensor
 from .ir.program import BufferRole, Program
 from .lower import lower
+from .poly.bounds import find_out_of_bounds
 from .schedule import Schedule
 
 TARGETS = ("c",)
+
+
+def dependences(obj: object):
+    """RAW/WAR/WAW dependences of a program, schedule or output tensors: source, sink, buffer,
+    the exact isl relation and the distance vector where it is constant.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n,), "float32", name="A")
+    >>> B = pl.compute((n,), lambda i: A[i] + 1.0, name="B")
+    >>> print(pl.dependences(B))
+    no dependences
+    """
+    from .poly.api import program_dependences
+    if isinstance(obj, Schedule):
+        return obj.state.deps
+    if isinstance(obj, Program):
+        return program_dependences(obj)
+    if isinstance(obj, Tensor):
+        return program_dependences(obj.to_program())
+    if isinstance(obj, (list, tuple)) and obj and all(isinstance(t, Tensor) for t in obj):
+        return program_dependences(obj[0].to_program(*obj[1:]))
+    raise PolyloopError(f"dependences() takes a Program, a Schedule or output tensors, got {obj!r}")
 
 
 def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> Schedule:
@@ -50,6 +74,10 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     if target not in TARGETS:
         raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
     sch = _schedule(obj, args, name)
+    outside = find_out_of_bounds(sch.original)
+    if outside is not None:
+        raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
+                            "read with pl.where(condition, read, other)")
     kernel = lower(sch.program, sch.state.root, name=name)
     source = generate_c(kernel)
     library = compile_c(source, name=kernel.name, fast_math=fast_math)

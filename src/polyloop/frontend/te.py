@@ -13,14 +13,19 @@ from __future__ import annotations
 import contextvars
 import inspect
 import itertools
+import numbers
+import operator
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+import numpy as np
 
 from ..errors import PolyloopError
 from ..ir.dtypes import INDEX, DType, as_dtype
 from ..ir.expr import (Const, Expr, ExprLike, Load, Reduce, ReduceKind, Var, VarKind, as_expr,
-                       const, free_vars, loads, walk)
+                       const, free_vars, loads, reduce_identity, walk)
 from ..ir.program import Buffer, BufferRole, Program, Statement
+from ..ir.simplify import simplify
 from ..poly.isl_util import NotAffine, expr_to_isl, params_prefix
 
 _counter = itertools.count()
@@ -66,12 +71,16 @@ def reduce_axis(dom: object, name: str | None = None) -> ReduceAxis:
     if isinstance(dom, (tuple, list)):
         if len(dom) != 2:
             raise PolyloopError(f"reduce_axis takes (start, stop) or an extent, got {dom!r}")
-        lo, hi = as_expr(dom[0]), as_expr(dom[1])
+        lo, hi = _size(dom[0], "reduce_axis start"), _size(dom[1], "reduce_axis stop")
     else:
-        lo, hi = const(0), as_expr(dom)  # type: ignore[arg-type]
+        lo, hi = const(0), _size(dom, "reduce_axis extent")
     for e in (lo, hi):
         _check_extent(e, "reduce_axis bound", allow_zero=True)
-    return ReduceAxis(Var(name or _auto_name("k")), lo, _sub(hi, lo))
+    extent = simplify(_sub(hi, lo))
+    if isinstance(extent, Const) and extent.value < 0:
+        raise PolyloopError(f"reduce_axis(({lo}, {hi})) has a negative extent {extent.value}: "
+                            "the stop must not be below the start")
+    return ReduceAxis(Var(name or _auto_name("k")), lo, extent)
 
 
 def _sub(a: Expr, b: Expr) -> Expr:
@@ -122,6 +131,11 @@ class Tensor:
         shape = ", ".join(str(d) for d in self.shape)
         return f"Tensor({self.name}: {self.dtype}[{shape}])"
 
+    def to_program(self, *others: "Tensor", args: Sequence["Tensor"] | None = None,
+                   name: str | None = None) -> Program:
+        """The Program computing this tensor (and ``others``); what ``pl.Schedule(t)`` uses."""
+        return to_program(self, *others, args=args, name=name)
+
 
 _reads: contextvars.ContextVar[list[Tensor] | None] = contextvars.ContextVar("reads", default=None)
 
@@ -143,12 +157,20 @@ def _shape(shape: object) -> tuple[Expr, ...]:
         raise PolyloopError(f"shape must be a tuple of sizes, got {shape!r}")
     out = []
     for k, d in enumerate(shape):
-        if isinstance(d, float):
-            raise PolyloopError(f"extent {k} of the shape is {d}: extents must be integers")
-        e = as_expr(d)  # type: ignore[arg-type]
+        e = _size(d, f"extent {k} of the shape")
         _check_extent(e, f"extent {k} of the shape")
         out.append(e)
     return tuple(out)
+
+
+def _size(value: object, what: str) -> Expr:
+    """A size given by the user: an integer (Python or NumPy) or an expression of pl.var sizes."""
+    if isinstance(value, Expr) or hasattr(value, "as_expr"):
+        return as_expr(value)  # type: ignore[arg-type]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise PolyloopError(f"{what} is {value!r} of type {type(value).__name__}: sizes must be "
+                            "integers or expressions of pl.var sizes")
+    return const(operator.index(value))
 
 
 def placeholder(shape: object, dtype: object = "float32", name: str | None = None) -> Tensor:
@@ -308,11 +330,11 @@ def _bounds(names: Sequence[str], starts: Sequence[Expr], extents: Sequence[Expr
     out = []
     for n, lo, ext in zip(names, starts, extents):
         try:
-            a, e = expr_to_isl(lo), expr_to_isl(ext)
+            a, b = expr_to_isl(simplify(lo)), expr_to_isl(simplify(lo + ext))
         except NotAffine:
             raise PolyloopError(f"the extent of axis '{n}' of '{owner}' must be affine in the size "
                                 f"parameters (like 2*n + 1), got {ext}") from None
-        out.append(f"{a} <= {n} < {a} + {e}" if a != "0" else f"0 <= {n} < {e}")
+        out.append(f"{a} <= {n} < {b}")
     return out
 
 
@@ -335,17 +357,7 @@ def _statements(t: Tensor, params: list[str]) -> list[Statement]:
     init_dom = f"{pre}{{ {t.name}_init[{', '.join(t.iters)}] : {' and '.join(spatial) or 'true'} }}"
     upd_dom = f"{pre}{{ {t.name}[{', '.join(all_iters)}] : {' and '.join(spatial + red)} }}"
     init = Statement(f"{t.name}_init", t.iters, init_dom, t.name, idx,
-                     _identity(body.kind, body.dtype), block=t.name, is_init=True)
+                     reduce_identity(body.kind, body.dtype), block=t.name, is_init=True)
     update = Statement(t.name, all_iters, upd_dom, t.name, idx, body.source, body.kind,
                        block=t.name)
     return [init, update]
-
-
-def _identity(kind: ReduceKind, d: DType) -> Const:
-    if kind is ReduceKind.SUM:
-        return const(0, d)
-    if d.is_float:
-        return const(float("-inf") if kind is ReduceKind.MAX else float("inf"), d)
-    import numpy as np
-    info = np.iinfo(d.numpy)
-    return const(int(info.min) if kind is ReduceKind.MAX else int(info.max), d)

@@ -10,6 +10,8 @@ import enum
 from dataclasses import dataclass, fields
 from typing import Callable, Iterator, Union
 
+import numpy as np
+
 from ..errors import PolyloopError
 from .dtypes import INDEX, DType, as_dtype, promote
 
@@ -205,7 +207,10 @@ def const(value: int | float | bool, dtype: object | None = None) -> Const:
         raise PolyloopError(f"const() takes a Python number, got expression {value}")
     if dtype is not None:
         d = as_dtype(dtype)
-        return Const(_coerce(value, d), d, weak=False)
+        return Const(_coerce(_python(value), d), d, weak=False)
+    if isinstance(value, np.generic):  # a NumPy scalar has its own dtype, as in NEP 50
+        d = as_dtype(value.dtype)
+        return Const(_coerce(value.item(), d), d, weak=False)
     if isinstance(value, bool):
         return Const(value, DType.BOOL, weak=True)
     if isinstance(value, int):
@@ -213,6 +218,10 @@ def const(value: int | float | bool, dtype: object | None = None) -> Const:
     if isinstance(value, float):
         return Const(value, DType.FLOAT64, weak=True)
     raise PolyloopError(f"cannot use {value!r} of type {type(value).__name__} as a value")
+
+
+def _python(value: object) -> object:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _coerce(value: int | float | bool, d: DType) -> int | float | bool:
