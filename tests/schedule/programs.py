@@ -192,3 +192,15 @@ def check_diagonal(sch: pl.Schedule, rng: np.random.Generator, sizes=(2, 11, 30)
         expected = diagonal_reference(a)
         mod(a)
         np.testing.assert_allclose(a, expected, rtol=1e-12, atol=1e-12)
+
+
+def reversed_copy() -> Program:
+    """P[i] = 2 A[i] (a temporary), then A[i] = P[n-1-i] in place. Computing P inside the second
+    loop would read A[k] after it was overwritten (a WAR dependence) for half of the k."""
+    n = Var("n", VarKind.PARAM)
+    A = Buffer("A", (n,), DType.FLOAT64, BufferRole.INOUT)
+    P = Buffer("P", (n,), DType.FLOAT64, BufferRole.TEMP)
+    i = Var("i")
+    s1 = Statement("P", ("i",), "[n] -> { P[i] : 0 <= i < n }", "P", (i,), A[i] * 2.0)
+    s2 = Statement("R", ("i",), "[n] -> { R[i] : 0 <= i < n }", "A", (i,), P[n - 1 - i])
+    return Program("reversed_copy", (A, P), (s1, s2), ("n",), ("A",))
