@@ -10,7 +10,7 @@
 >>> mod(np.ones((4, 4), "float32")).shape
 (4, 4)
 """
-from .driver import build
+from .driver import build, dependences
 from .errors import ArgumentError, BuildError, DTypeError, ParseError, PolyloopError, ScheduleError
 from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, sum,  # noqa: A004
                           to_program, var)
@@ -18,7 +18,6 @@ from .ir.dtypes import DType
 from .ir.elementwise import (abs, const, exp, log, maximum, minimum, sqrt, tanh,  # noqa: A004
                              where)
 from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
-from .poly.api import dependences
 from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 
 __all__ = [

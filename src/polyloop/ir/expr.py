@@ -369,6 +369,27 @@ def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     return go(e)
 
 
+def rewrite_topdown(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """Rebuild e top-down: where fn returns a replacement, it is used as is (not descended)."""
+    r = fn(e)
+    if r is not None:
+        return r
+    changes = {}
+    for f in fields(e):  # type: ignore[arg-type]
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            nv = rewrite_topdown(v, fn)
+            if nv is not v:
+                changes[f.name] = nv
+        elif isinstance(v, tuple) and any(isinstance(x, Expr) for x in v):
+            nt = tuple(rewrite_topdown(x, fn) if isinstance(x, Expr) else x for x in v)
+            if any(a is not b for a, b in zip(nt, v)):
+                changes[f.name] = nt
+    if not changes:
+        return e
+    return type(e)(**{f.name: changes.get(f.name, getattr(e, f.name)) for f in fields(e)})  # type: ignore[arg-type]
+
+
 def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
     """Replace variables by name."""
     def fn(n: Expr) -> Expr | None:
@@ -402,3 +423,15 @@ def same(a: Expr, b: Expr) -> bool:
         elif x != y:
             return False
     return True
+
+
+def reduce_identity(kind: ReduceKind, dtype: DType) -> Const:
+    """The value a reduction starts from: 0 for sums, -inf/+inf (or the integer limits) for
+    max/min."""
+    if kind is ReduceKind.SUM:
+        return const(0, dtype)
+    if dtype.is_float:
+        return const(float("-inf") if kind is ReduceKind.MAX else float("inf"), dtype)
+    import numpy as np
+    info = np.iinfo(dtype.numpy)
+    return const(int(info.min) if kind is ReduceKind.MAX else int(info.max), dtype)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``pl.dependences``: the exact dependences of a program or schedule, for people to read."""
+"""Dependences of a program in its default order (``pl.dependences`` is built on this)."""
 from __future__ import annotations
 
 from ..ir.program import Program
@@ -9,6 +9,9 @@ from .tree import Root, StmtNode
 
 def default_order(program: Program) -> dict:
     from .tree import LoopNode, flat_schedule
+    if program.nesting:     # written as imperfect loop nests (the script front end)
+        from .order import original_tree
+        return flat_schedule(program, original_tree(program)[0])
     nests = []
     nid = 0
     for s in program.statements:
@@ -21,24 +24,6 @@ def default_order(program: Program) -> dict:
     return flat_schedule(program, Root(tuple(nests)))
 
 
-def dependences(obj: object) -> Dependences:
-    """RAW/WAR/WAW dependences with source, sink, buffer, isl relation and distance vector.
-
-    >>> import polyloop as pl
-    >>> n = pl.var("n")
-    >>> A = pl.placeholder((n,), "float32", name="A")
-    >>> B = pl.compute((n,), lambda i: A[i] + 1.0, name="B")
-    >>> print(pl.dependences(B))
-    no dependences
-    """
-    if isinstance(obj, Program):
-        return compute(obj, default_order(obj))
-    state = getattr(obj, "state", None)
-    if state is not None:           # a Schedule
-        return state.deps
-    from ..frontend.te import Tensor, to_program
-    if isinstance(obj, Tensor):
-        return dependences(to_program(obj))
-    if isinstance(obj, (list, tuple)):
-        return dependences(to_program(*obj))
-    raise TypeError(f"dependences() takes a Program, Schedule or tensors, got {obj!r}")
+def program_dependences(program: Program) -> Dependences:
+    """Dependences of a program in its own order (one loop nest per statement)."""
+    return compute(program, default_order(program))

@@ -11,13 +11,13 @@ import islpy as isl
 
 from ..errors import PolyloopError
 from ..ir.dtypes import INDEX
-from ..ir.expr import (BinOpKind, Const, Expr, Select, Unary, UnaryKind, Var, VarKind, binop,
-                       substitute)
+from ..ir.expr import (BinOpKind, Const, Expr, Load, Select, Unary, UnaryKind, Var, VarKind,
+                       binop, loads, rewrite_topdown, substitute)
 from ..ir.loops import Block, For, If, Node, Store
 from ..ir.simplify import simplify
 from ..ir.program import Program
 from .access import domain
-from .isl_util import CTX, map_, params_prefix, set_
+from .isl_util import CTX, NotAffine, expr_to_isl, map_, params_prefix, set_
 from .tree import LoopNode, Root, StmtNode, loops, statements_under
 
 
@@ -95,16 +95,55 @@ def build_ast(program: Program, root: Root) -> Node:
     """The loop AST of ``program`` executed in the order of ``root``."""
     sched = isl_schedule(program, root)
     build = isl.AstBuild.from_context(context(program))
+    indices = _AccessIndices(program)
+    build, _ = build.set_at_each_domain(indices.at_domain)
     ast = build.node_from_schedule(sched)
     info = {n.id: n for n in loops(root)}
-    conv = _Converter(program, info)
+    conv = _Converter(program, info, indices)
     return conv.node(ast, {}, None)
 
 
+class _AccessIndices:
+    """Index expressions of affine accesses, written by isl in the context of each statement
+    instance's loops, so that ``P[(64*j0 + j1) // 64]`` comes out as ``P[j0]``."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.found: list[dict[int, list[isl.AstExpr]]] = []
+        self._affine: dict[str, list[tuple[Load, isl.PwMultiAff]]] = {}
+
+    def _accesses(self, name: str) -> list[tuple[Load, isl.PwMultiAff]]:
+        if name not in self._affine:
+            stmt = self.program.statement(name)
+            head = f"{params_prefix(self.program.params)}{{ {name}[{', '.join(stmt.iters)}] -> "
+            out = []
+            for ld in [stmt.target] + loads(stmt.value):
+                try:
+                    idx = ", ".join(expr_to_isl(i) for i in ld.indices)
+                except NotAffine:
+                    continue
+                out.append((ld, isl.PwMultiAff.from_map(map_(f"{head}{ld.buffer}[{idx}] }}"))))
+            self._affine[name] = out
+        return self._affine[name]
+
+    def at_domain(self, node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
+        name = node.user_get_expr().op_get_arg(0).get_id().get_name()
+        inverse = isl.PwMultiAff.from_map(isl.Map.from_union_map(build.get_schedule()).reverse())
+        found: dict[int, list[isl.AstExpr]] = {}
+        for k, (ld, pma) in enumerate(self._accesses(name)):
+            idx = pma.pullback_pw_multi_aff(inverse)
+            key = -1 if k == 0 else id(ld)
+            found[key] = [build.expr_from_pw_aff(idx.get_pw_aff(d))
+                          for d in range(idx.dim(isl.dim_type.out))]
+        self.found.append(found)
+        return node.set_annotation(isl.Id(f"U{len(self.found) - 1}"))
+
+
 class _Converter:
-    def __init__(self, program: Program, info: dict[int, LoopNode]):
+    def __init__(self, program: Program, info: dict[int, LoopNode], indices: _AccessIndices):
         self.program = program
         self.info = info
+        self.indices = indices
         self.taken = set(program.params) | {b.name for b in program.buffers}
 
     def node(self, n: isl.AstNode, names: dict[str, Expr], mark: LoopNode | None) -> Node:
@@ -124,7 +163,7 @@ class _Converter:
             return Block(tuple(self.node(kids.get_at(k), names, mark)
                                for k in range(kids.n_ast_node())))
         if t == isl.ast_node_type.user:
-            return self.user(n.user_get_expr(), names)
+            return self.user(n, names)
         raise PolyloopError(f"unexpected isl AST node {t}")
 
     def fresh(self, base: str, names: dict[str, Expr]) -> str:
@@ -154,13 +193,24 @@ class _Converter:
                    unroll_factor=mark.unroll_factor, thread=mark.thread,
                    annotations=mark.annotations)
 
-    def user(self, e: isl.AstExpr, names: dict[str, Expr]) -> Node:
+    def user(self, n: isl.AstNode, names: dict[str, Expr]) -> Node:
+        e = n.user_get_expr()
         name = e.op_get_arg(0).get_id().get_name()
         stmt = self.program.statement(name)
         args = [self.expr(e.op_get_arg(k + 1), names) for k in range(e.op_get_n_arg() - 1)]
         sub = dict(zip(stmt.iters, args))
-        return Store(stmt.buffer, tuple(simplify(substitute(i, sub)) for i in stmt.indices),
-                     simplify(substitute(stmt.value, sub)), stmt.reduction, stmt.name)
+        found = self.indices.found[int(n.get_annotation().get_name()[1:])]
+        exact = {k: tuple(simplify(self.expr(x, names)) for x in v) for k, v in found.items()}
+
+        def instantiate(x: Expr) -> Expr | None:
+            if isinstance(x, Load) and id(x) in exact:
+                return Load(x.buffer, exact[id(x)], x.dtype)
+            if isinstance(x, Var) and x.name in sub:
+                return sub[x.name]
+            return None
+        value = rewrite_topdown(stmt.value, instantiate)
+        target = exact.get(-1) or tuple(simplify(substitute(i, sub)) for i in stmt.indices)
+        return Store(stmt.buffer, target, simplify(value), stmt.reduction, stmt.name)
 
     def expr(self, e: isl.AstExpr, names: dict[str, Expr]) -> Expr:
         t = e.get_type()

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..errors import PolyloopError, ScheduleError
-from ..ir.expr import Const, Expr, Load, Var, as_expr, rewrite, substitute
+from ..ir.expr import Const, Expr, Load, Var, as_expr, reduce_identity, rewrite, substitute
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
-from ..frontend.te import _identity
 from ..poly import regions
 from ..poly.tree import LoopNode, Node, Root, StmtNode, statements_under
 from .blocks import block_statements, fresh_nest, readers, writers
@@ -169,7 +168,7 @@ def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]
     ri.insert(factor_axis, Var(rname))
     rf_init = Statement(f"{rf}_init", tuple(spatial) + (rname,),
                         _extend_domain(init.domain, init.name, f"{rf}_init", rname, ext), rf,
-                        tuple(ri), _identity(s.reduction, buf.dtype), block=rf, is_init=True)
+                        tuple(ri), reduce_identity(s.reduction, buf.dtype), block=rf, is_init=True)
     final = Statement(s.name, tuple(spatial) + (rname,),
                       _extend_domain(init.domain, init.name, s.name, rname, ext), s.buffer,
                       tuple(init_idx),

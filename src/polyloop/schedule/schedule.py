@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..errors import PolyloopError, ScheduleError
-from ..frontend.te import Tensor, to_program
 from ..ir.loops import LoopKind
 from ..ir.printer import loops_to_str
 from ..ir.program import Program
@@ -56,12 +55,15 @@ class Schedule:
     differently) but never run in parallel without ``rfactor``.
     """
 
-    def __init__(self, *outputs: Tensor | Program, args: Sequence[Tensor] | None = None,
+    def __init__(self, *outputs: Any, args: Sequence[Any] | None = None,
                  name: str | None = None):
         if len(outputs) == 1 and isinstance(outputs[0], Program):
             program = outputs[0]
+        elif outputs and hasattr(outputs[0], "to_program"):
+            # a front end's output (tensors): it knows how to become a Program
+            program = outputs[0].to_program(*outputs[1:], args=args, name=name)
         else:
-            program = to_program(*outputs, args=args, name=name)  # type: ignore[arg-type]
+            raise PolyloopError(f"Schedule() takes a Program or output tensors, got {outputs!r}")
         self._state = st.initial(program)
         self._origin = program
         self.trace = Trace()
@@ -366,7 +368,7 @@ class Schedule:
         return other
 
     @staticmethod
-    def from_trace(program: Program | Tensor | Sequence[Tensor], trace: Trace | str) -> Schedule:
+    def from_trace(program: Any, trace: Trace | str) -> Schedule:
         """Replay a trace (or its JSON) on a program: ``pl.Schedule.from_trace(prog, t)``."""
         t = Trace.from_json(trace) if isinstance(trace, str) else trace
         if isinstance(program, (list, tuple)):

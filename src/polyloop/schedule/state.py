@@ -13,6 +13,7 @@ from ..ir.loops import LoopKind
 from ..ir.program import Program
 from ..poly import deps as deps_mod
 from ..poly import legality
+from ..poly.order import original_tree
 from ..poly.tree import (LoopNode, Node, Root, StmtNode, flat_schedule, loop_position, loops,
                          path_to, statements_under)
 
@@ -60,7 +61,11 @@ class State:
 
 
 def initial(program: Program) -> State:
-    """The default schedule: one loop nest per statement, in program order."""
+    """The default schedule: one loop nest per statement, in program order (or the program's
+    own imperfect nests, when it was written as loops)."""
+    if program.nesting:
+        root, nid = original_tree(program)
+        return State(program, root, deps_mod.compute(program, flat_schedule(program, root)), nid)
     nid = 0
     nests: list[Node] = []
     for s in program.statements:
