@@ -249,3 +249,27 @@ def test_names_of_math_functions_do_not_shadow_them(rng, where):
         B = pl.compute((n,), lambda i: pl.exp(A[i]), name="B")
     a = rng.standard_normal(9, dtype="float32")
     np.testing.assert_allclose(pl.build(B)(a), np.exp(a), rtol=1e-6)
+
+
+# check=True: the reference interpreter as the oracle ---------------------------------------------
+
+def test_check_runs_the_reference_interpreter_and_accepts_a_correct_module(rng):
+    A, B, D = matmul(pl.var("n"), relu=True)
+    mod = pl.build(D, check=True)
+    a, b = rng.standard_normal((2, 7, 7), dtype="float32")
+    np.testing.assert_allclose(mod(a, b), np.maximum(a @ b, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_check_refuses_a_module_whose_results_differ(monkeypatch):
+    import polyloop.codegen
+
+    right = polyloop.codegen.generate_c
+
+    def wrong(kernel):   # a code generator with a bug: the reduction subtracts
+        return right(kernel).replace("+=", "-=")
+
+    monkeypatch.setattr(polyloop.codegen, "generate_c", wrong)
+    _, _, D = matmul(pl.var("n"), relu=True)
+    with pytest.raises(pl.BuildError, match=r"check failed.*reference interpreter"):
+        pl.build(D, check=True)
+    pl.build(D)   # without check the wrong module is not noticed
