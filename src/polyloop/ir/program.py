@@ -13,6 +13,7 @@ and whose dimensions are the statement's iterators, e.g. ``[n] -> { C[i, j] : 0 
 from __future__ import annotations
 
 import enum
+import types
 from dataclasses import dataclass, field, replace
 
 from ..errors import PolyloopError
@@ -58,6 +59,11 @@ class Buffer:
     @property
     def is_argument(self) -> bool:
         return self.role is not BufferRole.TEMP
+
+    def __class_getitem__(cls, spec: object) -> types.GenericAlias:
+        """The annotation of a ``@pl.script`` argument: ``A: pl.Buffer[("n", "n"), "float64"]``
+        (shape, dtype); the script front end reads it, nothing else does."""
+        return types.GenericAlias(cls, spec if isinstance(spec, tuple) else (spec,))
 
     def __getitem__(self, indices: object) -> Load:
         from .expr import as_expr
@@ -109,6 +115,11 @@ class Program:
     args: tuple[str, ...]
     assumptions: str = ""
     _by_name: dict = field(default_factory=dict, repr=False, compare=False)
+    # The loop nest the program was written as (the script front end's imperfect nests): per
+    # statement name, its position among its siblings at each depth of the nest, outermost
+    # first, one more entry than it has iterators; statements whose positions agree up to
+    # depth k share their first k loops. Empty: one loop nest per statement, in program order.
+    nesting: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         seen: dict[str, str] = {}
