@@ -48,7 +48,10 @@ class CFamilyPrinter:
     restrict = "restrict"
     helper_qualifier = "static inline"
     kernel_prefix = ""
-    reserved: frozenset[str] = C_KEYWORDS | {"args", "params"}
+    # names the generated code calls or declares: a user's buffer, loop or size named like one
+    # of them is renamed instead of shadowing it
+    reserved: frozenset[str] = (C_KEYWORDS | frozenset(C_MATH_FUNCTIONS.values())
+                                | {"args", "params", "aligned_alloc", "free", "malloc", "size_t"})
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
