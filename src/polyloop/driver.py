@@ -8,11 +8,13 @@ from typing import Sequence
 import numpy as np
 
 from .errors import BuildError, PolyloopError
+from .frontend.kernel import LoopKernel
 from .frontend.te import Tensor
 from .ir.program import BufferRole, Program
 from .lower import lower
 from .poly.bounds import find_out_of_bounds
 from .schedule import Schedule
+from .schedule.kernel import schedule_of
 
 TARGETS = ("c",)
 
@@ -47,6 +49,8 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
         return obj
     if isinstance(obj, Program):
         return Schedule(obj)
+    if isinstance(obj, LoopKernel):
+        return schedule_of(obj)
     outs = list(obj) if isinstance(obj, (list, tuple)) else [obj]
     if not outs or not all(isinstance(t, Tensor) for t in outs):
         raise PolyloopError(f"build() takes a Schedule, a Program or output tensors, got {obj!r}")

@@ -1,0 +1,343 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Loo.py-style transformations of kernels made by ``pl.make_kernel``, built on the Schedule.
+
+Each function takes a kernel and returns a new one; the kernel it was given is unchanged.
+The work is done by the Schedule primitives (split, reorder, bind, unroll, vectorize, fuse,
+cache_read, compute_at), so every transformation is checked against the exact dependences of
+the kernel as written, exactly as for ``pl.Schedule``, and a refused one raises
+``ScheduleError`` naming the dependence it would break.
+
+>>> import polyloop as pl
+>>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")
+>>> knl = pl.split_iname(knl, "i", 128, outer_tag="g.0", inner_tag="l.0")
+>>> [h.name for h in loops_named(knl, "i_inner")]
+['i_inner']
+
+Kernels are duck-typed here (``program``, ``root``, ``schedule``, ``history``): the kernel
+class belongs to the front end, a sibling layer this package does not import.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import ScheduleError
+from ..ir.loops import LoopKind
+from ..ir.program import Program
+from ..poly import kernel_params
+from ..poly.tree import LoopNode, loops
+from . import state as st
+from .schedule import Schedule
+from .trace import LoopHandle, Trace
+
+_AXES = ("x", "y", "z")
+
+
+class TagKind(enum.Enum):
+    GROUP = "g"          # a work-group index (blockIdx)
+    LOCAL = "l"          # a work-item index within the group (threadIdx)
+    UNROLL = "unr"
+    VECTOR = "vec"
+    ILP = "ilp"          # instruction-level parallelism: unrolled
+    SERIAL = "for"
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    kind: TagKind
+    axis: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}.{self.axis}" if self.kind in _HW else self.kind.value
+
+
+_HW = (TagKind.GROUP, TagKind.LOCAL)
+VALID_TAGS = ("g.0", "g.1", "g.2", "l.0", "l.1", "l.2", "unr", "vec", "ilp", "for")
+
+
+def parse_tag(text: str | Tag, iname: str = "") -> Tag:
+    """``"g.0"`` -> Tag(GROUP, 0); the spelling is checked once, here."""
+    if isinstance(text, Tag):
+        return text
+    t = str(text).strip()
+    if t in ("ilp.unr",):
+        t = "ilp"
+    if t in ("ilp.seq", "seq"):
+        t = "for"
+    for kind in TagKind:
+        if t == kind.value:
+            return Tag(kind)
+    head, _, axis = t.partition(".")
+    if head in ("g", "l") and axis.isdigit() and int(axis) < 3:
+        return Tag(TagKind(head), int(axis))
+    where = f" for iname '{iname}'" if iname else ""
+    raise ScheduleError(f"unknown tag {text!r}{where}; valid tags: {', '.join(VALID_TAGS)}")
+
+
+def thread_name(tag: Tag) -> str:
+    return ("blockIdx." if tag.kind is TagKind.GROUP else "threadIdx.") + _AXES[tag.axis]
+
+
+# schedules of kernels ----------------------------------------------------------------------------
+
+def _with_state(sch: Schedule | None, state: st.State, origin: Program | None = None) -> Schedule:
+    # Built like Schedule.copy(): renaming a loop is no primitive (it changes no order), and
+    # the Schedule class has no constructor from a state.
+    out = Schedule.__new__(Schedule)
+    out._state = state
+    out._origin = origin if origin is not None else sch.original  # type: ignore[union-attr]
+    out.trace = sch.trace if sch is not None else Trace()
+    return out
+
+
+def schedule_of(knl: Any) -> Schedule:
+    """The schedule of a kernel: its transformed one, or the loop tree as written."""
+    if knl.schedule is not None:
+        return knl.schedule
+    return Schedule(knl.program)
+
+
+def _derive(knl: Any, sch: Schedule, step: str, args: tuple, kwargs: dict) -> Any:
+    return replace(knl, schedule=sch, history=knl.history + ((step, args, tuple(kwargs.items())),))
+
+
+def loops_named(knl: Any, iname: str, sch: Schedule | None = None) -> list[LoopHandle]:
+    """Every loop of the kernel's schedule named ``iname`` (one per nest that has it)."""
+    s = sch if sch is not None else schedule_of(knl)
+    return [LoopHandle(n.id, n.name) for n in loops(s.state.root) if n.name == iname]
+
+
+def _require(knl: Any, iname: str, sch: Schedule, fn: str) -> list[LoopHandle]:
+    found = loops_named(knl, iname, sch)
+    if not found:
+        names = sorted({n.name for n in loops(sch.state.root)})
+        raise ScheduleError(f"{fn}: the kernel has no loop '{iname}'; its loops are "
+                            f"{', '.join(names) or 'none'}")
+    return found
+
+
+def _taken(sch: Schedule) -> set[str]:
+    p = sch.program
+    return ({n.name for n in loops(sch.state.root)} | set(p.params)
+            | {b.name for b in p.buffers})
+
+
+# transformations ---------------------------------------------------------------------------------
+
+def split_iname(knl: Any, iname: str, factor: int, outer_tag: str | None = None,
+                inner_tag: str | None = None, *, outer_iname: str | None = None,
+                inner_iname: str | None = None) -> Any:
+    """Split loop ``iname`` into ``{iname}_outer`` (trip count ceil(extent/factor)) and
+    ``{iname}_inner`` (``factor``); a factor that does not divide the extent is fine (isl
+    writes exact bounds). Tags may be given for the new loops.
+
+    >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")  # doctest: +SKIP
+    >>> knl = pl.split_iname(knl, "i", 128, outer_tag="g.0", inner_tag="l.0")  # doctest: +SKIP
+    """
+    sch = schedule_of(knl).copy()
+    outer = outer_iname or f"{iname}_outer"
+    inner = inner_iname or f"{iname}_inner"
+    handles = _require(knl, iname, sch, "split_iname")
+    taken = _taken(sch) - {iname}
+    for new in (outer, inner):
+        if new in taken or outer == inner:
+            raise ScheduleError(f"split_iname: the name '{new}' is already used; choose another "
+                                "with outer_iname=/inner_iname=")
+    for h in handles:
+        node = sch.state.loop(h.id)
+        if node is not None and node.kind is not LoopKind.SERIAL:
+            raise ScheduleError(f"split_iname: loop '{iname}' is already tagged; split it "
+                                "before tagging")
+        sch.split(h, [None, factor], names=[outer, inner])
+    tags = {k: v for k, v in ((outer, outer_tag), (inner, inner_tag)) if v is not None}
+    if tags:
+        _tag_schedule(sch, tags)
+    return _derive(knl, sch, "split_iname", (iname, factor),
+                   {"outer_tag": outer_tag, "inner_tag": inner_tag, "outer_iname": outer,
+                    "inner_iname": inner})
+
+
+def tag_inames(knl: Any, tags: Mapping[str, str] | Sequence[tuple[str, str]] | str) -> Any:
+    """Tag loops: ``g.N`` (work-group index N), ``l.N`` (work-item index N within the group),
+    ``unr`` (unroll), ``vec`` (SIMD), ``ilp`` (unrolled), ``for`` (sequential). A parallel tag
+    on a loop that carries a dependence is refused. Work-group loops move outermost and
+    work-item loops just inside them, where the loop nest allows it.
+
+    >>> knl = pl.tag_inames(knl, {"i_outer": "g.0", "i_inner": "l.0"})  # doctest: +SKIP
+    """
+    pairs = _tag_pairs(tags)
+    sch = schedule_of(knl).copy()
+    _tag_schedule(sch, pairs)
+    return _derive(knl, sch, "tag_inames", (pairs,), {})
+
+
+def _tag_pairs(tags: Mapping[str, str] | Sequence[tuple[str, str]] | str) -> dict[str, str]:
+    if isinstance(tags, str):
+        pairs = {}
+        for part in tags.split(","):
+            if part.strip():
+                name, sep, tag = part.partition(":")
+                if not sep:
+                    raise ScheduleError(f"tag_inames: write 'iname:tag', got {part.strip()!r}")
+                pairs[name.strip()] = tag.strip()
+        return pairs
+    return dict(tags.items()) if isinstance(tags, Mapping) else dict(tags)
+
+
+def _tag_schedule(sch: Schedule, tags: Mapping[str, str]) -> None:
+    parsed = {name: parse_tag(t, name) for name, t in tags.items()}
+    for name, tag in parsed.items():
+        for h in _require(None, name, sch, "tag_inames"):
+            _apply_tag(sch, h, tag)
+    _check_axes(sch)
+    _hoist_hardware_loops(sch)
+
+
+def _apply_tag(sch: Schedule, h: LoopHandle, tag: Tag) -> None:
+    node = sch.state.loop(h.id)
+    assert node is not None
+    if node.kind is not LoopKind.SERIAL:
+        if tag.kind is TagKind.SERIAL:
+            raise ScheduleError(f"tag_inames: loop '{h.name}' is already tagged; a tag cannot "
+                                "be removed")
+        raise ScheduleError(f"tag_inames: loop '{h.name}' is already tagged "
+                            f"({node.thread or node.kind.value}); tag each loop once")
+    if tag.kind in _HW:
+        sch.bind(h, thread_name(tag))
+    elif tag.kind in (TagKind.UNROLL, TagKind.ILP):
+        sch.unroll(h)
+    elif tag.kind is TagKind.VECTOR:
+        sch.vectorize(h)
+
+
+def _check_axes(sch: Schedule) -> None:
+    for s in sch.program.statements:
+        seen: dict[str, str] = {}
+        for n in sch.state.stmt_path(s.name):
+            if n.thread is None:
+                continue
+            if n.thread in seen:
+                raise ScheduleError(f"tag_inames: loops '{seen[n.thread]}' and '{n.name}' around "
+                                    f"'{s.name}' both use {_tag_text(n.thread)}; give each "
+                                    "loop of a nest its own axis")
+            seen[n.thread] = n.name
+
+
+def _tag_text(thread: str) -> str:
+    kind = "g" if thread.startswith("block") else "l"
+    return f"{kind}.{_AXES.index(thread[-1])}"
+
+
+def chain_from(node: LoopNode) -> list[LoopNode]:
+    """The perfectly nested loops from ``node`` down (each the only child of the one above)."""
+    out = [node]
+    while len(out[-1].children) == 1 and isinstance(out[-1].children[0], LoopNode):
+        out.append(out[-1].children[0])
+    return out
+
+
+def _rank(n: LoopNode) -> int:
+    if n.thread is not None and n.thread.startswith("block"):
+        return 0
+    if n.thread is not None:
+        return 1
+    return 2
+
+
+def _hoist_hardware_loops(sch: Schedule) -> None:
+    """Work-group loops outermost, work-item loops next, along each nest's perfect chain."""
+    for top in sch.state.root.children:
+        if not isinstance(top, LoopNode):
+            continue
+        chain = chain_from(top)
+        wanted = sorted(chain, key=_rank)   # stable: keeps the order within each rank
+        last = max((k for k, n in enumerate(chain) if _rank(n) < 2), default=-1)
+        if last < 0 or [n.id for n in wanted] == [n.id for n in chain]:
+            continue
+        moved = [LoopHandle(n.id, n.name) for n in wanted[:last + 1]]
+        try:
+            sch.reorder(*moved)
+        except ScheduleError as e:
+            raise ScheduleError(f"tag_inames: cannot move the parallel loops "
+                                f"{', '.join(h.name for h in moved if _rank(sch.state.loop(h.id)) < 2)}"
+                                f" outside the others: {e}") from None
+
+
+def rename_iname(knl: Any, old: str, new: str) -> Any:
+    """Rename a loop (every loop named ``old``)."""
+    sch = schedule_of(knl).copy()
+    _require(knl, old, sch, "rename_iname")
+    if new in _taken(sch) or not new.isidentifier():
+        raise ScheduleError(f"rename_iname: '{new}' is already used or not an identifier")
+
+    def fn(n):
+        return replace(n, name=new) if isinstance(n, LoopNode) and n.name == old else n
+    state = sch.state.with_root(st.map_tree(sch.state.root, fn))
+    return _derive(knl, _with_state(sch, state), "rename_iname", (old, new), {})
+
+
+def join_inames(knl: Any, inames: Sequence[str], new_iname: str | None = None,
+                tag: str | None = None) -> Any:
+    """Fuse directly nested loops (outermost first, inner ones of constant extent) into one."""
+    sch = schedule_of(knl).copy()
+    names = list(inames)
+    if len(names) < 2:
+        raise ScheduleError("join_inames needs at least two inames")
+    new = new_iname or "_".join(names)
+    if new in _taken(sch) - set(names):
+        raise ScheduleError(f"join_inames: the name '{new}' is already used")
+    outer = _require(knl, names[0], sch, "join_inames")
+    for h in outer:
+        chain = chain_from(sch.state.loop(h.id))  # type: ignore[arg-type]
+        picked = []
+        for name in names:
+            hit = [n for n in chain if n.name == name]
+            if not hit:
+                raise ScheduleError(f"join_inames: loop '{name}' is not directly inside "
+                                    f"'{names[0]}'")
+            picked.append(LoopHandle(hit[0].id, name))
+        sch.fuse(*picked, name=new)
+    if tag:
+        _tag_schedule(sch, {new: tag})
+    return _derive(knl, sch, "join_inames", (tuple(names),), {"new_iname": new, "tag": tag})
+
+
+# program-level changes: a new reference program, the transformations replayed ---------------------
+
+def assume(knl: Any, assumptions: str) -> Any:
+    """Tell polyloop facts about the size parameters (``"n mod 16 = 0 and n >= 16"``) so that
+    isl can drop the boundary checks they make unnecessary. Not checked at run time.
+    Earlier transformations are replayed on the kernel with the assumptions."""
+    text = kernel_params.add_assumptions(knl.program, assumptions)
+    base = replace(knl, program=knl.program.replace(assumptions=text), schedule=None, history=())
+    out = _replay(base, knl.history)
+    return replace(out, history=knl.history + (("assume", (assumptions,), ()),))
+
+
+def fix_parameters(knl: Any, **values: int) -> Any:
+    """Give size parameters fixed values (``n=1024``): they disappear from the kernel's
+    arguments and loop bounds become constants. Earlier transformations are replayed."""
+    for k, v in values.items():
+        if k not in knl.program.params:
+            raise ScheduleError(f"fix_parameters: '{k}' is not a size parameter; parameters: "
+                                f"{', '.join(knl.program.params) or 'none'}")
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ScheduleError(f"fix_parameters: {k} must be a non-negative int, got {v!r}")
+    program = kernel_params.fix(knl.program, values)
+    base = replace(knl, program=program, schedule=None, history=())
+    out = _replay(base, knl.history)
+    return replace(out, history=knl.history + (("fix_parameters", (), tuple(values.items())),))
+
+
+def _replay(knl: Any, history: Sequence[tuple[str, tuple, tuple]]) -> Any:
+    for step, args, kwargs in history:
+        fn: Callable[..., Any] = TRANSFORMATIONS[step]
+        knl = fn(knl, *args, **dict(kwargs))
+    return knl
+
+
+TRANSFORMATIONS: dict[str, Callable[..., Any]] = {
+    "split_iname": split_iname, "tag_inames": tag_inames, "rename_iname": rename_iname,
+    "join_inames": join_inames, "assume": assume, "fix_parameters": fix_parameters,
+}
