@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Matmul (float32) with polyloop's default schedule and with the demo's hand schedule, next to
+NumPy, in one run.
+
+    python benchmarks/bench_matmul.py                 # n = 512 and 1024
+    python benchmarks/bench_matmul.py --sizes 256 512 --repeat 5
+
+Rows:
+- default schedule: ``pl.build(C)`` with no schedule, one module for every n (``n = pl.var``);
+  compared with NumPy's ``a @ b``.
+- hand schedule: the schedule ``polyloop demo`` uses (``polyloop.cli.schedule_matmul_relu``) on
+  matmul + ReLU, once size-generic (``pl.var``) and once specialized (n a constant); compared
+  with NumPy's ``np.maximum(a @ b, 0)``.
+
+Times are medians over ``--repeat`` timings after warm-up (``Module.benchmark``; NumPy timed
+the same way). GFLOP/s counts 2 n^3. ``vs NumPy`` is NumPy's time / polyloop's: > 1 means
+polyloop is faster.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+import polyloop as pl
+from polyloop.cli import (format_speed, matmul_relu, numpy_matmul_relu, package_version,
+                          schedule_matmul_relu, time_numpy)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    variant: str
+    n: int
+    seconds: float
+    numpy_seconds: float
+
+
+def matmul(n):
+    A = pl.placeholder((n, n), "float32", name="A")
+    B = pl.placeholder((n, n), "float32", name="B")
+    k = pl.reduce_axis((0, n), name="k")
+    return pl.compute((n, n), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+def inputs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(n)
+    return rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+
+
+def measure(mod, reference, a, b, *, repeat: int, slow: bool) -> float:
+    """Check the module against NumPy, then time it (fewer timings when one call is slow)."""
+    out = mod(a, b)
+    want = reference(a, b)
+    if not np.allclose(out, want, rtol=1e-4, atol=1e-5):
+        err = float(np.max(np.abs(out - want)))
+        raise SystemExit(f"bench_matmul: wrong result (max abs error {err:.3e}); not timing it")
+    if slow:
+        return mod.benchmark(a, b, out, repeat=min(repeat, 3), warmup=1)
+    return mod.benchmark(a, b, out, repeat=repeat)
+
+
+def run(sizes: list[int], repeat: int) -> list[Row]:
+    rows = []
+    default = pl.build(matmul(pl.var("n")))
+    generic = pl.build(schedule_matmul_relu(matmul_relu(pl.var("n"))))
+    for n in sizes:
+        a, b = inputs(n)
+        np_mm = time_numpy(np.matmul, (a, b), repeat=repeat)
+        np_relu = time_numpy(numpy_matmul_relu, (a, b), repeat=repeat)
+        rows.append(Row("default schedule, n = pl.var", n,
+                        measure(default, np.matmul, a, b, repeat=repeat, slow=True), np_mm))
+        rows.append(Row("hand schedule (+ReLU), n = pl.var", n,
+                        measure(generic, numpy_matmul_relu, a, b, repeat=repeat, slow=False),
+                        np_relu))
+        special = pl.build(schedule_matmul_relu(matmul_relu(n)))
+        rows.append(Row(f"hand schedule (+ReLU), n = {n} constant", n,
+                        measure(special, numpy_matmul_relu, a, b, repeat=repeat, slow=False),
+                        np_relu))
+    return rows
+
+
+def report(rows: list[Row]) -> str:
+    """A Markdown table; ``vs NumPy`` is NumPy's time / polyloop's (> 1: polyloop is faster)."""
+    width = max(len(r.variant) for r in rows)
+    head = (f"| {'polyloop':<{width}} | {'n':>5} | {'polyloop':>10} | {'GFLOP/s':>7} | "
+            f"{'NumPy':>9} | {'GFLOP/s':>7} | {'vs NumPy':>8} |")
+    lines = [head, "|" + "|".join("-" * len(c) for c in head.split("|")[1:-1]) + "|"]
+    for r in rows:
+        flops = 2.0 * r.n ** 3
+        lines.append(f"| {r.variant:<{width}} | {r.n:>5} | {r.seconds * 1e3:>7.2f} ms | "
+                     f"{flops / r.seconds / 1e9:>7.3g} | {r.numpy_seconds * 1e3:>6.2f} ms | "
+                     f"{flops / r.numpy_seconds / 1e9:>7.3g} | "
+                     f"{format_speed(r.numpy_seconds / r.seconds):>8} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[512, 1024])
+    parser.add_argument("--repeat", type=int, default=10)
+    args = parser.parse_args()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"bench_matmul  {time.strftime('%Y-%m-%d')}  {platform.machine()}, {cores} cores  "
+          f"polyloop {package_version('polyloop')}, numpy {np.__version__}  float32, "
+          f"median of {args.repeat} (3 for the default schedule)")
+    print(report(run(args.sizes, args.repeat)))
+
+
+if __name__ == "__main__":
+    main()
