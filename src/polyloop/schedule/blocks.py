@@ -14,7 +14,12 @@ from .state import (State, add_exprs, identity_expr, insert_children, rebase, re
 
 
 def block_statements(state: State, block: str) -> list[Statement]:
+    """The statements of a block. A reduction's initialization is also a block of its own,
+    named after its statement (``C_init``), so that its loops can be scheduled after
+    decompose_reduction."""
     stmts = [s for s in state.program.statements if s.block_name == block]
+    if not stmts:
+        stmts = [s for s in state.program.statements if s.name == block and s.is_init]
     if not stmts:
         names = sorted({s.block_name for s in state.program.statements})
         raise ScheduleError(f"no block named '{block}'; blocks: {', '.join(names)}")

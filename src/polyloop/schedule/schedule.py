@@ -275,11 +275,14 @@ class Schedule:
         self._apply(blocks.reverse_compute_at(self._state, name, node), "reverse_compute_at",
                     (BlockHandle(name), loop), {})
 
-    def decompose_reduction(self, block: BlockHandle | str, loop: LoopHandle) -> None:
-        """Move a reduction's initialization right before ``loop`` (inside the loops above it)."""
+    def decompose_reduction(self, block: BlockHandle | str, loop: LoopHandle) -> BlockHandle:
+        """Move a reduction's initialization right before ``loop`` (inside the loops above it);
+        returns the initialization block (``C_init``), whose loops can then be vectorized."""
         name, node = self._block(block, "decompose_reduction"), self._loop(loop, "decompose_reduction")
-        self._apply(blocks.decompose_reduction(self._state, name, node), "decompose_reduction",
-                    (BlockHandle(name), loop), {})
+        new = blocks.decompose_reduction(self._state, name, node)
+        init = BlockHandle(next(s.name for s in blocks.block_statements(new, name) if s.is_init))
+        self._apply(new, "decompose_reduction", (BlockHandle(name), loop), {}, (init,))
+        return init
 
     def compute_inline(self, block: BlockHandle | str) -> None:
         """Substitute an elementwise block into its consumers; its buffer disappears."""
