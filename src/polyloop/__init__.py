@@ -14,6 +14,7 @@ from .driver import build, dependences
 from .errors import ArgumentError, BuildError, DTypeError, ParseError, PolyloopError, ScheduleError
 from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, sum,  # noqa: A004
                           to_program, var)
+from .frontend.script import alloc, script
 from .frontend.kernel import ArrayArg, LoopKernel, ValueArg, make_kernel
 from .ir.dtypes import DType
 from .ir.elementwise import (abs, const, exp, log, maximum, minimum, sqrt, tanh,  # noqa: A004
@@ -30,5 +31,6 @@ __all__ = [
     "dependences", "exp", "log", "max", "maximum", "min", "minimum", "placeholder",
     "reduce_axis", "sqrt", "sum", "tanh", "to_program", "var", "where",
 ]
+__all__ += ["alloc", "script"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "assume", "fix_parameters", "join_inames",
             "make_kernel", "rename_iname", "split_iname", "tag_inames"]

@@ -43,6 +43,8 @@ def find_out_of_bounds(program: Program) -> OutOfBounds | None:
     for s in program.statements:
         dom = domain(program, s).intersect_params(
             set_(f"{params_prefix(program.params)}{{ : {nonneg} }}"))
+        if program.assumptions:     # what the caller guarantees about the sizes
+            dom = dom.intersect_params(set_(program.assumptions))
         accesses = [(s.target, dom, True)]
         for e in (s.value, *s.indices):
             accesses.extend((ld, guard, False) for ld, guard in _guarded_loads(program, s, e, dom))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..errors import PolyloopError
 from ..ir.program import Program
-from .tree import LoopNode, Node, Root, StmtNode
+from .access import accesses
+from .tree import LoopNode, Node, Root, StmtNode, flat_schedule
 
 
 def _identity(program: Program, stmt: str, depth: int) -> str:
@@ -78,3 +79,23 @@ def instance_key(position: tuple[int, ...], point: tuple[int, ...]) -> tuple[int
         if k < len(point):
             key.append(point[k])
     return tuple(key)
+
+
+def exposed_reads(program: Program, buffer: str) -> bool:
+    """May a read of ``buffer`` see a value from before the program runs (an element not
+    written earlier in the program's own order)? Inexact (non-affine) accesses count as yes."""
+    acc = [a for a in accesses(program) if a.buffer == buffer]
+    reads = [a for a in acc if not a.is_write]
+    writes = [a for a in acc if a.is_write]
+    if any(not a.exact for a in acc):
+        return bool(reads)
+    schedule = flat_schedule(program, original_tree(program)[0])
+    for r in reads:
+        covered = None
+        for w in writes:
+            pairs = w.relation.apply_range(r.relation.reverse())
+            pairs = pairs.intersect(schedule[w.statement].lex_lt_map(schedule[r.statement]))
+            covered = pairs.range() if covered is None else covered.union(pairs.range())
+        if covered is None or not r.relation.domain().is_subset(covered):
+            return True
+    return False
