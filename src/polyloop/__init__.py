@@ -21,6 +21,7 @@ from .ir.elementwise import (abs, const, exp, log, maximum, minimum, sqrt, tanh,
                              where)
 from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from .schedule import BlockHandle, LoopHandle, Schedule, Trace
+from .schedule.auto import auto_schedule
 from .schedule.kernel import (assume, fix_parameters, join_inames, rename_iname, split_iname,
                               tag_inames)
 
@@ -31,6 +32,6 @@ __all__ = [
     "dependences", "exp", "log", "max", "maximum", "min", "minimum", "placeholder",
     "reduce_axis", "sqrt", "sum", "tanh", "to_program", "var", "where",
 ]
-__all__ += ["alloc", "script"]
+__all__ += ["alloc", "auto_schedule", "script"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "assume", "fix_parameters", "join_inames",
             "make_kernel", "rename_iname", "split_iname", "tag_inames"]

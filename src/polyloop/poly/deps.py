@@ -9,6 +9,7 @@ reduction through its accumulator the dependence is marked ``reduction``: it may
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 import islpy as isl
@@ -52,7 +53,22 @@ class Dependence:
         tail = f" distance {dist}" if dist is not None else ""
         red = " (reduction)" if self.reduction else ""
         return (f"{self.kind.value} {self.source} -> {self.sink} on {self.buffer}{red}{tail}: "
-                f"{self.relation}")
+                f"{relation_text(self.relation)}")
+
+
+_PRIMED = re.compile(r"\b\w+' = ")
+
+
+def relation_text(relation: isl.Map) -> str:
+    """isl's text of a relation with the sink written as a function of the source, as in the
+    polyhedral literature: ``{ S[i, j] -> S[i, 1 + j] : ... }`` (isl itself prints
+    ``S[i' = i, j' = 1 + j]``)."""
+    text = str(relation)
+    arrow = text.find("->", text.find("{"))
+    close = text.find("]", arrow)
+    if text.find("{") < 0 or arrow < 0 or close < 0 or "'" in text[close:]:
+        return text     # a primed name is still used in the constraints: keep isl's form
+    return text[:arrow] + _PRIMED.sub("", text[arrow:close]) + text[close:]
 
 
 class Dependences(tuple):

@@ -21,6 +21,7 @@ from ..ir.program import Program
 from ..poly.astgen import build_ast
 from ..poly.tree import LoopNode
 from . import blocks, loops, rewrites, state as st
+from . import fusion
 from .trace import BlockHandle, LoopHandle, Step, Trace, decode, encode
 
 THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -207,7 +208,25 @@ class Schedule:
         node = self._loop(loop, "reverse")
         self._apply(loops.reverse(self._state, node), "reverse", (loop,), {})
 
-    def _exclusive(self, loop: LoopHandle, primitive: str, kind: LoopKind, **fields: Any) -> None:
+    def shift(self, loop: LoopHandle, offset: int | str) -> None:
+        """Run a loop's iterations at ``value + offset`` for every statement below it (an int, or
+        an affine expression of size parameters such as ``"K - 1"``): lines nests up for
+        ``merge``."""
+        node = self._loop(loop, "shift")
+        self._apply(fusion.shift(self._state, node, offset), "shift", (loop, offset), {})
+
+    def merge(self, first: LoopHandle, second: LoopHandle) -> LoopHandle:
+        """Fuse two adjacent sibling loops into one that runs ``first``'s body, then
+        ``second``'s, at each value (classic loop fusion; ``fuse`` collapses nested loops).
+        Refused if a dependence would break: ``shift`` the second loop first to line them up."""
+        a, b = self._loop(first, "merge"), self._loop(second, "merge")
+        new, merged = fusion.merge(self._state, a, b, None)
+        h = self._handle(merged)
+        self._apply(new, "merge", (first, second), {}, (h,))
+        return h
+
+    def _exclusive(
+self, loop: LoopHandle, primitive: str, kind: LoopKind, **fields: Any) -> None:
         node = self._loop(loop, primitive)
         new = loops.set_kind(self._state, node, kind, **fields)
         bad = st.check_parallel(new, new.loop(node.id))  # type: ignore[arg-type]

@@ -1,0 +1,274 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The questions automatic scheduling asks of isl (``pl.auto_schedule`` turns the answers into
+ordinary schedule primitives in ``schedule/auto.py``).
+
+* ``merge_shifts``: can two neighbouring loop nests be fused level by level, and by how much
+  must the second be shifted so that every dependence between them still points forward?
+  (Pluto-style fusion with shifts; isl's own scheduler does not choose parametric shifts such
+  as ``K - 1``, so the shifts are computed here from the exact dependences.)
+* ``band_transform``: for a perfectly nested band of loops, the unimodular change of basis
+  (interchange, skewing, reversal) that isl's scheduler finds for the dependences the band
+  carries: permutable (tilable) rows first, parallel (coincident) rows outermost.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import islpy as isl
+
+from ..ir.program import Program
+from .affine import prefix_map
+from .deps import Dependence
+from .isl_util import CTX, map_, params_prefix
+from .tree import LoopNode, statements_under
+
+# The isl scheduler's options are global to the context: set them for one call, then restore.
+_FUSION_OPTIONS = ("schedule_serialize_sccs", "schedule_whole_component",
+                   "schedule_outer_coincidence", "schedule_maximize_band_depth")
+
+
+@dataclass(frozen=True, slots=True)
+class Shift:
+    """How far the second nest's loop at one level must move: an int, or an affine expression
+    of size parameters (``"K - 1"``); ``exact_zero``: every dependence between the nests has
+    distance 0 at this level (the merged loop carries nothing new)."""
+    offset: int | str
+    exact_zero: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BandTransform:
+    """Rows of a unimodular matrix over the band's loops (outermost first), how many leading
+    rows form a permutable (tilable) band, and which rows isl found parallel."""
+    rows: tuple[tuple[int, ...], ...]
+    permutable: int
+    coincident: tuple[bool, ...]
+
+    @property
+    def is_identity(self) -> bool:
+        return all(r[k] == (1 if k == j else 0) for j, r in enumerate(self.rows)
+                   for k in range(len(r)))
+
+
+def _deps_between(deps: Sequence[Dependence], sources: set[str],
+                  sinks: set[str]) -> list[Dependence]:
+    return [d for d in deps if d.source in sources and d.sink in sinks]
+
+
+def _loop_map(program: Program, loop: LoopNode, stmt: str) -> isl.Map:
+    return prefix_map(program, stmt, [loop.expr(stmt)])
+
+
+def merge_shifts(program: Program, deps: Sequence[Dependence], first: Sequence[LoopNode],
+                 second: Sequence[LoopNode], context: isl.Set) -> list[Shift]:
+    """Shifts for fusing the loops ``first[k]`` and ``second[k]`` (the spines of two adjacent
+    nests, outermost first), level by level, as long as a bounded shift exists.
+
+    A dependence x -> y from the first nest to the second stays satisfied when, at every fused
+    level, ``first[k](x) <= second[k](y) + shift[k]``; the smallest such shift (never negative)
+    is the largest ``first[k](x) - second[k](y)`` over all dependences."""
+    a_stmts = set(statements_under(first[0]))
+    b_stmts = set(statements_under(second[0]))
+    between = _deps_between(deps, a_stmts, b_stmts)
+    out: list[Shift] = []
+    for la, lb in zip(first, second):
+        worst: isl.PwAff | None = None
+        all_zero = True
+        for d in between:
+            pairs = d.relation.apply_domain(_loop_map(program, la, d.source)) \
+                              .apply_range(_loop_map(program, lb, d.sink))
+            delta = pairs.deltas()          # second - first
+            if delta.is_empty():
+                continue
+            try:
+                lo, hi = delta.dim_min(0), delta.dim_max(0)
+            except isl.Error:       # unbounded: no fixed shift lines these loops up
+                return out
+            all_zero = all_zero and _is_zero(lo, context) and _is_zero(hi, context)
+            need = lo.neg()
+            worst = need if worst is None else worst.union_max(need)
+        offset = _offset_text(worst, context) if worst is not None else 0
+        if offset is None:
+            return out
+        out.append(Shift(offset, all_zero))
+    return out
+
+
+def _is_zero(pa: isl.PwAff, context: isl.Set) -> bool:
+    pieces = pa.gist_params(context).get_pieces()
+    return all(aff.is_cst() and aff.get_constant_val().to_python() == 0 for _, aff in pieces)
+
+
+def _offset_text(pa: isl.PwAff, context: isl.Set) -> int | str | None:
+    """``max(pa, 0)`` as an int or affine text in the parameters, or None when it is piecewise
+    (or quasi-affine) even under what is known about the parameters."""
+    zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()))
+    pieces = pa.max(zero).gist_params(context).coalesce().get_pieces()
+    if len(pieces) != 1:
+        return None
+    aff = pieces[0][1]
+    if aff.dim(isl.dim_type.div):
+        return None
+    if aff.is_cst():
+        return aff.get_constant_val().to_python()
+    terms = []
+    for k in range(aff.dim(isl.dim_type.param)):
+        c = aff.get_coefficient_val(isl.dim_type.param, k).to_python()
+        if c:
+            name = aff.get_dim_name(isl.dim_type.param, k)
+            terms.append(name if c == 1 else f"{c}*{name}")
+    for k in range(aff.dim(isl.dim_type.in_)):
+        if aff.get_coefficient_val(isl.dim_type.in_, k).to_python():
+            return None
+    c0 = aff.get_constant_val().to_python()
+    text = " + ".join(terms).replace("+ -", "- ")
+    if c0:
+        text += f" + {c0}" if c0 > 0 else f" - {-c0}"
+    return text
+
+
+# -- band transformations ------------------------------------------------------------------------
+
+def band_relation(program: Program, deps: Sequence[Dependence], outer: Sequence[LoopNode],
+                  band: Sequence[LoopNode]) -> isl.Map | None:
+    """``X[l] -> X[l']``: pairs of band points (values of the band's loops) linked by a
+    dependence that the loops above the band do not already carry; None if there are none."""
+    stmts = set(statements_under(band[0]))
+    loops = list(outer) + list(band)
+    m = len(outer)
+    rel: isl.Map | None = None
+    for d in _deps_between(deps, stmts, stmts):
+        src = prefix_map(program, d.source, [lp.expr(d.source) for lp in loops])
+        snk = prefix_map(program, d.sink, [lp.expr(d.sink) for lp in loops])
+        pairs = d.relation.apply_domain(src).apply_range(snk)
+        for k in range(m):
+            pairs = pairs.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+        pairs = pairs.project_out(isl.dim_type.in_, 0, m).project_out(isl.dim_type.out, 0, m)
+        ident = isl.Map.identity(pairs.get_space())
+        pairs = pairs.subtract(ident)
+        if pairs.is_empty():
+            continue
+        pairs = pairs.set_tuple_name(isl.dim_type.in_, "X").set_tuple_name(isl.dim_type.out, "X")
+        rel = pairs if rel is None else rel.union(pairs)
+    return None if rel is None else rel.coalesce()
+
+
+def band_transform(program: Program, deps: Sequence[Dependence], outer: Sequence[LoopNode],
+                   band: Sequence[LoopNode]) -> BandTransform:
+    """isl's schedule for the band as a single statement over its loop values, with the
+    dependences it carries as validity, proximity and coincidence constraints."""
+    d = len(band)
+    identity = tuple(tuple(1 if k == j else 0 for k in range(d)) for j in range(d))
+    rel = band_relation(program, deps, outer, band)
+    if rel is None:     # nothing carried: every loop is parallel, any order is legal
+        return BandTransform(identity, d, (True,) * d)
+    dom = isl.UnionSet.from_set(rel.domain().union(rel.range()).coalesce())
+    um = isl.UnionMap.from_map(rel)
+    sc = isl.ScheduleConstraints.on_domain(dom).set_validity(um).set_proximity(um) \
+                                .set_coincidence(um)
+    schedule = _compute(sc)
+    rows, perm, coin = _rows(schedule, d)
+    if rows is None or len(rows) != d or abs(_det(rows)) != 1:
+        return BandTransform(identity, 0, (False,) * d)
+    return BandTransform(tuple(rows), perm, tuple(coin))
+
+
+def _compute(sc: isl.ScheduleConstraints) -> isl.Schedule:
+    saved = {o: getattr(CTX, "get_" + o)() for o in _FUSION_OPTIONS}
+    try:
+        CTX.set_schedule_outer_coincidence(0)
+        CTX.set_schedule_maximize_band_depth(1)
+        return sc.compute_schedule()
+    finally:
+        for o, v in saved.items():
+            getattr(CTX, "set_" + o)(v)
+
+
+def _rows(schedule: isl.Schedule, d: int) -> tuple[list[tuple[int, ...]] | None, int, list[bool]]:
+    """Linear parts of the band rows, top-down; the depth of the first band if permutable."""
+    rows: list[tuple[int, ...]] = []
+    coin: list[bool] = []
+    perm = 0
+    node = schedule.get_root()
+    first = True
+    while node.has_children():
+        node = node.child(0)
+        t = node.get_type()
+        if t == isl.schedule_node_type.band:
+            mupa = node.band_get_partial_schedule()
+            for k in range(node.band_n_member()):
+                row = _linear(mupa.get_union_pw_aff(k), d)
+                if row is None:
+                    return None, 0, []
+                rows.append(row)
+                coin.append(bool(node.band_member_get_coincident(k)))
+            if first and node.band_get_permutable():
+                perm = node.band_n_member()
+            first = False
+        elif t not in (isl.schedule_node_type.leaf, isl.schedule_node_type.mark):
+            return None, 0, []
+    return rows, perm, coin
+
+
+def _linear(upa: isl.UnionPwAff, d: int) -> tuple[int, ...] | None:
+    pas = []
+    upa.foreach_pw_aff(pas.append)
+    if len(pas) != 1:
+        return None
+    pieces = pas[0].get_pieces()
+    if len(pieces) != 1:
+        return None
+    aff = pieces[0][1]
+    if aff.dim(isl.dim_type.div):
+        return None
+    return tuple(aff.get_coefficient_val(isl.dim_type.in_, k).to_python() for k in range(d))
+
+
+def _det(rows: Sequence[Sequence[int]]) -> int:
+    """Integer determinant (fraction-free elimination; bands are small)."""
+    m = [list(r) for r in rows]
+    n = len(m)
+    sign, prev = 1, 1
+    for k in range(n - 1):
+        if m[k][k] == 0:
+            swap = next((i for i in range(k + 1, n) if m[i][k] != 0), None)
+            if swap is None:
+                return 0
+            m[k], m[swap] = m[swap], m[k]
+            sign = -sign
+        for i in range(k + 1, n):
+            for j in range(k + 1, n):
+                m[i][j] = (m[i][j] * m[k][k] - m[i][k] * m[k][j]) // prev
+        prev = m[k][k]
+    return sign * m[n - 1][n - 1] if n else 1
+
+
+def parameter_context(program: Program) -> isl.Set:
+    """What is known about the sizes: non-negative, the program's assumptions, and that every
+    statement runs at least once (shifts only matter for such sizes)."""
+    from .access import domain
+    from .isl_util import set_
+    pre = params_prefix(program.params)
+    cons = " and ".join(f"{p} >= 0" for p in program.params)
+    ctx = set_(f"{pre}{{ : {cons} }}" if cons else "{ : }")
+    if program.assumptions:
+        ctx = ctx.intersect(set_(program.assumptions))
+    for s in program.statements:
+        ctx = ctx.intersect(domain(program, s).params())
+    return ctx
+
+
+def stride_one(program: Program, stmt: str, expr: str) -> bool:
+    """Does the loop with this expression walk the statement's written element with stride 1
+    (its iterator is the last index of the target)?"""
+    from ..ir.expr import Var, free_vars
+    s = program.statement(stmt)
+    m = map_(expr if expr.lstrip().startswith("[") else params_prefix(program.params) + expr)
+    used = [it for k, it in enumerate(s.iters) if m.involves_dims(isl.dim_type.in_, k, 1)]
+    if len(used) != 1 or not s.indices:
+        return False
+    last = s.indices[-1]
+    if isinstance(last, Var):
+        return last.name == used[0]
+    return free_vars(last) == {used[0]} and str(last).startswith(used[0])

@@ -1,0 +1,298 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``pl.auto_schedule``: a polyhedral (Pluto-style) schedule, written as ordinary primitives.
+
+>>> import polyloop as pl
+>>> @pl.script
+... def stencil(A: pl.Buffer[("n", "n"), "float64"]):
+...     for i in range(1, n):
+...         for j in range(1, n):
+...             A[i, j] = A[i - 1, j] + A[i, j - 1]
+>>> sch = pl.auto_schedule(stencil, tile=None)
+>>> print(sch.trace)
+sch.skew(l0, l1, factor=1)
+sch.reorder(l1, l0)
+sch.parallel(l0)
+
+The steps, each an ordinary primitive recorded in ``sch.trace`` and checked by the same
+legality test as a hand-written schedule (so the result can be printed, edited and replayed):
+
+1. **Fusion** of neighbouring loop nests, level by level: ``shift`` the second nest by the
+   smallest offset (an int or a size expression such as ``K - 1``, computed from the exact
+   dependences) that keeps every dependence pointing forward, then ``merge``.
+   ``fusion="min"`` keeps the nests as written; ``"max"`` fuses whenever a bounded shift exists
+   (locality first); ``"smart"`` fuses only without a shift and when the fused outer loop
+   carries no new dependence (parallelism first).
+2. **Band transformation**: for each perfectly nested band, isl's scheduler (validity,
+   proximity and coincidence = the dependences the band carries) finds a unimodular change of
+   basis; it is applied as ``reverse``/``skew`` steps and one ``reorder``. Supported: every
+   transformation whose rows, reordered, form a triangular matrix (interchange, reversal,
+   skewing, wavefronts); another one leaves the band as written.
+3. **Tiling** of the outermost permutable band (loops with a constant extent of at most
+   ``tile`` are kept whole), with ``split`` and ``reorder``.
+4. **Parallelism**: the outermost loop (tile loop) that carries no dependence is made
+   ``parallel``; when there is none, a wavefront (``skew`` + ``reorder``) of the two outer
+   (tile) loops exposes one.
+5. **Vectorization** of innermost loops that walk the written element with stride 1 and carry
+   no dependence.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import PolyloopError, ScheduleError
+from ..ir.loops import LoopKind
+from ..poly import affine, autosched
+from ..poly.tree import LoopNode, loops, statements_under
+from .schedule import Schedule
+from .trace import LoopHandle
+
+FUSIONS = ("min", "smart", "max")
+TARGETS = ("c",)
+
+
+def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
+                  tile: int | None = 32, parallel: bool = True,
+                  vectorize: bool = True) -> Schedule:
+    """An automatic schedule for ``program`` (a Program, e.g. from ``@pl.script``, or output
+    tensors), as a ``pl.Schedule`` whose trace lists the primitives used (see the module
+    docstring). ``tile=None`` disables tiling, ``parallel=False`` parallel loops and
+    wavefronts."""
+    if target not in TARGETS:
+        raise PolyloopError(f"auto_schedule: unknown target {target!r}; valid targets: "
+                            + ", ".join(TARGETS))
+    if fusion not in FUSIONS:
+        raise PolyloopError(f"auto_schedule: fusion must be one of {', '.join(FUSIONS)}; got "
+                            f"{fusion!r}")
+    if tile is not None and (not isinstance(tile, int) or isinstance(tile, bool) or tile < 2):
+        raise PolyloopError(f"auto_schedule: tile is a size >= 2 or None, got {tile!r}")
+    sch = program.copy() if isinstance(program, Schedule) else Schedule(program)
+    if fusion != "min":
+        sch = _fuse_nests(sch, fusion)
+    for top in [c for c in sch.state.root.children if isinstance(c, LoopNode)]:
+        sch = _schedule_nest(sch, top.id, tile, parallel)
+    if vectorize:
+        _vectorize(sch)
+    return sch
+
+
+def _handle(node: LoopNode) -> LoopHandle:
+    return LoopHandle(node.id, node.name)
+
+
+def _attempt(sch: Schedule, steps) -> tuple[Schedule, Any] | None:
+    """Run ``steps(trial)`` on a copy: (the copy, what steps returned) if every primitive was
+    accepted, else None (the schedule is left as it was)."""
+    trial = sch.copy()
+    try:
+        result = steps(trial)
+    except ScheduleError:
+        return None
+    return trial, result
+
+
+# -- 1. fusion ---------------------------------------------------------------------------------
+
+def _spine(node: LoopNode, last: bool) -> list[LoopNode]:
+    out = [node]
+    while True:
+        kids = out[-1].children
+        nxt = kids[-1] if last else kids[0]
+        if not isinstance(nxt, LoopNode):
+            return out
+        out.append(nxt)
+
+
+def _fuse_nests(sch: Schedule, fusion: str) -> Schedule:
+    context = autosched.parameter_context(sch.program)
+    k = 0
+    while True:
+        kids = sch.state.root.children
+        if k + 1 >= len(kids):
+            return sch
+        a, b = kids[k], kids[k + 1]
+        if not (isinstance(a, LoopNode) and isinstance(b, LoopNode)):
+            k += 1
+            continue
+        first, second = _spine(a, last=True), _spine(b, last=False)
+        shifts = autosched.merge_shifts(sch.program, sch.state.deps, first, second, context)
+        if fusion == "smart":
+            keep = 0
+            while keep < len(shifts) and shifts[keep].offset == 0 and \
+                    (keep > 0 or shifts[0].exact_zero):
+                keep += 1
+            shifts = shifts[:keep]
+        merged = _attempt(sch, lambda t: _merge(t, first, second, shifts)) if shifts else None
+        if merged is None:
+            k += 1
+        else:
+            sch = merged[0]     # then try the fused nest with the next one
+
+
+def _merge(sch: Schedule, first: list[LoopNode], second: list[LoopNode],
+           shifts: list[autosched.Shift]) -> None:
+    for a, b, sh in zip(first, second, shifts):
+        if sh.offset != 0:
+            sch.shift(_handle(b), sh.offset)
+        sch.merge(_handle(a), _handle(b))
+
+
+# -- 2-4. bands: transformation, tiling, parallelism ------------------------------------------------
+
+def _chain(sch: Schedule, loop_id: int) -> list[LoopNode]:
+    """The perfectly nested loops from ``loop_id`` down."""
+    node = sch.state.loop(loop_id)
+    assert node is not None
+    out = [node]
+    while len(out[-1].children) == 1 and isinstance(out[-1].children[0], LoopNode):
+        out.append(out[-1].children[0])
+    return out
+
+
+def _schedule_nest(sch: Schedule, top_id: int, tile: int | None, parallel: bool) -> Schedule:
+    band = _chain(sch, top_id)
+    transform = autosched.band_transform(sch.program, sch.state.deps, [], band)
+    order = [n.id for n in band]
+    perm = min(transform.permutable, len(band))
+    done = _attempt(sch, lambda t: _transform(t, band, transform))
+    if done is not None:
+        sch, order = done
+    else:
+        perm = 0
+    if tile is not None and perm >= 2:
+        tiled = _attempt(sch, lambda t: _tile(t, order[:perm], tile))
+        if tiled is not None:
+            sch, tile_order = tiled
+            order = tile_order + order[perm:]
+    if parallel:
+        sch = _parallelize(sch, order, perm >= 2)
+    last = _chain(sch, sch.state.path(order[0])[0].id)[-1]
+    for child in [c for c in last.children if isinstance(c, LoopNode)]:
+        sch = _transform_inner(sch, child.id)
+    return sch
+
+
+def _transform(sch: Schedule, band: list[LoopNode], t: autosched.BandTransform) -> list[int]:
+    """Apply the unimodular rows to the band: at most one reorder, then ``skew`` and ``reverse``
+    steps, then one reorder. Returns the loop ids in their new order (the band as written when
+    the rows are not triangular in some order)."""
+    ids = [n.id for n in band]
+    picks = None if t.is_identity else _triangular_order(t.rows)
+    if picks is None:
+        return ids
+    cols = [band[c] for _, c in picks]      # loop c_k will compute row r_k
+    if [n.id for n in cols] != ids:
+        sch.reorder(*[_handle(n) for n in cols])
+    # innermost first, so that every skew adds an outer loop's original value
+    for k in reversed(range(len(picks))):
+        r, c = picks[k]
+        row, target = t.rows[r], band[c]
+        sign = row[c]
+        for j in range(k):
+            col = picks[j][1]
+            if row[col]:
+                sch.skew(_handle(band[col]), _handle(target), row[col] * sign)
+        if sign == -1:
+            sch.reverse(_handle(target))
+    final = [band[c] for _, c in sorted(picks)]     # position p holds the loop computing row p
+    if [n.id for n in final] != [n.id for n in cols]:
+        sch.reorder(*[_handle(n) for n in final])
+    return [n.id for n in final]
+
+
+def _triangular_order(rows: tuple[tuple[int, ...], ...]) -> list[tuple[int, int]] | None:
+    """(row, column) pairs such that rows and columns taken in this order form a lower
+    triangular matrix with diagonal +-1; None if there is no such order."""
+    left_rows, left_cols = set(range(len(rows))), set(range(len(rows)))
+    picked: list[tuple[int, int]] = []
+    while left_rows:
+        found = None
+        for r in sorted(left_rows):
+            nz = [c for c in sorted(left_cols) if rows[r][c] != 0]
+            if len(nz) == 1 and abs(rows[r][nz[0]]) == 1:
+                found = (r, nz[0])
+                break
+        if found is None:
+            return None
+        picked.append(found)
+        left_rows.discard(found[0])
+        left_cols.discard(found[1])
+    return picked
+
+
+def _extent(sch: Schedule, node: LoopNode) -> int | None:
+    """The loop's constant trip count over all its statements, if it has one."""
+    worst = 0
+    for s, e in node.exprs:
+        lo, hi = affine.value_range(sch.program, s, e)
+        if lo is None or hi is None:
+            return None
+        worst = max(worst, hi - lo + 1)
+    return worst
+
+
+def _tile(sch: Schedule, ids: list[int], size: int) -> list[int]:
+    """Split the permutable loops ``ids`` by ``size`` and move the tile loops outside; loops of
+    at most ``size`` iterations stay whole, outermost. Returns the new order of the loops."""
+    nodes = [sch.state.loop(i) for i in ids]
+    small = [n for n in nodes if (x := _extent(sch, n)) is not None and x <= size]  # type: ignore[arg-type]
+    big = [n for n in nodes if n not in small]
+    if len(big) < 2:
+        raise ScheduleError("nothing worth tiling")
+    outers, inners = [], []
+    for n in big:
+        o, i = sch.split(_handle(n), [None, size])  # type: ignore[arg-type]
+        outers.append(o)
+        inners.append(i)
+    order = [_handle(n) for n in small] + outers + inners  # type: ignore[arg-type]
+    sch.reorder(*order)
+    return [h.id for h in order]
+
+
+def _parallelize(sch: Schedule, ids: list[int], permutable: bool) -> Schedule:
+    """The outermost loop of ``ids`` that carries nothing becomes parallel; failing that, a
+    wavefront of the first two (permutable) loops makes the second one parallel."""
+    for i in ids:
+        node = sch.state.loop(i)
+        done = _attempt(sch, lambda t: t.parallel(_handle(node)))  # noqa: B023
+        if done is not None:
+            return done[0]
+    if permutable and len(ids) >= 2:
+        def wavefront(t: Schedule) -> None:
+            a, b = _handle(t.state.loop(ids[0])), _handle(t.state.loop(ids[1]))  # type: ignore[arg-type]
+            t.skew(a, b, 1)
+            t.reorder(b, a)
+            t.parallel(a)
+        done = _attempt(sch, wavefront)
+        if done is not None:
+            return done[0]
+    return sch
+
+
+def _transform_inner(sch: Schedule, loop_id: int) -> Schedule:
+    band = _chain(sch, loop_id)
+    outer = sch.state.path(loop_id)[:-1]
+    t = autosched.band_transform(sch.program, sch.state.deps, outer, band)
+    order = [n.id for n in band]
+    if not t.is_identity:
+        done = _attempt(sch, lambda s: _transform(s, band, t))
+        if done is not None:
+            sch, order = done
+    last = _chain(sch, order[0])[-1]
+    for child in [c for c in last.children if isinstance(c, LoopNode)]:
+        sch = _transform_inner(sch, child.id)
+    return sch
+
+
+# -- 5. vectorization -------------------------------------------------------------------------------
+
+def _vectorize(sch: Schedule) -> None:
+    for node in list(loops(sch.state.root)):
+        if node.kind is not LoopKind.SERIAL or any(isinstance(c, LoopNode) for c in node.children):
+            continue
+        if not all(autosched.stride_one(sch.program, s, node.expr(s))
+                   for s in statements_under(node)):
+            continue
+        try:
+            sch.vectorize(_handle(node))
+        except ScheduleError:
+            pass

@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fusing loop nests as pure functions ``State -> State``: ``shift`` renumbers a loop's
+iterations, ``merge`` fuses two adjacent sibling loops into one. Legality is checked by the
+caller (``state.verify``) on the result, as for every primitive."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import ParseError, ScheduleError
+from ..poly import affine
+from ..poly.tree import LoopNode, Root
+from .state import State, replace_node
+
+
+def shift(state: State, node: LoopNode, offset: int | str) -> State:
+    """Every statement below ``node`` sees the loop's value increased by ``offset``."""
+    if isinstance(offset, bool) or not isinstance(offset, (int, str)):
+        raise ScheduleError(f"shift of loop '{node.name}': the offset is an integer or an affine "
+                            f"expression of size parameters such as \"K - 1\", got {offset!r}")
+    try:
+        exprs = tuple((s, affine.combine(state.program, [e], f"[x] -> [(x + ({offset}))]"))
+                      for s, e in node.exprs)
+    except ParseError:
+        raise ScheduleError(f"shift of loop '{node.name}': {offset!r} is not an affine expression "
+                            "of the size parameters " + ", ".join(state.program.params)) from None
+    return state.with_root(replace_node(state.root, node.id, replace(node, exprs=exprs)))
+
+
+def merge(state: State, first: LoopNode, second: LoopNode,
+          name: str | None) -> tuple[State, LoopNode]:
+    """One loop running ``first``'s body, then ``second``'s, at each value."""
+    siblings = _siblings(state.root, first.id)
+    ids = [c.id if isinstance(c, LoopNode) else None for c in siblings]
+    if first.id == second.id or second.id not in ids:
+        raise ScheduleError(f"merge: loops '{first.name}' and '{second.name}' are not siblings "
+                            "(children of the same loop, or both outermost)")
+    if ids.index(second.id) != ids.index(first.id) + 1:
+        raise ScheduleError(f"merge: loop '{second.name}' does not directly follow loop "
+                            f"'{first.name}'; merge adjacent loops, in program order")
+    merged = LoopNode(state.next_id, name or first.name, first.exprs + second.exprs,
+                      first.children + second.children, first.kind, first.unroll_factor,
+                      first.thread, first.annotations)
+    root = replace_node(state.root, second.id, None)
+    root = replace_node(root, first.id, merged)
+    return state.with_root(root, state.next_id + 1), merged
+
+
+def _siblings(root: Root, loop_id: int) -> tuple:
+    """The children list that contains the loop ``loop_id``."""
+    stack: list = [root]
+    while stack:
+        n = stack.pop()
+        kids = n.children
+        if any(isinstance(c, LoopNode) and c.id == loop_id for c in kids):
+            return kids
+        stack.extend(c for c in kids if isinstance(c, LoopNode))
+    return ()
