@@ -67,7 +67,7 @@ def test_vectorize_inner_split_loop(rng):
 def test_vectorize_refuses_a_loop_with_loops_inside():
     sch, (i, j, k) = matmul_sch()
     refused_unchanged(sch, lambda: sch.vectorize(j), "cannot vectorize loop 'j'",
-                      "contains other loops")
+                      "it contains loop 'k'; vectorize an innermost loop")
 
 
 def test_vectorize_refuses_the_innermost_reduction_loop():

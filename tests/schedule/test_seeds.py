@@ -4,7 +4,6 @@ convolution schedule, written with polyloop's primitives, give NumPy's results."
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import polyloop as pl
 
@@ -87,7 +86,6 @@ def test_seed_001_order_matters_relu_cannot_go_inside_the_reduction():
     assert indent_of(sch, "C[b, i, j] = max") == indent_of(sch, "for k in range(16):")
 
 
-@pytest.mark.skip(reason="in progress: isl code for fused split loops explodes")
 def test_seed_001_conv_schedule(rng):
     """compute_inline of the padding, splits, reorder with the reduction loops in the middle,
     fuse the outer tile loops (parallel) and the inner pairs (unroll, vectorize)."""
@@ -109,7 +107,7 @@ def test_seed_001_conv_schedule(rng):
     sch.vectorize(v)
     sch.decompose_reduction(conv, i4)
     text = lines(sch)
-    assert text[0] == "for b_0_o_0_y_0_x_0_fused in parallel(160):"     # 2 * 2 * 5 * 4
+    assert text[0] == "for b_0_o_0_y_0_x_0_fused in parallel(80):"     # 2 * 2 * 5 * 4
     assert any(t.startswith("for b_1_o_1_fused in unrolled(") for t in text)
     assert any(t.startswith("for y_1_x_1_fused in vectorized(") for t in text)
     assert "where(" in str(sch) and "P[" not in str(sch)

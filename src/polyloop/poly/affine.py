@@ -86,6 +86,15 @@ def prefix_map(program: Program, stmt: str, exprs: Sequence[str]) -> isl.Map:
     return m.intersect_domain(domain(program, s))
 
 
+def fixed_by(program: Program, stmt: str, outer: Sequence[str], expr: str) -> bool:
+    """Is the loop expression single-valued once the ``outer`` loop expressions are fixed (a
+    loop of one iteration, which isl leaves out of the code)?"""
+    value = _full(program, expr).intersect_domain(domain(program, program.statement(stmt)))
+    if not outer:
+        return value.range().is_singleton()
+    return prefix_map(program, stmt, outer).reverse().apply_range(value).is_single_valued()
+
+
 def footprint_placement(program: Program, stmt: str, buffer: str,
                         others: dict[str, Sequence[str]], *, stmt_writes: bool,
                         first: bool) -> tuple[list[str], bool]:

@@ -26,47 +26,70 @@ def _filter_text(program: Program, stmts: list[str]) -> str:
     return f"{params_prefix(program.params)}{{ {'; '.join(parts)} }}"
 
 
-def _band_text(program: Program, node: LoopNode) -> str:
+def _map(program: Program, text: str) -> isl.Map:
+    if not text.lstrip().startswith("["):
+        text = params_prefix(program.params) + text
+    return map_(text)
+
+
+def _collapsed(node: LoopNode, plain: frozenset[int]) -> bool:
+    """Is the node a fused loop whose AST is built from its parts and collapsed afterwards?"""
+    return (node.collapse is not None and node.id not in plain
+            and node.collapse.applies(node.exprs))
+
+
+def _width(node: LoopNode, plain: frozenset[int]) -> int:
+    """How many band members (isl AST depths) the node occupies."""
+    return len(node.collapse.ranges) if _collapsed(node, plain) else 1  # type: ignore[union-attr]
+
+
+def _band_text(program: Program, node: LoopNode, plain: frozenset[int] = frozenset()) -> str:
     um = None
     for stmt, text in node.exprs:
-        if not text.lstrip().startswith("["):
-            text = params_prefix(program.params) + text
-        m = isl.UnionMap.from_map(map_(text))
-        um = m if um is None else um.union(m)
+        if _collapsed(node, plain):
+            m = None
+            for part in node.collapse.part_exprs(stmt):  # type: ignore[union-attr]
+                pm = _map(program, part)
+                m = pm if m is None else m.flat_range_product(pm)
+        else:
+            m = _map(program, text)
+        um = isl.UnionMap.from_map(m) if um is None else um.union(isl.UnionMap.from_map(m))
     return str(isl.MultiUnionPwAff.from_union_map(um))
 
 
-def _yaml(program: Program, kids: tuple, indent: int) -> list[str]:
+def _yaml(program: Program, kids: tuple, indent: int, plain: frozenset[int]) -> list[str]:
     pad = " " * indent
     if not kids:
         return []
     if len(kids) == 1:
-        return _yaml_node(program, kids[0], indent)
+        return _yaml_node(program, kids[0], indent, plain)
     lines = [f"{pad}sequence:"]
     for c in kids:
         lines.append(f'{pad}- filter: "{_filter_text(program, statements_under(c))}"')
-        sub = _yaml_node(program, c, indent + 2)
+        sub = _yaml_node(program, c, indent + 2, plain)
         if sub:
             lines.append(f"{pad}  child:")
-            lines.extend(_yaml_node(program, c, indent + 4))
+            lines.extend(_yaml_node(program, c, indent + 4, plain))
     return lines
 
 
-def _yaml_node(program: Program, node: object, indent: int) -> list[str]:
+def _yaml_node(program: Program, node: object, indent: int, plain: frozenset[int]) -> list[str]:
     pad = " " * indent
     if isinstance(node, StmtNode):
         return []
     assert isinstance(node, LoopNode)
     lines = [f'{pad}mark: "L{node.id}"', f"{pad}child:",
-             f'{pad}  schedule: "{_band_text(program, node)}"']
-    sub = _yaml(program, node.children, indent + 4)
+             f'{pad}  schedule: "{_band_text(program, node, plain)}"']
+    sub = _yaml(program, node.children, indent + 4, plain)
     if sub:
         lines.append(f"{pad}  child:")
         lines.extend(sub)
     return lines
 
 
-def isl_schedule(program: Program, root: Root) -> isl.Schedule:
+def isl_schedule(program: Program, root: Root, plain: frozenset[int] = frozenset()
+                 ) -> isl.Schedule:
+    """The isl schedule tree of ``root``; fused loops not in ``plain`` appear as their parts."""
     doms = None
     for s in program.statements:
         d = isl.UnionSet.from_set(domain(program, s))
@@ -74,7 +97,7 @@ def isl_schedule(program: Program, root: Root) -> isl.Schedule:
     if doms is None:
         raise PolyloopError(f"program '{program.name}' has no statements")
     lines = [f'domain: "{doms}"']
-    body = _yaml(program, root.children, 2)
+    body = _yaml(program, root.children, 2, plain)
     if body:
         lines.append("child:")
         lines.extend(body)
@@ -92,15 +115,50 @@ def context(program: Program) -> isl.Set:
 
 
 def build_ast(program: Program, root: Root) -> Node:
-    """The loop AST of ``program`` executed in the order of ``root``."""
-    sched = isl_schedule(program, root)
+    """The loop AST of ``program`` executed in the order of ``root``.
+
+    A fused loop is built as the nested loops it replaced (isl writes clean bounds for those,
+    not for their flattened product) and collapsed into one loop here; where the collapse
+    cannot be done exactly (isl dropped a loop of one iteration), isl builds the fused loop
+    itself."""
+    plain: frozenset[int] = frozenset()
+    while True:
+        try:
+            return _build_ast(program, root, plain)
+        except _CannotCollapse as e:
+            plain = plain | {e.loop_id}
+
+
+def _build_ast(program: Program, root: Root, plain: frozenset[int]) -> Node:
+    sched = isl_schedule(program, root, plain)
     build = isl.AstBuild.from_context(context(program))
     indices = _AccessIndices(program)
     build, _ = build.set_at_each_domain(indices.at_domain)
     ast = build.node_from_schedule(sched)
     info = {n.id: n for n in loops(root)}
-    conv = _Converter(program, info, indices)
+    conv = _Converter(program, info, indices, _depths(root, plain), plain)
     return conv.node(ast, {}, None)
+
+
+def _depths(root: Root, plain: frozenset[int]) -> dict[int, int]:
+    """The isl AST depth (``c<depth>``) of each loop's first band member."""
+    out: dict[int, int] = {}
+
+    def go(n: object, depth: int) -> None:
+        if isinstance(n, LoopNode):
+            out[n.id] = depth
+            depth += _width(n, plain)
+        if not isinstance(n, StmtNode):
+            for c in n.children:  # type: ignore[attr-defined]
+                go(c, depth)
+    go(root, 0)
+    return out
+
+
+class _CannotCollapse(Exception):
+    def __init__(self, loop_id: int):
+        super().__init__(loop_id)
+        self.loop_id = loop_id
 
 
 class _AccessIndices:
@@ -140,16 +198,23 @@ class _AccessIndices:
 
 
 class _Converter:
-    def __init__(self, program: Program, info: dict[int, LoopNode], indices: _AccessIndices):
+    def __init__(self, program: Program, info: dict[int, LoopNode], indices: _AccessIndices,
+                 depths: dict[int, int], plain: frozenset[int]):
         self.program = program
         self.info = info
         self.indices = indices
+        self.depths = depths
+        self.plain = plain
         self.taken = set(program.params) | {b.name for b in program.buffers}
+        # isl iterators of collapsed parts not yet bound by their loop: -> (fused loop, range)
+        self.unbound: dict[str, tuple[int, int, int]] = {}
 
     def node(self, n: isl.AstNode, names: dict[str, Expr], mark: LoopNode | None) -> Node:
         t = n.get_type()
         if t == isl.ast_node_type.mark:
             loop = self.info[int(n.mark_get_id().get_name()[1:])]
+            if _collapsed(loop, self.plain):
+                return self.collapse(n.mark_get_node(), names, loop)
             return self.node(n.mark_get_node(), names, loop)
         if t == isl.ast_node_type.for_:
             return self.for_(n, names, mark)
@@ -173,8 +238,65 @@ class _Converter:
             name, k = f"{base}_{k}", k + 1
         return name
 
+    def collapse(self, n: isl.AstNode, names: dict[str, Expr], loop: LoopNode) -> Node:
+        """One loop over the product of the parts' ranges; each part's value is recovered with
+        // and %, and each part's own loop (as isl wrote it) becomes a guard."""
+        ranges = loop.collapse.ranges  # type: ignore[union-attr]
+        var = self.fresh(loop.name, names)
+        fused: Expr = Var(var)
+        total = 1
+        for _, ext in ranges:
+            total *= ext
+        inner = dict(names)
+        stride = total
+        added = {}
+        for k, (lo, ext) in enumerate(ranges):
+            stride //= ext
+            v = binop(BinOpKind.FLOORDIV, fused, stride) if stride > 1 else fused
+            if k > 0:
+                v = binop(BinOpKind.MOD, v, ext)
+            it = f"c{self.depths[loop.id] + k}"
+            inner[it] = simplify(binop(BinOpKind.ADD, v, lo) if lo else v)
+            added[it] = (loop.id, lo, ext)
+        saved = dict(self.unbound)
+        self.unbound.update(added)
+        body = self.node(n, inner, None)
+        self.unbound = saved
+        return For(var, Const(0, INDEX, weak=True), Const(total, INDEX, weak=True), body,
+                   kind=loop.kind, unroll_factor=loop.unroll_factor, thread=loop.thread,
+                   annotations=loop.annotations)
+
+    def guard(self, n: isl.AstNode, names: dict[str, Expr]) -> Node:
+        """The loop isl wrote for a collapsed part, as a condition on the part's value."""
+        it = n.for_get_iterator().get_id().get_name()
+        _, lo, ext = self.unbound.pop(it)
+        value = names[it]
+        start = simplify(self.expr(n.for_get_init(), names))
+        cond = n.for_get_cond()
+        stop = simplify(self.expr(cond.op_get_arg(1), names))
+        le = cond.op_get_type() == isl.ast_expr_op_type.le
+        step = n.for_get_inc().int_get_val().to_python()
+        body = self.node(n.for_get_body(), names, None)
+        self.unbound[it] = (_, lo, ext)
+        conds: list[Expr] = []
+        if not (isinstance(start, Const) and start.value <= lo):
+            conds.append(binop(BinOpKind.GE, value, start))
+        if not (isinstance(stop, Const) and stop.value >= lo + ext - (1 if le else 0)):
+            conds.append(binop(BinOpKind.LE if le else BinOpKind.LT, value, stop))
+        if step != 1:
+            conds.append(binop(BinOpKind.EQ, binop(BinOpKind.MOD, binop(
+                BinOpKind.SUB, value, start), step), 0))
+        if not conds:
+            return body
+        test = conds[0]
+        for c in conds[1:]:
+            test = binop(BinOpKind.AND, test, c)
+        return If(simplify(test), body, None)
+
     def for_(self, n: isl.AstNode, names: dict[str, Expr], mark: LoopNode | None) -> Node:
         it = n.for_get_iterator().get_id().get_name()
+        if it in self.unbound:
+            return self.guard(n, names)
         var = self.fresh(mark.name if mark is not None else it, names)
         start = simplify(self.expr(n.for_get_init(), names))
         inner = dict(names)
@@ -194,6 +316,10 @@ class _Converter:
                    annotations=mark.annotations)
 
     def user(self, n: isl.AstNode, names: dict[str, Expr]) -> Node:
+        if self.unbound:
+            # a part without its own loop (isl found a single value): the collapsed loop would
+            # run this statement once per value of that part
+            raise _CannotCollapse(next(iter(self.unbound.values()))[0])
         e = n.user_get_expr()
         name = e.op_get_arg(0).get_id().get_name()
         stmt = self.program.statement(name)

@@ -26,6 +26,23 @@ class StmtNode:
 
 
 @dataclass(frozen=True, slots=True)
+class Collapse:
+    """How a fused loop was made, kept for code generation: isl writes clean code for the
+    nested loops it replaced but not for their flattened product, so the AST is built from the
+    parts and collapsed afterwards (``astgen``). Valid only while the loop's expressions are
+    still the ones it was made for."""
+    parts: tuple[tuple[str, str, tuple[str, ...]], ...]   # (statement, fused expr, part exprs)
+    ranges: tuple[tuple[int, int], ...]                    # (lowest value, extent) per part
+
+    def applies(self, exprs: tuple[tuple[str, str], ...]) -> bool:
+        made = {(s, e) for s, e, _ in self.parts}
+        return bool(exprs) and all((s, e) in made for s, e in exprs)
+
+    def part_exprs(self, statement: str) -> tuple[str, ...]:
+        return next(p for s, _, p in self.parts if s == statement)
+
+
+@dataclass(frozen=True, slots=True)
 class LoopNode:
     id: int
     name: str
@@ -35,6 +52,7 @@ class LoopNode:
     unroll_factor: int | None = None
     thread: str | None = None
     annotations: tuple[tuple[str, str], ...] = ()
+    collapse: Collapse | None = None
 
     def expr(self, statement: str) -> str:
         for s, e in self.exprs:

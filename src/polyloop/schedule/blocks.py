@@ -59,13 +59,14 @@ def fresh_nest(state: State, stmt: Statement, nid: int) -> tuple[Node, int]:
 
 
 def _place(state: State, stmts: list[Statement], path: list[LoopNode],
-           placements: dict[str, list[str]], parent: LoopNode | None, index: int | None) -> State:
+           placements: dict[str, list[str]], parent: LoopNode | None, index: int | None,
+           parts: dict[int, dict[str, tuple[str, ...]]] | None = None) -> State:
     names = {s.name for s in stmts}
     root = remove_statements(state.root, names)
     additions: dict[int, tuple[tuple[str, str], ...]] = {}
     for k, loop in enumerate(path):
         additions[loop.id] = tuple((s.name, placements[s.name][k]) for s in stmts)
-    root = add_exprs(root, additions)
+    root = add_exprs(root, additions, parts)
     nid = state.next_id
     nests = []
     for s in stmts:
@@ -152,6 +153,7 @@ def decompose_reduction(state: State, block: str, loop: LoopNode) -> State:
     arg_map = (f"{{ {init.name}[{', '.join(init.iters)}] -> {update.name}"
                f"[{', '.join(update.iters)}] }}")
     exprs = []
+    parts: dict[int, dict[str, tuple[str, ...]]] = {}
     for anc in path[:-1]:
         e = anc.expr(update.name)
         if not affine.depends_only_on(state.program, update.name, e, spatial):
@@ -159,12 +161,16 @@ def decompose_reduction(state: State, block: str, loop: LoopNode) -> State:
                                 f"'{loop.name}' and runs over a reduction axis; choose a loop "
                                 "above every reduction loop")
         exprs.append(affine.retarget(state.program, e, update.name, init.name, arg_map))
+        if anc.collapse is not None and anc.collapse.applies(anc.exprs):
+            parts[anc.id] = {init.name: tuple(
+                affine.retarget(state.program, p, update.name, init.name, arg_map)
+                for p in anc.collapse.part_exprs(update.name))}
     parent = path[-2] if len(path) > 1 else None
     moved = state.with_root(remove_statements(state.root, {init.name}))
     parent_now = moved.loop(parent.id) if parent is not None else None
     siblings = parent_now.children if parent_now is not None else moved.root.children
     index = next(k for k, c in enumerate(siblings) if isinstance(c, LoopNode) and c.id == loop.id)
-    return _place(moved, [init], path[:-1], {init.name: exprs}, parent, index)
+    return _place(moved, [init], path[:-1], {init.name: exprs}, parent, index, parts)
 
 
 # inlining ----------------------------------------------------------------------------------------

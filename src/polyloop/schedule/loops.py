@@ -10,7 +10,7 @@ from typing import Sequence
 from ..errors import ScheduleError
 from ..ir.loops import LoopKind
 from ..poly import affine
-from ..poly.tree import LoopNode
+from ..poly.tree import Collapse, LoopNode
 from .state import State, replace_node
 
 
@@ -119,25 +119,55 @@ def fuse(state: State, nodes: Sequence[LoopNode], name: str | None) -> tuple[Sta
     if [n.id for n in seg] != [n.id for n in nodes]:
         raise ScheduleError("fuse: the loops must be directly nested, outermost first: "
                             + ", ".join(n.name for n in seg))
-    exprs = []
-    for s, _ in seg[0].exprs:
-        parts, formula_terms = [], []
-        vals = [f"a{k}" for k in range(len(seg))]
-        acc = None
-        for k, n in enumerate(seg):
-            e = n.expr(s)
-            lo, hi = affine.value_range(state.program, s, e)
-            if k > 0 and (lo is None or hi is None):
-                raise ScheduleError(f"fuse: loop '{n.name}' has no constant extent; fuse needs "
-                                    "inner loops of constant extent")
-            parts.append(e)
-            term = f"({vals[k]} - {lo})" if lo else vals[k]
-            acc = term if acc is None else f"({acc}) * {hi - lo + 1} + {term}"  # type: ignore[operator]
-            formula_terms.append(term)
-        exprs.append((s, affine.combine(state.program, parts, f"[{', '.join(vals)}] -> [({acc})]")))
+    stmts = [s for s, _ in seg[0].exprs]
+    ranges = _common_ranges(state, seg, stmts)
+    # the parts of already fused loops are fused again directly (flattening is associative)
+    parts = {s: [p for n in seg for p in _parts(n, s)] for s in stmts}
+    part_ranges = [r for n, rng in zip(seg, ranges) for r in _part_ranges(n, rng)]
+    vals = [f"a{k}" for k in range(len(seg))]
+    acc = None
+    for k, (lo, hi) in enumerate(ranges):
+        term = f"({vals[k]} - {lo})" if lo else vals[k]
+        acc = term if acc is None else f"({acc}) * {hi - lo + 1} + {term}"  # type: ignore[operator]
+    exprs = tuple((s, affine.combine(state.program, [n.expr(s) for n in seg],
+                                     f"[{', '.join(vals)}] -> [({acc})]")) for s in stmts)
+    collapse = None
+    if all(lo is not None and hi is not None for lo, hi in ranges):
+        collapse = Collapse(tuple((s, e, tuple(parts[s])) for s, e in exprs),
+                            tuple((lo, hi - lo + 1) for lo, hi in part_ranges))  # type: ignore[operator]
     fused = LoopNode(state.next_id, name or "_".join(n.name for n in seg) + "_fused",
-                     tuple(exprs), seg[-1].children)
+                     exprs, seg[-1].children, collapse=collapse)
     return state.with_root(replace_node(state.root, seg[0].id, fused), state.next_id + 1), fused
+
+
+def _common_ranges(state: State, seg: Sequence[LoopNode], stmts: list[str]
+                   ) -> list[tuple[int | None, int | None]]:
+    """Each loop's value range over all statements below it: one flattening for all of them,
+    so that the fused order is the nested order for every statement alike."""
+    out: list[tuple[int | None, int | None]] = []
+    for k, n in enumerate(seg):
+        found = [affine.value_range(state.program, s, n.expr(s)) for s in stmts]
+        los, his = [lo for lo, _ in found], [hi for _, hi in found]
+        lo = None if None in los else min(los)  # type: ignore[type-var]
+        hi = None if None in his else max(his)  # type: ignore[type-var]
+        if k > 0 and (lo is None or hi is None):
+            raise ScheduleError(f"fuse: loop '{n.name}' has no constant extent; fuse needs "
+                                "inner loops of constant extent")
+        out.append((lo, hi))
+    return out
+
+
+def _parts(node: LoopNode, stmt: str) -> tuple[str, ...]:
+    if node.collapse is not None and node.collapse.applies(node.exprs):
+        return node.collapse.part_exprs(stmt)
+    return (node.expr(stmt),)
+
+
+def _part_ranges(node: LoopNode, rng: tuple[int | None, int | None]
+                 ) -> list[tuple[int | None, int | None]]:
+    if node.collapse is not None and node.collapse.applies(node.exprs):
+        return [(lo, lo + ext - 1) for lo, ext in node.collapse.ranges]
+    return [rng]
 
 
 def skew(state: State, outer: LoopNode, inner: LoopNode, factor: int) -> State:

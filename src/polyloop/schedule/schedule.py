@@ -225,8 +225,7 @@ class Schedule:
         self._apply(new, "merge", (first, second), {}, (h,))
         return h
 
-    def _exclusive(
-self, loop: LoopHandle, primitive: str, kind: LoopKind, **fields: Any) -> None:
+    def _exclusive(self, loop: LoopHandle, primitive: str, kind: LoopKind, **fields: Any) -> None:
         node = self._loop(loop, primitive)
         new = loops.set_kind(self._state, node, kind, **fields)
         bad = st.check_parallel(new, new.loop(node.id))  # type: ignore[arg-type]
@@ -251,9 +250,10 @@ self, loop: LoopHandle, primitive: str, kind: LoopKind, **fields: Any) -> None:
     def vectorize(self, loop: LoopHandle) -> None:
         """Run an innermost loop with SIMD instructions. Refused if it carries a dependence."""
         node = self._loop(loop, "vectorize")
-        if any(isinstance(c, LoopNode) for c in node.children):
-            raise ScheduleError(f"cannot vectorize loop '{node.name}': it contains other loops; "
-                                "vectorize an innermost loop")
+        inner = st.inner_loops(self._state, node)
+        if inner:
+            raise ScheduleError(f"cannot vectorize loop '{node.name}': it contains loop "
+                                f"'{inner[0].name}'; vectorize an innermost loop")
         new = self._exclusive(loop, "vectorize", LoopKind.VECTORIZED)
         self._apply(new, "vectorize", (loop,), {})  # type: ignore[arg-type]
 

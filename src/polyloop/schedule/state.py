@@ -153,13 +153,40 @@ def insert_children(root: Root, parent_id: int | None, nodes: tuple[Node, ...], 
     return map_tree(root, fn)
 
 
-def add_exprs(root: Root, additions: dict[int, tuple[tuple[str, str], ...]]) -> Root:
-    """Give loops expressions for statements newly placed below them."""
+def add_exprs(root: Root, additions: dict[int, tuple[tuple[str, str], ...]],
+              parts: dict[int, dict[str, tuple[str, ...]]] | None = None) -> Root:
+    """Give loops expressions for statements newly placed below them (and, for fused loops,
+    the values of the loops they were fused from, when known: see ``tree.Collapse``)."""
     def fn(n: Node):
         if isinstance(n, LoopNode) and n.id in additions:
-            return replace(n, exprs=n.exprs + additions[n.id])
+            new = replace(n, exprs=n.exprs + additions[n.id])
+            known = (parts or {}).get(n.id, {})
+            if n.collapse is not None and all(s in known for s, _ in additions[n.id]):
+                more = tuple((s, e, known[s]) for s, e in additions[n.id])
+                new = replace(new, collapse=replace(n.collapse, parts=n.collapse.parts + more))
+            return new
         return n
     return map_tree(root, fn)
+
+
+def inner_loops(state: State, node: LoopNode) -> list[LoopNode]:
+    """The loops below ``node`` that really iterate: loops of one iteration once the loops
+    around them are fixed (the nests of statements moved here by compute_at) do not count."""
+    from ..poly.affine import fixed_by
+    found: list[LoopNode] = []
+
+    def go(n: Node, outer: list[LoopNode]) -> None:
+        if not isinstance(n, LoopNode):
+            return
+        if not all(fixed_by(state.program, s, [o.expr(s) for o in outer], n.expr(s))
+                   for s in statements_under(n)):
+            found.append(n)
+        for c in n.children:
+            go(c, outer + [n])
+    path = state.path(node.id)
+    for c in node.children:
+        go(c, path)
+    return found
 
 
 # legality ----------------------------------------------------------------------------------------
