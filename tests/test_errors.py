@@ -218,6 +218,32 @@ def test_other_definition_mistakes():
         pl.build(D, args=[D])
 
 
+def test_argument_lists_given_to_build():
+    n = pl.var("n")
+    A = pl.placeholder((n,), "float32", name="A")
+    Z = pl.placeholder((n,), "float32", name="Z")
+    D = pl.compute((n,), lambda i: A[i] * 2.0, name="D")
+    with pytest.raises(pl.PolyloopError, match=r"args= lists \['Z'\], which the outputs do not use"):
+        pl.build(D, args=[A, D, Z])
+    with pytest.raises(pl.PolyloopError, match=r"tensor 'A' appears twice in args="):
+        pl.build(D, args=[A, D, A])
+    with pytest.raises(pl.PolyloopError, match=r"args= takes tensors.*int 3"):
+        pl.build(D, args=[A, D, 3])
+    with pytest.raises(pl.PolyloopError, match=r"tensor 'D' appears twice in the outputs"):
+        pl.build([D, D])
+
+
+def test_constants_that_do_not_fit_their_type():
+    n = pl.var("n")
+    I = pl.placeholder((n,), "int32", name="I")
+    with pytest.raises(pl.PolyloopError, match=r"constant 1099511627776 does not fit in int32"):
+        I[0] + 2**40
+    with pytest.raises(pl.PolyloopError, match=r"constant 2\.5 is not an integer"):
+        pl.const(2.5, "int64")
+    with pytest.raises(pl.PolyloopError, match=r"cannot convert the constant inf to int32"):
+        pl.const(float("inf")).astype("int32")
+
+
 # compiling --------------------------------------------------------------------------------------------
 
 def test_broken_c_is_a_build_error_with_the_compiler_message_and_source_path(fresh_cache):

@@ -132,6 +132,18 @@ def test_typing_follows_numpy_and_values_match(rng, body, reference, dtype):
     np.testing.assert_allclose(result, expected, rtol=1e-6 if dtype == "float32" else 1e-12)
 
 
+@pytest.mark.parametrize("value, dtype", [(2.7, "int32"), (-2.7, "int64"), (2**31, "int32"),
+                                          (2**40 + 5, "int32"), (-1, "int64"), (True, "float32"),
+                                          (3, "float64"), (0.5, "bool")])
+def test_astype_of_a_constant_converts_as_numpy_does(value, dtype):
+    expected = np.asarray(value).astype(dtype)
+    n = pl.var("n")
+    out = pl.compute((n,), lambda i: pl.const(value).astype(dtype), name="out")
+    assert out.dtype == pl.DType(dtype)
+    result = pl.build(out)(n=3)
+    np.testing.assert_array_equal(result, np.full(3, expected))
+
+
 def test_tensors_of_different_dtypes_need_astype():
     with pytest.raises(pl.DTypeError, match=r"float32 and float64.*\.astype"):
         F32[0] + F64[0]

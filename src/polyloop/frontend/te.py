@@ -282,6 +282,7 @@ def to_program(*outputs: Tensor, args: Sequence[Tensor] | None = None,
         raise PolyloopError(f"expected output tensors, got {outputs!r}")
     if any(o.is_placeholder for o in outs):
         raise PolyloopError("an output must be computed by pl.compute, not a placeholder")
+    _assert_unique(outs, "the outputs")
     tensors = _collect(outs)
     by_name: dict[str, Tensor] = {}
     for t in tensors:
@@ -289,13 +290,7 @@ def to_program(*outputs: Tensor, args: Sequence[Tensor] | None = None,
             raise PolyloopError(f"two different tensors are named '{t.name}'; give them unique "
                                 "names")
         by_name[t.name] = t
-    if args is None:
-        arg_list = [t for t in tensors if t.is_placeholder] + outs
-    else:
-        arg_list = list(args)
-        missing = [t.name for t in tensors if (t.is_placeholder or t in outs) and t not in arg_list]
-        if missing:
-            raise PolyloopError(f"args= must list every input and output; missing: {missing}")
+    arg_list = _arguments(tensors, outs, args)
     arg_ids = {id(t) for t in arg_list}
     buffers = []
     for t in tensors:
@@ -309,6 +304,37 @@ def to_program(*outputs: Tensor, args: Sequence[Tensor] | None = None,
             statements.extend(_statements(t, params))
     return Program(name or outs[0].name, tuple(buffers), tuple(statements), tuple(params),
                    tuple(t.name for t in arg_list))
+
+
+def _assert_unique(tensors: Sequence[Tensor], what: str) -> None:
+    seen: set[int] = set()
+    for t in tensors:
+        if id(t) in seen:
+            raise PolyloopError(f"tensor '{t.name}' appears twice in {what}; list each tensor once")
+        seen.add(id(t))
+
+
+def _arguments(tensors: list[Tensor], outs: list[Tensor],
+               args: Sequence[Tensor] | None) -> list[Tensor]:
+    """The argument list: ``args`` checked, or the placeholders by creation, then the outputs."""
+    if args is None:
+        return [t for t in tensors if t.is_placeholder] + outs
+    arg_list = list(args)
+    for a in arg_list:
+        if not isinstance(a, Tensor):
+            raise PolyloopError(f"args= takes tensors (pl.placeholder / pl.compute), got "
+                                f"{type(a).__name__} {a!r}")
+    _assert_unique(arg_list, "args=")
+    known = {id(t) for t in tensors}
+    stray = [a.name for a in arg_list if id(a) not in known]
+    if stray:
+        raise PolyloopError(f"args= lists {stray}, which the outputs do not use; list only the "
+                            "inputs and outputs (and any intermediate tensor to return)")
+    listed = {id(a) for a in arg_list}
+    missing = [t.name for t in tensors if (t.is_placeholder or t in outs) and id(t) not in listed]
+    if missing:
+        raise PolyloopError(f"args= must list every input and output; missing: {missing}")
+    return arg_list
 
 
 def _params(args: list[Tensor], tensors: list[Tensor]) -> list[str]:

@@ -7,6 +7,7 @@ use :func:`same` for structural equality.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, fields
 from typing import Callable, Iterator, Union
 
@@ -225,13 +226,33 @@ def _python(value: object) -> object:
 
 
 def _coerce(value: int | float | bool, d: DType) -> int | float | bool:
+    """A number the user wrote, as a constant of dtype d: exact, or an error (as in NumPy)."""
     if d.is_float:
         return float(value)
     if d is DType.BOOL:
         return bool(value)
     if isinstance(value, float) and not value.is_integer():
         raise PolyloopError(f"constant {value} is not an integer, cannot be {d}")
-    return int(value)
+    v = int(value)
+    info = np.iinfo(d.numpy)
+    if not info.min <= v <= info.max:
+        raise PolyloopError(f"constant {v} does not fit in {d} (range {info.min} to {info.max}); "
+                            f"cast the other operand to a wider type with .astype()")
+    return v
+
+
+def _convert(value: int | float | bool, d: DType) -> int | float | bool:
+    """``.astype(d)`` of a constant, as C and NumPy convert: floats truncate toward zero,
+    integers wrap around."""
+    if d.is_float or d is DType.BOOL or isinstance(value, bool):
+        return _coerce(value, d)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise PolyloopError(f"cannot convert the constant {value} to {d}")
+        value = math.trunc(value)
+    bits = 8 * d.itemsize
+    v = int(value) & ((1 << bits) - 1)
+    return v - (1 << bits) if v >= 1 << (bits - 1) else v
 
 
 def as_expr(value: ExprLike) -> Expr:
@@ -247,7 +268,7 @@ def cast(dtype: DType, value: ExprLike) -> Expr:
     if e.dtype is dtype:
         return Cast(e, dtype, weak=False) if e.weak and not isinstance(e, Var) else e
     if isinstance(e, Const):
-        return Const(_coerce(e.value, dtype), dtype, weak=False)
+        return Const(_convert(e.value, dtype), dtype, weak=False)
     return Cast(e, dtype, weak=False)
 
 
