@@ -35,3 +35,11 @@ __all__ = [
 __all__ += ["alloc", "auto_schedule", "script"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "assume", "fix_parameters", "join_inames",
             "make_kernel", "rename_iname", "split_iname", "tag_inames"]
+
+
+def __getattr__(name: str):
+    """``pl.viz`` is imported on first use (it is the top layer and draws with matplotlib)."""
+    if name == "viz":
+        import importlib
+        return importlib.import_module(".viz", __name__)
+    raise AttributeError(f"module 'polyloop' has no attribute {name!r}")
