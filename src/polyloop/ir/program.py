@@ -17,6 +17,7 @@ import types
 from dataclasses import dataclass, field, replace
 
 from ..errors import PolyloopError
+from ..util.highlight import to_html
 from .dtypes import DType
 from .expr import Expr, Load, ReduceKind, Var, loads
 
@@ -167,6 +168,10 @@ class Program:
     def __str__(self) -> str:
         from .printer import program_to_str
         return program_to_str(self)
+
+    def _repr_html_(self) -> str:
+        """The program's text, highlighted (Jupyter displays a program this way)."""
+        return to_html(str(self), "python")
 
 
 def param(name: str) -> Var:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import BuildError, PolyloopError
 from ..ir.program import Buffer, BufferRole
+from ..util.highlight import to_html
 from .binding import Binder, shape_to_str
 from .compiler import Library
 from .header import STATUS_CODES, header_lines
@@ -112,6 +113,10 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<Module {self.signature} target={self.target!r} library={self.library.path}>"
+
+    def _repr_html_(self) -> str:
+        """The generated source, highlighted (Jupyter displays a module this way)."""
+        return to_html(self.source, "c")
 
     # helpers -------------------------------------------------------------------------------------
     def _calls_per_timing(self, args_c: ctypes.Array, params_c: ctypes.Array,

@@ -20,6 +20,7 @@ from ..ir.printer import loops_to_str
 from ..ir.program import Program
 from ..poly.astgen import build_ast
 from ..poly.tree import LoopNode
+from ..util.highlight import to_html
 from . import blocks, loops, rewrites, state as st
 from . import fusion
 from .trace import BlockHandle, LoopHandle, Step, Trace, decode, encode
@@ -383,6 +384,10 @@ class Schedule:
 
     def __repr__(self) -> str:
         return f"<Schedule of {self.program.name}: {len(self.trace)} steps>"
+
+    def _repr_html_(self) -> str:
+        """The scheduled loops, highlighted (Jupyter displays a schedule this way)."""
+        return to_html(self.show(), "python")
 
     def copy(self) -> Schedule:
         other = Schedule.__new__(Schedule)
