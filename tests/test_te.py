@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import polyloop as pl
-from polyloop.ir.expr import ReduceKind, same
+from polyloop.ir.expr import ReduceKind, Var, same
 
 
 def poisoned(shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -285,6 +285,22 @@ def test_compute_names_its_axes_after_the_lambda_parameters():
     assert p.statements[0].iters == ("row", "col")
     q = pl.to_program(pl.compute((3, 4), lambda *ix: F32[ix[0]], name="H"))
     assert q.statements[0].iters == ("i0", "i1")
+
+
+@pytest.mark.parametrize("build", [
+    lambda i: ((F32[i] > 0) & ~(F32[i] > 1)) | (i == 0),
+    lambda i: (F32[i] > 0) | ((F32[i] < 1) & (i >= 2)),
+    lambda i: -(F32[i] + 1.0) * 2.0 - (F32[i] - (F32[i] - 3.0)),
+    lambda i: pl.where((I32[i] // 2 == I32[i] % 3) == (i < 3), pl.exp(F32[i]), -F32[i]),
+    lambda i: pl.maximum(F64[i].astype("float32"), 0.5) / (F32[i] * F32[i]),
+], ids=["and-or-not", "or-of-and", "arithmetic", "where", "cast"])
+def test_printed_expressions_read_back_as_the_same_expression(build):
+    """The text form is Python that means what the expression means (``&`` binds tightly)."""
+    i = Var("i")
+    e = build(i)
+    env = {"F32": F32, "F64": F64, "I32": I32, "i": i, "where": pl.where, "exp": pl.exp,
+           "max": pl.maximum, "float32": lambda x: x.astype("float32")}
+    assert same(eval(str(e), env), e), str(e)
 
 
 def test_expressions_compare_structurally_with_same():

@@ -10,13 +10,16 @@ from .expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, Select, Un
 if TYPE_CHECKING:
     from .program import Program
 
-# Python operator precedence, higher binds tighter.
+# Python operator precedence, higher binds tighter. Conditions print with ``&`` and ``|``, as
+# users write them, which bind tighter than comparisons: ``(x > 0) & (i < n)``.
+_COMPARE = 4
 _PREC = {
-    BinOpKind.OR: 1, BinOpKind.AND: 2,
-    BinOpKind.LT: 4, BinOpKind.LE: 4, BinOpKind.GT: 4, BinOpKind.GE: 4, BinOpKind.EQ: 4,
-    BinOpKind.NE: 4, BinOpKind.ADD: 6, BinOpKind.SUB: 6, BinOpKind.MUL: 7, BinOpKind.DIV: 7,
-    BinOpKind.FLOORDIV: 7, BinOpKind.MOD: 7,
+    BinOpKind.LT: _COMPARE, BinOpKind.LE: _COMPARE, BinOpKind.GT: _COMPARE,
+    BinOpKind.GE: _COMPARE, BinOpKind.EQ: _COMPARE, BinOpKind.NE: _COMPARE,
+    BinOpKind.OR: 5, BinOpKind.AND: 6, BinOpKind.ADD: 7, BinOpKind.SUB: 7,
+    BinOpKind.MUL: 8, BinOpKind.DIV: 8, BinOpKind.FLOORDIV: 8, BinOpKind.MOD: 8,
 }
+_UNARY = 9
 
 
 def expr_to_str(e: Expr, prec: int = 0) -> str:
@@ -33,13 +36,14 @@ def expr_to_str(e: Expr, prec: int = 0) -> str:
             return f"{e.op.value}({expr_to_str(e.lhs)}, {expr_to_str(e.rhs)})"
         p = _PREC[e.op]
         sym = {BinOpKind.AND: "&", BinOpKind.OR: "|"}.get(e.op, e.op.value)
-        s = f"{expr_to_str(e.lhs, p)} {sym} {expr_to_str(e.rhs, p + 1)}"
+        left = p + 1 if p == _COMPARE else p    # Python chains a < b < c: never print one
+        s = f"{expr_to_str(e.lhs, left)} {sym} {expr_to_str(e.rhs, p + 1)}"
         return f"({s})" if p < prec else s
     if isinstance(e, Unary):
         if e.op is UnaryKind.NEG:
-            return f"-{expr_to_str(e.operand, 8)}"
+            return f"-{expr_to_str(e.operand, _UNARY)}"
         if e.op is UnaryKind.NOT:
-            return f"~{expr_to_str(e.operand, 8)}"
+            return f"~{expr_to_str(e.operand, _UNARY)}"
         return f"{e.op.value}({expr_to_str(e.operand)})"
     if isinstance(e, Cast):
         return f"{e.dtype}({expr_to_str(e.value)})"
