@@ -27,11 +27,12 @@ legality test as a hand-written schedule (so the result can be printed, edited a
    basis; it is applied as ``reverse``/``skew`` steps and one ``reorder``. Supported: every
    transformation whose rows, reordered, form a triangular matrix (interchange, reversal,
    skewing, wavefronts); another one leaves the band as written.
-3. **Tiling** of the outermost permutable band (loops with a constant extent of at most
-   ``tile`` are kept whole), with ``split`` and ``reorder``.
-4. **Parallelism**: the outermost loop (tile loop) that carries no dependence is made
-   ``parallel``; when there is none, a wavefront (``skew`` + ``reorder``) of the two outer
-   (tile) loops exposes one.
+3. **Tiling** of permutable bands (loops with a constant extent of at most ``tile`` are
+   kept whole), with ``split`` and ``reorder``.
+4. **Parallelism**: the outermost loop (tile loop) of a band that carries no dependence is
+   made ``parallel``; when there is none, a wavefront (``skew`` + ``reorder``) of the band's
+   two outer (tile) loops exposes one; failing that, the bands below are tried (e.g. the
+   space loops inside a time loop).
 5. **Vectorization** of innermost loops that walk the written element with stride 1 and carry
    no dependence.
 """
@@ -69,7 +70,7 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
     if fusion != "min":
         sch = _fuse_nests(sch, fusion)
     for top in [c for c in sch.state.root.children if isinstance(c, LoopNode)]:
-        sch = _schedule_nest(sch, top.id, tile, parallel)
+        sch = _schedule_band(sch, top.id, tile, parallel)
     if vectorize:
         _vectorize(sch)
     return sch
@@ -148,9 +149,13 @@ def _chain(sch: Schedule, loop_id: int) -> list[LoopNode]:
     return out
 
 
-def _schedule_nest(sch: Schedule, top_id: int, tile: int | None, parallel: bool) -> Schedule:
-    band = _chain(sch, top_id)
-    transform = autosched.band_transform(sch.program, sch.state.deps, [], band)
+def _schedule_band(sch: Schedule, first_id: int, tile: int | None, parallel: bool) -> Schedule:
+    """Transform, tile and parallelize the perfectly nested band starting at loop ``first_id``,
+    then the bands below it (``parallel``: no loop above is parallel yet)."""
+    band = _chain(sch, first_id)
+    depth = len(sch.state.path(first_id)) - 1
+    transform = autosched.band_transform(sch.program, sch.state.deps,
+                                         sch.state.path(first_id)[:-1], band)
     order = [n.id for n in band]
     perm = min(transform.permutable, len(band))
     done = _attempt(sch, lambda t: _transform(t, band, transform))
@@ -164,10 +169,11 @@ def _schedule_nest(sch: Schedule, top_id: int, tile: int | None, parallel: bool)
             sch, tile_order = tiled
             order = tile_order + order[perm:]
     if parallel:
-        sch = _parallelize(sch, order, perm >= 2)
-    last = _chain(sch, sch.state.path(order[0])[0].id)[-1]
-    for child in [c for c in last.children if isinstance(c, LoopNode)]:
-        sch = _transform_inner(sch, child.id)
+        sch, found = _parallelize(sch, order, perm >= 2)
+        parallel = not found
+    top = sch.state.path(order[-1])[depth]
+    for child in [c for c in _chain(sch, top.id)[-1].children if isinstance(c, LoopNode)]:
+        sch = _schedule_band(sch, child.id, tile, parallel)
     return sch
 
 
@@ -248,14 +254,14 @@ def _tile(sch: Schedule, ids: list[int], size: int) -> list[int]:
     return [h.id for h in order]
 
 
-def _parallelize(sch: Schedule, ids: list[int], permutable: bool) -> Schedule:
+def _parallelize(sch: Schedule, ids: list[int], permutable: bool) -> tuple[Schedule, bool]:
     """The outermost loop of ``ids`` that carries nothing becomes parallel; failing that, a
     wavefront of the first two (permutable) loops makes the second one parallel."""
     for i in ids:
         node = sch.state.loop(i)
         done = _attempt(sch, lambda t: t.parallel(_handle(node)))  # noqa: B023
         if done is not None:
-            return done[0]
+            return done[0], True
     if permutable and len(ids) >= 2:
         def wavefront(t: Schedule) -> None:
             a, b = _handle(t.state.loop(ids[0])), _handle(t.state.loop(ids[1]))  # type: ignore[arg-type]
@@ -264,23 +270,8 @@ def _parallelize(sch: Schedule, ids: list[int], permutable: bool) -> Schedule:
             t.parallel(a)
         done = _attempt(sch, wavefront)
         if done is not None:
-            return done[0]
-    return sch
-
-
-def _transform_inner(sch: Schedule, loop_id: int) -> Schedule:
-    band = _chain(sch, loop_id)
-    outer = sch.state.path(loop_id)[:-1]
-    t = autosched.band_transform(sch.program, sch.state.deps, outer, band)
-    order = [n.id for n in band]
-    if not t.is_identity:
-        done = _attempt(sch, lambda s: _transform(s, band, t))
-        if done is not None:
-            sch, order = done
-    last = _chain(sch, order[0])[-1]
-    for child in [c for c in last.children if isinstance(c, LoopNode)]:
-        sch = _transform_inner(sch, child.id)
-    return sch
+            return done[0], True
+    return sch, False
 
 
 # -- 5. vectorization -------------------------------------------------------------------------------
