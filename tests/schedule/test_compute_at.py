@@ -67,7 +67,7 @@ def test_compute_at_refused_when_a_parallel_loop_would_carry_the_halo():
     refused_unchanged(sch, lambda: sch.compute_at("P", x0),
                       "compute_at(P, x_0) would make parallel loop 'y_0' carry",
                       "RAW dependence P -> O on buffer P", "re:O\\(b=0, o=\\d+, y=\\d+",
-                      "written by P(")
+                      "written by P(", "compute_at of 'P' is legal at loop 'b'.")
 
 
 def test_compute_at_parallel_after_is_refused_too():
@@ -82,14 +82,16 @@ def test_compute_at_refused_when_the_producer_would_read_overwritten_input():
     (loop,) = sch.get_loops("R")
     refused_unchanged(sch, lambda: sch.compute_at("P", loop),
                       "compute_at(P, i) would break the WAR dependence P -> R on buffer A",
-                      "re:R\\(i=(\\d+)\\) overwrites A\\[\\d+\\] read by P\\(i=\\d+\\)")
+                      "re:R\\(i=(\\d+)\\) overwrites A\\[\\d+\\] read by P\\(i=\\d+\\)",
+                      "compute_at of 'P' is legal at no loop around 'i'")
 
 
 def test_reverse_compute_at_refused_on_the_same_hazard():
     sch = pl.Schedule(reversed_copy())
     (loop,) = sch.get_loops("P")
     refused_unchanged(sch, lambda: sch.reverse_compute_at("R", loop),
-                      "reverse_compute_at(R, i) would break the WAR dependence P -> R on buffer A")
+                      "reverse_compute_at(R, i) would break the WAR dependence P -> R on buffer A",
+                      "reverse_compute_at of 'R' is legal at no loop around 'i'")
 
 
 def test_reversed_copy_default_schedule_is_correct(rng):

@@ -52,7 +52,7 @@ def test_interchange_that_reverses_a_dependence_is_refused_with_a_witness():
                       "reorder(j, i) would break the RAW dependence S -> S on buffer A",
                       "(distance (1, -1))",
                       "re:S\\(i=(\\d+), j=(\\d+)\\) reads A\\[\\d+, \\d+\\] written by "
-                      "S\\(i=\\d+, j=\\d+\\)")
+                      "S\\(i=\\d+, j=\\d+\\)", "It becomes legal after skew(i, j, 1).")
 
 
 def test_reorder_refuses_loops_of_another_block():
@@ -98,7 +98,8 @@ def test_tile_refused_when_a_distance_is_negative_and_nothing_changes():
     sch = pl.Schedule(diagonal_stencil())
     i, j = sch.get_loops("S")
     refused_unchanged(sch, lambda: sch.tile(i, j, 4, 4), "tile(i, j, 4, 4)",
-                      "RAW dependence S -> S on buffer A", "(distance (1, -1))")
+                      "RAW dependence S -> S on buffer A", "(distance (1, -1))",
+                      "Tiling becomes legal after skew(i, j, 1).")
     assert sch.get_loops("S") == [i, j]
 
 

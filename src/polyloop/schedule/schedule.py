@@ -21,7 +21,7 @@ from ..ir.program import Program
 from ..poly.astgen import build_ast
 from ..poly.tree import LoopNode
 from ..util.highlight import to_html
-from . import blocks, loops, rewrites, state as st
+from . import blocks, hints, loops, rewrites, state as st
 from . import fusion
 from .trace import BlockHandle, LoopHandle, Step, Trace, decode, encode
 
@@ -36,6 +36,16 @@ def _lambda_text(fn: Callable[..., Any], ndim: int) -> str:
     out = fn(*[Var(n) for n in names])
     out = out if isinstance(out, (tuple, list)) else (out,)
     return f"lambda {', '.join(names)}: ({', '.join(str(as_expr(e)) for e in out)},)"
+
+
+def _with_hint(e: ScheduleError, hint: str) -> ScheduleError:
+    text = str(e)
+    return ScheduleError(text + ("" if text.endswith(".") else ".") + hint + ".")
+
+
+def _broken(e: ScheduleError) -> bool:
+    """Was the primitive refused for a dependence (not for a wrong argument)?"""
+    return " would break " in str(e) or " would make " in str(e)
 
 
 def _call_text(primitive: str, args: tuple, kwargs: dict[str, Any]) -> str:
@@ -174,7 +184,14 @@ class Schedule:
     def reorder(self, *loops_: LoopHandle) -> None:
         """Put perfectly nested loops in the given order (refused if a dependence would break)."""
         nodes = [self._loop(x, "reorder") for x in loops_]
-        self._apply(loops.reorder(self._state, nodes), "reorder", tuple(loops_), {})
+        try:
+            self._apply(loops.reorder(self._state, nodes), "reorder", tuple(loops_), {})
+        except ScheduleError as e:
+            fix = hints.skew_for_interchange(self._state, nodes) if _broken(e) else None
+            if fix is None:
+                raise
+            raise _with_hint(e, f" It becomes legal after skew({fix[0]}, {fix[1]}, {fix[2]})"
+                             ) from None
 
     def tile(self, loop_a: LoopHandle, loop_b: LoopHandle, ta: int, tb: int) -> list[LoopHandle]:
         """2-D tiling: split both loops and reorder to (a0, b0, a1, b1)."""
@@ -186,7 +203,15 @@ class Schedule:
             self.reorder(a0, b0, a1, b1)
         except ScheduleError as e:
             self._state, self.trace = saved_state, saved_trace
-            raise ScheduleError(f"tile({loop_a.name}, {loop_b.name}, {ta}, {tb}): {e}") from None
+            hint = ""
+            if _broken(e):
+                f = hints.skew_for_tile(self._state, self._loop(loop_a, "tile"),
+                                        self._loop(loop_b, "tile"), ta, tb)
+                if f is not None:
+                    hint = (f" Tiling becomes legal after skew({loop_a.name}, {loop_b.name}, "
+                            f"{f}).")
+            raise ScheduleError(f"tile({loop_a.name}, {loop_b.name}, {ta}, {tb}): {e}{hint}"
+                                ) from None
         return [a0, b0, a1, b1]
 
     def fuse(self, *loops_: LoopHandle, name: str | None = None) -> LoopHandle:
@@ -286,14 +311,26 @@ class Schedule:
         """Compute a producer inside a consumer's loop: each instance runs in the first iteration
         that needs it (exact footprints, e.g. a convolution's halo)."""
         name, node = self._block(block, "compute_at"), self._loop(loop, "compute_at")
-        self._apply(blocks.compute_at(self._state, name, node), "compute_at",
-                    (BlockHandle(name), loop), {})
+        try:
+            self._apply(blocks.compute_at(self._state, name, node), "compute_at",
+                        (BlockHandle(name), loop), {})
+        except ScheduleError as e:
+            if not _broken(e):
+                raise
+            raise _with_hint(e, hints.compute_at_hint(self._state, name, node,
+                                                      reverse=False)) from None
 
     def reverse_compute_at(self, block: BlockHandle | str, loop: LoopHandle) -> None:
         """Compute a consumer inside a producer's loop, right after what it reads is ready."""
         name, node = self._block(block, "reverse_compute_at"), self._loop(loop, "reverse_compute_at")
-        self._apply(blocks.reverse_compute_at(self._state, name, node), "reverse_compute_at",
-                    (BlockHandle(name), loop), {})
+        try:
+            self._apply(blocks.reverse_compute_at(self._state, name, node), "reverse_compute_at",
+                        (BlockHandle(name), loop), {})
+        except ScheduleError as e:
+            if not _broken(e):
+                raise
+            raise _with_hint(e, hints.compute_at_hint(self._state, name, node,
+                                                      reverse=True)) from None
 
     def decompose_reduction(self, block: BlockHandle | str, loop: LoopHandle) -> BlockHandle:
         """Move a reduction's initialization right before ``loop`` (inside the loops above it);
