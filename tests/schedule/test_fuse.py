@@ -41,3 +41,61 @@ def test_fuse_wrong_uses():
     refused_unchanged(sch, lambda: sch.fuse(i, j), "fuse: loop 'j' has no constant extent")
     di, dj = sch.get_loops("D")
     refused_unchanged(sch, lambda: sch.fuse(i, dj), "fuse", "not nested in one another")
+
+
+def _stages(h: int = 6, w: int = 5):
+    A = pl.placeholder((h, w), "float32", name="A")
+    B = pl.compute((h, w), lambda i, j: A[i, j] * 2.0, name="B")
+    return pl.compute((h, w), lambda i, j: B[i, j] + 1.0, name="C")
+
+
+def _check_stages(sch, rng, h: int = 6, w: int = 5):
+    a = rng.standard_normal((h, w), dtype="float32")
+    out = poisoned((h, w))
+    pl.build(sch)(a, out)
+    np.testing.assert_allclose(out, a * 2.0 + 1.0, rtol=1e-6)
+
+
+def test_fused_tile_loops_recover_each_loop_with_div_and_mod(rng):
+    """The code of a fused loop comes from the loops it replaced (exact isl bounds), each
+    recovered from the fused index, with the partial tiles as guards."""
+    sch = pl.Schedule(_stages(7, 9))
+    i, j = sch.get_loops("C")
+    i0, j0, i1, j1 = sch.tile(i, j, 2, 4)
+    outer = sch.fuse(i0, j0)
+    inner = sch.fuse(i1, j1)
+    sch.parallel(outer)
+    assert lines(sch)[-5:] == [
+        "for i_0_j_0_fused in parallel(12):",          # 4 row tiles x 3 column tiles
+        "for i_1_j_1_fused in range(8):",
+        "if i_1_j_1_fused // 4 <= min(1, -(2 * (i_0_j_0_fused // 3)) + 6):",
+        "if i_1_j_1_fused % 4 <= min(3, -(4 * (i_0_j_0_fused % 3)) + 8):",
+        "C[2 * (i_0_j_0_fused // 3) + i_1_j_1_fused // 4, 4 * (i_0_j_0_fused % 3) + "
+        "i_1_j_1_fused % 4] = B[2 * (i_0_j_0_fused // 3) + i_1_j_1_fused // 4, "
+        "4 * (i_0_j_0_fused % 3) + i_1_j_1_fused % 4] + 1.0",
+    ]
+    _check_stages(sch, rng, 7, 9)
+
+
+def test_compute_at_into_a_fused_loop_then_split_and_vectorize(rng):
+    sch = pl.Schedule(_stages())
+    i, j = sch.get_loops("C")
+    f = sch.fuse(i, j)
+    sch.compute_at("B", f)
+    assert lines(sch) == [
+        "for i_j_fused in range(30):",
+        "B[i_j_fused // 5, i_j_fused % 5] = A[i_j_fused // 5, i_j_fused % 5] * 2.0",
+        "C[i_j_fused // 5, i_j_fused % 5] = B[i_j_fused // 5, i_j_fused % 5] + 1.0",
+    ]
+    _check_stages(sch, rng)
+    f0, f1 = sch.split(f, factors=[None, 4])
+    sch.vectorize(f1)     # B's own loops have one iteration each: f1 is innermost
+    _check_stages(sch, rng)
+
+
+def test_fuse_with_a_loop_of_one_iteration(rng):
+    sch = pl.Schedule(_stages())
+    i, j = sch.get_loops("B")
+    i0, i1 = sch.split(i, factors=[None, 1])
+    sch.fuse(i1, j)
+    _check_stages(sch, rng)
