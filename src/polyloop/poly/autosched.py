@@ -56,29 +56,25 @@ def _deps_between(deps: Sequence[Dependence], sources: set[str],
     return [d for d in deps if d.source in sources and d.sink in sinks]
 
 
-def _loop_map(program: Program, loop: LoopNode, stmt: str) -> isl.Map:
-    return prefix_map(program, stmt, [loop.expr(stmt)])
-
-
-def merge_shifts(program: Program, deps: Sequence[Dependence], first: Sequence[LoopNode],
-                 second: Sequence[LoopNode], context: isl.Set) -> list[Shift]:
+def merge_shifts(program: Program, deps: Sequence[Dependence], outer: Sequence[LoopNode],
+                 first: Sequence[LoopNode], second: Sequence[LoopNode],
+                 context: isl.Set) -> list[Shift]:
     """Shifts for fusing the loops ``first[k]`` and ``second[k]`` (the spines of two adjacent
-    nests, outermost first), level by level, as long as a bounded shift exists.
+    nests below the loops ``outer``, outermost first), level by level, as long as a bounded
+    shift exists.
 
-    A dependence x -> y from the first nest to the second stays satisfied when, at every fused
-    level, ``first[k](x) <= second[k](y) + shift[k]``; the smallest such shift (never negative)
-    is the largest ``first[k](x) - second[k](y)`` over all dependences."""
-    a_stmts = set(statements_under(first[0]))
-    b_stmts = set(statements_under(second[0]))
-    between = _deps_between(deps, a_stmts, b_stmts)
+    A dependence x -> y from the first nest to the second within one iteration of the outer
+    loops stays satisfied when, at every fused level, ``first[k](x) <= second[k](y) +
+    shift[k]``; the smallest such shift (never negative) is the largest
+    ``first[k](x) - second[k](y)`` over those dependences."""
+    between = _deps_between(deps, set(statements_under(first[0])),
+                            set(statements_under(second[0])))
     out: list[Shift] = []
     for la, lb in zip(first, second):
         worst: isl.PwAff | None = None
         all_zero = True
         for d in between:
-            pairs = d.relation.apply_domain(_loop_map(program, la, d.source)) \
-                              .apply_range(_loop_map(program, lb, d.sink))
-            delta = pairs.deltas()          # second - first
+            delta = _level_deltas(program, d, outer, la, lb)
             if delta.is_empty():
                 continue
             try:
@@ -95,21 +91,41 @@ def merge_shifts(program: Program, deps: Sequence[Dependence], first: Sequence[L
     return out
 
 
+def _level_deltas(program: Program, d: Dependence, outer: Sequence[LoopNode], la: LoopNode,
+                  lb: LoopNode) -> isl.Set:
+    """``{ [lb(y) - la(x)] }`` over the pairs x -> y of ``d`` in the same outer iteration."""
+    m = len(outer)
+    src = prefix_map(program, d.source, [o.expr(d.source) for o in outer] + [la.expr(d.source)])
+    snk = prefix_map(program, d.sink, [o.expr(d.sink) for o in outer] + [lb.expr(d.sink)])
+    pairs = d.relation.apply_domain(src).apply_range(snk)
+    for k in range(m):
+        pairs = pairs.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+    return pairs.deltas().project_out(isl.dim_type.set, 0, m)
+
+
 def _is_zero(pa: isl.PwAff, context: isl.Set) -> bool:
     pieces = pa.gist_params(context).get_pieces()
     return all(aff.is_cst() and aff.get_constant_val().to_python() == 0 for _, aff in pieces)
 
 
 def _offset_text(pa: isl.PwAff, context: isl.Set) -> int | str | None:
-    """``max(pa, 0)`` as an int or affine text in the parameters, or None when it is piecewise
-    (or quasi-affine) even under what is known about the parameters."""
+    """An affine upper bound of ``max(pa, 0)`` in the parameters (one of its pieces that
+    dominates the others wherever the sizes make sense), as an int or text; None if there is
+    none without integer divisions."""
     zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()))
-    pieces = pa.max(zero).gist_params(context).coalesce().get_pieces()
-    if len(pieces) != 1:
-        return None
-    aff = pieces[0][1]
-    if aff.dim(isl.dim_type.div):
-        return None
+    full = pa.max(zero).gist_params(context).coalesce()
+    for _, aff in sorted(full.get_pieces(), key=lambda p: -p[1].is_cst()):
+        if aff.dim(isl.dim_type.div) or any(
+                aff.get_coefficient_val(isl.dim_type.in_, k).to_python()
+                for k in range(aff.dim(isl.dim_type.in_))):
+            continue
+        bound = isl.PwAff.from_aff(aff).intersect_domain(full.domain())
+        if full.domain().is_subset(full.le_set(bound)):
+            return _aff_text(aff)
+    return None
+
+
+def _aff_text(aff: isl.Aff) -> int | str:
     if aff.is_cst():
         return aff.get_constant_val().to_python()
     terms = []
@@ -118,9 +134,6 @@ def _offset_text(pa: isl.PwAff, context: isl.Set) -> int | str | None:
         if c:
             name = aff.get_dim_name(isl.dim_type.param, k)
             terms.append(name if c == 1 else f"{c}*{name}")
-    for k in range(aff.dim(isl.dim_type.in_)):
-        if aff.get_coefficient_val(isl.dim_type.in_, k).to_python():
-            return None
     c0 = aff.get_constant_val().to_python()
     text = " + ".join(terms).replace("+ -", "- ")
     if c0:

@@ -16,7 +16,8 @@ sch.parallel(l0)
 The steps, each an ordinary primitive recorded in ``sch.trace`` and checked by the same
 legality test as a hand-written schedule (so the result can be printed, edited and replayed):
 
-1. **Fusion** of neighbouring loop nests, level by level: ``shift`` the second nest by the
+1. **Fusion** of neighbouring loop nests (at the top and inside every loop), level by level:
+   ``shift`` the second nest by the
    smallest offset (an int or a size expression such as ``K - 1``, computed from the exact
    dependences) that keeps every dependence pointing forward, then ``merge``.
    ``fusion="min"`` keeps the nests as written; ``"max"`` fuses whenever a bounded shift exists
@@ -104,10 +105,22 @@ def _spine(node: LoopNode, last: bool) -> list[LoopNode]:
 
 
 def _fuse_nests(sch: Schedule, fusion: str) -> Schedule:
+    """Fuse neighbouring nests at the top level, then inside every loop (e.g. the space loops
+    inside a time loop)."""
     context = autosched.parameter_context(sch.program)
+    sch = _fuse_children(sch, None, fusion, context)
+    for loop_id in [n.id for n in loops(sch.state.root)]:
+        if sch.state.loop(loop_id) is not None:
+            sch = _fuse_children(sch, loop_id, fusion, context)
+    return sch
+
+
+def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any) -> Schedule:
     k = 0
     while True:
-        kids = sch.state.root.children
+        node = sch.state.loop(parent) if parent is not None else None
+        kids = node.children if node is not None else sch.state.root.children
+        outer = sch.state.path(parent) if parent is not None else []
         if k + 1 >= len(kids):
             return sch
         a, b = kids[k], kids[k + 1]
@@ -115,7 +128,8 @@ def _fuse_nests(sch: Schedule, fusion: str) -> Schedule:
             k += 1
             continue
         first, second = _spine(a, last=True), _spine(b, last=False)
-        shifts = autosched.merge_shifts(sch.program, sch.state.deps, first, second, context)
+        shifts = autosched.merge_shifts(sch.program, sch.state.deps, outer, first, second,
+                                        context)
         if fusion == "smart":
             keep = 0
             while keep < len(shifts) and shifts[keep].offset == 0 and \
