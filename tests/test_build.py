@@ -281,3 +281,31 @@ def test_check_refuses_a_module_whose_results_differ(monkeypatch):
     with pytest.raises(pl.BuildError, match=r"check failed.*reference interpreter"):
         pl.build(D, check=True)
     pl.build(D)   # without check the wrong module is not noticed
+
+
+# programs built directly ------------------------------------------------------------------------
+
+def seidel_1d() -> pl.Program:
+    """T in-place sweeps ``A[i] = (A[i-1] + A[i] + A[i+1]) / 3`` over the interior of A."""
+    from polyloop.ir.expr import Var
+    from polyloop.ir.program import param
+    n = param("n")
+    A = pl.Buffer("A", (n,), pl.DType.FLOAT64, pl.BufferRole.INOUT)
+    i = Var("i")
+    S = pl.Statement("S", ("t", "i"), "[T, n] -> { S[t, i] : 0 <= t < T and 1 <= i < n - 1 }",
+                     "A", (i,), (A[i - 1] + A[i] + A[i + 1]) / 3.0)
+    return pl.Program("seidel_1d", (A,), (S,), ("T", "n"), ("A",))
+
+
+def test_an_in_place_program_updates_its_argument(rng):
+    mod = pl.build(seidel_1d(), check=True)
+    assert mod.signature == "seidel_1d(A: inout float64[n]) -> None"
+    a = rng.standard_normal(13)
+    expected = a.copy()
+    for _ in range(4):
+        for i in range(1, 12):
+            expected[i] = (expected[i - 1] + expected[i] + expected[i + 1]) / 3.0
+    assert mod(a, T=4) is None
+    np.testing.assert_allclose(a, expected, rtol=1e-14)
+    with pytest.raises(pl.ArgumentError, match=r"'T'.*pass it by name"):
+        mod(a)

@@ -142,6 +142,43 @@ def test_reducing_over_an_axis_not_used():
         pl.compute((n,), lambda i: pl.sum(A[i, k], axis=[k, unused]))
 
 
+def test_reduce_axes_listed_twice_or_named_like_a_size():
+    n = pl.var("n")
+    A = pl.placeholder((n,), "float32", name="A")
+    k = pl.reduce_axis((0, n), name="k")
+    with pytest.raises(pl.PolyloopError, match=r"reduce axis 'k' is listed twice"):
+        pl.compute((1,), lambda z: pl.sum(A[k], axis=[k, k]))
+    shadow = pl.reduce_axis((0, n), name="n")
+    S = pl.compute((1,), lambda z: pl.sum(A[shadow], axis=shadow), name="S")
+    with pytest.raises(pl.PolyloopError, match=r"axis 'n' of 'S' has the name of a size"):
+        pl.build(S)
+
+
+def test_an_axis_that_is_not_the_computes_own_is_refused():
+    n = pl.var("n")
+    A = pl.placeholder((n,), "float32", name="A")
+    B = pl.placeholder((n, n), "float32", name="B")
+    k = pl.reduce_axis((0, n), name="k")
+    other = pl.reduce_axis((0, n), name="other")
+    with pytest.raises(pl.PolyloopError, match=r"uses axis 'k', which is neither one of its own "
+                                               r"axes \(i\) nor reduced over"):
+        pl.compute((n,), lambda i: A[k])
+    with pytest.raises(pl.PolyloopError, match=r"uses axis 'other'.*axis=other"):
+        pl.compute((n,), lambda i: pl.sum(B[i, k] * A[other], axis=k))
+    leaked = []
+    pl.compute((n,), lambda i: leaked.append(i) or A[i])
+    with pytest.raises(pl.PolyloopError, match=r"uses axis 'i', which is neither.*\(j\)"):
+        pl.compute((n,), lambda j: A[leaked[0]])
+
+
+@pytest.mark.parametrize("name", ["my tensor", "1st", "", 3])
+def test_tensor_names_must_be_identifiers(name):
+    with pytest.raises(pl.PolyloopError, match=r"tensor name .* is not an identifier"):
+        pl.placeholder((3,), "float32", name=name)
+    with pytest.raises(pl.PolyloopError, match=r"tensor name .* is not an identifier"):
+        pl.compute((3,), lambda i: i, name=name)
+
+
 def test_mixing_dtypes_without_a_cast():
     n = pl.var("n")
     A = pl.placeholder((n,), "float32", name="A")

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import PolyloopError
 from ..ir.dtypes import INDEX, DType, as_dtype
 from ..ir.expr import (Const, Expr, ExprLike, Load, Reduce, ReduceKind, Var, VarKind, as_expr,
-                       const, free_vars, loads, reduce_identity, walk)
+                       const, free_vars, reduce_identity, walk)
 from ..ir.program import Buffer, BufferRole, Program, Statement
 from ..ir.simplify import simplify
 from ..poly.isl_util import NotAffine, expr_to_isl, params_prefix
@@ -35,6 +35,15 @@ _names: dict[str, itertools.count] = {}
 def _auto_name(base: str) -> str:
     k = next(_names.setdefault(base, itertools.count()))
     return base if k == 0 else f"{base}_{k}"
+
+
+def _tensor_name(name: str | None, base: str) -> str:
+    if name is None:
+        return _auto_name(base)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise PolyloopError(f"tensor name {name!r} is not an identifier; use letters, digits and "
+                            "underscores, not starting with a digit")
+    return name
 
 
 def var(name: str) -> Var:
@@ -175,7 +184,8 @@ def _size(value: object, what: str) -> Expr:
 
 def placeholder(shape: object, dtype: object = "float32", name: str | None = None) -> Tensor:
     """An input tensor: ``A = pl.placeholder((n, n), "float32", name="A")``."""
-    return Tensor(name or _auto_name("placeholder"), _shape(shape), as_dtype(dtype), next(_counter))
+    return Tensor(_tensor_name(name, "placeholder"), _shape(shape), as_dtype(dtype),
+                  next(_counter))
 
 
 def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None = None) -> Tensor:
@@ -183,6 +193,7 @@ def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None =
 
     The body may be a reduction (``pl.sum``, ``pl.max``, ``pl.min``) at its top level.
     """
+    tensor_name = _tensor_name(name, "compute")
     dims = _shape(shape)
     names = _iter_names(fcompute, len(dims))
     iters = [Var(n) for n in names]
@@ -196,8 +207,7 @@ def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None =
     if body.weak:  # a constant or index expression: give it a concrete type
         body = body.astype(body.dtype)
     inputs = tuple(dict.fromkeys(collector))
-    return Tensor(name or _auto_name("compute"), dims, body.dtype, next(_counter), body,
-                  tuple(names), inputs)
+    return Tensor(tensor_name, dims, body.dtype, next(_counter), body, tuple(names), inputs)
 
 
 def _iter_names(fcompute: Callable[..., object], n: int) -> list[str]:
@@ -218,15 +228,25 @@ def _check_body(body: Expr, iters: list[str]) -> None:
         if isinstance(node, Reduce) and node is not body:
             raise PolyloopError("a reduction (pl.sum/max/min) must be the outermost operation of "
                                 f"a compute body; compute it as its own tensor first: {node}")
+    axes: list[str] = []
     if isinstance(body, Reduce):
-        used = free_vars(body.source) | {v for ld in loads(body.source) for i in ld.indices
-                                         for v in free_vars(i)}
-        for ax in body.axes:
-            if ax.name in iters:
-                raise PolyloopError(f"reduce axis '{ax.name}' has the name of a spatial axis")
-            if ax.name not in used:
-                raise PolyloopError(f"reducing over axis '{ax.name}', which the reduced "
+        axes = [ax.name for ax in body.axes]
+        used = free_vars(body.source)
+        for k, ax in enumerate(axes):
+            if ax in iters:
+                raise PolyloopError(f"reduce axis '{ax}' has the name of a spatial axis")
+            if ax in axes[:k]:
+                raise PolyloopError(f"reduce axis '{ax}' is listed twice in axis=; list each "
+                                    "axis once")
+            if ax not in used:
+                raise PolyloopError(f"reducing over axis '{ax}', which the reduced "
                                     f"expression does not use: {body.source}")
+    for v in walk(body):
+        if isinstance(v, Var) and v.kind is VarKind.ITER and v.name not in iters + axes:
+            raise PolyloopError(
+                f"the compute body uses axis '{v.name}', which is neither one of its own axes "
+                f"({', '.join(iters) or 'none'}) nor reduced over: {body}; reduce over a "
+                f"reduce axis with pl.sum/max/min(..., axis={v.name})")
 
 
 def _reduce(kind: ReduceKind, expr: ExprLike, axis: object) -> Reduce:
@@ -367,9 +387,12 @@ def _bounds(names: Sequence[str], starts: Sequence[Expr], extents: Sequence[Expr
 def _statements(t: Tensor, params: list[str]) -> list[Statement]:
     assert t.body is not None
     pre = params_prefix(params)
-    for it in t.iters:
+    axis_names = t.iters + (tuple(a.name for a in t.body.axes)
+                            if isinstance(t.body, Reduce) else ())
+    for it in axis_names:
         if it in params:
-            raise PolyloopError(f"axis '{it}' of '{t.name}' has the name of a size parameter")
+            raise PolyloopError(f"axis '{it}' of '{t.name}' has the name of a size parameter; "
+                                "rename the axis")
     zero = [const(0)] * len(t.iters)
     spatial = _bounds(t.iters, zero, t.shape, t.name)
     idx = tuple(Var(i) for i in t.iters)
