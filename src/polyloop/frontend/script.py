@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """``@pl.script``: a Python function of plain loops, parsed (never run) into a Program.
 
->>> import polyloop as pl
+>>> import polyloop as pl          # in a file or a notebook cell (the source is read)
 >>> @pl.script
 ... def stencil(A: pl.Buffer[("n", "n"), "float64"]):
 ...     for i in range(1, n):
@@ -33,8 +33,8 @@ import numpy as np
 
 from ..errors import ParseError, PolyloopError
 from ..ir.dtypes import as_dtype
-from ..ir.expr import Expr, Load, ReduceKind, Var, VarKind, cast, const, same, walk
-from ..ir.expr import BinOp, BinOpKind
+from ..ir.expr import (BinOp, BinOpKind, Expr, Load, ReduceKind, Var, VarKind, binop, cast, const,
+                       same, walk)
 from ..ir.program import Buffer, BufferRole, Program, Statement
 from ..poly.isl_util import params_prefix
 from ..poly.order import exposed_reads
@@ -271,7 +271,7 @@ class _Parser:
             raise self.fail(st, "assign to a buffer element: A[i, j] = ...")
         buf, idx = self.exprs.element(target)
         value = self.exprs.value(st.value)
-        self._emit(st, buf, idx, value, None)
+        self._emit(buf, idx, value)
 
     def _AugAssign(self, st: ast.AugAssign) -> None:
         if not isinstance(st.target, ast.Subscript):
@@ -282,14 +282,13 @@ class _Parser:
         current = buf[tuple(idx)]
         if isinstance(st.op, (ast.Add, ast.Sub)):
             rhs = value if isinstance(st.op, ast.Add) else -value
-            self._emit(st, buf, idx, current + rhs, None)
+            self._emit(buf, idx, current + rhs)
             return
         ops = {ast.Mult: BinOpKind.MUL, ast.Div: BinOpKind.DIV, ast.FloorDiv: BinOpKind.FLOORDIV,
                ast.Mod: BinOpKind.MOD}
         if type(st.op) not in ops:
             raise self.fail(st, f"operator {type(st.op).__name__}= is not supported")
-        from ..ir.expr import binop
-        self._emit(st, buf, idx, binop(ops[type(st.op)], current, value), None)
+        self._emit(buf, idx, binop(ops[type(st.op)], current, value))
 
     def _alloc(self, target: ast.Name, value: ast.expr) -> None:
         fn = self.exprs.resolve(value.func) if isinstance(value, ast.Call) else None
@@ -320,8 +319,7 @@ class _Parser:
             raise self.fail(node, f"cannot evaluate {ast.unparse(node)}: {e}") from None
 
     # building statements ---------------------------------------------------------------------------
-    def _emit(self, st: ast.stmt, buf: Buffer, idx: list[Expr], value: Expr,
-              _unused: None) -> None:
+    def _emit(self, buf: Buffer, idx: list[Expr], value: Expr) -> None:
         kind, value = _reduction(buf, idx, value)
         if value.dtype is not buf.dtype:
             value = cast(buf.dtype, value)

@@ -17,10 +17,12 @@ from typing import Sequence
 
 import islpy as isl
 
+from ..ir.expr import Var, free_vars
 from ..ir.program import Program
+from .access import domain
 from .affine import prefix_map
 from .deps import Dependence
-from .isl_util import CTX, map_, params_prefix
+from .isl_util import CTX, map_, params_prefix, set_
 from .tree import LoopNode, statements_under
 
 # The isl scheduler's options are global to the context: set them for one call, then restore.
@@ -260,8 +262,6 @@ def _det(rows: Sequence[Sequence[int]]) -> int:
 def parameter_context(program: Program) -> isl.Set:
     """What is known about the sizes: non-negative, the program's assumptions, and that every
     statement runs at least once (shifts only matter for such sizes)."""
-    from .access import domain
-    from .isl_util import set_
     pre = params_prefix(program.params)
     cons = " and ".join(f"{p} >= 0" for p in program.params)
     ctx = set_(f"{pre}{{ : {cons} }}" if cons else "{ : }")
@@ -275,7 +275,6 @@ def parameter_context(program: Program) -> isl.Set:
 def stride_one(program: Program, stmt: str, expr: str) -> bool:
     """Does the loop with this expression walk the statement's written element with stride 1
     (its iterator is the last index of the target)?"""
-    from ..ir.expr import Var, free_vars
     s = program.statement(stmt)
     m = map_(expr if expr.lstrip().startswith("[") else params_prefix(program.params) + expr)
     used = [it for k, it in enumerate(s.iters) if m.involves_dims(isl.dim_type.in_, k, 1)]
