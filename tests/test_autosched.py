@@ -270,3 +270,34 @@ def test_affine_view_of_an_automatic_schedule():
 def test_bad_options(kwargs, message):
     with pytest.raises(pl.PolyloopError, match=message):
         pl.auto_schedule(stencil, **kwargs)
+
+
+@pl.script
+def conv_fixed(X: pl.Buffer[(34, 34), "float32"], B: pl.Buffer[(3, 3), "float32"],
+               Q: pl.Buffer[(34, 34), "float32"], C: pl.Buffer[(32, 32), "float32"]):
+    """Seed 002's convolution with constant sizes: the shifts are constants (the seed's 99/148)."""
+    for h in range(34):
+        for w in range(34):
+            Q[h, w] = math.floor(X[h, w] * 8.0) / 8.0
+    for h in range(32):
+        for w in range(32):
+            C[h, w] = 0.0
+            for kh in range(3):
+                for kw in range(3):
+                    C[h, w] += Q[h + kh, w + kw] * B[kh, kw]
+            C[h, w] = max(C[h, w], 0.0)
+
+
+@pytest.mark.parametrize("fusion, groups", [("min", [["Q"], ["C", "C_1", "C_2"]]),
+                                            ("max", [["C", "C_1", "C_2", "Q"]])])
+def test_conv_with_constant_sizes(fusion, groups, rng):
+    sch = pl.auto_schedule(conv_fixed, fusion=fusion)
+    assert nests(sch) == groups
+    if fusion == "max":
+        assert [s.args[1] for s in sch.trace if s.primitive == "shift"] == [2, 2]
+    x = rng.standard_normal((34, 34)).astype("float32")
+    b = rng.standard_normal((3, 3)).astype("float32")
+    q_ref, c_ref = conv_numpy(x, b)
+    q, c = pl.build(sch)(x, b)
+    np.testing.assert_array_equal(q, q_ref)
+    np.testing.assert_allclose(c, c_ref, rtol=1e-5, atol=1e-5)

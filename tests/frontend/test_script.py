@@ -380,3 +380,29 @@ def test_alloc_outside_a_script_is_an_error():
 def test_buffer_constructor_still_works():
     b = pl.Buffer("X", (), pl.DType.FLOAT32, pl.BufferRole.INPUT)
     assert b.name == "X"
+
+
+@pl.script
+def valid_conv(X: pl.Buffer[("H", "W"), "float32"], B: pl.Buffer[("K", "K"), "float32"],
+               C: pl.Buffer[("H - K + 1", "W - K + 1"), "float32"]):
+    for h in range(H - K + 1):  # noqa: F821
+        for w in range(W - K + 1):  # noqa: F821
+            C[h, w] = 0.0
+            for kh in range(K):  # noqa: F821
+                for kw in range(K):  # noqa: F821
+                    C[h, w] += X[h + kh, w + kw] * B[kh, kw]
+
+
+def test_shapes_may_be_affine_expressions_of_sizes(rng):
+    assert valid_conv.params == ("H", "W", "K")
+    assert [str(d) for d in valid_conv.buffer("C").shape] == ["H - K + 1", "W - K + 1"]
+    x = rng.standard_normal((11, 9)).astype("float32")
+    b = rng.standard_normal((3, 3)).astype("float32")
+    c = pl.build(valid_conv)(x, b)
+    assert c.shape == (9, 7)
+    np.testing.assert_allclose(c, interpret(valid_conv, x, b), rtol=1e-5, atol=1e-6)
+
+
+def test_bad_size_text():
+    with pytest.raises(pl.ParseError, match="size 'n \\* m'"):
+        pl.script('def f(A: pl.Buffer[("n * m",), "float32"]):\n    A[0] = 1.0\n')

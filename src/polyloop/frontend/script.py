@@ -155,10 +155,7 @@ class _Parser:
         out: list[Expr] = []
         for d in dims:
             if isinstance(d, str):
-                if not d.isidentifier() or d in ISL_RESERVED:
-                    raise self.fail(node, f"size {d!r} in a shape must be a parameter name")
-                self.scope.params.setdefault(d)
-                out.append(Var(d, VarKind.PARAM))
+                out.append(self._size_text(node, d))
             elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
                 out.append(const(int(d)))
             elif isinstance(d, Var) and d.kind is VarKind.PARAM:
@@ -170,6 +167,23 @@ class _Parser:
                 raise self.fail(node, f"shape entries are sizes (non-negative ints or parameter "
                                       f"names), got {d!r}")
         return tuple(out)
+
+    def _size_text(self, node: ast.AST, text: str) -> Expr:
+        """A size written as text: a parameter name ("n") or an affine expression of
+        parameters ("H - K + 1"); every name in it becomes a size parameter."""
+        try:
+            tree = ast.parse(text.strip(), mode="eval").body
+        except SyntaxError:
+            raise self.fail(node, f"size {text!r} is not a name or an expression") from None
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name):
+                if n.id in ISL_RESERVED or n.id in self.scope.buffers:
+                    raise self.fail(node, f"'{n.id}' cannot name a size")
+                self.scope.params.setdefault(n.id)
+        expr = ExprParser(self.scope, lambda _n, msg: self.fail(node, f"size {text!r}: {msg}"))
+        value = expr.value(tree)
+        expr.affine(tree, f"size {text!r}")
+        return value
 
     def _dtype(self, node: ast.AST, dtype: object) -> Any:
         try:
