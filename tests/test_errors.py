@@ -171,6 +171,15 @@ def test_an_axis_that_is_not_the_computes_own_is_refused():
         pl.compute((n,), lambda j: A[leaked[0]])
 
 
+def test_reads_built_outside_the_compute_function_are_refused():
+    n = pl.var("n")
+    A = pl.placeholder((n,), "float32", name="A")
+    saved = []
+    pl.compute((n,), lambda i: saved.append(A[i]) or A[i])
+    with pytest.raises(pl.PolyloopError, match=r"reads 'A' through an expression built outside"):
+        pl.compute((n,), lambda i: saved[0] * 2.0)
+
+
 @pytest.mark.parametrize("name", ["my tensor", "1st", "", 3])
 def test_tensor_names_must_be_identifiers(name):
     with pytest.raises(pl.PolyloopError, match=r"tensor name .* is not an identifier"):

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import PolyloopError
 from ..ir.dtypes import INDEX, DType, as_dtype
 from ..ir.expr import (Const, Expr, ExprLike, Load, Reduce, ReduceKind, Var, VarKind, as_expr,
-                       const, free_vars, reduce_identity, walk)
+                       const, free_vars, loads, reduce_identity, walk)
 from ..ir.program import Buffer, BufferRole, Program, Statement
 from ..ir.simplify import simplify
 from ..poly.isl_util import NotAffine, expr_to_isl, params_prefix
@@ -204,6 +204,12 @@ def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None =
     finally:
         _reads.reset(token)
     _check_body(body, names)
+    read = {t.name for t in collector}
+    for ld in loads(body):
+        if ld.buffer not in read:
+            raise PolyloopError(
+                f"the compute body reads '{ld.buffer}' through an expression built outside the "
+                f"compute function ({ld}); index tensors inside the function passed to compute")
     if body.weak:  # a constant or index expression: give it a concrete type
         body = body.astype(body.dtype)
     inputs = tuple(dict.fromkeys(collector))
