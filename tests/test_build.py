@@ -309,3 +309,13 @@ def test_an_in_place_program_updates_its_argument(rng):
     np.testing.assert_allclose(a, expected, rtol=1e-14)
     with pytest.raises(pl.ArgumentError, match=r"'T'.*pass it by name"):
         mod(a)
+
+
+def test_check_compares_arrays_updated_in_place(monkeypatch):
+    import polyloop.codegen
+
+    right = polyloop.codegen.generate_c
+    monkeypatch.setattr(polyloop.codegen, "generate_c",
+                        lambda kernel: right(kernel).replace("/ 3.0", "/ 3.5"))
+    with pytest.raises(pl.BuildError, match=r"check failed"):
+        pl.build(seidel_1d(), check=True)

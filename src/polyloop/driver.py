@@ -115,10 +115,15 @@ def _check(sch: Schedule, mod) -> None:
     rng = np.random.default_rng(0)
     sizes = {p: int(rng.integers(5, 12)) for p in program.params}
     inputs = _random_inputs(program, rng, sizes)
-    expected = interpret(program, **{k: v.copy() for k, v in inputs.items()}, **sizes)
-    got = mod(**{k: v.copy() for k, v in inputs.items()}, **sizes)
-    exp_t = expected if isinstance(expected, tuple) else (expected,)
-    got_t = got if isinstance(got, tuple) else (got,)
+    ref_args = {k: v.copy() for k, v in inputs.items()}
+    mod_args = {k: v.copy() for k, v in inputs.items()}
+    expected = interpret(program, **ref_args, **sizes)
+    got = mod(**mod_args, **sizes)
+    # the returned outputs, then the arrays both updated in place
+    inout = [b.name for b in program.arg_buffers() if b.role is BufferRole.INOUT]
+    exp_t = (expected if isinstance(expected, tuple) else (expected,)) + tuple(
+        ref_args[name] for name in inout)
+    got_t = (got if isinstance(got, tuple) else (got,)) + tuple(mod_args[name] for name in inout)
     for e, g in zip(exp_t, got_t):
         if e is None:
             continue

@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The runtime imports only errors, config and the IR from polyloop (STYLE.md, layers)."""
+"""The runtime imports only errors, config, util and the IR from polyloop (STYLE.md, layers)."""
 import ast
 from pathlib import Path
 
 import polyloop.runtime
 
-ALLOWED = ("polyloop.errors", "polyloop.config", "polyloop.ir", "polyloop.runtime")
+ALLOWED = ("polyloop.errors", "polyloop.config", "polyloop.util", "polyloop.ir", "polyloop.runtime")
 
 
 def absolute_imports(path: Path) -> set[str]:
