@@ -161,3 +161,27 @@ def test_inlining_a_shifted_access(rng, primitive):
     out = poisoned((11,))
     pl.build(sch)(a, out)
     np.testing.assert_allclose(out, a[1:] * 2.0 - 1.0, rtol=1e-6)
+
+
+def test_reverse_compute_inline_refused_when_the_consumer_would_read_too_early(rng):
+    """T = A + 1; X = 0 (in place); U = T + X. Merging U into T would read X before Z zeroes
+    it."""
+    n = Var("n", VarKind.PARAM)
+    A = Buffer("A", (n,), DType.FLOAT64, BufferRole.INPUT)
+    X = Buffer("X", (n,), DType.FLOAT64, BufferRole.INOUT)
+    T = Buffer("T", (n,), DType.FLOAT64, BufferRole.TEMP)
+    U = Buffer("U", (n,), DType.FLOAT64, BufferRole.OUTPUT)
+    i = Var("i")
+    prog = Program("late", (A, X, T, U), (
+        Statement("T", ("i",), "[n] -> { T[i] : 0 <= i < n }", "T", (i,), A[i] + 1.0),
+        Statement("Z", ("i",), "[n] -> { Z[i] : 0 <= i < n }", "X", (i,), X[i] * 0.0),
+        Statement("U", ("i",), "[n] -> { U[i] : 0 <= i < n }", "U", (i,), T[i] + X[i]),
+    ), ("n",), ("A", "X", "U"))
+    sch = pl.Schedule(prog)
+    refused_unchanged(sch, lambda: sch.reverse_compute_inline("U"),
+                      "reverse_compute_inline of 'U' would break the RAW dependence Z -> U on "
+                      "buffer X", "re:U\\(i=\\d+\\) reads X\\[\\d+\\] written by Z\\(i=\\d+\\)")
+    a, x = rng.standard_normal((2, 8))
+    u = poisoned((8,), "float64")
+    pl.build(sch)(a, x, u)
+    np.testing.assert_array_equal(u, a + 1.0)
