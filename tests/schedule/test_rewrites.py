@@ -162,3 +162,53 @@ def test_transform_layout_refuses_a_map_that_is_not_one_to_one():
                       "transform_layout", "must take 2 indices of 'A'")
     refused_unchanged(sch, lambda: sch.transform_layout("C", "Q", lambda a, b: (b, a)),
                       "transform_layout", "no buffer 'Q'")
+
+
+def test_cache_write_of_an_in_place_stencil_copies_in_what_it_reads(rng):
+    """The stencil reads A's first row and column, which it never writes: the cache must start
+    with them (and a reduction that initializes first needs no copy)."""
+    from .programs import check_stencil, stencil
+    sch = pl.Schedule(stencil())
+    out = sch.cache_write("S", "local")
+    text = lines(sch)
+    assert "A_local[ax0, 0] = A[ax0, 0]" in text and "A_local[0, ax1] = A[0, ax1]" in text
+    assert "A_local[i, j] = A_local[i - 1, j] + A_local[i, j - 1]" in text
+    assert text[-1] == "A[ax0, ax1] = A_local[ax0, ax1]"
+    check_stencil(sch, rng)
+    i, j = sch.get_loops("S")
+    sch.reverse_compute_at(out, j)
+    check_stencil(sch, rng)
+    refused_unchanged(sch, lambda: sch.compute_inline("S"), "compute_inline",
+                      "'A_local' is written by other statements too")
+    msch, _ = matmul_sch()
+    msch.cache_write("C", "local")
+    assert not any("_in[" in t or "C_local[ax0, ax1] = C[" in t for t in lines(msch))
+
+
+def test_cache_write_twice_gets_fresh_names(rng):
+    from .programs import check_stencil, stencil
+    sch = pl.Schedule(stencil())
+    first = sch.cache_write("S", "local")
+    second = sch.cache_write("S", "local")
+    assert first != second
+    assert len({s.name for s in sch.program.statements}) == len(sch.program.statements)
+    check_stencil(sch, rng)
+
+
+def test_compute_inline_of_a_recurrence_is_refused():
+    from polyloop.ir.dtypes import DType
+    from polyloop.ir.expr import Var, VarKind
+    from polyloop.ir.program import Buffer, BufferRole, Program, Statement
+    n = Var("n", VarKind.PARAM)
+    A = Buffer("A", (n,), DType.FLOAT64, BufferRole.INPUT)
+    T = Buffer("T", (n,), DType.FLOAT64, BufferRole.TEMP)
+    B = Buffer("B", (n,), DType.FLOAT64, BufferRole.OUTPUT)
+    i = Var("i")
+    prog = Program("recurrence", (A, T, B), (
+        Statement("T", ("i",), "[n] -> { T[i] : 0 <= i < n }", "T", (i,),
+                  pl.where(i > 0, T[i - 1], 0.0) + A[i]),
+        Statement("B", ("i",), "[n] -> { B[i] : 0 <= i < n }", "B", (i,), T[i] * 2.0),
+    ), ("n",), ("A", "B"))
+    sch = pl.Schedule(prog)
+    refused_unchanged(sch, lambda: sch.compute_inline("T"), "compute_inline",
+                      "block 'T' reads 'T', the buffer it writes (a recurrence)")

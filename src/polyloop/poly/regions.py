@@ -94,6 +94,36 @@ def read_region(program: Program, stmts: Sequence[str], buffer: str, name: str,
     return str(region)
 
 
+def exposed_region(program: Program, stmts: Sequence[str], buffer: str,
+                   schedule: dict[str, isl.Map], name: str, iters: Sequence[str]) -> str | None:
+    """The elements of ``buffer`` the statements read before writing them themselves (in the
+    order of ``schedule``): the values they need from outside, as a domain text
+    ``name[iters] : ...``; None when they need none (a reduction that initializes first)."""
+    acc = [a for a in accesses(program) if a.statement in stmts and a.buffer == buffer]
+    writes = [a for a in acc if a.is_write]
+    region = None
+    for a in acc:
+        if a.is_write:
+            continue
+        instances = a.relation.domain()
+        exposed = instances
+        if all(w.exact for w in writes):   # an over-approximated write proves nothing written
+            for w in writes:
+                pairs = a.relation.apply_range(w.relation.reverse())
+                pairs = pairs.intersect(schedule[a.statement].lex_gt_map(schedule[w.statement]))
+                exposed = exposed.subtract(pairs.domain())
+        if exposed.is_empty():
+            continue
+        r = a.relation.intersect_domain(exposed).range()
+        region = r if region is None else region.union(r)
+    if region is None:
+        return None
+    region = region.coalesce().set_tuple_name(name)
+    for k, it in enumerate(iters):
+        region = region.set_dim_name(isl.dim_type.set, k, it)
+    return str(region)
+
+
 def layout_extents(program: Program, buffer: str, new_indices: Sequence[Expr],
                    old_iters: Sequence[str]) -> list[Expr]:
     """The shape of ``buffer`` after ``old index -> new_indices``: one past the largest new

@@ -191,6 +191,10 @@ def compute_inline(state: State, block: str) -> State:
                             "the program; only temporaries can be inlined")
     if len(writers(state, buf.name, {p.name})):
         raise ScheduleError(f"compute_inline: '{buf.name}' is written by other statements too")
+    if any(ld.buffer == buf.name for ld in p.reads()):
+        raise ScheduleError(f"compute_inline: block '{block}' reads '{buf.name}', the buffer it "
+                            "writes (a recurrence); only a block computed from other buffers can "
+                            "be inlined")
     if not _is_identity(p.target, p.iters):
         raise ScheduleError(f"compute_inline: block '{block}' must write '{buf.name}' at its own "
                             f"iterators ({', '.join(p.iters)}), it writes {p.target}")

@@ -24,10 +24,12 @@ def _root_index(root: Root, stmts: set[str], *, last: bool = False) -> int:
     return hits[-1] if last else hits[0]
 
 
-def _fresh_name(program: Program, base: str) -> str:
+def _fresh_name(program: Program, base: str, suffixes: Sequence[str] = ("",)) -> str:
+    """``base`` (or ``base_1``, ...) such that no buffer or statement has that name followed by
+    any of ``suffixes``."""
     taken = {b.name for b in program.buffers} | {s.name for s in program.statements}
     name, k = base, 1
-    while name in taken:
+    while any(name + x in taken for x in suffixes):
         name, k = f"{base}_{k}", k + 1
     return name
 
@@ -107,20 +109,35 @@ def cache_write(state: State, block: str, scope: str) -> tuple[State, str]:
         raise ScheduleError(f"cache_write: {', '.join(sorted(others))} also use '{buffer}' inside "
                             f"the loop nest of block '{block}'; cache_write before moving them "
                             "there")
-    cname = _fresh_name(program, f"{buffer}_{sc.value}")
+    cname = _fresh_name(program, f"{buffer}_{sc.value}", ("", "_in", "_out"))
     iters = [f"ax{k}" for k in range(buf.ndim)]
     dom = regions.read_region(program, sorted(names), buffer, cname + "_out", iters, writes=True)
     cache = Buffer(cname, buf.shape, buf.dtype, BufferRole.TEMP, sc)
     out = _copy_statement(cname + "_out", dom, buffer, cname, buf.dtype, iters)
+    # an in-place update reads values it did not write itself: the cache starts with them
+    exposed = regions.exposed_region(program, sorted(names), buffer, state.schedule_map(),
+                                     cname + "_in", iters)
+    copy_in = None if exposed is None else _copy_statement(cname + "_in", exposed, cname, buffer,
+                                                           buf.dtype, iters)
     new_stmts = []
+    first_stmt = next(s.name for s in program.statements if s.name in names)
     last = [s.name for s in program.statements if s.name in names][-1]
     for s in program.statements:
+        if s.name == first_stmt and copy_in is not None:
+            new_stmts.append(copy_in)
         new_stmts.append(_redirect(s, buffer, cname, reads=True, writes=True)
                          if s.name in names else s)
         if s.name == last:
             new_stmts.append(out)
     prog = program.with_statements(tuple(new_stmts), program.buffers + (cache,))
-    return _insert_root(state, prog, out, at + 1), cname + "_out"
+    nid = state.next_id
+    root = state.root
+    nest, nid = fresh_nest(_with(state, prog), out, nid)
+    root = insert_children(root, None, (nest,), index=at + 1)
+    if copy_in is not None:
+        nest, nid = fresh_nest(_with(state, prog), copy_in, nid)
+        root = insert_children(root, None, (nest,), index=first)
+    return rebase(state.with_root(root, nid), prog, root), cname + "_out"
 
 
 def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]:
@@ -151,7 +168,7 @@ def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]
     buf = program.buffer(s.buffer)
     if not 0 <= factor_axis <= buf.ndim:
         raise ScheduleError(f"rfactor: factor_axis must be in 0..{buf.ndim}, got {factor_axis}")
-    rf = _fresh_name(program, f"{buf.name}_rf")
+    rf = _fresh_name(program, f"{buf.name}_rf", ("", "_init"))
     r_val = regions.loop_value_expr(program, s.name, text)
     if lo:
         r_val = r_val - lo
