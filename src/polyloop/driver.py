@@ -16,9 +16,6 @@ from .poly.bounds import find_out_of_bounds
 from .schedule import Schedule
 from .schedule.kernel import schedule_of
 
-TARGETS = ("c",)
-
-
 def dependences(obj: object):
     """RAW/WAR/WAW dependences of a program, schedule or output tensors: source, sink, buffer,
     the exact isl relation and the distance vector where it is constant.
@@ -57,8 +54,38 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
     return Schedule(*outs, args=args, name=name)
 
 
+def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object):
+    from .codegen import generate_c
+    from .runtime import Module, compile_c
+    if queue is not None:
+        raise PolyloopError("queue= is an option of the 'opencl' target")
+    kernel = lower(sch.program, sch.state.root, name=name)
+    source = generate_c(kernel)
+    library = compile_c(source, name=kernel.name, fast_math=fast_math)
+    return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
+                  source=source, target="c")
+
+
+def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: object):
+    from .codegen.opencl import generate_opencl
+    from .lower.launches import lower_device
+    from .runtime.opencl import LaunchSpec, OpenCLModule, default_queue
+    queue = queue if queue is not None else default_queue()   # a clear error without OpenCL
+    device = lower_device(sch.program, sch.state.root, name=name)
+    source = generate_opencl(device)
+    launches = tuple(LaunchSpec(x.kernel.name, x.groups, x.items,
+                                tuple(b.name for b in x.kernel.args)) for x in device.launches)
+    return OpenCLModule(source, entry=device.name, args=device.args, params=device.params,
+                        scratch=device.scratch, launches=launches, queue=queue)
+
+
+# target -> builder (lower, generate code, compile, wrap in a callable module)
+TARGETS = {"c": _build_c, "opencl": _build_opencl}
+
+
 def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = None,
-          name: str | None = None, check: bool = False, fast_math: bool = False):
+          name: str | None = None, check: bool = False, fast_math: bool = False,
+          queue: object = None):
     """Compile a schedule (or tensors/program with the default schedule) into a callable module.
 
     >>> import numpy as np, polyloop as pl
@@ -69,12 +96,10 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     >>> mod(np.zeros(3, "float32"))
     array([1., 1., 1.], dtype=float32)
 
-    ``check=True`` runs the reference interpreter once on small random inputs and refuses to
-    return a module whose results differ.
+    Targets: ``"c"`` (C with OpenMP) and ``"opencl"`` (PyOpenCL; ``queue=`` runs on a given
+    command queue, else on the first device found). ``check=True`` runs the reference
+    interpreter once on small random inputs and refuses to return a module whose results differ.
     """
-    from .codegen import generate_c
-    from .runtime import Module, compile_c
-
     if target not in TARGETS:
         raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
     sch = _schedule(obj, args, name)
@@ -82,11 +107,7 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     if outside is not None:
         raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
                             "read with pl.where(condition, read, other)")
-    kernel = lower(sch.program, sch.state.root, name=name)
-    source = generate_c(kernel)
-    library = compile_c(source, name=kernel.name, fast_math=fast_math)
-    mod = Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
-                 source=source, target=target)
+    mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue)
     mod.schedule = sch
     if check:
         _check(sch, mod)
@@ -132,4 +153,9 @@ def _check(sch: Schedule, mod) -> None:
             bad = np.argwhere(~np.isclose(g, e, rtol=tol, atol=tol))[0]
             raise BuildError(f"check failed: the compiled '{mod.entry}' differs from the reference "
                              f"interpreter at {tuple(int(x) for x in bad)} (sizes {sizes}): "
-                             f"{g[tuple(bad)]} vs {e[tuple(bad)]}. Source: {mod.library.source_path}")
+                             f"{g[tuple(bad)]} vs {e[tuple(bad)]}. Source: {_source_of(mod)}")
+
+
+def _source_of(mod) -> str:
+    library = getattr(mod, "library", None)
+    return str(library.source_path) if library is not None else "mod.source"

@@ -202,7 +202,6 @@ class _Builder:
                 arrays[a.name] = ndim
         self.temps = temps
         dtypes: dict[str, DType | None] = {}
-        written = {ins.target for ins in self.insns}
         read = {s.text for ins in self.insns for syn in (*ins.indices, ins.value, *ins.conditions)
                 for s in syn.walk() if s.kind in ("subscript", "name")}
         for n in arrays:
@@ -285,12 +284,13 @@ class _Builder:
         return kd.outer_inames(self.doms, sorted(used & self.inames))
 
     def _inherit(self, own: list[set[str]], reads: list[set[str]]) -> None:
-        """A statement writing a temporary runs inside the loops of all its readers (Loo.py)."""
+        """A statement writing a scalar temporary runs inside the loops common to all its
+        readers (as in Loo.py): ``acc = 0`` before ``acc = acc + a[i, k]`` belongs to loop i."""
         changed = True
         while changed:
             changed = False
             for k, ins in enumerate(self.insns):
-                if ins.target not in self.temps:
+                if ins.target not in self.temps or self.names.arrays[ins.target] != 0:
                     continue
                 readers = [own[r] for r in range(len(self.insns)) if ins.target in reads[r]]
                 if not readers:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DTypeError, ParseError, PolyloopError
-from ..ir.dtypes import INDEX, DType, as_dtype, promote
+from ..ir.dtypes import DType, as_dtype
 from ..ir.expr import (BinOpKind, Const, Expr, Load, ReduceKind, UnaryKind, Var, VarKind, binop,
                        cast, const, select, unary)
 from .kernel_parse import Syntax, SyntaxErrorAt

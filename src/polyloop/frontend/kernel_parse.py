@@ -357,7 +357,7 @@ def parse_instructions(text: str | list[str] | tuple[str, ...]) -> list[Instruct
         except SyntaxErrorAt as e:
             raise error_at(raw.rstrip(), number, e.col, e.message) from None
     if blocks:
-        raise ParseError(f"an 'if' block is not closed: add 'end' after its instructions")
+        raise ParseError("an 'if' block is not closed: add 'end' after its instructions")
     if not out:
         raise ParseError("make_kernel needs at least one instruction, like 'out[i] = 2*a[i]'")
     ids: dict[str, int] = {}

@@ -6,7 +6,6 @@ The pipeline is a list of named steps; ``POLYLOOP_DUMP=lower`` prints the loop n
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from typing import Callable
 
 from .. import config
@@ -14,9 +13,10 @@ from ..errors import PolyloopError
 from ..ir.expr import Expr
 from ..ir.loops import Block, For, If, Kernel, Node, Store
 from ..ir.printer import loops_to_str
-from ..ir.program import Buffer, BufferRole, MemScope, Program
+from ..ir.program import Program
 from ..poly.astgen import build_ast
 from ..poly.tree import Root
+from .storage import place_temporaries
 from ..ir.simplify import simplify
 from .names import kernel_name
 
@@ -61,6 +61,7 @@ STEPS: tuple[tuple[str, Callable[[Node], Node]], ...] = (
 
 def lower(program: Program, root: Root, *, name: str | None = None) -> Kernel:
     """The Kernel for ``program`` scheduled by the loop tree ``root``."""
+    program, temps, notes = place_temporaries(program, root)
     body = build_ast(program, root)
     for step, fn in STEPS:
         try:
@@ -73,22 +74,4 @@ def lower(program: Program, root: Root, *, name: str | None = None) -> Kernel:
             print(f"# --- after {step}\n{loops_to_str(body)}", file=sys.stderr)
     kname = kernel_name(name or program.name, {b.name for b in program.buffers}
                         | set(program.params))
-    temps, notes = _storage(program)
     return Kernel(kname, tuple(program.arg_buffers()), program.params, temps, body, notes)
-
-
-def _storage(program: Program) -> tuple[tuple[Buffer, ...], tuple[str, ...]]:
-    """Temporaries and where they live. A 'local' or 'shared' buffer could be private to a loop
-    only if its footprint per iteration is compact and no value flows between iterations;
-    until storage compaction proves that, such buffers are kept whole at function scope, which
-    is always correct."""
-    temps, notes = [], []
-    for b in program.buffers:
-        if b.role is not BufferRole.TEMP:
-            continue
-        if b.scope is not MemScope.GLOBAL:
-            notes.append(f"temporary {b.name} (scope {b.scope.value}) is stored whole: "
-                         "storage compaction is not implemented yet")
-            b = replace(b, scope=MemScope.GLOBAL)
-        temps.append(b)
-    return tuple(temps), tuple(notes)

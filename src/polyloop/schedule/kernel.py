@@ -25,9 +25,10 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import ScheduleError
 from ..ir.loops import LoopKind
 from ..ir.program import Program
-from ..poly import kernel_params
+from ..poly import affine, kernel_params
 from ..poly.tree import LoopNode, loops
 from . import state as st
+from .prefetch import prefetch
 from .schedule import Schedule
 from .trace import LoopHandle, Trace
 
@@ -303,6 +304,104 @@ def join_inames(knl: Any, inames: Sequence[str], new_iname: str | None = None,
     return _derive(knl, sch, "join_inames", (tuple(names),), {"new_iname": new, "tag": tag})
 
 
+def add_prefetch(knl: Any, var_name: str, sweep_inames: Sequence[str] = (), *,
+                 dim_arg_names: Sequence[str] | None = None, default_tag: str | None = "l.auto",
+                 temporary_name: str | None = None) -> Any:
+    """Copy the part of array ``var_name`` that the loops ``sweep_inames`` read into local
+    memory ('shared' scope), once per iteration of the other loops around the reading
+    instruction, and read the copy instead. Loops that are not swept move outside the
+    work-item loops so that the whole work-group shares the copy; with ``default_tag="l.auto"``
+    the copy loops are spread over the work-items. Barriers are placed when lowering.
+
+    >>> knl = pl.add_prefetch(knl, "a", ["i_inner", "k_inner"])  # doctest: +SKIP
+    """
+    sch = schedule_of(knl).copy()
+    program = sch.program
+    if not program.has_buffer(var_name):
+        raise ScheduleError(f"add_prefetch: the kernel has no array '{var_name}'")
+    readers = [s.name for s in program.statements
+               if any(ld.buffer == var_name for ld in s.reads())]
+    if len(readers) != 1:
+        what = ", ".join(readers) if readers else "no instruction"
+        raise ScheduleError(f"add_prefetch: '{var_name}' is read by {what}; add_prefetch needs "
+                            "exactly one reading instruction")
+    consumer = readers[0]
+    path = sch.state.stmt_path(consumer)
+    missing = [x for x in sweep_inames if x not in [n.name for n in path]]
+    if missing:
+        raise ScheduleError(f"add_prefetch: {', '.join(missing)} are not loops around "
+                            f"'{consumer}' (its loops: {', '.join(n.name for n in path)})")
+    outer = _fetch_outer(sch, consumer, set(sweep_inames))
+    state, fname, ids = prefetch(sch.state, consumer, var_name, outer, name=temporary_name,
+                                 dim_names=list(dim_arg_names) if dim_arg_names else None)
+    sch = _with_state(sch, state)
+    if default_tag == "l.auto":
+        _spread_over_items(sch, consumer, ids)
+    elif default_tag is not None:
+        tag = parse_tag(default_tag)
+        for i in ids:
+            _apply_tag(sch, LoopHandle(i, sch.state.loop(i).name), tag)  # type: ignore[union-attr]
+    return _derive(knl, sch, "add_prefetch", (var_name, tuple(sweep_inames)),
+                   {"dim_arg_names": tuple(dim_arg_names) if dim_arg_names else None,
+                    "default_tag": default_tag, "temporary_name": temporary_name})
+
+
+def _fetch_outer(sch: Schedule, consumer: str, sweep: set[str]) -> list[LoopNode]:
+    """Reorder the consumer's loops to (work-group loops, loops not swept, work-item loops,
+    swept loops) and return the first two groups: the copy runs once per their iteration."""
+    path = sch.state.stmt_path(consumer)
+    groups = [n for n in path if _rank(n) == 0]
+    if [n.id for n in path[:len(groups)]] != [n.id for n in groups]:
+        raise ScheduleError("add_prefetch: work-group loops must be the outermost loops")
+    rest = path[len(groups):]
+    keep = [n for n in rest if _rank(n) == 2 and n.name not in sweep]
+    items = [n for n in rest if _rank(n) == 1]
+    swept = [n for n in rest if _rank(n) == 2 and n.name in sweep]
+    wanted = keep + items + swept
+    if [n.id for n in wanted] != [n.id for n in rest]:
+        try:
+            sch.reorder(*[LoopHandle(n.id, n.name) for n in wanted])
+        except ScheduleError as e:
+            raise ScheduleError(f"add_prefetch: loops {', '.join(n.name for n in keep)} must "
+                                "move outside the work-item and swept loops to fetch once for "
+                                f"all of them: {e}") from None
+    outer = groups + keep
+    if not outer:
+        raise ScheduleError("add_prefetch: every loop around the instruction is swept; split a "
+                            "loop and keep its outer part out of sweep_inames")
+    return [sch.state.loop(n.id) for n in outer]  # type: ignore[misc]
+
+
+def _spread_over_items(sch: Schedule, consumer: str, ids: list[int]) -> None:
+    """Bind the copy loops, innermost first, to the work-item axes the consumer uses, splitting
+    a loop longer than the work-group on its axis."""
+    sizes: dict[str, int] = {}
+    for n in sch.state.stmt_path(consumer):
+        if _rank(n) == 1:
+            lo, hi = _loop_range(sch, n)
+            if lo is not None and hi is not None:
+                sizes[n.thread] = max(sizes.get(n.thread, 0), hi - lo + 1)  # type: ignore[index]
+    axes = [f"threadIdx.{a}" for a in _AXES if f"threadIdx.{a}" in sizes]
+    for loop_id, axis in zip(reversed(ids), axes):
+        node = sch.state.loop(loop_id)
+        assert node is not None
+        lo, hi = _loop_range(sch, node)
+        if lo is None or hi is None:
+            continue
+        h = LoopHandle(node.id, node.name)
+        if hi - lo + 1 > sizes[axis]:
+            h = sch.split(h, [None, sizes[axis]],
+                          names=[f"{node.name}_outer", f"{node.name}_inner"])[1]
+        sch.bind(h, axis)
+
+
+def _loop_range(sch: Schedule, node: LoopNode) -> tuple[int | None, int | None]:
+    los, his = zip(*(affine.value_range(sch.program, s, e) for s, e in node.exprs))
+    if None in los or None in his:
+        return None, None
+    return min(los), max(his)
+
+
 # program-level changes: a new reference program, the transformations replayed ---------------------
 
 def assume(knl: Any, assumptions: str) -> Any:
@@ -340,4 +439,5 @@ def _replay(knl: Any, history: Sequence[tuple[str, tuple, tuple]]) -> Any:
 TRANSFORMATIONS: dict[str, Callable[..., Any]] = {
     "split_iname": split_iname, "tag_inames": tag_inames, "rename_iname": rename_iname,
     "join_inames": join_inames, "assume": assume, "fix_parameters": fix_parameters,
+    "add_prefetch": add_prefetch,
 }

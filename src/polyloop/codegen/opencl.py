@@ -1,0 +1,169 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The OpenCL target: OpenCL C 1.2 kernels, one per launch of a ``DeviceProgram``.
+
+Global buffers are flat ``__global`` pointers indexed row-major (OpenCL C has no variable-length
+array types); 'shared' temporaries are ``__local`` arrays of the work-group, declared at kernel
+scope; 'local' temporaries are private arrays declared in the loop that owns them. Work-group
+and work-item loops read ``get_group_id``/``get_local_id``; barriers are
+``barrier(CLK_LOCAL_MEM_FENCE)`` (with ``CLK_GLOBAL_MEM_FENCE`` when a global buffer carries
+the dependence).
+"""
+from __future__ import annotations
+
+from ..errors import BuildError
+from ..ir.dtypes import DType
+from ..ir.expr import BinOpKind, Const, Expr, UnaryKind, binop
+from ..ir.loops import Barrier, For
+from ..ir.program import Buffer, BufferRole, MemScope
+from ..lower.launches import DeviceProgram, Launch
+from .cfamily import CFamilyPrinter
+from .tables import C_KEYWORDS
+from .writer import CodeWriter
+
+OPENCL_TYPES = {DType.BOOL: "bool", DType.INT32: "int", DType.INT64: "long",
+                DType.FLOAT32: "float", DType.FLOAT64: "double"}
+OPENCL_UNSIGNED_TYPES = {DType.INT32: "uint", DType.INT64: "ulong"}
+# OpenCL's math built-ins are overloaded on float and double.
+OPENCL_MATH_FUNCTIONS = {
+    (op, d): name
+    for op, name in ((UnaryKind.EXP, "exp"), (UnaryKind.LOG, "log"), (UnaryKind.SQRT, "sqrt"),
+                     (UnaryKind.TANH, "tanh"), (UnaryKind.FLOOR, "floor"),
+                     (UnaryKind.ABS, "fabs"))
+    for d in (DType.FLOAT32, DType.FLOAT64)
+} | {(UnaryKind.ABS, DType.INT32): "abs", (UnaryKind.ABS, DType.INT64): "abs"}
+OPENCL_INT_LIMITS = {DType.INT32: (-2**31, 2**31 - 1, "INT_MIN"),
+                     DType.INT64: (-2**63, 2**63 - 1, "LONG_MIN")}
+OPENCL_KEYWORDS = C_KEYWORDS | frozenset("""
+    kernel __kernel global __global local __local constant __constant private __private
+    read_only write_only half uchar ushort uint ulong size_t barrier get_group_id get_local_id
+    get_global_id get_num_groups get_local_size CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
+    INT_MIN LONG_MIN fmod copysign fabs exp log sqrt tanh floor abs""".split())
+INDEX_FUNCTIONS = {"blockIdx": "get_group_id", "threadIdx": "get_local_id"}
+ADDRESS_SPACES = {MemScope.GLOBAL: "__global ", MemScope.SHARED: "__local ", MemScope.LOCAL: ""}
+
+
+class OpenCLPrinter(CFamilyPrinter):
+    """One OpenCL kernel (a launch); tables and hooks over the C-family printer."""
+
+    target = "opencl"
+    types = OPENCL_TYPES
+    unsigned_types = OPENCL_UNSIGNED_TYPES
+    math_functions = OPENCL_MATH_FUNCTIONS
+    libm_suffix = {DType.FLOAT32: "", DType.FLOAT64: ""}
+    reserved = OPENCL_KEYWORDS | {"args", "params"}
+    kernel_prefix = "__kernel void "
+
+    def address_space(self, buffer: Buffer) -> str:
+        return ADDRESS_SPACES[buffer.scope]
+
+    def thread_index(self, loop: For) -> str:
+        kind, _, axis = (loop.thread or "").partition(".")
+        if kind not in INDEX_FUNCTIONS or axis not in "xyz" or not axis:
+            raise BuildError(f"loop '{loop.var}' is bound to {loop.thread!r}, which OpenCL cannot "
+                             "run; bind to blockIdx.x/y/z or threadIdx.x/y/z (tags g.N, l.N)")
+        return f"(long){INDEX_FUNCTIONS[kind]}({'xyz'.index(axis)})"
+
+    def barrier(self, node: Barrier) -> str:
+        if node.scope == "global":
+            return "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
+        return "barrier(CLK_LOCAL_MEM_FENCE)"
+
+    def _int_literal(self, c: Const) -> str:
+        lo, hi, min_name = OPENCL_INT_LIMITS[c.dtype]
+        v = int(c.value)
+        if not lo <= v <= hi:
+            raise BuildError(f"constant {v} does not fit in {c.dtype}")
+        if v == lo:
+            return min_name
+        return f"{v}L" if c.dtype is DType.INT64 and not -2**31 <= v < 2**31 else str(v)
+
+    def element(self, buffer: str, indices: tuple[Expr, ...]) -> str:
+        """Global buffers are flat: ``A[i * n + j]``; local and private arrays keep [i][j]."""
+        b = self.buffers.get(buffer)
+        if b is None or b.scope is not MemScope.GLOBAL or len(indices) < 2:
+            return super().element(buffer, indices)
+        if len(indices) != b.ndim:
+            raise BuildError(f"buffer '{buffer}' has {b.ndim} dimensions, accessed with "
+                             f"{len(indices)} indices in kernel '{self.kernel.name}'")
+        flat = indices[0]
+        for extent, index in zip(b.shape[1:], indices[1:]):
+            flat = binop(BinOpKind.ADD, binop(BinOpKind.MUL, flat, extent), index)
+        return f"{self.buffer_name(buffer)}[{self.expr(flat)}]"
+
+    def array_declaration(self, buffer: Buffer, *, align: int = 64) -> str:
+        dims = "".join(f"[{self.expr(s)}]" for s in buffer.shape) or "[1]"
+        return f"{self.address_space(buffer)}{self.type_name(buffer.dtype)} " \
+               f"{self.buffer_name(buffer.name)}{dims}"
+
+    def declare_local_temp(self, w: CodeWriter, buffer: Buffer) -> None:
+        _check_constant_shape(buffer, "private")
+        super().declare_local_temp(w, buffer)
+
+    def parameter(self, buffer: Buffer) -> str:
+        if buffer.dtype is DType.BOOL:
+            raise BuildError(f"argument '{buffer.name}' is a bool array, which OpenCL kernels "
+                             "cannot take; use int32 (0/1) instead")
+        const = "const " if buffer.role is BufferRole.INPUT else ""
+        return f"__global {const}{self.type_name(buffer.dtype)} *restrict " \
+               f"{self.buffer_name(buffer.name)}"
+
+    def emit_kernel(self, w: CodeWriter) -> None:
+        k = self.kernel
+        params = [self.parameter(b) for b in k.args]
+        params += [f"const long {self.param(p)}" for p in k.params]
+        with w.block(f"{self.kernel_prefix}{k.name}({', '.join(params) or 'void'})"):
+            for b in self.function_temps:
+                if b.scope is MemScope.GLOBAL:
+                    raise BuildError(f"temporary '{b.name}' of kernel '{k.name}' is global; "
+                                     "it should have been passed as a scratch argument")
+                _check_constant_shape(b, "local" if b.scope is MemScope.SHARED else "private")
+                w.statement(self.array_declaration(b))
+            if self.function_temps:
+                w.blank()
+            self.emit(w, k.body)
+
+
+def _check_constant_shape(buffer: Buffer, memory: str) -> None:
+    if not all(isinstance(s, Const) for s in buffer.shape):
+        raise BuildError(f"temporary '{buffer.name}' needs {memory} memory of constant size, "
+                         f"but its shape is {tuple(str(s) for s in buffer.shape)}; its footprint "
+                         "per iteration of the loop that holds it must be a box of constant "
+                         "size (split the loops by constants), or use scope 'global'")
+
+
+def generate_opencl(program: DeviceProgram) -> str:
+    """The OpenCL C source of all launches of a device program: notes, helpers, kernels."""
+    printers = [OpenCLPrinter(launch.kernel) for launch in program.launches]
+    kernels = CodeWriter()
+    for p in printers:
+        p.emit_kernel(kernels)
+        kernels.line()
+    w = CodeWriter()
+    w.comment(f"Program '{program.name}', generated by polyloop for the OpenCL target: "
+              f"{len(program.launches)} kernel(s), enqueued in order.")
+    for launch in program.launches:
+        w.comment(f"  {launch.kernel.name}: {_launch_text(launch)}")
+    for note in program.notes:
+        w.comment(note)
+    w.line()
+    prelude = CodeWriter()
+    if printers:
+        helpers = OpenCLPrinter(program.launches[0].kernel)
+        for p in printers:
+            helpers.helpers |= p.helpers
+        helpers.emit_prelude(prelude)
+    if "double" in kernels.text() or "double" in prelude.text():
+        w.line("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        w.line()
+    w.lines(prelude.text().splitlines())
+    w.lines(kernels.text().splitlines())
+    return w.text()
+
+
+def _launch_text(launch: Launch) -> str:
+    groups = ", ".join(str(g) for g in launch.groups)
+    items = ", ".join(str(i) for i in launch.items)
+    return f"work-groups ({groups}) of ({items}) work-items"
+
+
+__all__ = ["OpenCLPrinter", "generate_opencl"]

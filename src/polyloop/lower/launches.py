@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Lowering for GPU-style targets (OpenCL): a scheduled program -> a sequence of launches.
+
+Each top-level loop nest is one launch (a kernel enqueued after the previous one finished, so
+any dependence between nests is respected). Inside a launch, loops bound to ``blockIdx.*``
+(tags ``g.N``) enumerate work-groups and must enclose everything; loops bound to
+``threadIdx.*`` (``l.N``) are the work-items of a group. Work-group barriers are placed where
+exact dependences link different work-items (``poly.gpu.barrier_gaps``); statements outside a
+work-item loop of an axis the launch uses run on work-item 0 of that axis only. Temporaries
+used by several launches live in global scratch memory the host allocates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import count
+
+from ..errors import BuildError
+from ..ir.dtypes import DType
+from ..ir.expr import Const, Expr, loads
+from ..ir.loops import Barrier, Block, For, If, Kernel, LoopKind, Node, Store, iter_nodes
+from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from ..poly import deps as deps_mod
+from ..poly import gpu
+from ..poly.tree import LoopNode, Root, StmtNode, flat_schedule, path_to, statements_under
+from .lower import lower
+from .storage import place_temporaries
+
+BARRIER_BUFFER = "__barrier"
+AXES = gpu.AXES
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One kernel enqueue: the kernel, work-groups per axis (x, y, z; expressions of the size
+    parameters) and work-items per group per axis."""
+    kernel: Kernel
+    groups: tuple[Expr, Expr, Expr]
+    items: tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceProgram:
+    """Everything a GPU-style target generates and runs: the arguments, size parameters,
+    scratch buffers (global temporaries) and the launches, in order."""
+    name: str
+    args: tuple[Buffer, ...]
+    params: tuple[str, ...]
+    scratch: tuple[Buffer, ...]
+    launches: tuple[Launch, ...]
+    notes: tuple[str, ...] = ()
+
+
+def lower_device(program: Program, root: Root, *, name: str | None = None) -> DeviceProgram:
+    """The launches that run ``program`` in the order of the loop tree ``root``."""
+    base = name or program.name
+    program = _shared_temps_to_global(program, root)
+    launches: list[Launch] = []
+    scratch: dict[str, Buffer] = {}
+    notes: list[str] = []
+    for k, top in enumerate(root.children):
+        kname = base if len(root.children) == 1 else f"{base}_{k}"
+        launch = _launch(program, top, kname)
+        for b in launch.kernel.args:
+            if b.role is BufferRole.TEMP:
+                scratch.setdefault(b.name, b)
+        notes += [x for x in launch.kernel.notes if x not in notes]
+        launches.append(launch)
+    return DeviceProgram(launches[0].kernel.name if len(launches) == 1 else base,
+                         tuple(program.arg_buffers()), program.params, tuple(scratch.values()),
+                         tuple(launches), tuple(notes))
+
+
+def _shared_temps_to_global(program: Program, root: Root) -> Program:
+    """A temporary used by two launches cannot live in local or private memory."""
+    users: dict[str, set[int]] = {}
+    for k, top in enumerate(root.children):
+        for s in statements_under(top):
+            st = program.statement(s)
+            for b in {st.buffer} | {ld.buffer for ld in st.reads()}:
+                users.setdefault(b, set()).add(k)
+    buffers = tuple(replace(b, scope=MemScope.GLOBAL)
+                    if b.role is BufferRole.TEMP and len(users.get(b.name, ())) > 1 else b
+                    for b in program.buffers)
+    return program.replace(buffers=buffers)
+
+
+def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
+    names = set(statements_under(top)) if isinstance(top, LoopNode) else {top.statement}
+    sub = program.replace(statements=tuple(s for s in program.statements if s.name in names),
+                          nesting=())
+    tree = Root((top,))
+    groups, items = _sizes(sub, top)
+    # compact first: reusing one box in every iteration is what creates the barriers' work
+    sub, _, _ = place_temporaries(sub, tree)
+    tree, sub = _with_barriers(sub, tree)
+    kernel = lower(sub, tree, name=name)
+    body = _finish(kernel.body, items, groups)
+    scratch = tuple(b for b in kernel.temps if b.scope is MemScope.GLOBAL
+                    and b.name != BARRIER_BUFFER and _uses(kernel.body, b.name))
+    temps = tuple(b for b in kernel.temps if b.scope is not MemScope.GLOBAL)
+    kernel = Kernel(kernel.name, kernel.args + scratch, kernel.params, temps, body, kernel.notes)
+    return Launch(kernel, groups, items)
+
+
+def _sizes(program: Program, top: LoopNode | StmtNode) -> tuple[tuple[Expr, Expr, Expr],
+                                                                 tuple[int, int, int]]:
+    groups: dict[str, Expr] = {}
+    items: dict[str, int] = {}
+    if isinstance(top, LoopNode):
+        chain = [top]
+        while len(chain[-1].children) == 1 and isinstance(chain[-1].children[0], LoopNode):
+            chain.append(chain[-1].children[0])
+        on_chain = {n.id for n in chain}
+        seen_other = None
+        for n in chain:
+            if not gpu.is_group(n):
+                seen_other = seen_other or n
+            elif seen_other is not None:
+                raise BuildError(f"work-group loop '{n.name}' ({n.thread}) is inside loop "
+                                 f"'{seen_other.name}'; work-group loops (g.N) must be the "
+                                 "outermost loops of their nest")
+        for n in _all_loops(top):
+            if gpu.is_group(n) and n.id not in on_chain:
+                raise BuildError(f"work-group loop '{n.name}' ({n.thread}) is below a loop that "
+                                 "holds several statements; work-group loops (g.N) must enclose "
+                                 "their whole nest")
+            if gpu.is_group(n):
+                groups[n.thread[-1]] = gpu.group_count(program, n)  # type: ignore[index]
+            elif gpu.is_item(n):
+                axis = n.thread[-1]  # type: ignore[index]
+                items[axis] = max(items.get(axis, 1), gpu.item_count(program, n))
+    one = Const(1, DType.INT64, True)
+    return (tuple(groups.get(a, one) for a in AXES),  # type: ignore[return-value]
+            tuple(items.get(a, 1) for a in AXES))  # type: ignore[return-value]
+
+
+def _all_loops(n: LoopNode):
+    yield n
+    for c in n.children:
+        if isinstance(c, LoopNode):
+            yield from _all_loops(c)
+
+
+def _with_barriers(program: Program, tree: Root) -> tuple[Root, Program]:
+    fs = flat_schedule(program, tree)
+    deps = deps_mod.compute(program, fs)
+    gaps = gpu.barrier_gaps(program, tree, deps, fs)
+    if not gaps:
+        return tree, program
+    program = program.replace(buffers=program.buffers + (
+        Buffer(BARRIER_BUFFER, (), DType.BOOL, BufferRole.TEMP),))
+    # insert from the last gap of each loop backwards so that earlier indices stay valid
+    for k, gap in sorted(enumerate(gaps), key=lambda t: (t[1].loop or -1, -t[1].index)):
+        assert gap.loop is not None, "a launch has one top-level nest"
+        path = path_to(tree, gap.loop)
+        assert path is not None
+        name = f"{BARRIER_BUFFER}_{'g' if gap.global_memory else 'l'}{k}"
+        dom, iters = gpu.barrier_domain(program, path, name)
+        program = program.replace(statements=program.statements + (Statement(
+            name, iters, dom, BARRIER_BUFFER, (), Const(True, DType.BOOL)),))
+        tree = _insert(tree, path, name, iters, gap.index)
+    return tree, program
+
+
+def _insert(tree: Root, path: list[LoopNode], name: str, iters: tuple[str, ...],
+            index: int) -> Root:
+    ids = {n.id: k for k, n in enumerate(path)}
+    head = f"{name}[{', '.join(iters)}]"
+
+    def go(n):
+        if not isinstance(n, LoopNode) or n.id not in ids:
+            return n
+        k = ids[n.id]
+        exprs = n.exprs + ((name, f"{{ {head} -> [(t{k})] }}"),)
+        kids = tuple(go(c) for c in n.children)
+        if n.id == path[-1].id:
+            kids = kids[:index] + (StmtNode(name),) + kids[index:]
+        return replace(n, exprs=exprs, children=kids)
+    return Root(tuple(go(c) for c in tree.children))
+
+
+def _finish(body: Node, items: tuple[int, ...], groups: tuple[Expr, ...]) -> Node:
+    """Barrier statements become Barrier nodes; a store outside the work-item (or work-group)
+    loop of an axis the launch spreads over runs on index 0 of that axis only."""
+    wide = [f"threadIdx.{a}" for a, n in zip(AXES, items) if n > 1]
+    wide += [f"blockIdx.{a}" for a, g in zip(AXES, groups)
+             if not (isinstance(g, Const) and g.value == 1)]
+    fresh = count()
+
+    def go(n: Node, bound: frozenset[str]) -> Node:
+        if isinstance(n, Store):
+            if n.buffer == BARRIER_BUFFER:
+                return Barrier("global" if "__barrier_g" in n.statement else "local")
+            out: Node = n
+            for axis in reversed([a for a in wide if a not in bound]):
+                out = For(f"_single_{next(fresh)}", Const(0, DType.INT64, True),
+                          Const(1, DType.INT64, True), out, LoopKind.THREAD, thread=axis)
+            return out
+        if isinstance(n, For):
+            inner = bound | {n.thread} if n.thread else bound
+            return replace(n, body=go(n.body, inner))
+        if isinstance(n, If):
+            return If(n.cond, go(n.then, bound),
+                      None if n.otherwise is None else go(n.otherwise, bound))
+        if isinstance(n, Block):
+            return Block(tuple(go(c, bound) for c in n.body))
+        return n
+    return go(body, frozenset())
+
+
+def _uses(body: Node, buffer: str) -> bool:
+    for n in iter_nodes(body):
+        if isinstance(n, Store) and (n.buffer == buffer or any(
+                ld.buffer == buffer for e in (n.value, *n.indices) for ld in loads(e))):
+            return True
+    return False

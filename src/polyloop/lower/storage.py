@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where temporaries live, and how big they are.
+
+A 'shared' or 'local' temporary becomes the box of elements one iteration of its home loop
+touches (``poly.storage.compact``: constant-size footprint, no value flowing between
+iterations), with every index shifted to the box's corner. Otherwise it is kept whole at
+function scope (global memory), which is always correct; a note in the generated code says why.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.expr import BinOpKind, Const, Expr, Load, binop, rewrite, same
+from ..ir.dtypes import INDEX
+from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from ..ir.simplify import simplify
+from ..poly.storage import Compaction, compact
+from ..poly.tree import Root
+
+
+def place_temporaries(program: Program, root: Root
+                      ) -> tuple[Program, tuple[Buffer, ...], tuple[str, ...]]:
+    """The program with compacted temporaries, the temporaries, and notes for the reader."""
+    temps, notes = [], []
+    for b in program.buffers:
+        if b.role is not BufferRole.TEMP:
+            continue
+        if b.scope is MemScope.GLOBAL:
+            temps.append(b)
+            continue
+        result = compact(program, root, b.name)
+        if isinstance(result, str):
+            notes.append(f"temporary {b.name} (scope {b.scope.value}) is stored whole in global "
+                         f"memory: {result}")
+            temps.append(replace(b, scope=MemScope.GLOBAL))
+            program = _with_buffer(program, replace(b, scope=MemScope.GLOBAL))
+            continue
+        keep = tuple(d for d, n in enumerate(result.shape) if n > 1)   # others index 0
+        small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep))
+        program = _shifted(_with_buffer(program, small), result, keep)
+        temps.append(small)
+        where = f"one iteration of loop '{result.home}'" if result.home else "the program"
+        if not _same_shape(small.shape, b.shape):
+            box = "x".join(str(result.shape[d]) for d in keep) or "1"
+            notes.append(f"temporary {b.name} (scope {b.scope.value}) holds the {box} "
+                         f"elements used in {where}")
+    return program, tuple(temps), tuple(notes)
+
+
+def _with_buffer(program: Program, buffer: Buffer) -> Program:
+    return program.replace(buffers=tuple(buffer if b.name == buffer.name else b
+                                         for b in program.buffers))
+
+
+def _same_shape(a: tuple[Expr, ...], b: tuple[Expr, ...]) -> bool:
+    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+def _shift(indices: tuple[Expr, ...], corner: tuple[Expr, ...],
+           keep: tuple[int, ...]) -> tuple[Expr, ...]:
+    return tuple(simplify(binop(BinOpKind.SUB, indices[d], corner[d])) for d in keep)
+
+
+def _shifted(program: Program, c: Compaction, keep: tuple[int, ...]) -> Program:
+    out = []
+    for s in program.statements:
+        corner = c.offsets.get(s.name)
+        if corner is None:
+            out.append(s)
+            continue
+
+        def fn(e: Expr, corner=corner) -> Expr | None:
+            if isinstance(e, Load) and e.buffer == c.buffer:
+                return Load(e.buffer, _shift(e.indices, corner, keep), e.dtype, e.weak)
+            return None
+        idx = _shift(s.indices, corner, keep) if s.buffer == c.buffer else s.indices
+        out.append(Statement(s.name, s.iters, s.domain, s.buffer, idx, rewrite(s.value, fn),
+                             s.reduction, s.block, s.is_init))
+    return program.replace(statements=tuple(out))

@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GPU questions about a scheduled loop tree, answered exactly with isl.
+
+A launch runs one top-level nest: loops bound to ``blockIdx.*`` are work-groups, loops bound to
+``threadIdx.*`` are the work-items of a group, running in parallel. Between work-items, only a
+barrier orders memory accesses. ``barrier_gaps`` finds where barriers are needed: wherever a
+dependence links two statement instances run by different work-items of one group (no missing
+barriers), and nowhere else (no needless ones). The other functions measure launch sizes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..errors import BuildError
+from ..ir.expr import Expr
+from ..ir.program import Program
+from ..ir.simplify import simplify
+from .access import domain
+from .affine import prefix_map, value_range
+from .deps import Dependence
+from .isl_util import map_, params_prefix
+from .legality import carried_at
+from .regions import pw_aff_to_expr
+from .tree import LoopNode, Node, Root, StmtNode, loop_position, statements_under
+
+AXES = ("x", "y", "z")
+
+
+def is_group(n: LoopNode) -> bool:
+    return n.thread is not None and n.thread.startswith("blockIdx.")
+
+
+def is_item(n: LoopNode) -> bool:
+    return n.thread is not None and n.thread.startswith("threadIdx.")
+
+
+def statement_paths(root: Root) -> dict[str, list[LoopNode]]:
+    """Statement -> the loops around it, outermost first."""
+    out: dict[str, list[LoopNode]] = {}
+
+    def go(n: Node | Root, acc: list[LoopNode]) -> None:
+        if isinstance(n, StmtNode):
+            out[n.statement] = acc
+            return
+        here = acc + [n] if isinstance(n, LoopNode) else acc
+        for c in n.children:
+            go(c, here)
+    go(root, [])
+    return out
+
+
+def _full(program: Program, text: str) -> isl.Map:
+    if not text.lstrip().startswith("["):
+        text = params_prefix(program.params) + text
+    return map_(text)
+
+
+def _align(a, b):
+    return a.align_params(b.get_space())
+
+
+def item_map(program: Program, path: list[LoopNode], stmt: str) -> isl.Map:
+    """``S[...] -> [x, y, z]``: the work-item index that runs each instance (0 on axes without
+    a work-item loop)."""
+    s = program.statement(stmt)
+    head = f"{{ {s.name}[{', '.join(s.iters)}] -> "
+    m = None
+    for axis in AXES:
+        loops = [n for n in path if n.thread == f"threadIdx.{axis}"]
+        piece = _full(program, loops[0].expr(stmt)) if loops else _full(program, head + "[0] }")
+        m = piece if m is None else _align(m, piece).flat_range_product(_align(piece, m))
+    assert m is not None
+    return m.intersect_domain(_align(domain(program, s), m))
+
+
+def _equal_prefix(schedule: dict[str, isl.Map], rel: isl.Map, source: str, sink: str,
+                  n: int) -> isl.Map:
+    """The pairs of ``rel`` whose schedule values agree on the first ``n`` dimensions."""
+    a, b = schedule[source], schedule[sink]
+    dims = a.dim(isl.dim_type.out)
+    eq = isl.Map.universe(isl.Space.alloc(a.get_ctx(), 0, dims, dims))
+    for k in range(n):
+        eq = eq.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+    pairs = a.apply_range(_align(eq, a)).apply_range(b.reverse())
+    return rel.intersect(_align(pairs, rel))
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """A barrier among the children of ``loop`` (None: the launch's top level), before child
+    ``index`` (``index == len(children)``: at the end of the body). ``global_memory``: some
+    dependence it orders goes through a global buffer."""
+    loop: int | None
+    index: int
+    global_memory: bool
+
+
+def _cross_items(program: Program, paths: dict[str, list[LoopNode]],
+                 d: Dependence) -> isl.Map:
+    src = item_map(program, paths[d.source], d.source)
+    snk = item_map(program, paths[d.sink], d.sink)
+    same = _align(src, snk).apply_range(_align(snk, src).reverse())
+    return d.relation.subtract(_align(same, d.relation))
+
+
+def barrier_gaps(program: Program, root: Root, deps: tuple[Dependence, ...],
+                 schedule: dict[str, isl.Map]) -> list[Gap]:
+    """Where one launch (``root`` has one top-level nest) needs work-group barriers."""
+    paths = statement_paths(root)
+    cross = []
+    for d in deps:
+        if d.source in paths and d.sink in paths:
+            x = _cross_items(program, paths, d)
+            if not x.is_empty():
+                cross.append((d, x))
+    if not cross:
+        return []
+    out: list[Gap] = []
+    for node, depth in _group_level(root):
+        out += _gaps_at(program, root, node, depth, cross, schedule)
+    return out
+
+
+def _group_level(root: Root) -> list[tuple[LoopNode | Root, int]]:
+    """The nodes whose children run in sequence for the whole group: the root and every loop
+    that is neither a work-item loop nor inside one."""
+    out: list[tuple[LoopNode | Root, int]] = [(root, 0)]
+
+    def go(n: LoopNode) -> None:
+        if is_item(n):
+            return
+        out.append((n, 0))
+        for c in n.children:
+            if isinstance(c, LoopNode):
+                go(c)
+    for c in root.children:
+        if isinstance(c, LoopNode):
+            go(c)
+    return out
+
+
+def _gaps_at(program: Program, root: Root, node: LoopNode | Root, _: int,
+             cross: list[tuple[Dependence, isl.Map]],
+             schedule: dict[str, isl.Map]) -> list[Gap]:
+    kids = node.children
+    where = {s: k for k, c in enumerate(kids) for s in statements_under(c)}
+    loop_id = node.id if isinstance(node, LoopNode) else None
+    n_equal = loop_position(root, node.id) + 1 if isinstance(node, LoopNode) else 0
+    linear: list[tuple[int, int, bool]] = []
+    wrap: list[tuple[int, int, bool]] = []
+    for d, x in cross:
+        if d.source not in where or d.sink not in where:
+            continue
+        i, j = where[d.source], where[d.sink]
+        glob = program.buffer(d.buffer).scope.value == "global"
+        same = _equal_prefix(schedule, x, d.source, d.sink, n_equal)
+        if not same.is_empty():
+            if i == j:
+                if isinstance(kids[i], LoopNode) and is_item(kids[i]):
+                    _inside_items(kids[i], d)
+            else:
+                linear.append((i + 1, j, glob))
+        if isinstance(node, LoopNode) and not is_group(node):
+            carried = carried_at(schedule, d, loop_position(root, node.id))
+            if not carried.intersect(_align(x, carried)).is_empty():
+                wrap.append((i + 1, j, glob))
+    chosen: dict[int, bool] = {}
+    for lo, hi, glob in sorted(linear, key=lambda t: t[1]):
+        hit = [g for g in chosen if lo <= g <= hi]
+        if hit:
+            chosen[hit[0]] = chosen[hit[0]] or glob
+        else:
+            chosen[hi] = glob
+    for lo, hi, glob in wrap:
+        hit = [g for g in chosen if g >= lo or g <= hi]
+        if hit:
+            chosen[hit[0]] = chosen[hit[0]] or glob
+        else:
+            chosen[len(kids)] = glob
+    return [Gap(loop_id, g, glob) for g, glob in sorted(chosen.items())]
+
+
+def _inside_items(child: LoopNode, d: Dependence) -> None:
+    """Two work-items linked inside one work-item region could only be ordered by a barrier
+    inside it, where work-items may have left: refuse."""
+    name = child.name
+    raise BuildError(f"{d.kind.value} dependence {d.source} -> {d.sink} on '{d.buffer}' links "
+                     f"different work-items inside loop '{name}' (a work-item loop or a loop "
+                     "under one), where no barrier can order them; move the sequential loops "
+                     "that carry it outside the work-item loops")
+
+
+def barrier_domain(program: Program, path: list[LoopNode], name: str) -> tuple[str, tuple[str, ...]]:
+    """The domain of a barrier placed among the children of ``path[-1]``: every iteration of
+    the loops of ``path`` that runs some statement below it. Returns (domain text, iterators)."""
+    iters = tuple(f"t{k}" for k in range(len(path)))
+    region = None
+    below = statements_under(path[-1]) if path else []
+    for s in below:
+        r = prefix_map(program, s, [n.expr(s) for n in path]).range()
+        region = r if region is None else _align(region, r).union(_align(r, region))
+    assert region is not None
+    region = region.coalesce().set_tuple_name(name)
+    for k, it in enumerate(iters):
+        region = region.set_dim_name(isl.dim_type.set, k, it)
+    return str(region), iters
+
+
+def group_count(program: Program, node: LoopNode) -> Expr:
+    """How many values the loop takes at most (the number of work-groups on its axis), as an
+    expression of the size parameters."""
+    lo = hi = None
+    for s in statements_under(node):
+        img = _full(program, node.expr(s)).intersect_domain(
+            _align(domain(program, program.statement(s)), _full(program, node.expr(s)))).range()
+        a, b = img.dim_min(0), img.dim_max(0)
+        lo = a if lo is None else _align(lo, a).min(_align(a, lo))
+        hi = b if hi is None else _align(hi, b).max(_align(b, hi))
+    assert lo is not None and hi is not None
+    ext = _align(hi, lo).sub(_align(lo, hi)).add_constant_val(isl.Val(1)).coalesce()
+    return simplify(pw_aff_to_expr(ext, [], f"the extent of loop '{node.name}'",
+                                   upper_bound=True))
+
+
+def item_count(program: Program, node: LoopNode) -> int:
+    """The number of values of a work-item loop, which must be a constant."""
+    los, his = [], []
+    for s in statements_under(node):
+        lo, hi = value_range(program, s, node.expr(s))
+        los.append(lo)
+        his.append(hi)
+    if None in los or None in his:
+        raise BuildError(f"work-item loop '{node.name}' ({node.thread}) has no constant extent; "
+                         "split the loop by a constant and bind (or tag l.N) the inner loop")
+    return max(his) - min(los) + 1  # type: ignore[type-var,operator]
+
+
+def loop_upper_bound(program: Program, stmt: str, expr: str) -> Expr:
+    """One past the largest value a loop expression takes for ``stmt``, as an expression of
+    the size parameters."""
+    m = _full(program, expr)
+    img = m.intersect_domain(_align(domain(program, program.statement(stmt)), m)).range()
+    hi = img.dim_max(0).add_constant_val(isl.Val(1)).coalesce()
+    return simplify(pw_aff_to_expr(hi, [], "a loop bound", upper_bound=True))

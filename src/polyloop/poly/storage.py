@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Storage compaction: can a temporary be a small array reused by every iteration of a loop?
+
+A temporary of scope 'shared' (a work-group's local memory) or 'local' (private memory) is
+needed whole only when values flow between iterations of the loops around its uses. When, for
+each iteration of its *home* loop (the innermost loop around all its accesses), the elements
+accessed fit in a box of constant size and every value read was written in the same iteration
+(exact dataflow), the temporary can be that box, shifted to the iteration's corner.
+
+>>> # compact(program, root, "A_shared") -> Compaction(shape=(16, 16), ...) or a reason string
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..ir.expr import Expr
+from ..ir.loops import LoopKind
+from ..ir.program import MemScope, Program
+from ..ir.simplify import simplify
+from .access import accesses, domain
+from .affine import prefix_map
+from .dataflow import flow
+from .gpu import is_item, statement_paths
+from .regions import pw_aff_to_expr
+from .tree import LoopNode, Root, flat_schedule
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """The compacted shape and, per statement, the corner of the box it accesses (an
+    expression of the statement's iterators) to subtract from each index."""
+    buffer: str
+    home: str | None                           # the home loop's name, None: the whole program
+    shape: tuple[int, ...]
+    offsets: dict[str, tuple[Expr, ...]]
+
+
+def _align(a, b):
+    return a.align_params(b.get_space())
+
+
+def _key_loops(program: Program, paths: dict[str, list[LoopNode]], stmts: list[str],
+               scope: MemScope) -> list[LoopNode] | str:
+    common = paths[stmts[0]]
+    for s in stmts[1:]:
+        p = paths[s]
+        k = 0
+        while k < min(len(common), len(p)) and common[k].id == p[k].id:
+            k += 1
+        common = common[:k]
+    if scope is MemScope.SHARED:
+        # a work-group's memory is shared by its work-items: one box for all of them
+        cut = next((k for k, n in enumerate(common) if is_item(n)), len(common))
+        common = common[:cut]
+        parallel = [n.name for n in common if n.kind is LoopKind.PARALLEL]
+        if parallel:
+            return (f"it is shared by the threads of parallel loop '{parallel[0]}'; scope "
+                    "'local' gives each thread its own copy")
+    else:
+        for s in stmts:
+            outside = [n.name for n in paths[s][len(common):] if is_item(n)]
+            if outside:
+                return (f"work-item loop '{outside[0]}' is inside its home loop, so private "
+                        "memory cannot hold what different work-items exchange")
+    return common
+
+
+def _key_map(program: Program, stmt: str, key: list[LoopNode]) -> isl.Map:
+    if key:
+        return prefix_map(program, stmt, [n.expr(stmt) for n in key])
+    s = program.statement(stmt)
+    pre = f"[{', '.join(program.params)}] -> " if program.params else ""
+    return isl.Map(f"{pre}{{ {s.name}[{', '.join(s.iters)}] -> [] }}").intersect_domain(
+        domain(program, s))
+
+
+def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
+    """The compaction of ``buffer`` under the loop tree ``root``, or why there is none."""
+    scope = program.buffer(buffer).scope
+    acc = [a for a in accesses(program) if a.buffer == buffer]
+    if not acc:
+        return "it is never accessed"
+    if not all(a.exact for a in acc):
+        return "an index is not affine"
+    paths = statement_paths(root)
+    stmts = list(dict.fromkeys(a.statement for a in acc))
+    key = _key_loops(program, paths, stmts, scope)
+    if isinstance(key, str):
+        return key
+    keys = {s: _key_map(program, s, key) for s in stmts}
+    reason = _values_stay(program, root, buffer, keys)
+    if reason:
+        return reason
+    footprint = None
+    for a in acc:
+        f = keys[a.statement].reverse().apply_range(_align(a.relation, keys[a.statement]))
+        footprint = f if footprint is None else _align(footprint, f).union(_align(f, footprint))
+    assert footprint is not None
+    footprint = footprint.coalesce()
+    nd = footprint.dim(isl.dim_type.out)
+    shape, corners = [], []
+    for d in range(nd):
+        fd = footprint.project_out(isl.dim_type.out, d + 1, nd - d - 1).project_out(
+            isl.dim_type.out, 0, d)
+        corner = fd.lexmin().coalesce()
+        width = fd.sum(_align(corner, fd).neg()).range()
+        # the largest width over all parameter values: a constant when the box has one
+        width = width.project_out(isl.dim_type.param, 0, width.dim(isl.dim_type.param))
+        if width.is_empty() or not width.is_bounded():
+            return f"its footprint in dimension {d} has no constant size"
+        hi = width.dim_max(0)
+        vals = {a.get_constant_val().to_python() for _, a in hi.get_pieces()} \
+            if hi.is_cst() else set()
+        if len(vals) != 1:
+            return f"its footprint in dimension {d} has no constant size"
+        shape.append(vals.pop() + 1)
+        corners.append(isl.PwMultiAff.from_map(corner).get_pw_aff(0))
+    offsets = {}
+    for s in stmts:
+        st = program.statement(s)
+        pma = isl.PwMultiAff.from_map(keys[s])
+        per_dim = []
+        for c in corners:
+            off = _align(c, pma).pullback_pw_multi_aff(_align(pma, c)).coalesce()
+            off = off.gist(_align(keys[s].domain(), off))
+            try:
+                per_dim.append(simplify(pw_aff_to_expr(off, st.iters, "a footprint corner")))
+            except Exception:
+                return f"the corner of its footprint is piecewise for '{s}' ({off})"
+        offsets[s] = tuple(per_dim)
+    return Compaction(buffer, key[-1].name if key else None, tuple(shape), offsets)
+
+
+def _values_stay(program: Program, root: Root, buffer: str,
+                 keys: dict[str, isl.Map]) -> str | None:
+    """None when every value read from ``buffer`` was written in the same key iteration."""
+    deps, _ = flow(program, flat_schedule(program, root), buffer)
+    if deps is None or deps.is_empty():
+        return None
+    same = None
+    for s, ks in keys.items():
+        for t, kt in keys.items():
+            m = _align(ks, kt).apply_range(_align(kt, ks).reverse())
+            u = isl.UnionMap.from_map(m)
+            same = u if same is None else same.union(u)
+    assert same is not None
+    if deps.is_subset(same.align_params(deps.get_space())):
+        return None
+    return "a value written in one iteration of its home loop is read in another"
+
+
+def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str, name: str,
+                 outer: list[str], dims: list[str]) -> str:
+    """The domain of a prefetch: for each value of the consumers' outer loops (``consumers``
+    maps a statement to its outer loop expressions), the elements of ``buffer`` it reads:
+    ``name[outer..., dims...]``."""
+    region = None
+    for stmt, exprs in consumers.items():
+        key = prefix_map(program, stmt, exprs)
+        for a in accesses(program):
+            if a.statement == stmt and a.buffer == buffer and not a.is_write:
+                f = key.reverse().apply_range(_align(a.relation, key))
+                region = f if region is None else _align(region, f).union(_align(f, region))
+    if region is None:
+        raise ValueError(f"no statement reads {buffer}")
+    s = region.coalesce().wrap().flatten().set_tuple_name(name)
+    for k, it in enumerate(outer + dims):
+        s = s.set_dim_name(isl.dim_type.set, k, it)
+    return str(s)
+
+
+def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
+    """Loop expressions for the copy dimensions of a prefetch whose domain is
+    ``P[outer..., dims...]``: each dimension counted from the corner of the box fetched for the
+    outer values (``{ P[io, x0] -> [(x0 - 16*io)] }``), so the loops have constant extents."""
+    dom = isl.Set(domain_text)
+    n = dom.dim(isl.dim_type.set)
+    name = dom.get_tuple_name()
+    names = [dom.get_dim_name(isl.dim_type.set, j) for j in range(n)]
+    params = [dom.get_dim_name(isl.dim_type.param, j) for j in range(dom.dim(isl.dim_type.param))]
+    pre = f"[{', '.join(params)}] -> " if params else ""
+    head = f"{pre}{{ {name}[{', '.join(names)}] -> "
+    outer = isl.Map(head + f"[{', '.join(names[:n_outer])}] }}").intersect_domain(dom)
+    by_outer = outer.reverse().apply_range(
+        isl.Map(head + f"[{', '.join(names[n_outer:])}] }}").intersect_domain(dom))
+    out = []
+    for k in range(n - n_outer):
+        mk = by_outer.project_out(isl.dim_type.out, k + 1, n - n_outer - k - 1).project_out(
+            isl.dim_type.out, 0, k)
+        corner = outer.apply_range(mk.lexmin())
+        x = isl.Map(head + f"[{names[n_outer + k]}] }}").intersect_domain(dom)
+        out.append(str(x.sum(_align(corner, x).neg()).coalesce()))
+    return out

@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: Apache-2.0
+"""OpenCL modules: build a program with PyOpenCL, enqueue its launches on NumPy (or PyOpenCL)
+arrays. Calls work like the C target's: positional or by name, size parameters inferred from
+shapes, outputs not passed are returned (one array, or a tuple in argument order).
+
+PyOpenCL is optional (the ``opencl`` extra) and imported only here, when a module is built.
+Without a usable platform, building raises a BuildError saying how to install one.
+
+>>> mod = OpenCLModule(source, entry="k", args=..., params=("n",), scratch=(),
+...                    launches=(LaunchSpec("k", groups, (128, 1, 1), ("a", "out")),))  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import config
+from ..errors import ArgumentError, BuildError, PolyloopError
+from ..ir.expr import Expr
+from ..ir.program import Buffer, BufferRole
+from .binding import Binder
+from .module import signature_to_str
+from .shapes import evaluate
+
+INSTALL_HINT = ("install one with `pip install pyopencl pocl-binary-distribution` (PoCL, an "
+                "OpenCL platform for the CPU; also the `polyloop[opencl]` extra) or the system "
+                "package pocl-opencl-icd")
+_DEFAULT: dict[str, Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """One kernel enqueue: its name, work-groups per axis (x, y, z; expressions of the size
+    parameters), work-items per group per axis, and the buffers it takes, in order (the size
+    parameters follow them)."""
+    kernel: str
+    groups: tuple[Expr, Expr, Expr]
+    items: tuple[int, int, int]
+    buffers: tuple[str, ...]
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError:
+        raise BuildError("the OpenCL target needs PyOpenCL and an OpenCL platform; "
+                         + INSTALL_HINT) from None
+    return cl
+
+
+def default_queue():
+    """A command queue on the first OpenCL device, created once per process."""
+    if "queue" not in _DEFAULT:
+        cl = _cl()
+        try:
+            platforms = cl.get_platforms()
+        except cl.Error:
+            platforms = []
+        devices = [d for p in platforms for d in p.get_devices()]
+        if not devices:
+            raise BuildError("no OpenCL platform with a device was found; " + INSTALL_HINT)
+        ctx = cl.Context([devices[0]])
+        _DEFAULT["queue"] = cl.CommandQueue(ctx)
+    return _DEFAULT["queue"]
+
+
+def platform_available() -> tuple[bool, str]:
+    """(True, device description) when OpenCL can run here, else (False, why not)."""
+    try:
+        q = default_queue()
+    except BuildError as e:
+        return False, str(e)
+    d = q.device
+    return True, f"{d.platform.name} / {d.name}"
+
+
+def _source_path(source: str) -> str:
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    folder = config.CONFIG.cache_dir / "opencl"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{digest}.cl"
+    if not path.exists():
+        path.write_text(source)
+    return str(path)
+
+
+class OpenCLModule:
+    """An OpenCL program callable on NumPy arrays (PyOpenCL arrays are accepted too)."""
+
+    def __init__(self, source: str, *, entry: str, args: tuple[Buffer, ...],
+                 params: tuple[str, ...], scratch: tuple[Buffer, ...],
+                 launches: tuple[LaunchSpec, ...], queue: Any = None) -> None:
+        cl = _cl()
+        self.source = source
+        self.entry = entry
+        self.args = tuple(args)
+        self.params = tuple(params)
+        self.scratch = tuple(scratch)
+        self.launches = tuple(launches)
+        self.target = "opencl"
+        self.queue = queue if queue is not None else default_queue()
+        self.signature = signature_to_str(entry, self.args)
+        self._binder = Binder(entry, self.args, self.params)
+        try:
+            self.program = cl.Program(self.queue.context, source).build()
+        except cl.Error as e:
+            raise BuildError(f"the OpenCL compiler rejected the generated code of '{entry}' "
+                             f"(source written to {_source_path(source)}):\n{e}") from None
+        self._kernels = {spec.kernel: getattr(self.program, spec.kernel) for spec in launches}
+
+    def __repr__(self) -> str:
+        d = self.queue.device
+        return f"<OpenCLModule {self.signature} on {d.name.strip()}>"
+
+    # calls ----------------------------------------------------------------------------------------
+    def __call__(self, *positional: object, **named: object) -> object:
+        outputs, _ = self._run(positional, named)
+        return outputs
+
+    def _run(self, positional: tuple, named: dict) -> tuple[object, float]:
+        cl = _cl()
+        host, device_given = self._split(positional, named)
+        arrays, _, plan = self._binder.bind(*host)
+        env = dict(zip(self.params, (int(v) for v in plan.params)))
+        ctx, queue = self.queue.context, self.queue
+        buffers: dict[str, Any] = {}
+        for slot, a in zip(self._binder.slots, arrays):
+            if slot.name in device_given:
+                buffers[slot.name] = device_given[slot.name].base_data
+                continue
+            flags = cl.mem_flags.READ_WRITE
+            if slot.buffer.role is not BufferRole.OUTPUT and a.nbytes:
+                buffers[slot.name] = cl.Buffer(ctx, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+            else:
+                buffers[slot.name] = cl.Buffer(ctx, flags, size=max(a.nbytes, 1))
+        for b in self.scratch:
+            size = int(np.prod([evaluate(d, env) for d in b.shape])) * b.dtype.itemsize
+            buffers[b.name] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=max(size, 1))
+        start = time.perf_counter()
+        for spec in self.launches:
+            groups = [evaluate(g, env) for g in spec.groups]
+            if min(groups) <= 0:
+                continue
+            kernel = self._kernels[spec.kernel]
+            kernel.set_args(*[buffers[n] for n in spec.buffers],
+                            *[np.int64(env[p]) for p in self.params])
+            cl.enqueue_nd_range_kernel(queue, kernel,
+                                       tuple(g * i for g, i in zip(groups, spec.items)),
+                                       spec.items)
+        for slot, a in zip(self._binder.slots, arrays):
+            if slot.written and slot.name not in device_given and a.nbytes:
+                cl.enqueue_copy(queue, a, buffers[slot.name])
+        queue.finish()
+        elapsed = time.perf_counter() - start
+        allocations = plan.allocations
+        if not allocations:
+            return None, elapsed
+        if len(allocations) == 1:
+            return arrays[allocations[0][0]], elapsed
+        return tuple(arrays[i] for i, _ in allocations), elapsed
+
+    def _split(self, positional: tuple, named: dict) -> tuple[tuple[tuple, dict], dict]:
+        """PyOpenCL arrays stand in for NumPy arrays of their shape during argument checks;
+        the kernel then uses their device memory directly."""
+        names = [b.name for b in self.args]
+        device: dict[str, Any] = {}
+
+        def host(name: str, value: object) -> object:
+            if type(value).__module__.startswith("pyopencl") and hasattr(value, "base_data"):
+                if value.context != self.queue.context:  # type: ignore[attr-defined]
+                    raise ArgumentError(f"argument '{name}' of {self.entry}() lives on another "
+                                        "OpenCL context; build with queue= on its queue")
+                if not value.flags.c_contiguous or value.offset:  # type: ignore[attr-defined]
+                    raise ArgumentError(f"argument '{name}' of {self.entry}() must be a "
+                                        "C-contiguous PyOpenCL array without offset")
+                device[name] = value
+                return np.empty(value.shape, value.dtype)  # type: ignore[attr-defined]
+            return value
+        pos = tuple(host(names[k] if k < len(names) else str(k), v)
+                    for k, v in enumerate(positional))
+        nam = {k: host(k, v) for k, v in named.items()}
+        return (pos, nam), device
+
+    def benchmark(self, *positional: object, repeat: int = 10, warmup: int = 2,
+                  **named: object) -> float:
+        """Median seconds of the launches of one call (transfers excluded), over ``repeat``."""
+        if repeat < 1 or warmup < 0:
+            raise PolyloopError(f"benchmark() needs repeat >= 1 and warmup >= 0, got "
+                                f"repeat={repeat}, warmup={warmup}")
+        for _ in range(warmup):
+            self._run(positional, dict(named))
+        return statistics.median(self._run(positional, dict(named))[1] for _ in range(repeat))

@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The prefetch rewrite behind ``pl.add_prefetch``: copy what a statement reads from a buffer,
+for each iteration of its outer loops, into a 'shared' temporary it then reads instead.
+
+Unlike ``cache_read`` + ``compute_at`` (each element copied once, where first needed), the copy
+is redundant on purpose: every iteration of the outer loops (every work-group, every tile of a
+sequential loop) fetches its own box, which is what lets the copy live in a work-group's local
+memory. The temporary is indexed by the outer loop values too, so the rewritten program means
+the same whatever the storage; lowering compacts it to one box (``poly.storage``).
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..ir.expr import Expr, Load, Var, rewrite
+from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from ..poly import affine, regions, storage
+from ..poly.gpu import loop_upper_bound
+from ..poly.tree import LoopNode, StmtNode, statements_under
+from .state import State, add_exprs, insert_children, rebase, verify
+
+
+def _fresh(program: Program, base: str) -> str:
+    taken = {b.name for b in program.buffers} | {s.name for s in program.statements}
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
+             name: str | None = None, dim_names: list[str] | None = None
+             ) -> tuple[State, str, list[int]]:
+    """Fetch the elements of ``buffer`` that ``consumer`` reads, at the start of each iteration
+    of the innermost loop of ``outer`` (the consumer's outer loops). Returns the new state, the
+    name of the temporary (and copy statement) and the ids of the copy's own loops."""
+    program = state.program
+    src = program.buffer(buffer)
+    stmt = program.statement(consumer)
+    top = state.root.children.index(next(c for c in state.root.children
+                                         if consumer in statements_under(c)))
+    inside = set(statements_under(state.root.children[top]))
+    writers = sorted({s.name for s in program.statements if s.buffer == buffer} & inside)
+    if writers:
+        raise ScheduleError(f"add_prefetch: '{buffer}' is written by {', '.join(writers)} in "
+                            f"the loop nest of '{consumer}'; a copy would go stale")
+    fname = name or _fresh(program, f"{buffer}_fetch")
+    o_names = [f"{n.name}_{fname}" if n.name in program.params else n.name for n in outer]
+    dims = list(dim_names or [f"{buffer}_dim_{k}" for k in range(src.ndim)])
+    if len(dims) != src.ndim or len(set(dims + o_names)) != len(dims + o_names):
+        raise ScheduleError(f"add_prefetch: dim_arg_names must be {src.ndim} new names")
+    exprs = [n.expr(consumer) for n in outer]
+    extents = []
+    for n, e in zip(outer, exprs):
+        lo, hi = affine.value_range(program, consumer, e)
+        if lo is not None and lo < 0:
+            raise ScheduleError(f"add_prefetch: loop '{n.name}' takes negative values")
+        extents.append(loop_upper_bound(program, consumer, e))
+    dom = storage.fetch_domain(program, {consumer: exprs}, buffer, fname, o_names, dims)
+    temp = Buffer(fname, tuple(extents) + src.shape, src.dtype, BufferRole.TEMP,
+                  MemScope.SHARED)
+    copy = Statement(fname, tuple(o_names + dims), dom, fname,
+                     tuple(Var(x) for x in o_names + dims),
+                     Load(buffer, tuple(Var(x) for x in dims), src.dtype), block=fname)
+    values = [regions.loop_value_expr(program, consumer, e) for e in exprs]
+
+    def redirect(e: Expr) -> Expr | None:
+        if isinstance(e, Load) and e.buffer == buffer:
+            return Load(fname, tuple(values) + e.indices, e.dtype, e.weak)
+        return None
+    new_stmt = Statement(stmt.name, stmt.iters, stmt.domain, stmt.buffer, stmt.indices,
+                         rewrite(stmt.value, redirect), stmt.reduction, stmt.block, stmt.is_init)
+    statements = []
+    for s in program.statements:
+        if s.name == consumer:
+            statements += [copy, new_stmt]
+        else:
+            statements.append(s)
+    new_program = program.replace(statements=tuple(statements),
+                                  buffers=program.buffers + (temp,), nesting=())
+    head = f"{fname}[{', '.join(o_names + dims)}]"
+    root = add_exprs(state.root, {n.id: ((fname, f"{{ {head} -> [({o})] }}"),)
+                                  for n, o in zip(outer, o_names)})
+    loop_exprs = storage.fetch_loop_exprs(dom, len(outer))
+    nid = state.next_id
+    ids = list(range(nid, nid + len(dims)))
+    nest: LoopNode | StmtNode = StmtNode(fname)
+    for k in reversed(range(len(dims))):
+        nest = LoopNode(ids[k], dims[k], ((fname, loop_exprs[k]),), (nest,))
+    root = insert_children(root, outer[-1].id, (nest,), index=0)
+    new = rebase(state.with_root(root, nid + len(dims)), new_program, root)
+    verify(new, "add_prefetch")
+    return new, fname, ids
