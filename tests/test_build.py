@@ -167,6 +167,9 @@ def test_a_size_only_outputs_mention_is_passed_by_name():
     out = mod(n=11)
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, np.arange(11) * 3 - 1)
+    filled = poisoned((6,), "int64")          # or bound from the output's shape
+    assert mod(filled) is None
+    np.testing.assert_array_equal(filled, np.arange(6) * 3 - 1)
 
 
 def test_shapes_affine_in_a_size_parameter(rng):

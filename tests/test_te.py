@@ -265,6 +265,29 @@ def test_reversal_and_shifted_reads(rng):
     np.testing.assert_array_equal(pl.build(R)(a), a[:0:-1] - a[:-1])
 
 
+def test_concatenation_through_guarded_reads(rng):
+    n, m = pl.var("n"), pl.var("m")
+    A = pl.placeholder((n,), "float32", name="A")
+    B = pl.placeholder((m,), "float32", name="B")
+    C = pl.compute((n + m,), lambda i: pl.where(i < n, A[i], B[i - n]), name="C")
+    a, b = rng.standard_normal(7).astype("float32"), rng.standard_normal(4).astype("float32")
+    c = poisoned((11,), "float32")
+    pl.build(C)(a, b, c)
+    np.testing.assert_array_equal(c, np.concatenate([a, b]))
+
+
+def test_size_parameters_as_values(rng):
+    n, m = pl.var("n"), pl.var("m")
+    A = pl.placeholder((n,), "float32", name="A")
+    B = pl.compute((n,), lambda i: pl.where(i < n / 2, A[i] + n, A[i] * m), name="B")
+    a = rng.standard_normal(9).astype("float32")
+    b = pl.build(B)(a, m=3)
+    assert b.dtype == np.float32
+    idx = np.arange(9)
+    np.testing.assert_allclose(b, np.where(idx < 4.5, a + np.float32(9), a * np.float32(3)),
+                               rtol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_math_functions(rng, dtype):
     n = pl.var("n")
