@@ -284,3 +284,20 @@ def stride_one(program: Program, stmt: str, expr: str) -> bool:
     if isinstance(last, Var):
         return last.name == used[0]
     return free_vars(last) == {used[0]} and str(last).startswith(used[0])
+
+
+def locality_score(program: Program, loop: LoopNode) -> int:
+    """How much making ``loop`` innermost helps spatial locality: accesses whose last index
+    moves with it (stride 1) minus accesses it moves through another index (a large stride)."""
+    score = 0
+    for stmt, expr in loop.exprs:
+        s = program.statement(stmt)
+        m = map_(expr if expr.lstrip().startswith("[") else params_prefix(program.params) + expr)
+        used = [it for k, it in enumerate(s.iters) if m.involves_dims(isl.dim_type.in_, k, 1)]
+        if len(used) != 1:
+            continue
+        for ld in [s.target] + s.reads():
+            for k, ix in enumerate(ld.indices):
+                if used[0] in free_vars(ix):
+                    score += 1 if k == len(ld.indices) - 1 else -1
+    return score

@@ -29,7 +29,8 @@ legality test as a hand-written schedule (so the result can be printed, edited a
    transformation whose rows, reordered, form a triangular matrix (interchange, reversal,
    skewing, wavefronts); another one leaves the band as written.
 3. **Tiling** of permutable bands (loops with a constant extent of at most ``tile`` are
-   kept whole), with ``split`` and ``reorder``.
+   kept whole), with ``split`` and ``reorder``: parallel tile loops outermost, and inside a
+   tile the loop with the most stride-1 accesses innermost.
 4. **Parallelism**: the outermost loop (tile loop) of a band that carries no dependence is
    made ``parallel``; when there is none, a wavefront (``skew`` + ``reorder``) of the band's
    two outer (tile) loops exposes one; failing that, the bands below are tried (e.g. the
@@ -172,6 +173,11 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | None, parallel: boo
                                          sch.state.path(first_id)[:-1], band)
     order = [n.id for n in band]
     perm = min(transform.permutable, len(band))
+    if perm == len(band) >= 2:      # any order is legal: parallel rows outermost
+        transform = _reordered(transform, sorted(range(perm),
+                                                 key=lambda k: not transform.coincident[k]))
+        if tile is None:
+            transform = _locality_last(sch, band, transform)
     done = _attempt(sch, lambda t: _transform(t, band, transform))
     if done is not None:
         sch, order = done
@@ -189,6 +195,26 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | None, parallel: boo
     for child in [c for c in _chain(sch, top.id)[-1].children if isinstance(c, LoopNode)]:
         sch = _schedule_band(sch, child.id, tile, parallel)
     return sch
+
+
+def _reordered(t: autosched.BandTransform, keep: list[int]) -> autosched.BandTransform:
+    return autosched.BandTransform(tuple(t.rows[k] for k in keep), t.permutable,
+                                   tuple(t.coincident[k] for k in keep))
+
+
+def _locality_last(sch: Schedule, band: list[LoopNode],
+                   t: autosched.BandTransform) -> autosched.BandTransform:
+    """In a fully permutable band that isl only permutes, put the loop with the best spatial
+    locality (stride-1 accesses) innermost, unless it is the only parallel loop."""
+    if any(sorted(map(abs, r)) != [0] * (len(r) - 1) + [1] for r in t.rows):
+        return t
+    column = [next(c for c, v in enumerate(r) if v) for r in t.rows]
+    scores = [autosched.locality_score(sch.program, band[c]) for c in column]
+    best = max(range(len(scores)), key=lambda k: (scores[k], k))
+    keep = [k for k in range(len(scores)) if k != best] + [best]
+    if best == len(scores) - 1 or (t.coincident[best] and not t.coincident[keep[0]]):
+        return t
+    return _reordered(t, keep)
 
 
 def _transform(sch: Schedule, band: list[LoopNode], t: autosched.BandTransform) -> list[int]:
@@ -262,8 +288,10 @@ def _tile(sch: Schedule, ids: list[int], size: int) -> list[int]:
     for n in big:
         o, i = sch.split(_handle(n), [None, size])  # type: ignore[arg-type]
         outers.append(o)
-        inners.append(i)
-    order = [_handle(n) for n in small] + outers + inners  # type: ignore[arg-type]
+        inners.append((autosched.locality_score(sch.program, n), len(inners), i))  # type: ignore[arg-type]
+    # tile loops keep the band's order (parallel first); inside a tile the loop with the best
+    # spatial locality runs innermost (where it can be vectorized)
+    order = [_handle(n) for n in small] + outers + [i for _, _, i in sorted(inners)]  # type: ignore[arg-type]
     sch.reorder(*order)
     return [h.id for h in order]
 
