@@ -135,3 +135,25 @@ def test_a_schedule_reports_its_programs_dependences():
 def test_dependences_of_something_else_is_an_error(obj):
     with pytest.raises((TypeError, pl.PolyloopError)):
         pl.dependences(obj)
+
+
+def test_dataflow_keeps_the_direct_dependences_of_a_time_iterated_stencil():
+    """In place over time: a read sees the last write of its element, so dataflow distances are
+    constant, while memory-based dependences reach every later time step."""
+    from polyloop.ir.dtypes import DType
+    from polyloop.ir.expr import Var, VarKind
+    from polyloop.ir.program import Buffer, BufferRole, Program, Statement
+    n, T = Var("n", VarKind.PARAM), Var("T", VarKind.PARAM)
+    A = Buffer("A", (n,), DType.FLOAT64, BufferRole.INOUT)
+    t, i = Var("t"), Var("i")
+    S = Statement("S", ("t", "i"), "[n, T] -> { S[t, i] : 0 <= t < T and 1 <= i < n - 1 }", "A",
+                  (i,), A[i - 1] + A[i + 1])
+    prog = Program("sweep", (A,), (S,), ("n", "T"), ("A",))
+    flow = pl.dependences(prog)
+    got = {(d.kind.value, d.distance) for d in flow}
+    assert got == {("RAW", (0, 1)), ("RAW", (1, -1)), ("WAR", (0, 1)), ("WAR", (1, -1)),
+                   ("WAW", (1, 0))}
+    memory = pl.dependences(prog, kind="memory")
+    assert any(d.kind.value == "WAW" and d.distance is None for d in memory)
+    with pytest.raises(pl.PolyloopError, match="kind"):
+        pl.dependences(prog, kind="value")

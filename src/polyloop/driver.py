@@ -16,9 +16,13 @@ from .poly.bounds import find_out_of_bounds
 from .schedule import Schedule
 from .schedule.kernel import schedule_of
 
-def dependences(obj: object):
-    """RAW/WAR/WAW dependences of a program, schedule or output tensors: source, sink, buffer,
-    the exact isl relation and the distance vector where it is constant.
+def dependences(obj: object, *, kind: str = "dataflow"):
+    """The dependences of a program, schedule or output tensors: kind (RAW/WAR/WAW), source and
+    sink statements, buffer, the exact isl relation and the distance vector where constant.
+
+    ``kind="dataflow"`` (the default) keeps the direct ones: the write whose value each read
+    sees, each write's previous write, the reads since the previous write. ``kind="memory"``
+    lists every ordered pair of accesses to one element, which is what legality checks use.
 
     >>> import polyloop as pl
     >>> n = pl.var("n")
@@ -28,15 +32,23 @@ def dependences(obj: object):
     no dependences
     """
     from .poly.api import program_dependences
+    from .poly.deps import direct
+    if kind not in ("dataflow", "memory"):
+        raise PolyloopError(f"dependences(kind={kind!r}): kind is 'dataflow' or 'memory'")
     if isinstance(obj, Schedule):
-        return obj.state.deps
-    if isinstance(obj, Program):
-        return program_dependences(obj)
-    if isinstance(obj, Tensor):
-        return program_dependences(obj.to_program())
-    if isinstance(obj, (list, tuple)) and obj and all(isinstance(t, Tensor) for t in obj):
-        return program_dependences(obj[0].to_program(*obj[1:]))
-    raise PolyloopError(f"dependences() takes a Program, a Schedule or output tensors, got {obj!r}")
+        program, deps = obj.program, obj.state.deps
+    elif isinstance(obj, Program):
+        program, deps = obj, program_dependences(obj)
+    elif isinstance(obj, Tensor):
+        program = obj.to_program()
+        deps = program_dependences(program)
+    elif isinstance(obj, (list, tuple)) and obj and all(isinstance(t, Tensor) for t in obj):
+        program = obj[0].to_program(*obj[1:])
+        deps = program_dependences(program)
+    else:
+        raise PolyloopError(f"dependences() takes a Program, a Schedule or output tensors, "
+                            f"got {obj!r}")
+    return deps if kind == "memory" else direct(deps, program)
 
 
 def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> Schedule:

@@ -120,3 +120,42 @@ def compute(program: Program, schedule: dict[str, isl.Map]) -> Dependences:
     deps.sort(key=lambda d: (order[d.source], order[d.sink], d.buffer, d.kind.value,
                              d.distance or ()))
     return Dependences(deps)
+
+
+def direct(deps: Dependences, program: Program) -> Dependences:
+    """Only the dependences no other write sits between (isl set arithmetic on the exact
+    relations): a read's last writer (RAW), a write's previous write (WAW), the reads since the
+    previous write (WAR). What a person means by "the value flows from S to T"; legality keeps
+    using all of them."""
+    out: list[Dependence] = []
+    for buf in dict.fromkeys(d.buffer for d in deps):
+        mine = [d for d in deps if d.buffer == buf]
+        waw = _union_of([d for d in mine if d.kind is DepKind.WAW])
+        for d in mine:
+            if waw is None:
+                out.append(d)
+                continue
+            rel = isl.UnionMap.from_map(d.relation)
+            if d.kind is DepKind.RAW:
+                between = waw.apply_range(_union_of([x for x in mine if x.kind is DepKind.RAW]))
+            elif d.kind is DepKind.WAW:
+                between = waw.apply_range(waw)
+            else:
+                between = _union_of([x for x in mine if x.kind is DepKind.WAR]).apply_range(waw)
+            kept = rel.subtract(between)
+            if kept.is_empty():
+                continue
+            m = isl.Map.from_union_map(kept.intersect(isl.UnionMap.from_map(d.relation)))
+            out.append(Dependence(d.kind, d.source, d.sink, d.buffer, m.coalesce(), d.reduction))
+    order = {s.name: k for k, s in enumerate(program.statements)}
+    out.sort(key=lambda d: (order[d.source], order[d.sink], d.buffer, d.kind.value,
+                            d.distance or ()))
+    return Dependences(out)
+
+
+def _union_of(deps: list[Dependence]) -> isl.UnionMap | None:
+    u = None
+    for d in deps:
+        m = isl.UnionMap.from_map(d.relation)
+        u = m if u is None else u.union(m)
+    return u
