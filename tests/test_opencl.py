@@ -148,3 +148,20 @@ def test_unbounded_work_item_loop_is_refused_with_a_hint():
     knl = pl.tag_inames(pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]"), "i:l.0")
     with pytest.raises(pl.BuildError, match="no constant extent; split the loop by a constant"):
         pl.build(knl, target="opencl")
+
+
+def test_schedule_bind_drives_work_groups_for_tensor_expressions(rng):
+    n = pl.var("n")
+    A = pl.placeholder((n, n), "float32", name="A")
+    B = pl.compute((n, n), lambda i, j: A[j, i] * 2.0, name="B")
+    sch = pl.Schedule(B)
+    i, j = sch.get_loops(sch.get_block("B"))
+    io, ii = sch.split(i, [None, 8])
+    jo, ji = sch.split(j, [None, 8])
+    sch.reorder(io, jo, ii, ji)
+    for loop, axis in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"),
+                       (ji, "threadIdx.x")):
+        sch.bind(loop, axis)
+    mod = pl.build(sch, target="opencl")
+    a = rng.standard_normal((37, 37), dtype="float32")
+    np.testing.assert_array_equal(mod(A=a), 2 * a.T)

@@ -14,7 +14,7 @@ The result is a :class:`LoopKernel`: the Program plus its loop tree; transformat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import ParseError
@@ -61,6 +61,9 @@ class LoopKernel:
     instructions: tuple[Instruction, ...]
     schedule: Any = None
     history: tuple[tuple[str, tuple, tuple], ...] = ()
+    # the transformations' own state: the schedule without loop kinds and the tags by loop id
+    plain: Any = field(default=None, repr=False)
+    tags: tuple[tuple[int, Any], ...] = field(default=(), repr=False)
 
     @property
     def name(self) -> str:
@@ -476,7 +479,10 @@ def _with_roles(program: Program, declared: dict[str, int]) -> Program:
     """Inputs are never written; a written argument is an output, or inout when the kernel may
     read an element of it before writing it (the caller's values then matter)."""
     written = {s.buffer for s in program.statements}
-    exposed = reads_initial_values(program, flat_schedule(program, original_tree(program)[0]))
+    read = {ld.buffer for s in program.statements for ld in s.reads()}
+    exposed = set()
+    if any(b.role is not BufferRole.TEMP and b.name in written & read for b in program.buffers):
+        exposed = reads_initial_values(program, flat_schedule(program, original_tree(program)[0]))
     buffers = []
     for b in program.buffers:
         if b.role is BufferRole.TEMP:

@@ -19,7 +19,6 @@ from ..ir.dtypes import DType
 from ..ir.expr import Const, Expr, loads
 from ..ir.loops import Barrier, Block, For, If, Kernel, LoopKind, Node, Store, iter_nodes
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
-from ..poly import deps as deps_mod
 from ..poly import gpu
 from ..poly.tree import LoopNode, Root, StmtNode, flat_schedule, path_to, statements_under
 from .lower import lower
@@ -91,14 +90,14 @@ def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
     tree = Root((top,))
     groups, items = _sizes(sub, top)
     # compact first: reusing one box in every iteration is what creates the barriers' work
-    sub, _, _ = place_temporaries(sub, tree)
+    sub, _, notes = place_temporaries(sub, tree)
     tree, sub = _with_barriers(sub, tree)
-    kernel = lower(sub, tree, name=name)
+    kernel = lower(sub, tree, name=name, compact=False)
     body = _finish(kernel.body, items, groups)
     scratch = tuple(b for b in kernel.temps if b.scope is MemScope.GLOBAL
                     and b.name != BARRIER_BUFFER and _uses(kernel.body, b.name))
     temps = tuple(b for b in kernel.temps if b.scope is not MemScope.GLOBAL)
-    kernel = Kernel(kernel.name, kernel.args + scratch, kernel.params, temps, body, kernel.notes)
+    kernel = Kernel(kernel.name, kernel.args + scratch, kernel.params, temps, body, notes)
     return Launch(kernel, groups, items)
 
 
@@ -143,8 +142,7 @@ def _all_loops(n: LoopNode):
 
 def _with_barriers(program: Program, tree: Root) -> tuple[Root, Program]:
     fs = flat_schedule(program, tree)
-    deps = deps_mod.compute(program, fs)
-    gaps = gpu.barrier_gaps(program, tree, deps, fs)
+    gaps = gpu.barrier_gaps(program, tree, gpu.cross_item_dependences(program, tree, fs), fs)
     if not gaps:
         return tree, program
     program = program.replace(buffers=program.buffers + (

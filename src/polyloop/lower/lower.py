@@ -13,7 +13,7 @@ from ..errors import PolyloopError
 from ..ir.expr import Expr
 from ..ir.loops import Block, For, If, Kernel, Node, Store
 from ..ir.printer import loops_to_str
-from ..ir.program import Program
+from ..ir.program import BufferRole, Program
 from ..poly.astgen import build_ast
 from ..poly.tree import Root
 from .storage import place_temporaries
@@ -59,9 +59,15 @@ STEPS: tuple[tuple[str, Callable[[Node], Node]], ...] = (
 )
 
 
-def lower(program: Program, root: Root, *, name: str | None = None) -> Kernel:
-    """The Kernel for ``program`` scheduled by the loop tree ``root``."""
-    program, temps, notes = place_temporaries(program, root)
+def lower(program: Program, root: Root, *, name: str | None = None,
+          compact: bool = True) -> Kernel:
+    """The Kernel for ``program`` scheduled by the loop tree ``root``. With ``compact=False``
+    the temporaries are taken as they are (a caller that placed them already)."""
+    if compact:
+        program, temps, notes = place_temporaries(program, root)
+    else:
+        temps = tuple(b for b in program.buffers if b.role is BufferRole.TEMP)
+        notes = ()
     body = build_ast(program, root)
     for step, fn in STEPS:
         try:

@@ -19,7 +19,8 @@ from ..ir.program import Program
 from ..ir.simplify import simplify
 from .access import domain
 from .affine import prefix_map, value_range
-from .deps import Dependence
+from .access import Access, accesses
+from .deps import DepKind, Dependence
 from .isl_util import map_, params_prefix
 from .legality import carried_at
 from .regions import pw_aff_to_expr
@@ -97,26 +98,49 @@ class Gap:
     global_memory: bool
 
 
-def _cross_items(program: Program, paths: dict[str, list[LoopNode]],
-                 d: Dependence) -> isl.Map:
-    src = item_map(program, paths[d.source], d.source)
-    snk = item_map(program, paths[d.sink], d.sink)
-    same = _align(src, snk).apply_range(_align(snk, src).reverse())
-    return d.relation.subtract(_align(same, d.relation))
-
-
-def barrier_gaps(program: Program, root: Root, deps: tuple[Dependence, ...],
-                 schedule: dict[str, isl.Map]) -> list[Gap]:
-    """Where one launch (``root`` has one top-level nest) needs work-group barriers."""
+def cross_item_dependences(program: Program, root: Root,
+                           schedule: dict[str, isl.Map]) -> list[Dependence]:
+    """The dependences of one launch between instances run by different work-items (only
+    those: pairs of accesses that always meet on one work-item are never ordered)."""
     paths = statement_paths(root)
-    cross = []
-    for d in deps:
-        if d.source in paths and d.sink in paths:
-            x = _cross_items(program, paths, d)
-            if not x.is_empty():
-                cross.append((d, x))
-    if not cross:
+    items = {s: item_map(program, p, s) for s, p in paths.items()}
+    by_buffer: dict[str, list[Access]] = {}
+    for a in accesses(program):
+        if a.statement in paths and not (a.is_accumulator and not a.is_write):
+            by_buffer.setdefault(a.buffer, []).append(a)
+    out = []
+    for buf, group in by_buffer.items():
+        if not any(a.is_write for a in group):
+            continue
+        for k, a in enumerate(group):
+            for b in group[k:]:
+                if not (a.is_write or b.is_write):
+                    continue
+                touch = a.relation.apply_range(_align(b.relation, a.relation).reverse())
+                ia, ib = items[a.statement], items[b.statement]
+                same = _align(ia, ib).apply_range(_align(ib, ia).reverse())
+                cross = touch.subtract(_align(same, touch))
+                if cross.is_empty():
+                    continue
+                for x, y, rel in ((a, b, cross), (b, a, cross.reverse())):
+                    before = schedule[x.statement].lex_lt_map(schedule[y.statement])
+                    rel = rel.intersect(_align(before, rel))
+                    if not rel.is_empty():
+                        kind = (DepKind.WAW if x.is_write and y.is_write else
+                                DepKind.RAW if x.is_write else DepKind.WAR)
+                        out.append(Dependence(kind, x.statement, y.statement, buf, rel))
+                    if a is b:
+                        break
+    return out
+
+
+def barrier_gaps(program: Program, root: Root, deps: list[Dependence],
+                 schedule: dict[str, isl.Map]) -> list[Gap]:
+    """Where one launch (``root`` has one top-level nest) needs work-group barriers, given its
+    dependences between different work-items (``cross_item_dependences``)."""
+    if not deps:
         return []
+    cross = [(d, d.relation) for d in deps]
     out: list[Gap] = []
     for node, depth in _group_level(root):
         out += _gaps_at(program, root, node, depth, cross, schedule)

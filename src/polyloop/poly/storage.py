@@ -22,6 +22,7 @@ from ..ir.simplify import simplify
 from .access import accesses, domain
 from .affine import prefix_map
 from .dataflow import flow
+from .deps import DepKind, Dependence
 from .gpu import is_item, statement_paths
 from .regions import pw_aff_to_expr
 from .tree import LoopNode, Root, flat_schedule
@@ -193,3 +194,23 @@ def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
         x = isl.Map(head + f"[{names[n_outer + k]}] }}").intersect_domain(dom)
         out.append(str(x.sum(_align(corner, x).neg()).coalesce()))
     return out
+
+
+def fetch_dependence(program: Program, copy: str, consumer: str,
+                     schedule: dict[str, isl.Map]) -> Dependence | None:
+    """The RAW dependence from a prefetch's copy statement (which writes the buffer named like
+    it) to its consumer, under ``schedule``: the only dependence a prefetch adds when the
+    buffer it copies from is never written."""
+    acc = accesses(program)
+    writes = [a.relation for a in acc if a.statement == copy and a.is_write]
+    reads = [a.relation for a in acc if a.statement == consumer and a.buffer == copy
+             and not a.is_write]
+    rel = None
+    for w in writes:
+        for r in reads:
+            m = w.apply_range(_align(r, w).reverse())
+            rel = m if rel is None else _align(rel, m).union(_align(m, rel))
+    if rel is None:
+        return None
+    rel = rel.intersect(_align(schedule[copy].lex_lt_map(schedule[consumer]), rel)).coalesce()
+    return None if rel.is_empty() else Dependence(DepKind.RAW, copy, consumer, copy, rel)

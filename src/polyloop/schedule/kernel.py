@@ -27,6 +27,7 @@ from ..ir.loops import LoopKind
 from ..ir.program import Program
 from ..poly import affine, kernel_params
 from ..poly.tree import LoopNode, loops
+from . import loops as loops_mod
 from . import state as st
 from .prefetch import prefetch
 from .schedule import Schedule
@@ -81,10 +82,18 @@ def thread_name(tag: Tag) -> str:
 
 
 # schedules of kernels ----------------------------------------------------------------------------
+#
+# A kernel keeps two things (opaque to the front end): the schedule the loop primitives work on
+# (``plain``, without loop kinds) and its tags by loop id. Each tag is checked when it is given
+# (a parallel one must carry no dependence, as ``Schedule.bind`` checks); the tagged schedule
+# (``schedule``) is the plain one with the kinds set, and ``schedule_of`` verifies all of it
+# once more, exactly as ``Schedule`` does after every primitive, before it is built. Keeping
+# the kinds out of the plain schedule means the primitives do not re-check every parallel loop
+# each time: that is most of the cost of code generation.
 
 def _with_state(sch: Schedule | None, state: st.State, origin: Program | None = None) -> Schedule:
-    # Built like Schedule.copy(): renaming a loop is no primitive (it changes no order), and
-    # the Schedule class has no constructor from a state.
+    # Built like Schedule.copy(): renaming a loop or setting kinds in bulk is no primitive,
+    # and the Schedule class has no constructor from a state.
     out = Schedule.__new__(Schedule)
     out._state = state
     out._origin = origin if origin is not None else sch.original  # type: ignore[union-attr]
@@ -92,25 +101,63 @@ def _with_state(sch: Schedule | None, state: st.State, origin: Program | None = 
     return out
 
 
+@dataclass
+class _Work:
+    """A transformation in progress: the plain schedule and the tags by loop id."""
+    sch: Schedule
+    tags: dict[int, Tag]
+
+    def rank(self, n: LoopNode) -> int:
+        """0 for work-group loops, 1 for work-item loops, 2 for the others."""
+        tag = self.tags.get(n.id)
+        if tag is None or tag.kind not in _HW:
+            return 2
+        return 0 if tag.kind is TagKind.GROUP else 1
+
+
+def _work(knl: Any) -> _Work:
+    plain = knl.plain if getattr(knl, "plain", None) is not None else None
+    sch = plain.copy() if plain is not None else Schedule(knl.program)
+    return _Work(sch, dict(getattr(knl, "tags", ()) or ()))
+
+
+def _tagged_state(work: _Work) -> st.State:
+    state = work.sch.state
+    for loop_id, tag in sorted(work.tags.items()):
+        node = state.loop(loop_id)
+        if node is None or tag.kind is TagKind.SERIAL:
+            continue
+        if tag.kind in _HW:
+            state = loops_mod.set_kind(state, node, LoopKind.THREAD, thread=thread_name(tag))
+        elif tag.kind is TagKind.VECTOR:
+            state = loops_mod.set_kind(state, node, LoopKind.VECTORIZED)
+        else:
+            state = loops_mod.set_kind(state, node, LoopKind.UNROLLED, unroll_factor=None)
+    return state
+
+
+def _derive(knl: Any, work: _Work, step: str, args: tuple, kwargs: dict) -> Any:
+    tagged = _with_state(work.sch, _tagged_state(work))
+    return replace(knl, schedule=tagged, plain=work.sch, tags=tuple(sorted(work.tags.items())),
+                   history=knl.history + ((step, args, tuple(kwargs.items())),))
+
+
 def schedule_of(knl: Any) -> Schedule:
-    """The schedule of a kernel: its transformed one, or the loop tree as written."""
-    if knl.schedule is not None:
-        return knl.schedule
-    return Schedule(knl.program)
-
-
-def _derive(knl: Any, sch: Schedule, step: str, args: tuple, kwargs: dict) -> Any:
-    return replace(knl, schedule=sch, history=knl.history + ((step, args, tuple(kwargs.items())),))
+    """The schedule of a kernel (transformed, or the loop tree as written), verified."""
+    if knl.schedule is None:
+        return Schedule(knl.program)
+    st.verify(knl.schedule.state, "the kernel's transformations")
+    return knl.schedule
 
 
 def loops_named(knl: Any, iname: str, sch: Schedule | None = None) -> list[LoopHandle]:
     """Every loop of the kernel's schedule named ``iname`` (one per nest that has it)."""
-    s = sch if sch is not None else schedule_of(knl)
+    s = sch if sch is not None else _work(knl).sch
     return [LoopHandle(n.id, n.name) for n in loops(s.state.root) if n.name == iname]
 
 
-def _require(knl: Any, iname: str, sch: Schedule, fn: str) -> list[LoopHandle]:
-    found = loops_named(knl, iname, sch)
+def _require(iname: str, sch: Schedule, fn: str) -> list[LoopHandle]:
+    found = loops_named(None, iname, sch)
     if not found:
         names = sorted({n.name for n in loops(sch.state.root)})
         raise ScheduleError(f"{fn}: the kernel has no loop '{iname}'; its loops are "
@@ -136,25 +183,25 @@ def split_iname(knl: Any, iname: str, factor: int, outer_tag: str | None = None,
     >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")  # doctest: +SKIP
     >>> knl = pl.split_iname(knl, "i", 128, outer_tag="g.0", inner_tag="l.0")  # doctest: +SKIP
     """
-    sch = schedule_of(knl).copy()
+    work = _work(knl)
+    sch = work.sch
     outer = outer_iname or f"{iname}_outer"
     inner = inner_iname or f"{iname}_inner"
-    handles = _require(knl, iname, sch, "split_iname")
+    handles = _require(iname, sch, "split_iname")
     taken = _taken(sch) - {iname}
     for new in (outer, inner):
         if new in taken or outer == inner:
             raise ScheduleError(f"split_iname: the name '{new}' is already used; choose another "
                                 "with outer_iname=/inner_iname=")
     for h in handles:
-        node = sch.state.loop(h.id)
-        if node is not None and node.kind is not LoopKind.SERIAL:
+        if h.id in work.tags:
             raise ScheduleError(f"split_iname: loop '{iname}' is already tagged; split it "
                                 "before tagging")
         sch.split(h, [None, factor], names=[outer, inner])
     tags = {k: v for k, v in ((outer, outer_tag), (inner, inner_tag)) if v is not None}
     if tags:
-        _tag_schedule(sch, tags)
-    return _derive(knl, sch, "split_iname", (iname, factor),
+        _tag_schedule(work, tags)
+    return _derive(knl, work, "split_iname", (iname, factor),
                    {"outer_tag": outer_tag, "inner_tag": inner_tag, "outer_iname": outer,
                     "inner_iname": inner})
 
@@ -168,9 +215,9 @@ def tag_inames(knl: Any, tags: Mapping[str, str] | Sequence[tuple[str, str]] | s
     >>> knl = pl.tag_inames(knl, {"i_outer": "g.0", "i_inner": "l.0"})  # doctest: +SKIP
     """
     pairs = _tag_pairs(tags)
-    sch = schedule_of(knl).copy()
-    _tag_schedule(sch, pairs)
-    return _derive(knl, sch, "tag_inames", (pairs,), {})
+    work = _work(knl)
+    _tag_schedule(work, pairs)
+    return _derive(knl, work, "tag_inames", (pairs,), {})
 
 
 def _tag_pairs(tags: Mapping[str, str] | Sequence[tuple[str, str]] | str) -> dict[str, str]:
@@ -186,48 +233,56 @@ def _tag_pairs(tags: Mapping[str, str] | Sequence[tuple[str, str]] | str) -> dic
     return dict(tags.items()) if isinstance(tags, Mapping) else dict(tags)
 
 
-def _tag_schedule(sch: Schedule, tags: Mapping[str, str]) -> None:
+def _tag_schedule(work: _Work, tags: Mapping[str, str]) -> None:
     parsed = {name: parse_tag(t, name) for name, t in tags.items()}
+    fs = work.sch.state.schedule_map()   # loop kinds do not change it
     for name, tag in parsed.items():
-        for h in _require(None, name, sch, "tag_inames"):
-            _apply_tag(sch, h, tag)
-    _check_axes(sch)
-    _hoist_hardware_loops(sch)
+        for h in _require(name, work.sch, "tag_inames"):
+            _apply_tag(work, h, tag, fs)
+    _check_axes(work)
+    _hoist_hardware_loops(work)
 
 
-def _apply_tag(sch: Schedule, h: LoopHandle, tag: Tag) -> None:
-    node = sch.state.loop(h.id)
+def _apply_tag(work: _Work, h: LoopHandle, tag: Tag, fs=None) -> None:
+    """Record a tag after the check its Schedule primitive makes (bind, vectorize)."""
+    state = work.sch.state
+    node = state.loop(h.id)
     assert node is not None
-    if node.kind is not LoopKind.SERIAL:
-        if tag.kind is TagKind.SERIAL:
-            raise ScheduleError(f"tag_inames: loop '{h.name}' is already tagged; a tag cannot "
-                                "be removed")
-        raise ScheduleError(f"tag_inames: loop '{h.name}' is already tagged "
-                            f"({node.thread or node.kind.value}); tag each loop once")
-    if tag.kind in _HW:
-        sch.bind(h, thread_name(tag))
-    elif tag.kind in (TagKind.UNROLL, TagKind.ILP):
-        sch.unroll(h)
-    elif tag.kind is TagKind.VECTOR:
-        sch.vectorize(h)
+    old = work.tags.get(h.id)
+    if old is not None:
+        if old == tag:
+            return
+        raise ScheduleError(f"tag_inames: loop '{h.name}' is already tagged {old}; tag each "
+                            "loop once")
+    if tag.kind is TagKind.VECTOR and any(isinstance(c, LoopNode) for c in node.children):
+        raise ScheduleError(f"cannot vectorize loop '{node.name}': it contains other loops; "
+                            "vectorize an innermost loop")
+    if tag.kind in _HW or tag.kind is TagKind.VECTOR:
+        kind = LoopKind.VECTORIZED if tag.kind is TagKind.VECTOR else LoopKind.THREAD
+        thread = thread_name(tag) if tag.kind in _HW else None
+        new = loops_mod.set_kind(state, node, kind, thread=thread)
+        bad = st.check_parallel(new, new.loop(node.id), fs)  # type: ignore[arg-type]
+        if bad is not None:
+            verb = "vectorize" if tag.kind is TagKind.VECTOR else "bind"
+            hint = (" It is a reduction loop: split it and use rfactor, or choose a spatial "
+                    "loop." if bad.dependence.reduction else "")
+            raise ScheduleError(f"cannot {verb} loop '{node.name}' ({tag}): it carries "
+                                f"{bad.summary()}; for instance {bad.describe()}.{hint}")
+    work.tags[h.id] = tag
 
 
-def _check_axes(sch: Schedule) -> None:
-    for s in sch.program.statements:
-        seen: dict[str, str] = {}
-        for n in sch.state.stmt_path(s.name):
-            if n.thread is None:
+def _check_axes(work: _Work) -> None:
+    for s in work.sch.program.statements:
+        seen: dict[Tag, str] = {}
+        for n in work.sch.state.stmt_path(s.name):
+            tag = work.tags.get(n.id)
+            if tag is None or tag.kind not in _HW:
                 continue
-            if n.thread in seen:
-                raise ScheduleError(f"tag_inames: loops '{seen[n.thread]}' and '{n.name}' around "
-                                    f"'{s.name}' both use {_tag_text(n.thread)}; give each "
-                                    "loop of a nest its own axis")
-            seen[n.thread] = n.name
-
-
-def _tag_text(thread: str) -> str:
-    kind = "g" if thread.startswith("block") else "l"
-    return f"{kind}.{_AXES.index(thread[-1])}"
+            if tag in seen:
+                raise ScheduleError(f"tag_inames: loops '{seen[tag]}' and '{n.name}' around "
+                                    f"'{s.name}' both use {tag}; give each loop of a nest its "
+                                    "own axis")
+            seen[tag] = n.name
 
 
 def chain_from(node: LoopNode) -> list[LoopNode]:
@@ -238,58 +293,52 @@ def chain_from(node: LoopNode) -> list[LoopNode]:
     return out
 
 
-def _rank(n: LoopNode) -> int:
-    if n.thread is not None and n.thread.startswith("block"):
-        return 0
-    if n.thread is not None:
-        return 1
-    return 2
-
-
-def _hoist_hardware_loops(sch: Schedule) -> None:
+def _hoist_hardware_loops(work: _Work) -> None:
     """Work-group loops outermost, work-item loops next, along each nest's perfect chain."""
+    sch = work.sch
     for top in sch.state.root.children:
         if not isinstance(top, LoopNode):
             continue
         chain = chain_from(top)
-        wanted = sorted(chain, key=_rank)   # stable: keeps the order within each rank
-        last = max((k for k, n in enumerate(chain) if _rank(n) < 2), default=-1)
+        wanted = sorted(chain, key=work.rank)   # stable: keeps the order within each rank
+        last = max((k for k, n in enumerate(chain) if work.rank(n) < 2), default=-1)
         if last < 0 or [n.id for n in wanted] == [n.id for n in chain]:
             continue
         moved = [LoopHandle(n.id, n.name) for n in wanted[:last + 1]]
         try:
             sch.reorder(*moved)
         except ScheduleError as e:
-            raise ScheduleError(f"tag_inames: cannot move the parallel loops "
-                                f"{', '.join(h.name for h in moved if _rank(sch.state.loop(h.id)) < 2)}"
-                                f" outside the others: {e}") from None
+            names = ", ".join(n.name for n in wanted[:last + 1] if work.rank(n) < 2)
+            raise ScheduleError(f"tag_inames: cannot move the parallel loops {names} outside "
+                                f"the others: {e}") from None
 
 
 def rename_iname(knl: Any, old: str, new: str) -> Any:
     """Rename a loop (every loop named ``old``)."""
-    sch = schedule_of(knl).copy()
-    _require(knl, old, sch, "rename_iname")
-    if new in _taken(sch) or not new.isidentifier():
+    work = _work(knl)
+    _require(old, work.sch, "rename_iname")
+    if new in _taken(work.sch) or not new.isidentifier():
         raise ScheduleError(f"rename_iname: '{new}' is already used or not an identifier")
 
     def fn(n):
         return replace(n, name=new) if isinstance(n, LoopNode) and n.name == old else n
-    state = sch.state.with_root(st.map_tree(sch.state.root, fn))
-    return _derive(knl, _with_state(sch, state), "rename_iname", (old, new), {})
+    state = work.sch.state.with_root(st.map_tree(work.sch.state.root, fn))
+    work.sch = _with_state(work.sch, state)
+    return _derive(knl, work, "rename_iname", (old, new), {})
 
 
 def join_inames(knl: Any, inames: Sequence[str], new_iname: str | None = None,
                 tag: str | None = None) -> Any:
     """Fuse directly nested loops (outermost first, inner ones of constant extent) into one."""
-    sch = schedule_of(knl).copy()
+    work = _work(knl)
+    sch = work.sch
     names = list(inames)
     if len(names) < 2:
         raise ScheduleError("join_inames needs at least two inames")
     new = new_iname or "_".join(names)
     if new in _taken(sch) - set(names):
         raise ScheduleError(f"join_inames: the name '{new}' is already used")
-    outer = _require(knl, names[0], sch, "join_inames")
-    for h in outer:
+    for h in _require(names[0], sch, "join_inames"):
         chain = chain_from(sch.state.loop(h.id))  # type: ignore[arg-type]
         picked = []
         for name in names:
@@ -297,11 +346,13 @@ def join_inames(knl: Any, inames: Sequence[str], new_iname: str | None = None,
             if not hit:
                 raise ScheduleError(f"join_inames: loop '{name}' is not directly inside "
                                     f"'{names[0]}'")
+            if hit[0].id in work.tags:
+                raise ScheduleError(f"join_inames: loop '{name}' is tagged; join before tagging")
             picked.append(LoopHandle(hit[0].id, name))
         sch.fuse(*picked, name=new)
     if tag:
-        _tag_schedule(sch, {new: tag})
-    return _derive(knl, sch, "join_inames", (tuple(names),), {"new_iname": new, "tag": tag})
+        _tag_schedule(work, {new: tag})
+    return _derive(knl, work, "join_inames", (tuple(names),), {"new_iname": new, "tag": tag})
 
 
 def add_prefetch(knl: Any, var_name: str, sweep_inames: Sequence[str] = (), *,
@@ -315,8 +366,8 @@ def add_prefetch(knl: Any, var_name: str, sweep_inames: Sequence[str] = (), *,
 
     >>> knl = pl.add_prefetch(knl, "a", ["i_inner", "k_inner"])  # doctest: +SKIP
     """
-    sch = schedule_of(knl).copy()
-    program = sch.program
+    work = _work(knl)
+    program = work.sch.program
     if not program.has_buffer(var_name):
         raise ScheduleError(f"add_prefetch: the kernel has no array '{var_name}'")
     readers = [s.name for s in program.statements
@@ -326,37 +377,38 @@ def add_prefetch(knl: Any, var_name: str, sweep_inames: Sequence[str] = (), *,
         raise ScheduleError(f"add_prefetch: '{var_name}' is read by {what}; add_prefetch needs "
                             "exactly one reading instruction")
     consumer = readers[0]
-    path = sch.state.stmt_path(consumer)
+    path = work.sch.state.stmt_path(consumer)
     missing = [x for x in sweep_inames if x not in [n.name for n in path]]
     if missing:
         raise ScheduleError(f"add_prefetch: {', '.join(missing)} are not loops around "
                             f"'{consumer}' (its loops: {', '.join(n.name for n in path)})")
-    outer = _fetch_outer(sch, consumer, set(sweep_inames))
-    state, fname, ids = prefetch(sch.state, consumer, var_name, outer, name=temporary_name,
+    outer = _fetch_outer(work, consumer, set(sweep_inames))
+    state, fname, ids = prefetch(work.sch.state, consumer, var_name, outer, name=temporary_name,
                                  dim_names=list(dim_arg_names) if dim_arg_names else None)
-    sch = _with_state(sch, state)
+    work.sch = _with_state(work.sch, state)
     if default_tag == "l.auto":
-        _spread_over_items(sch, consumer, ids)
+        _spread_over_items(work, consumer, ids)
     elif default_tag is not None:
         tag = parse_tag(default_tag)
         for i in ids:
-            _apply_tag(sch, LoopHandle(i, sch.state.loop(i).name), tag)  # type: ignore[union-attr]
-    return _derive(knl, sch, "add_prefetch", (var_name, tuple(sweep_inames)),
+            _apply_tag(work, LoopHandle(i, state.loop(i).name), tag)  # type: ignore[union-attr]
+    return _derive(knl, work, "add_prefetch", (var_name, tuple(sweep_inames)),
                    {"dim_arg_names": tuple(dim_arg_names) if dim_arg_names else None,
                     "default_tag": default_tag, "temporary_name": temporary_name})
 
 
-def _fetch_outer(sch: Schedule, consumer: str, sweep: set[str]) -> list[LoopNode]:
+def _fetch_outer(work: _Work, consumer: str, sweep: set[str]) -> list[LoopNode]:
     """Reorder the consumer's loops to (work-group loops, loops not swept, work-item loops,
     swept loops) and return the first two groups: the copy runs once per their iteration."""
+    sch = work.sch
     path = sch.state.stmt_path(consumer)
-    groups = [n for n in path if _rank(n) == 0]
+    groups = [n for n in path if work.rank(n) == 0]
     if [n.id for n in path[:len(groups)]] != [n.id for n in groups]:
         raise ScheduleError("add_prefetch: work-group loops must be the outermost loops")
     rest = path[len(groups):]
-    keep = [n for n in rest if _rank(n) == 2 and n.name not in sweep]
-    items = [n for n in rest if _rank(n) == 1]
-    swept = [n for n in rest if _rank(n) == 2 and n.name in sweep]
+    keep = [n for n in rest if work.rank(n) == 2 and n.name not in sweep]
+    items = [n for n in rest if work.rank(n) == 1]
+    swept = [n for n in rest if work.rank(n) == 2 and n.name in sweep]
     wanted = keep + items + swept
     if [n.id for n in wanted] != [n.id for n in rest]:
         try:
@@ -372,17 +424,18 @@ def _fetch_outer(sch: Schedule, consumer: str, sweep: set[str]) -> list[LoopNode
     return [sch.state.loop(n.id) for n in outer]  # type: ignore[misc]
 
 
-def _spread_over_items(sch: Schedule, consumer: str, ids: list[int]) -> None:
-    """Bind the copy loops, innermost first, to the work-item axes the consumer uses, splitting
-    a loop longer than the work-group on its axis."""
-    sizes: dict[str, int] = {}
+def _spread_over_items(work: _Work, consumer: str, ids: list[int]) -> None:
+    """Tag the copy loops, innermost first, with the work-item axes the consumer uses,
+    splitting a loop longer than the work-group on its axis."""
+    sch = work.sch
+    sizes: dict[int, int] = {}
     for n in sch.state.stmt_path(consumer):
-        if _rank(n) == 1:
+        tag = work.tags.get(n.id)
+        if tag is not None and tag.kind is TagKind.LOCAL:
             lo, hi = _loop_range(sch, n)
             if lo is not None and hi is not None:
-                sizes[n.thread] = max(sizes.get(n.thread, 0), hi - lo + 1)  # type: ignore[index]
-    axes = [f"threadIdx.{a}" for a in _AXES if f"threadIdx.{a}" in sizes]
-    for loop_id, axis in zip(reversed(ids), axes):
+                sizes[tag.axis] = max(sizes.get(tag.axis, 0), hi - lo + 1)
+    for loop_id, axis in zip(reversed(ids), sorted(sizes)):
         node = sch.state.loop(loop_id)
         assert node is not None
         lo, hi = _loop_range(sch, node)
@@ -392,7 +445,7 @@ def _spread_over_items(sch: Schedule, consumer: str, ids: list[int]) -> None:
         if hi - lo + 1 > sizes[axis]:
             h = sch.split(h, [None, sizes[axis]],
                           names=[f"{node.name}_outer", f"{node.name}_inner"])[1]
-        sch.bind(h, axis)
+        _apply_tag(work, h, Tag(TagKind.LOCAL, axis))
 
 
 def _loop_range(sch: Schedule, node: LoopNode) -> tuple[int | None, int | None]:
@@ -409,7 +462,8 @@ def assume(knl: Any, assumptions: str) -> Any:
     isl can drop the boundary checks they make unnecessary. Not checked at run time.
     Earlier transformations are replayed on the kernel with the assumptions."""
     text = kernel_params.add_assumptions(knl.program, assumptions)
-    base = replace(knl, program=knl.program.replace(assumptions=text), schedule=None, history=())
+    base = replace(knl, program=knl.program.replace(assumptions=text), schedule=None, plain=None,
+                   tags=(), history=())
     out = _replay(base, knl.history)
     return replace(out, history=knl.history + (("assume", (assumptions,), ()),))
 
@@ -424,7 +478,7 @@ def fix_parameters(knl: Any, **values: int) -> Any:
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ScheduleError(f"fix_parameters: {k} must be a non-negative int, got {v!r}")
     program = kernel_params.fix(knl.program, values)
-    base = replace(knl, program=program, schedule=None, history=())
+    base = replace(knl, program=program, schedule=None, plain=None, tags=(), history=())
     out = _replay(base, knl.history)
     return replace(out, history=knl.history + (("fix_parameters", (), tuple(values.items())),))
 
