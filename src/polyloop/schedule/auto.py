@@ -34,7 +34,7 @@ legality test as a hand-written schedule (so the result can be printed, edited a
 4. **Parallelism**: the outermost loop (tile loop) of a band that carries no dependence is
    made ``parallel``; when there is none, a wavefront (``skew`` + ``reorder``) of the band's
    two outer (tile) loops exposes one; failing that, the bands below are tried (e.g. the
-   space loops inside a time loop).
+   space loops inside a time loop), where only loops that contain loops are made parallel.
 5. **Vectorization** of innermost loops that walk the written element with stride 1 and carry
    no dependence.
 """
@@ -189,7 +189,7 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | None, parallel: boo
             sch, tile_order = tiled
             order = tile_order + order[perm:]
     if parallel:
-        sch, found = _parallelize(sch, order, perm >= 2)
+        sch, found = _parallelize(sch, order, perm >= 2, nested=depth > 0)
         parallel = not found
     top = sch.state.path(order[-1])[depth]
     for child in [c for c in _chain(sch, top.id)[-1].children if isinstance(c, LoopNode)]:
@@ -296,11 +296,16 @@ def _tile(sch: Schedule, ids: list[int], size: int) -> list[int]:
     return [h.id for h in order]
 
 
-def _parallelize(sch: Schedule, ids: list[int], permutable: bool) -> tuple[Schedule, bool]:
+def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,
+                 nested: bool) -> tuple[Schedule, bool]:
     """The outermost loop of ``ids`` that carries nothing becomes parallel; failing that, a
-    wavefront of the first two (permutable) loops makes the second one parallel."""
+    wavefront of the first two (permutable) loops makes the second one parallel. Inside a
+    serial loop (``nested``), a loop is worth a parallel region only if it contains loops:
+    one pass of a single loop is too little work for the threads to meet every iteration."""
     for i in ids:
         node = sch.state.loop(i)
+        if nested and not any(isinstance(c, LoopNode) for c in node.children):  # type: ignore[union-attr]
+            continue
         done = _attempt(sch, lambda t: t.parallel(_handle(node)))  # noqa: B023
         if done is not None:
             return done[0], True
