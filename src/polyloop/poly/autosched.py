@@ -93,6 +93,30 @@ def merge_shifts(program: Program, deps: Sequence[Dependence], outer: Sequence[L
     return out
 
 
+def conformable(program: Program, first: LoopNode, second: LoopNode, context: isl.Set,
+                slack: int = 4) -> bool:
+    """Do the two loops run over nearly the same values (their first and last values differ
+    by constants of at most ``slack``)? Fusing loops of different extents fills the fused loop
+    with guards."""
+    bounds = []
+    for loop in (first, second):
+        values = None
+        for stmt, _ in loop.exprs:
+            img = prefix_map(program, stmt, [loop.expr(stmt)]).range()
+            values = img if values is None else values.union(img)
+        assert values is not None
+        try:
+            bounds.append((values.dim_min(0), values.dim_max(0)))
+        except isl.Error:
+            return False
+    for a, b in zip(bounds[0], bounds[1]):
+        pieces = a.sub(b).gist_params(context).coalesce().get_pieces()
+        if not all(aff.is_cst() and abs(aff.get_constant_val().to_python()) <= slack
+                   for _, aff in pieces):
+            return False
+    return True
+
+
 def _level_deltas(program: Program, d: Dependence, outer: Sequence[LoopNode], la: LoopNode,
                   lb: LoopNode) -> isl.Set:
     """``{ [lb(y) - la(x)] }`` over the pairs x -> y of ``d`` in the same outer iteration."""

@@ -21,8 +21,8 @@ legality test as a hand-written schedule (so the result can be printed, edited a
    smallest offset (an int or a size expression such as ``K - 1``, computed from the exact
    dependences) that keeps every dependence pointing forward, then ``merge``.
    ``fusion="min"`` keeps the nests as written; ``"max"`` fuses whenever a bounded shift exists
-   (locality first); ``"smart"`` fuses only without a shift and when the fused outer loop
-   carries no new dependence (parallelism first).
+   (locality first); ``"smart"`` fuses only loops of nearly equal extents, without a shift,
+   and when the fused outer loop carries no new dependence (parallelism first).
 2. **Band transformation**: for each perfectly nested band, isl's scheduler (validity,
    proximity and coincidence = the dependences the band carries) finds a unimodular change of
    basis; it is applied as ``reverse``/``skew`` steps and one ``reorder``. Supported: every
@@ -134,7 +134,8 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
         if fusion == "smart":
             keep = 0
             while keep < len(shifts) and shifts[keep].offset == 0 and \
-                    (keep > 0 or shifts[0].exact_zero):
+                    (keep > 0 or shifts[0].exact_zero) and \
+                    autosched.conformable(sch.program, first[keep], second[keep], context):
                 keep += 1
             shifts = shifts[:keep]
         merged = _attempt(sch, lambda t: _merge(t, first, second, shifts)) if shifts else None
