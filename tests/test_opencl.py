@@ -131,6 +131,21 @@ def test_cholesky_like_seed_nest_runs_on_one_work_item(rng):
         np.testing.assert_allclose(p, 1 / np.diag(lower), rtol=1e-4)
 
 
+@pytest.mark.parametrize("rows", [1, 70])
+def test_private_accumulator_lets_the_row_loop_run_on_work_items(rng, rows):
+    knl = pl.make_kernel("{ [i, k] : 0 <= i < n and 0 <= k < m }", """
+        <> acc = 0
+        acc = acc + a[i, k] * x[k]
+        y[i] = acc
+    """)
+    knl = pl.split_iname(knl, "i", 32, outer_tag="g.0", inner_tag="l.0")
+    mod = pl.build(knl, target="opencl")
+    assert "float acc[1];" in mod.source and "barrier" not in mod.source
+    a = rng.standard_normal((rows, 9), dtype="float32")
+    x = rng.standard_normal(9, dtype="float32")
+    np.testing.assert_allclose(mod(a, x), a @ x, rtol=1e-5, atol=1e-5)
+
+
 def test_a_temporary_used_by_two_launches_lives_in_global_scratch(rng):
     knl = pl.make_kernel("{ [i, i2] : 0 <= i, i2 < n }", """
         <> t[i] = a[i] * a[i]

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 from ..errors import ParseError
 from ..ir.dtypes import DType, as_dtype
-from ..ir.expr import Const, Expr, Load, ReduceKind, Var, cast, const, free_vars, loads, select
+from ..ir.expr import (Const, Expr, Load, ReduceKind, Var, cast, const, free_vars, loads, rewrite,
+                       select)
 from ..ir.printer import loops_to_str
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.simplify import simplify
@@ -27,7 +28,9 @@ from ..poly import kernel_domains as kd
 from ..poly.astgen import build_ast
 from ..poly.isl_util import NotAffine
 from ..poly.dataflow import reads_initial_values
+from ..poly.gpu import loop_extent
 from ..poly.order import original_tree
+from ..poly.storage import private_loops
 from ..poly.tree import flat_schedule
 from .kernel_exprs import Converter, Names, Reduction, join_dtypes
 from .kernel_parse import (ExprParser, Instruction, SyntaxErrorAt, error_at, parse_instructions,
@@ -328,6 +331,7 @@ class _Builder:
                           kd.assumptions_text(self.params, self.assumptions)
                           if self.assumptions else "",
                           nesting=tuple((st.name, nesting[st.name]) for st in statements))
+        program = _privatized(program)
         return _with_roles(program, {n: k for k, n in enumerate(self.decl)})
 
     def _statements(self, ins: Instruction, idx, value, conds, inames: set[str]):
@@ -473,6 +477,38 @@ def _nesting(items: list[tuple[Statement, list[str], bool]]) -> dict[str, tuple[
                 walk(c.children, path + (k,))
     walk(top, ())
     return out
+
+
+def _privatized(program: Program) -> Program:
+    """Each private temporary gets one element per iteration of the loops around its uses whose
+    iterations exchange no value through it (``acc`` in ``acc = 0; acc = acc + a[i, k];
+    y[i] = acc`` gets one per i), so that those loops carry no dependence on it and can run in
+    parallel. Lowering shrinks it back to what one iteration needs."""
+    root = original_tree(program)[0]
+    for b in program.buffers:
+        if b.role is not BufferRole.TEMP or b.scope is not MemScope.LOCAL:
+            continue
+        loops = private_loops(program, root, b.name)
+        users = [s for s in program.statements
+                 if s.buffer == b.name or any(ld.buffer == b.name for ld in s.reads())]
+        extents = [loop_extent(program, n) for n in loops]
+        if not loops or any(e is None for e in extents):
+            continue
+        extra = tuple(Var(n.name) for n in loops)
+
+        def widen(e: Expr, name=b.name) -> Expr | None:
+            if isinstance(e, Load) and e.buffer == name:
+                return Load(name, extra + e.indices, e.dtype, e.weak)
+            return None
+        statements = tuple(
+            Statement(s.name, s.iters, s.domain, s.buffer,
+                      extra + s.indices if s.buffer == b.name else s.indices,
+                      rewrite(s.value, widen), s.reduction, s.block, s.is_init)
+            if s in users else s for s in program.statements)
+        wide = Buffer(b.name, tuple(extents) + b.shape, b.dtype, b.role, b.scope)  # type: ignore[arg-type]
+        program = program.replace(statements=statements, buffers=tuple(
+            wide if x.name == b.name else x for x in program.buffers))
+    return program
 
 
 def _with_roles(program: Program, declared: dict[str, int]) -> Program:

@@ -15,7 +15,7 @@ import islpy as isl
 
 from ..errors import BuildError
 from ..ir.expr import Expr
-from ..ir.program import Program
+from ..ir.program import MemScope, Program
 from ..ir.simplify import simplify
 from .access import domain
 from .affine import prefix_map, value_range
@@ -106,6 +106,10 @@ def cross_item_dependences(program: Program, root: Root,
     items = {s: item_map(program, p, s) for s, p in paths.items()}
     by_buffer: dict[str, list[Access]] = {}
     for a in accesses(program):
+        # private memory: every work-item has its own copy (storage placement made sure no
+        # value has to travel between work-items through it)
+        if program.buffer(a.buffer).scope is MemScope.LOCAL:
+            continue
         if a.statement in paths and not (a.is_accumulator and not a.is_write):
             by_buffer.setdefault(a.buffer, []).append(a)
     out = []
@@ -268,3 +272,21 @@ def loop_upper_bound(program: Program, stmt: str, expr: str) -> Expr:
     img = m.intersect_domain(_align(domain(program, program.statement(stmt)), m)).range()
     hi = img.dim_max(0).add_constant_val(isl.Val(1)).coalesce()
     return simplify(pw_aff_to_expr(hi, [], "a loop bound", upper_bound=True))
+
+
+def loop_extent(program: Program, node: LoopNode) -> Expr | None:
+    """One past the largest value of a loop that never goes below 0 (the extent of an array
+    indexed by it), as an expression of the size parameters; None when it may be negative."""
+    for s in statements_under(node):
+        lo, _ = value_range(program, s, node.expr(s))
+        if lo is None or lo < 0:
+            return None
+    hi = None
+    for s in statements_under(node):
+        m = _full(program, node.expr(s))
+        img = m.intersect_domain(_align(domain(program, program.statement(s)), m)).range()
+        h = img.dim_max(0)
+        hi = h if hi is None else _align(hi, h).max(_align(h, hi))
+    assert hi is not None
+    return simplify(pw_aff_to_expr(hi.add_constant_val(isl.Val(1)).coalesce(), [],
+                                   f"the extent of loop '{node.name}'", upper_bound=True))

@@ -214,3 +214,25 @@ def fetch_dependence(program: Program, copy: str, consumer: str,
         return None
     rel = rel.intersect(_align(schedule[copy].lex_lt_map(schedule[consumer]), rel)).coalesce()
     return None if rel.is_empty() else Dependence(DepKind.RAW, copy, consumer, copy, rel)
+
+
+def private_loops(program: Program, root: Root, buffer: str) -> list[LoopNode]:
+    """The outermost loops around every access of ``buffer`` such that no value of it flows
+    from one of their iterations to another: each iteration could have its own copy."""
+    acc = [a for a in accesses(program) if a.buffer == buffer]
+    if not acc or not all(a.exact for a in acc):
+        return []
+    paths = statement_paths(root)
+    stmts = list(dict.fromkeys(a.statement for a in acc))
+    common = paths[stmts[0]]
+    for s in stmts[1:]:
+        k = 0
+        while k < min(len(common), len(paths[s])) and common[k].id == paths[s][k].id:
+            k += 1
+        common = common[:k]
+    while common:
+        keys = {s: _key_map(program, s, common) for s in stmts}
+        if _values_stay(program, root, buffer, keys) is None:
+            return common
+        common = common[:-1]
+    return []
