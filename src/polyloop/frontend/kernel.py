@@ -19,22 +19,18 @@ from typing import Any, Sequence
 
 from ..errors import ParseError
 from ..ir.dtypes import DType, as_dtype
-from ..ir.expr import (Const, Expr, Load, ReduceKind, Var, cast, const, free_vars, loads, rewrite,
-                       select)
+from ..ir.expr import Expr, Load, Var, const, free_vars, select
 from ..ir.printer import loops_to_str
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.simplify import simplify
 from ..poly import kernel_domains as kd
 from ..poly.astgen import build_ast
 from ..poly.isl_util import NotAffine
-from ..poly.dataflow import reads_initial_values
-from ..poly.gpu import loop_extent
 from ..poly.order import original_tree
-from ..poly.storage import private_loops
-from ..poly.tree import flat_schedule
 from .kernel_exprs import Converter, Names, Reduction, join_dtypes
 from .kernel_parse import (ExprParser, Instruction, SyntaxErrorAt, error_at, parse_instructions,
                            tokenize)
+from .kernel_program import assign, identity, nesting, privatized, reads_of, with_roles
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,7 +311,7 @@ class _Builder:
         self._infer_dtypes()
         converted = [self._exprs(ins) for ins in self.insns]
         own = [self._own_inames(*c) for c in converted]
-        reads = [_reads(c) for c in converted]
+        reads = [reads_of(c) for c in converted]
         self._inherit(own, reads)
         statements: list[Statement] = []
         items: list[tuple[Statement, list[str], bool]] = []
@@ -325,14 +321,14 @@ class _Builder:
                 items.append((st, loops, fresh))
         buffers = self._buffers(statements)
         args = self._argument_order(buffers)
-        nesting = _nesting(items)
+        where = nesting(items)
         program = Program(_identifier(name), tuple(buffers), tuple(statements),
                           tuple(self.params), tuple(args),
                           kd.assumptions_text(self.params, self.assumptions)
                           if self.assumptions else "",
-                          nesting=tuple((st.name, nesting[st.name]) for st in statements))
-        program = _privatized(program)
-        return _with_roles(program, {n: k for k, n in enumerate(self.decl)})
+                          nesting=tuple((st.name, where[st.name]) for st in statements))
+        program = privatized(program)
+        return with_roles(program, {n: k for k, n in enumerate(self.decl)})
 
     def _statements(self, ins: Instruction, idx, value, conds, inames: set[str]):
         affine, data = [], []
@@ -356,9 +352,9 @@ class _Builder:
             red = self._ordered(kd.outer_inames(self.doms, value.inames) - inames)
             init_dom = kd.statement_domain(self.doms, f"{ins.id}_init", loops, affine)
             upd_dom = kd.statement_domain(self.doms, ins.id, loops + red, affine)
-            src = _assign(target_dtype, value.source)
+            src = assign(target_dtype, value.source)
             init = Statement(f"{ins.id}_init", tuple(loops), init_dom, ins.target, idx,
-                             _identity(value.kind, target_dtype), block=ins.id, is_init=True)
+                             identity(value.kind, target_dtype), block=ins.id, is_init=True)
             upd = Statement(ins.id, tuple(loops + red), upd_dom, ins.target, idx, src,
                             value.kind, block=ins.id)
             # Separate nests (all initializations, then all updates) only when each element of
@@ -366,7 +362,7 @@ class _Builder:
             separate = sorted(str(i) for i in idx) == sorted(loops) and all(
                 isinstance(i, Var) for i in idx)
             return [(init, loops, False), (upd, loops + red, separate)]
-        v = _assign(target_dtype, value)
+        v = assign(target_dtype, value)
         for c in reversed(data):
             v = select(c, v, Load(ins.target, idx, target_dtype))
         dom = kd.statement_domain(self.doms, ins.id, loops, affine)
@@ -413,124 +409,6 @@ def _identifier(name: str) -> str:
     if not name.isidentifier():
         raise ParseError(f"kernel name {name!r} is not an identifier")
     return name
-
-
-def _reads(c) -> set[str]:
-    idx, value, conds = c
-    exprs = [*idx, *conds, value.source if isinstance(value, Reduction) else value]
-    out: set[str] = set()
-    for e in exprs:
-        out |= {ld.buffer for ld in loads(e)}
-    return out
-
-
-def _assign(dtype: DType, value: Expr) -> Expr:
-    """Assignment converts the value to the target's dtype, as ``out[...] = value`` in NumPy."""
-    return value if value.dtype is dtype and not value.weak else cast(dtype, value)
-
-
-def _identity(kind: ReduceKind, d: DType) -> Const:
-    if kind is ReduceKind.SUM:
-        return const(0, d)
-    if d.is_float:
-        return const(float("-inf") if kind is ReduceKind.MAX else float("inf"), d)
-    import numpy as np
-    info = np.iinfo(d.numpy)
-    return const(int(info.min) if kind is ReduceKind.MAX else int(info.max), d)
-
-
-class _Open:
-    """A loop of the nest being built."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.children: list[_Open | str] = []
-
-
-def _nesting(items: list[tuple[Statement, list[str], bool]]) -> dict[str, tuple[int, ...]]:
-    """Nest statements: each shares the loops of its common leading inames with the one before
-    (a reduction's update marked separate shares only the loops its initialization found
-    open, so that it can run as a nest of its own). Returns each
-    statement's position among its siblings at every depth (``Program.nesting``)."""
-    top: list[_Open | str] = []
-    stack: list[_Open] = []
-    shared_by_init = 0
-    for stmt, loops, separate in items:
-        limit = shared_by_init if separate else len(loops)
-        c = 0
-        while c < min(len(stack), len(loops), limit) and stack[c].name == loops[c]:
-            c += 1
-        del stack[c:]
-        shared_by_init = c
-        for it in loops[c:]:
-            node = _Open(it)
-            (stack[-1].children if stack else top).append(node)
-            stack.append(node)
-        (stack[-1].children if stack else top).append(stmt.name)
-    out: dict[str, tuple[int, ...]] = {}
-
-    def walk(children: list[_Open | str], path: tuple[int, ...]) -> None:
-        for k, c in enumerate(children):
-            if isinstance(c, str):
-                out[c] = path + (k,)
-            else:
-                walk(c.children, path + (k,))
-    walk(top, ())
-    return out
-
-
-def _privatized(program: Program) -> Program:
-    """Each private temporary gets one element per iteration of the loops around its uses whose
-    iterations exchange no value through it (``acc`` in ``acc = 0; acc = acc + a[i, k];
-    y[i] = acc`` gets one per i), so that those loops carry no dependence on it and can run in
-    parallel. Lowering shrinks it back to what one iteration needs."""
-    root = original_tree(program)[0]
-    for b in program.buffers:
-        if b.role is not BufferRole.TEMP or b.scope is not MemScope.LOCAL:
-            continue
-        loops = private_loops(program, root, b.name)
-        users = [s for s in program.statements
-                 if s.buffer == b.name or any(ld.buffer == b.name for ld in s.reads())]
-        extents = [loop_extent(program, n) for n in loops]
-        if not loops or any(e is None for e in extents):
-            continue
-        extra = tuple(Var(n.name) for n in loops)
-
-        def widen(e: Expr, name=b.name) -> Expr | None:
-            if isinstance(e, Load) and e.buffer == name:
-                return Load(name, extra + e.indices, e.dtype, e.weak)
-            return None
-        statements = tuple(
-            Statement(s.name, s.iters, s.domain, s.buffer,
-                      extra + s.indices if s.buffer == b.name else s.indices,
-                      rewrite(s.value, widen), s.reduction, s.block, s.is_init)
-            if s in users else s for s in program.statements)
-        wide = Buffer(b.name, tuple(extents) + b.shape, b.dtype, b.role, b.scope)  # type: ignore[arg-type]
-        program = program.replace(statements=statements, buffers=tuple(
-            wide if x.name == b.name else x for x in program.buffers))
-    return program
-
-
-def _with_roles(program: Program, declared: dict[str, int]) -> Program:
-    """Inputs are never written; a written argument is an output, or inout when the kernel may
-    read an element of it before writing it (the caller's values then matter)."""
-    written = {s.buffer for s in program.statements}
-    read = {ld.buffer for s in program.statements for ld in s.reads()}
-    exposed = set()
-    if any(b.role is not BufferRole.TEMP and b.name in written & read for b in program.buffers):
-        exposed = reads_initial_values(program, flat_schedule(program, original_tree(program)[0]))
-    buffers = []
-    for b in program.buffers:
-        if b.role is BufferRole.TEMP:
-            buffers.append(b)
-            continue
-        role = (BufferRole.INPUT if b.name not in written else
-                BufferRole.INOUT if b.name in exposed else BufferRole.OUTPUT)
-        buffers.append(Buffer(b.name, b.shape, b.dtype, role, b.scope))
-    roles = {b.name: b.role for b in buffers}
-    return program.replace(buffers=tuple(buffers), args=tuple(
-        sorted(program.args, key=lambda a: (declared.get(a, len(declared)),
-                                            roles[a] is BufferRole.OUTPUT))))
 
 
 __all__ = ["ArrayArg", "LoopKernel", "ValueArg", "make_kernel"]

@@ -1,0 +1,134 @@
+# SPDX-License-Identifier: Apache-2.0
+"""How a kernel's statements become a Program: assignment conversions, reduction identities,
+the loop nest the instructions spell (``Program.nesting``), private temporaries, and which
+arrays are inputs, outputs or updated in place."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.dtypes import DType
+from ..ir.expr import Const, Expr, Load, ReduceKind, Var, cast, const, loads, rewrite
+from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from ..poly.dataflow import reads_initial_values
+from ..poly.gpu import loop_extent
+from ..poly.order import original_tree
+from ..poly.storage import private_loops
+from ..poly.tree import flat_schedule
+from .kernel_exprs import Reduction
+
+
+def reads_of(c) -> set[str]:
+    idx, value, conds = c
+    exprs = [*idx, *conds, value.source if isinstance(value, Reduction) else value]
+    out: set[str] = set()
+    for e in exprs:
+        out |= {ld.buffer for ld in loads(e)}
+    return out
+
+
+def assign(dtype: DType, value: Expr) -> Expr:
+    """Assignment converts the value to the target's dtype, as ``out[...] = value`` in NumPy."""
+    return value if value.dtype is dtype and not value.weak else cast(dtype, value)
+
+
+def identity(kind: ReduceKind, d: DType) -> Const:
+    if kind is ReduceKind.SUM:
+        return const(0, d)
+    if d.is_float:
+        return const(float("-inf") if kind is ReduceKind.MAX else float("inf"), d)
+    info = np.iinfo(d.numpy)
+    return const(int(info.min) if kind is ReduceKind.MAX else int(info.max), d)
+
+
+class _Open:
+    """A loop of the nest being built."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.children: list[_Open | str] = []
+
+
+def nesting(items: list[tuple[Statement, list[str], bool]]) -> dict[str, tuple[int, ...]]:
+    """Nest statements: each shares the loops of its common leading inames with the one before
+    (a reduction's update marked separate shares only the loops its initialization found
+    open, so that it can run as a nest of its own). Returns each
+    statement's position among its siblings at every depth (``Program.nesting``)."""
+    top: list[_Open | str] = []
+    stack: list[_Open] = []
+    shared_by_init = 0
+    for stmt, loops, separate in items:
+        limit = shared_by_init if separate else len(loops)
+        c = 0
+        while c < min(len(stack), len(loops), limit) and stack[c].name == loops[c]:
+            c += 1
+        del stack[c:]
+        shared_by_init = c
+        for it in loops[c:]:
+            node = _Open(it)
+            (stack[-1].children if stack else top).append(node)
+            stack.append(node)
+        (stack[-1].children if stack else top).append(stmt.name)
+    out: dict[str, tuple[int, ...]] = {}
+
+    def walk(children: list[_Open | str], path: tuple[int, ...]) -> None:
+        for k, c in enumerate(children):
+            if isinstance(c, str):
+                out[c] = path + (k,)
+            else:
+                walk(c.children, path + (k,))
+    walk(top, ())
+    return out
+
+
+def privatized(program: Program) -> Program:
+    """Each private temporary gets one element per iteration of the loops around its uses whose
+    iterations exchange no value through it (``acc`` in ``acc = 0; acc = acc + a[i, k];
+    y[i] = acc`` gets one per i), so that those loops carry no dependence on it and can run in
+    parallel. Lowering shrinks it back to what one iteration needs."""
+    root = original_tree(program)[0]
+    for b in program.buffers:
+        if b.role is not BufferRole.TEMP or b.scope is not MemScope.LOCAL:
+            continue
+        loops = private_loops(program, root, b.name)
+        users = [s for s in program.statements
+                 if s.buffer == b.name or any(ld.buffer == b.name for ld in s.reads())]
+        extents = [loop_extent(program, n) for n in loops]
+        if not loops or any(e is None for e in extents):
+            continue
+        extra = tuple(Var(n.name) for n in loops)
+
+        def widen(e: Expr, name=b.name) -> Expr | None:
+            if isinstance(e, Load) and e.buffer == name:
+                return Load(name, extra + e.indices, e.dtype, e.weak)
+            return None
+        statements = tuple(
+            Statement(s.name, s.iters, s.domain, s.buffer,
+                      extra + s.indices if s.buffer == b.name else s.indices,
+                      rewrite(s.value, widen), s.reduction, s.block, s.is_init)
+            if s in users else s for s in program.statements)
+        wide = Buffer(b.name, tuple(extents) + b.shape, b.dtype, b.role, b.scope)  # type: ignore[arg-type]
+        program = program.replace(statements=statements, buffers=tuple(
+            wide if x.name == b.name else x for x in program.buffers))
+    return program
+
+
+def with_roles(program: Program, declared: dict[str, int]) -> Program:
+    """Inputs are never written; a written argument is an output, or inout when the kernel may
+    read an element of it before writing it (the caller's values then matter)."""
+    written = {s.buffer for s in program.statements}
+    read = {ld.buffer for s in program.statements for ld in s.reads()}
+    exposed = set()
+    if any(b.role is not BufferRole.TEMP and b.name in written & read for b in program.buffers):
+        exposed = reads_initial_values(program, flat_schedule(program, original_tree(program)[0]))
+    buffers = []
+    for b in program.buffers:
+        if b.role is BufferRole.TEMP:
+            buffers.append(b)
+            continue
+        role = (BufferRole.INPUT if b.name not in written else
+                BufferRole.INOUT if b.name in exposed else BufferRole.OUTPUT)
+        buffers.append(Buffer(b.name, b.shape, b.dtype, role, b.scope))
+    roles = {b.name: b.role for b in buffers}
+    return program.replace(buffers=tuple(buffers), args=tuple(
+        sorted(program.args, key=lambda a: (declared.get(a, len(declared)),
+                                            roles[a] is BufferRole.OUTPUT))))
