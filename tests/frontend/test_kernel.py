@@ -196,3 +196,13 @@ def test_unclosed_if_block_and_reduction_inside_expression_are_refused():
         pl.make_kernel("{ [i] : 0 <= i < n }", "if i > 0\n out[i] = a[i]")
     with pytest.raises(pl.ParseError, match="must be the whole right-hand side"):
         pl.make_kernel("{ [i, k] : 0 <= i, k < n }", "out[i] = 1 + sum(k, a[i, k])")
+
+
+@pytest.mark.parametrize("domain, suspect", [("{ [i] : 0 <= i < < n }", "< n"),
+                                             ("{ [i] : 0 <= i < n and }", "}"),
+                                             ("{ [i] : 0 <= i ? n }", "? n")])
+def test_isl_syntax_errors_point_at_the_suspect_token(domain, suspect):
+    with pytest.raises(pl.ParseError, match="invalid loop domain") as info:
+        pl.make_kernel(domain, "out[i] = a[i]")
+    lines = str(info.value).splitlines()
+    assert lines[2].index("^") == lines[1].index(suspect)

@@ -112,13 +112,38 @@ def parse_domain(text: str) -> Domain:
     try:
         s = isl.Set(full)
     except isl.Error as e:
+        col = _suspect_column(text, after)
+        caret = f"\n    {' ' * col}^" if col is not None else ""
         raise ParseError(f"invalid loop domain (ISL syntax, e.g. '{{ [i, j] : 0 <= i < n and "
-                         f"0 <= j < i }}'):\n    {text}\n  isl says: {e}") from None
+                         f"0 <= j < i }}'):\n    {text}{caret}\n  isl says: {e}") from None
     s = s.set_tuple_name(None) if s.get_tuple_name() else s
     npar = s.dim(isl.dim_type.param)
     constraints = s.move_dims(isl.dim_type.param, npar, isl.dim_type.set, 0,
                               s.dim(isl.dim_type.set))
     return Domain(text, tuple(inames), tuple(params), constraints)
+
+
+_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_']*)|(?P<num>\d+)|"
+                    r"(?P<op><=|>=|<<|>>|->|[-+*/<>=(){}\[\],:;]))")
+_BINARY = {"<=", ">=", "<", ">", "=", "+", "*", "/", "and", "or", "mod", ":"}
+
+
+def _suspect_column(text: str, start: int) -> int | None:
+    """Where a constraint list most likely goes wrong: an unknown character, two operators in
+    a row, or an operator with nothing after it (``0 <= i < n and }``)."""
+    pos, prev = start, None
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            return pos + len(text[pos:]) - len(text[pos:].lstrip())
+        tok = m.group(m.lastgroup or "op")
+        col = m.start(m.lastgroup or "op")
+        if tok in ("}", ")") and prev in _BINARY:
+            return col
+        if tok in _BINARY and prev in _BINARY - {":"}:
+            return col
+        prev, pos = tok, m.end()
+    return None
 
 
 def parse_domains(texts: str | Sequence[str]) -> list[Domain]:
