@@ -180,3 +180,28 @@ def test_schedule_bind_drives_work_groups_for_tensor_expressions(rng):
     mod = pl.build(sch, target="opencl")
     a = rng.standard_normal((37, 37), dtype="float32")
     np.testing.assert_array_equal(mod(A=a), 2 * a.T)
+
+
+def test_int_double_conditions_max_and_unrolling_match_numpy(rng):
+    knl = pl.make_kernel("{ [i, k] : 0 <= i < n and 0 <= k < 4 }", """
+        m[i] = max(k, a[i, k])
+        if i % 2 == 0
+            q[i] = b[i] // 3
+        else
+            q[i] = -b[i]
+        end
+        d[i] = c[i] * 2.5
+    """, args=[pl.ArrayArg("a", "float32"), pl.ArrayArg("b", "int32"),
+               pl.ArrayArg("c", "float64")])
+    knl = pl.split_iname(knl, "i", 16, outer_tag="g.0", inner_tag="l.0")
+    knl = pl.tag_inames(knl, {"k": "unr"})
+    mod = pl.build(knl, target="opencl")
+    assert "#pragma unroll" in mod.source and "cl_khr_fp64" in mod.source
+    n = 37
+    a = rng.standard_normal((n, 4), dtype="float32")
+    b = rng.integers(-50, 50, n, dtype="int32")
+    c = rng.standard_normal(n)
+    m, q, d = mod(a, b, c)
+    np.testing.assert_array_equal(m, a.max(axis=1))
+    np.testing.assert_array_equal(q, np.where(np.arange(n) % 2 == 0, b // 3, -b))
+    np.testing.assert_allclose(d, c * 2.5)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..errors import BuildError
 from ..ir.dtypes import DType
 from ..ir.expr import BinOpKind, Const, Expr, UnaryKind, binop
-from ..ir.loops import Barrier, For
+from ..ir.loops import Barrier, For, LoopKind
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..lower.launches import DeviceProgram, Launch
 from .cfamily import CFamilyPrinter
@@ -62,6 +62,12 @@ class OpenCLPrinter(CFamilyPrinter):
             raise BuildError(f"loop '{loop.var}' is bound to {loop.thread!r}, which OpenCL cannot "
                              "run; bind to blockIdx.x/y/z or threadIdx.x/y/z (tags g.N, l.N)")
         return f"(long){INDEX_FUNCTIONS[kind]}({'xyz'.index(axis)})"
+
+    def loop_pragmas(self, loop: For) -> list[str]:
+        if loop.kind is LoopKind.UNROLLED:
+            count = f" {loop.unroll_factor}" if loop.unroll_factor else ""
+            return [f"#pragma unroll{count}"]
+        return []
 
     def barrier(self, node: Barrier) -> str:
         if node.scope == "global":
