@@ -42,6 +42,9 @@ def test_seed_double_split_into_work_groups_of_128(rng, n):
     out = np.full(n, np.nan, "float32")
     assert mod(a=a, out=out) is None
     np.testing.assert_array_equal(out, 2 * a)
+    np.testing.assert_array_equal(mod(a=a, n=n), 2 * a)
+    with pytest.raises(pl.ArgumentError, match="inconsistent size 'n'"):
+        mod(a=a, n=n + 1)
 
 
 def test_pyopencl_arrays_and_a_given_queue_are_used_directly(rng):
