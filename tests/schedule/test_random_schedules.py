@@ -66,3 +66,22 @@ def test_accepted_random_schedules_compute_the_same_results(seed):
     pl.build(sch, check=True)
     again = pl.Schedule.from_trace(PROGRAMS[name]().original, sch.trace.to_json())
     assert str(again) == str(sch)
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "gcc 12.2 at -O3 with AVX2 (-march=native here) miscompiles the reduction over a reversed "
+    "loop 'for rw in range(-2, 1): O[..] += P[.., x - rw] * W_local[.., -rw]' (exact with "
+    "-fno-tree-loop-vectorize or -O2); the schedule and the printed program are right. For the "
+    "codegen/runtime owners: needs a workaround in the emitted code or the compile flags."))
+def test_reversed_reduction_loop_with_a_cached_weight():
+    from .programs import conv2d, conv2d_reference
+    import numpy as np
+    rng = np.random.default_rng(0)
+    sch = pl.Schedule(conv2d(2, 2, 3, 7, 6))
+    b, o, y, x, rc, rh, rw = sch.get_loops("O")
+    sch.skew(rc, rh, 1)
+    sch.reverse(rw)
+    sch.cache_read("O", "W", "local")
+    a = rng.standard_normal((2, 2, 7, 6), dtype="float32")
+    w = rng.standard_normal((3, 2, 3, 3), dtype="float32")
+    np.testing.assert_allclose(pl.build(sch)(a, w), conv2d_reference(a, w), rtol=1e-4, atol=1e-4)
