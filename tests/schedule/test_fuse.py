@@ -63,7 +63,7 @@ def test_fused_tile_loops_recover_each_loop_with_div_and_mod(rng):
     i, j = sch.get_loops("C")
     i0, j0, i1, j1 = sch.tile(i, j, 2, 4)
     outer = sch.fuse(i0, j0)
-    inner = sch.fuse(i1, j1)
+    sch.fuse(i1, j1)
     sch.parallel(outer)
     assert lines(sch)[-5:] == [
         "for i_0_j_0_fused in parallel(12):",          # 4 row tiles x 3 column tiles

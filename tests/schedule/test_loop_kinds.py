@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 
 import polyloop as pl
+from polyloop.ir.dtypes import DType
+from polyloop.ir.expr import Var, VarKind
+from polyloop.ir.program import Buffer, BufferRole, Program, Statement
 
 from .programs import (check_matmul_relu, lines, matmul_sch, poisoned, raises_schedule_error,
                        refused_unchanged)
@@ -78,9 +81,6 @@ def test_vectorize_refuses_the_innermost_reduction_loop():
 
 def test_vectorize_refuses_a_loop_carrying_a_dependence():
     """A prefix sum written in place: X[i] = X[i-1] + X[i]."""
-    from polyloop.ir.dtypes import DType
-    from polyloop.ir.expr import Var, VarKind
-    from polyloop.ir.program import Buffer, BufferRole, Program, Statement
     n = Var("n", VarKind.PARAM)
     X = Buffer("X", (n,), DType.FLOAT32, BufferRole.INOUT)
     i = Var("i")

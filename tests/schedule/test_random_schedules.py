@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 import polyloop as pl
 
-from .programs import conv2d, diagonal_stencil, matmul_relu, stencil
+from .programs import conv2d, conv2d_reference, diagonal_stencil, matmul_relu, stencil
 
 PROGRAMS = {
     "matmul_relu": lambda: pl.Schedule(matmul_relu()),
@@ -74,8 +75,6 @@ def test_accepted_random_schedules_compute_the_same_results(seed):
     "-fno-tree-loop-vectorize or -O2); the schedule and the printed program are right. For the "
     "codegen/runtime owners: needs a workaround in the emitted code or the compile flags."))
 def test_reversed_reduction_loop_with_a_cached_weight():
-    from .programs import conv2d, conv2d_reference
-    import numpy as np
     rng = np.random.default_rng(0)
     sch = pl.Schedule(conv2d(2, 2, 3, 7, 6))
     b, o, y, x, rc, rh, rw = sch.get_loops("O")

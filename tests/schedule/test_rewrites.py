@@ -5,12 +5,14 @@ against its own dependences."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import polyloop as pl
+from polyloop.ir.dtypes import DType
+from polyloop.ir.expr import Var, VarKind
+from polyloop.ir.program import Buffer, BufferRole, Program, Statement
 
-from .programs import (check_matmul_relu, indent_of, lines, matmul_relu, matmul_sch, poisoned,
-                       raises_schedule_error, refused_unchanged)
+from .programs import (check_matmul_relu, check_stencil, indent_of, lines, matmul_sch, poisoned,
+                       refused_unchanged, stencil)
 
 
 # cache_read / cache_write ---------------------------------------------------------------------
@@ -167,7 +169,6 @@ def test_transform_layout_refuses_a_map_that_is_not_one_to_one():
 def test_cache_write_of_an_in_place_stencil_copies_in_what_it_reads(rng):
     """The stencil reads A's first row and column, which it never writes: the cache must start
     with them (and a reduction that initializes first needs no copy)."""
-    from .programs import check_stencil, stencil
     sch = pl.Schedule(stencil())
     out = sch.cache_write("S", "local")
     text = lines(sch)
@@ -186,7 +187,6 @@ def test_cache_write_of_an_in_place_stencil_copies_in_what_it_reads(rng):
 
 
 def test_cache_write_twice_gets_fresh_names(rng):
-    from .programs import check_stencil, stencil
     sch = pl.Schedule(stencil())
     first = sch.cache_write("S", "local")
     second = sch.cache_write("S", "local")
@@ -196,9 +196,6 @@ def test_cache_write_twice_gets_fresh_names(rng):
 
 
 def test_compute_inline_of_a_recurrence_is_refused():
-    from polyloop.ir.dtypes import DType
-    from polyloop.ir.expr import Var, VarKind
-    from polyloop.ir.program import Buffer, BufferRole, Program, Statement
     n = Var("n", VarKind.PARAM)
     A = Buffer("A", (n,), DType.FLOAT64, BufferRole.INPUT)
     T = Buffer("T", (n,), DType.FLOAT64, BufferRole.TEMP)

@@ -4,6 +4,8 @@ parallel, but after skewing j by i and interchanging, the inner loop is a parall
 Also ``skew`` and ``reverse`` on their own."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import polyloop as pl
@@ -30,7 +32,6 @@ def test_parallel_witness_is_a_real_instance_of_the_dependence():
     sch = pl.Schedule(stencil())
     i, _ = sch.get_loops("S")
     msg = raises_schedule_error(lambda: sch.parallel(i))
-    import re
     m = re.search(r"S\(i=(\d+), j=(\d+)\) reads A\[(\d+), (\d+)\] written by S\(i=(\d+), j=(\d+)\)",
                   msg)
     si, sj, ai, aj, wi, wj = map(int, m.groups())
