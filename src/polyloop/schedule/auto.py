@@ -178,7 +178,7 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | None, parallel: boo
         transform = _reordered(transform, sorted(range(perm),
                                                  key=lambda k: not transform.coincident[k]))
         if tile is None:
-            transform = _locality_last(sch, band, transform)
+            transform = _locality_last(sch, band, transform, keep_parallel=parallel)
     done = _attempt(sch, lambda t: _transform(t, band, transform))
     if done is not None:
         sch, order = done
@@ -203,17 +203,19 @@ def _reordered(t: autosched.BandTransform, keep: list[int]) -> autosched.BandTra
                                    tuple(t.coincident[k] for k in keep))
 
 
-def _locality_last(sch: Schedule, band: list[LoopNode],
-                   t: autosched.BandTransform) -> autosched.BandTransform:
+def _locality_last(sch: Schedule, band: list[LoopNode], t: autosched.BandTransform, *,
+                   keep_parallel: bool) -> autosched.BandTransform:
     """In a fully permutable band that isl only permutes, put the loop with the best spatial
-    locality (stride-1 accesses) innermost, unless it is the only parallel loop."""
+    locality (stride-1 accesses) innermost, unless it is the only parallel loop and the band
+    still needs one (``keep_parallel``)."""
     if any(sorted(map(abs, r)) != [0] * (len(r) - 1) + [1] for r in t.rows):
         return t
     column = [next(c for c, v in enumerate(r) if v) for r in t.rows]
     scores = [autosched.locality_score(sch.program, band[c]) for c in column]
     best = max(range(len(scores)), key=lambda k: (scores[k], k))
     keep = [k for k in range(len(scores)) if k != best] + [best]
-    if best == len(scores) - 1 or (t.coincident[best] and not t.coincident[keep[0]]):
+    if best == len(scores) - 1 or (keep_parallel and t.coincident[best]
+                                   and not t.coincident[keep[0]]):
         return t
     return _reordered(t, keep)
 
