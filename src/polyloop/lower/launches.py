@@ -85,8 +85,10 @@ def _shared_temps_to_global(program: Program, root: Root) -> Program:
 
 def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
     names = set(statements_under(top)) if isinstance(top, LoopNode) else {top.statement}
-    sub = program.replace(statements=tuple(s for s in program.statements if s.name in names),
-                          nesting=())
+    stmts = tuple(s for s in program.statements if s.name in names)
+    used = {s.buffer for s in stmts} | {ld.buffer for s in stmts for ld in s.reads()}
+    sub = program.replace(statements=stmts, nesting=(), buffers=tuple(
+        b for b in program.buffers if b.role is not BufferRole.TEMP or b.name in used))
     tree = Root((top,))
     groups, items = _sizes(sub, top)
     # compact first: reusing one box in every iteration is what creates the barriers' work
