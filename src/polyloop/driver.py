@@ -71,9 +71,16 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object)
     from .runtime import Module, compile_c
     if queue is not None:
         raise PolyloopError("queue= is an option of the 'opencl' target")
+    from .config import CONFIG
+    from .lower.hazards import negative_stride_reduction
+    from .runtime.compiler import vectorizes_negative_step_reductions_wrongly
     kernel = lower(sch.program, sch.state.root, name=name)
     source = generate_c(kernel)
-    library = compile_c(source, name=kernel.name, fast_math=fast_math)
+    extra: tuple[str, ...] = ()
+    if negative_stride_reduction(kernel.body) and \
+            vectorizes_negative_step_reductions_wrongly(CONFIG.cc):
+        extra = ("-fno-tree-loop-vectorize",)   # a wrong-code bug of GCC 12.1/12.2
+    library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
     return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
                   source=source, target="c")
 

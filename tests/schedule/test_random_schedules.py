@@ -69,12 +69,9 @@ def test_accepted_random_schedules_compute_the_same_results(seed):
     assert str(again) == str(sch)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "gcc 12.2 at -O3 with AVX2 (-march=native here) miscompiles the reduction over a reversed "
-    "loop 'for rw in range(-2, 1): O[..] += P[.., x - rw] * W_local[.., -rw]' (exact with "
-    "-fno-tree-loop-vectorize or -O2); the schedule and the printed program are right. For the "
-    "codegen/runtime owners: needs a workaround in the emitted code or the compile flags."))
 def test_reversed_reduction_loop_with_a_cached_weight():
+    """GCC 12.1/12.2 at -O3 vectorize this reduction (reading P and W_local backwards along rw)
+    wrongly; polyloop compiles such kernels without loop vectorization on those versions."""
     rng = np.random.default_rng(0)
     sch = pl.Schedule(conv2d(2, 2, 3, 7, 6))
     b, o, y, x, rc, rh, rw = sch.get_loops("O")

@@ -88,3 +88,12 @@ def _step(e: Expr) -> Expr | None:
 def simplify(e: Expr) -> Expr:
     """Canonical, short form of an index expression."""
     return rewrite(e, _step)
+
+
+def linear_coefficient(e: Expr, var: str) -> int:
+    """The coefficient of ``var`` in an affine integer expression (0 if absent or not affine)."""
+    lin = _linear(e)
+    if lin is None:
+        return 0
+    term = lin[0].get(var)
+    return term[1] if term is not None and isinstance(term[0], Var) else 0

@@ -84,6 +84,13 @@ def compile_c(source: str, *, name: str, fast_math: bool = False,
     return Library(library_path, source_path, False, flags)
 
 
+def vectorizes_negative_step_reductions_wrongly(cc: str) -> bool:
+    """GCC 12.1 and 12.2 can vectorize a reduction reading memory backwards wrongly at -O3
+    (fixed in 12.3); polyloop compiles such kernels without loop vectorization there."""
+    version = compiler_version(cc)
+    return "gcc" in version.lower() and re.search(r"\b12\.[12]\.\d+", version) is not None
+
+
 def compiler_version(cc: str) -> str:
     """The first line of ``cc --version``, computed once per process and compiler."""
     if cc not in _VERSIONS:
