@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,3 +134,29 @@ def test_python_dash_m_polyloop_runs_the_cli(tmp_path):
                            "1"], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "all results match NumPy" in done.stdout
+
+
+# --- the README is part of the interface: its commands and its tour must stay true ---------------
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
+    text = README.read_text()
+    first = re.match(r"```bash\n(.*?)```", text, re.S)
+    assert first, "the README must start with the install-and-run commands"
+    demo, tests = first.group(1).strip().splitlines()
+    assert demo.endswith("&& polyloop demo")
+    assert "pytest" in tests
+    assert tests in (README.parent / ".ci" / "run").read_text()
+
+
+def test_readme_tour_runs_and_prints_what_it_shows(capsys):
+    text = README.read_text()
+    code = "\n".join(re.findall(r"```python\n(.*?)```", text, re.S))
+    exec(compile(code, str(README), "exec"), {})
+    out = capsys.readouterr().out
+    shown = re.search(r"print\(sch\)\n```\n```\n(.*?)```", text, re.S).group(1)
+    assert shown in out, "the README shows a different print(sch) than the tour prints"
+    assert "cannot parallelize loop 'k': it carries the RAW dependence C -> C" in out
+    assert "inconsistent size 'n' in D_kernel()" in out
