@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import platform
 import time
 from collections.abc import Callable
@@ -32,7 +31,7 @@ import numpy as np
 
 import polyloop as pl
 from polyloop.cli import (format_speed, matmul_relu, numpy_matmul_relu, package_version,
-                          schedule_matmul_relu, time_numpy)
+                          schedule_matmul_relu, time_numpy, usable_cores)
 
 
 @dataclass(slots=True)
@@ -128,8 +127,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10, help="timings per median")
     parser.add_argument("--rounds", type=int, default=1, help="keep the best of this many medians")
     args = parser.parse_args()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"bench_matmul  {time.strftime('%Y-%m-%d')}  {platform.machine()}, {cores} cores  "
+    print(f"bench_matmul  {time.strftime('%Y-%m-%d')}  {platform.machine()}, "
+          f"{usable_cores()} cores  "
           f"polyloop {package_version('polyloop')}, numpy {np.__version__}  float32; median of "
           f"{args.repeat} timings ({min(args.repeat, 3)} for the default schedule), "
           f"best of {args.rounds} round(s)")

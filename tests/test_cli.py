@@ -136,6 +136,15 @@ def test_python_dash_m_polyloop_runs_the_cli(tmp_path):
     assert "all results match NumPy" in done.stdout
 
 
+def test_demo_piped_into_head_stops_quietly(tmp_path):
+    env = dict(os.environ, POLYLOOP_CACHE_DIR=str(tmp_path))
+    command = f"'{sys.executable}' -m polyloop demo --size 8 --repeat 1 | head -n 1"
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.stdout.startswith("polyloop ")
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr
+
+
 # --- the README is part of the interface: its commands and its tour must stay true ---------------
 
 README = Path(__file__).resolve().parents[1] / "README.md"

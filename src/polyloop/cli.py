@@ -172,7 +172,7 @@ def time_numpy(fn: Callable[..., object], args: Sequence[np.ndarray], *, repeat:
 
 
 def check(label: str, got: np.ndarray, want: np.ndarray, case: Case) -> tuple[bool, str]:
-    """Whether ``got`` matches NumPy's ``want`` within the case's tolerance, and a line saying so."""
+    """Whether ``got`` matches NumPy's ``want`` within the case's tolerance; a line saying so."""
     err = float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0
     ok = bool(np.allclose(got, want, rtol=case.rtol, atol=case.atol))
     return ok, (f"{label:<28} max abs error {err:.2e}   (tolerance {case.atol:g} + {case.rtol:g}"
@@ -271,6 +271,13 @@ def package_version(name: str) -> str:
         return "(not installed)"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def versions() -> str:
     """polyloop's version and those of what it builds with, on one line."""
     try:
@@ -288,10 +295,9 @@ def cmd_version(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     emit = functools.partial(print, flush=True)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    emit(f"{versions()}\n{platform.machine()}, {cores} cores usable; OpenMP uses all of them, "
-         "and so does NumPy's BLAS.\nSizes are compile-time constants here, so each kernel is "
-         "specialized to them (use pl.var for size-generic kernels).\n")
+    emit(f"{versions()}\n{platform.machine()}, {usable_cores()} cores usable; OpenMP uses all of "
+         "them, and so does NumPy's BLAS.\nSizes are compile-time constants here, so each kernel "
+         "is specialized to them (use pl.var for size-generic kernels).\n")
     failures = []
     for number, case in enumerate(CASES, start=1):
         n = args.size or case.default_size
@@ -350,4 +356,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args)
     except PolyloopError as e:
         print(f"polyloop {args.command}: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # `polyloop demo | head`: the reader left; stop quietly, and keep Python's exit-time
+        # flush of stdout from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
