@@ -53,8 +53,9 @@ def points(program: Program, stmt: Statement, params: dict[str, int], *,
     scan = _scanner(dom.to_str())
     out = list(itertools.islice(scan(*values), limit + 1))
     if len(out) > limit:
-        raise PolyloopError(f"statement '{stmt.name}' has more than {limit} points for "
-                            f"{_env(params)}; interpret it with smaller sizes (or raise limit=)")
+        sizes = f"for {_env(params)}" if params else "at its constant sizes"
+        raise PolyloopError(f"statement '{stmt.name}' has more than {limit} points {sizes}; "
+                            "interpret it with smaller sizes (or raise limit=)")
     return out
 
 
