@@ -134,7 +134,7 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
 
 
 def _random_inputs(program: Program, rng: np.random.Generator, sizes: dict[str, int]):
-    from .runtime.shapes import evaluate
+    from .ir.shapes import evaluate
     arrays = {}
     for b in program.arg_buffers():
         if b.role is BufferRole.OUTPUT:

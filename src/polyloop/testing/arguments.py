@@ -14,15 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ArgumentError, PolyloopError
-from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Unary, UnaryKind, Var, VarKind,
-                       as_expr, walk)
+from ..ir.expr import Expr, Var, VarKind, as_expr, walk
 from ..ir.program import Buffer, BufferRole, Program
-
-_SHAPE_OPS = {
-    BinOpKind.ADD: operator.add, BinOpKind.SUB: operator.sub, BinOpKind.MUL: operator.mul,
-    BinOpKind.FLOORDIV: operator.floordiv, BinOpKind.MOD: operator.mod,
-    BinOpKind.MIN: min, BinOpKind.MAX: max,
-}
+from ..ir.shapes import evaluate
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,23 +29,7 @@ class Binding:
 
 def evaluate_shape(e: Expr | int, params: dict[str, int]) -> int:
     """The integer value of a shape expression with the size parameters bound."""
-    e = as_expr(e)
-    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
-        return e.value
-    if isinstance(e, Var) and e.kind is VarKind.PARAM:
-        if e.name not in params:
-            raise PolyloopError(f"size parameter '{e.name}' is not bound")
-        return params[e.name]
-    if isinstance(e, BinOp) and e.op in _SHAPE_OPS:
-        a, b = evaluate_shape(e.lhs, params), evaluate_shape(e.rhs, params)
-        if b == 0 and e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD):
-            raise PolyloopError(f"shape dimension {e} divides by zero")
-        return _SHAPE_OPS[e.op](a, b)
-    if isinstance(e, Unary) and e.op is UnaryKind.NEG:
-        return -evaluate_shape(e.operand, params)
-    if isinstance(e, Cast) and e.dtype.is_int:
-        return evaluate_shape(e.value, params)
-    raise PolyloopError(f"shape dimension {e} is not integer arithmetic on size parameters")
+    return evaluate(as_expr(e), params)
 
 
 def bind(program: Program, positional: tuple, named: dict) -> Binding:
