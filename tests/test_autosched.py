@@ -13,13 +13,7 @@ import polyloop as pl
 from polyloop.ir.loops import LoopKind
 from polyloop.poly.tree import LoopNode, statements_under
 from polyloop.testing import interpret
-
-
-@pl.script
-def stencil(A: pl.Buffer[("n", "n"), "float64"]):
-    for i in range(1, n):  # noqa: F821
-        for j in range(1, n):  # noqa: F821
-            A[i, j] = A[i - 1, j] + A[i, j - 1]
+from seed_scripts import mm_relu, stencil  # tests/ is on sys.path (rootdir conftest)
 
 
 @pl.script
@@ -147,21 +141,6 @@ def test_conv_strategies_compute_the_same(fusion, h, w, k, rng):
 
 
 # -- seed 001 programs and tensor expressions ----------------------------------------------------------
-
-@pl.script
-def mm_relu(A: pl.Buffer[("n", "l"), "float32"], B: pl.Buffer[("l", "m"), "float32"],
-            C: pl.Buffer[("n", "m"), "float32"]):
-    Y = pl.alloc(("n", "m"), "float32")
-    for i in range(n):  # noqa: F821
-        for j in range(m):  # noqa: F821
-            for k in range(l):  # noqa: F821
-                if k == 0:
-                    Y[i, j] = 0
-                Y[i, j] = Y[i, j] + A[i, k] * B[k, j]
-    for i in range(n):  # noqa: F821
-        for j in range(m):  # noqa: F821
-            C[i, j] = max(Y[i, j], 0)
-
 
 @pytest.mark.parametrize("fusion", ["min", "smart", "max"])
 @pytest.mark.parametrize("n, l, m", [(1, 1, 1), (37, 29, 41)])

@@ -15,13 +15,9 @@ import polyloop as pl
 from polyloop.ir.expr import ReduceKind
 from polyloop.ir.program import BufferRole
 from polyloop.testing import interpret
+from seed_scripts import mm_relu, stencil  # tests/ is on sys.path (rootdir conftest)
 
 HALF = 0.5
-
-
-def as_python(fn):
-    """The undecorated function: the script is parsed, so keep a callable twin for reference."""
-    return fn
 
 
 def run_both(program, *arrays, **sizes):
@@ -38,13 +34,6 @@ def run_both(program, *arrays, **sizes):
 def stencil_loops(A, n):
     for i in range(1, n):
         for j in range(1, n):
-            A[i, j] = A[i - 1, j] + A[i, j - 1]
-
-
-@pl.script
-def stencil(A: pl.Buffer[("n", "n"), "float64"]):
-    for i in range(1, n):  # noqa: F821 - n is the size parameter of A's shape
-        for j in range(1, n):  # noqa: F821
             A[i, j] = A[i - 1, j] + A[i, j - 1]
 
 
@@ -82,21 +71,6 @@ def lnumpy_mm_relu(A: pl.Buffer[(128, 128), "float32"], B: pl.Buffer[(128, 128),
                 Y[i, j] = Y[i, j] + A[i, k] * B[k, j]
     for i in range(128):
         for j in range(128):
-            C[i, j] = max(Y[i, j], 0)
-
-
-@pl.script
-def mm_relu(A: pl.Buffer[("n", "l"), "float32"], B: pl.Buffer[("l", "m"), "float32"],
-            C: pl.Buffer[("n", "m"), "float32"]):
-    Y = pl.alloc(("n", "m"), "float32")
-    for i in range(n):  # noqa: F821
-        for j in range(m):  # noqa: F821
-            for k in range(l):  # noqa: F821
-                if k == 0:
-                    Y[i, j] = 0
-                Y[i, j] = Y[i, j] + A[i, k] * B[k, j]
-    for i in range(n):  # noqa: F821
-        for j in range(m):  # noqa: F821
             C[i, j] = max(Y[i, j], 0)
 
 
