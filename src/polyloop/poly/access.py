@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Sequence
 
 import islpy as isl
 
@@ -81,3 +82,14 @@ def _accesses_cached(program: Program) -> tuple[Access, ...]:
 def accesses(program: Program) -> tuple[Access, ...]:
     """Every access of every statement (a reduction's accumulator appears as write and read)."""
     return _accesses_cached(program)
+
+
+def footprint(program: Program, stmts: Sequence[str], buffer: str, *,
+              writes: bool) -> isl.Set | None:
+    """The elements of ``buffer`` that the statements write (or read); None when they do not."""
+    region = None
+    for a in accesses(program):
+        if a.statement in stmts and a.buffer == buffer and a.is_write == writes:
+            r = a.relation.range()
+            region = r if region is None else region.union(r)
+    return region

@@ -7,7 +7,7 @@ from typing import Sequence
 import islpy as isl
 
 from ..ir.program import Program
-from .access import domain
+from .access import accesses, domain, footprint
 from .isl_util import map_, params_prefix
 
 
@@ -105,7 +105,6 @@ def footprint_placement(program: Program, stmt: str, buffer: str,
     iteration of the others that writes an element it reads. Returns the expressions and
     whether every instance of ``stmt`` found a place.
     """
-    from .access import accesses
     acc = accesses(program)
     mine = [a.relation for a in acc
             if a.statement == stmt and a.buffer == buffer and a.is_write == stmt_writes]
@@ -127,31 +126,15 @@ def footprint_placement(program: Program, stmt: str, buffer: str,
 
 def is_subset_image(program: Program, stmt: str, buffer: str, other: str) -> bool:
     """Does every element ``other`` reads from ``buffer`` lie in what ``stmt`` writes there?"""
-    from .access import accesses
-    acc = accesses(program)
-    written = [a.relation.range() for a in acc if a.statement == stmt and a.buffer == buffer
-               and a.is_write]
-    read = [a.relation.range() for a in acc if a.statement == other and a.buffer == buffer
-            and not a.is_write]
-    if not written:
+    written = footprint(program, (stmt,), buffer, writes=True)
+    if written is None:
         return False
-    w = written[0]
-    for x in written[1:]:
-        w = w.union(x)
-    return all(r.is_subset(w) for r in read)
+    read = footprint(program, (other,), buffer, writes=False)
+    return read is None or read.is_subset(written)
 
 
 def writes_within_reads(program: Program, writer: str, reader: str, buffer: str) -> bool:
     """Does ``reader`` read every element of ``buffer`` that ``writer`` writes?"""
-    from .access import accesses
-    acc = accesses(program)
-    w = [a.relation.range() for a in acc if a.statement == writer and a.buffer == buffer
-         and a.is_write]
-    r = [a.relation.range() for a in acc if a.statement == reader and a.buffer == buffer
-         and not a.is_write]
-    if not w or not r:
-        return False
-    read = r[0]
-    for x in r[1:]:
-        read = read.union(x)
-    return all(x.is_subset(read) for x in w)
+    written = footprint(program, (writer,), buffer, writes=True)
+    read = footprint(program, (reader,), buffer, writes=False)
+    return written is not None and read is not None and written.is_subset(read)

@@ -11,7 +11,7 @@ from ..errors import ScheduleError
 from ..ir.dtypes import INDEX
 from ..ir.expr import BinOpKind, Const, Expr, Var, VarKind, binop
 from ..ir.program import Program
-from .access import accesses, buffer_box, domain
+from .access import accesses, buffer_box, domain, footprint
 from .isl_util import NotAffine, expr_to_isl, map_, params_prefix
 
 
@@ -80,11 +80,7 @@ def read_region(program: Program, stmts: Sequence[str], buffer: str, name: str,
                 iters: Sequence[str], *, writes: bool = False) -> str:
     """The elements of ``buffer`` the statements read (or write) as a domain text
     ``name[iters] : ...``."""
-    region = None
-    for a in accesses(program):
-        if a.statement in stmts and a.buffer == buffer and a.is_write == writes:
-            r = a.relation.range()
-            region = r if region is None else region.union(r)
+    region = footprint(program, stmts, buffer, writes=writes)
     if region is None:
         raise ScheduleError(f"{', '.join(stmts)} do not {'write' if writes else 'read'} "
                             f"'{buffer}'")
