@@ -63,21 +63,8 @@ class State:
 def initial(program: Program) -> State:
     """The default schedule: one loop nest per statement, in program order (or the program's
     own imperfect nests, when it was written as loops)."""
-    if program.nesting:
-        root, nid = original_tree(program)
-        return State(program, root, deps_mod.compute(program, flat_schedule(program, root)), nid)
-    nid = 0
-    nests: list[Node] = []
-    for s in program.statements:
-        child: Node = StmtNode(s.name)
-        ids = list(range(nid, nid + len(s.iters)))
-        nid += len(s.iters)
-        for it, lid in reversed(list(zip(s.iters, ids))):
-            child = LoopNode(lid, it, ((s.name, identity_expr(program, s.name, it)),), (child,))
-        nests.append(child)
-    root = Root(tuple(nests))
-    fs = flat_schedule(program, root)
-    return State(program, root, deps_mod.compute(program, fs), nid)
+    root, nid = original_tree(program)
+    return State(program, root, deps_mod.compute(program, flat_schedule(program, root)), nid)
 
 
 def identity_expr(program: Program, stmt: str, iterator: str) -> str:
