@@ -25,11 +25,11 @@ LAYERS: dict[str, int] = {
     "ir": 1,
     "poly": 2,
     "frontend": 3, "schedule": 3,
-    "lower": 4,
+    "lower": 4, "ops": 4, "intrin": 4,   # operator schedules, built-in tensor intrinsics
     "codegen": 5, "runtime": 5, "testing": 5,
     "driver": 6,
     "tune": 7, "graph": 7,
-    "viz": 8,
+    "viz": 8, "bench": 8,
     "cli": 9, "__init__": 9, "__main__": 9,
 }
 

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The host's vector unit as the C compiler sees it with ``-march=native``.
+
+Code generation (vector types, micro-kernels) and the benchmark harness ask this module, so the
+answer comes from one place: the predefined macros of ``cc -march=native``, which is exactly what
+the generated code is compiled with. (``util`` sits beside ``config``, so the compiler
+is a parameter.)
+
+>>> from polyloop.util.isa import host_isa
+>>> isa = host_isa()
+>>> isa.vector_bytes in (16, 32, 64)
+True
+>>> isa.lanes("float32") * 4 == isa.vector_bytes
+True
+"""
+from __future__ import annotations
+
+import functools
+import subprocess
+from dataclasses import dataclass
+
+_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "int8": 1, "int16": 2,
+          "uint8": 1, "float16": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class ISA:
+    """``name`` is one of ``avx512``, ``avx2``, ``avx``, ``sse``, ``neon``, ``generic``."""
+
+    name: str
+    vector_bytes: int
+    fma: bool
+    macros: frozenset[str]
+
+    def lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` in one vector register."""
+        return max(1, self.vector_bytes // _BYTES[str(dtype)])
+
+    def has(self, macro: str) -> bool:
+        """Whether the compiler predefines ``macro`` (e.g. ``"__AVX512F__"``)."""
+        return macro in self.macros
+
+
+GENERIC = ISA("generic", 16, False, frozenset())
+
+
+def classify(macros: frozenset[str]) -> ISA:
+    """The ISA implied by a set of predefined macro names."""
+    fma = "__FMA__" in macros or "__ARM_FEATURE_FMA" in macros
+    if "__AVX512F__" in macros:
+        return ISA("avx512", 64, True, macros)
+    if "__AVX2__" in macros:
+        return ISA("avx2", 32, fma, macros)
+    if "__AVX__" in macros:
+        return ISA("avx", 32, fma, macros)
+    if "__SSE2__" in macros:
+        return ISA("sse", 16, fma, macros)
+    if "__ARM_NEON" in macros:
+        return ISA("neon", 16, fma, macros)
+    return ISA("generic", 16, False, macros)
+
+
+@functools.cache
+def host_isa(cc: str = "gcc") -> ISA:
+    """The vector ISA ``cc -march=native`` targets (``GENERIC`` if the compiler cannot say).
+
+    Callers pass ``config.CONFIG.cc`` so that ``POLYLOOP_CC`` is honoured."""
+    command = [cc, "-march=native", "-dM", "-E", "-x", "c", "/dev/null"]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return GENERIC
+    names = frozenset(line.split()[1] for line in out.splitlines()
+                      if line.startswith("#define ") and len(line.split()) >= 2)
+    return classify(names)
