@@ -11,6 +11,7 @@ from collections.abc import Callable
 from os import PathLike
 from pathlib import Path
 
+from ..config import CONFIG
 from ..errors import BuildError, PolyloopError
 from ..ir.program import Buffer, BufferRole
 from ..util.highlight import to_html
@@ -169,4 +170,20 @@ def _load(library: Library, entry: str) -> Callable[..., int]:
                          "generated code") from None
     fn.restype = ctypes.c_int32
     fn.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64))
+    apply_thread_count(cdll, CONFIG.num_threads)
     return fn
+
+
+def apply_thread_count(cdll: ctypes.CDLL, threads: int | None) -> bool:
+    """Set OpenMP's thread count for the process (``POLYLOOP_NUM_THREADS``) through the OpenMP
+    runtime the library was linked with; False when unset or the library has no OpenMP."""
+    if not threads:
+        return False
+    try:
+        set_threads = cdll.omp_set_num_threads
+    except AttributeError:
+        return False
+    set_threads.restype = None
+    set_threads.argtypes = (ctypes.c_int,)
+    set_threads(int(threads))
+    return True
