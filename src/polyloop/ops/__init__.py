@@ -1,0 +1,17 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Operator library: for each operator a te builder and a CPU schedule function.
+
+``pl.build(schedule_X(X(*placeholders)))`` builds a module that takes the placeholders in the
+order they were passed to the builder and returns the result. Schedules use public primitives
+only; their constants are keyword arguments.
+
+>>> import numpy as np, polyloop as pl
+>>> from polyloop import ops
+>>> A, B = pl.placeholder((8, 5), name="A"), pl.placeholder((5, 3), name="B")
+>>> mod = pl.build(ops.schedule_matmul(ops.matmul(A, B)))
+>>> mod(np.ones((8, 5), "float32"), np.ones((5, 3), "float32")).sum().item()
+120.0
+"""
+from .matmul import batch_matmul_relu, matmul, schedule_batch_matmul_relu, schedule_matmul
+
+__all__ = ["batch_matmul_relu", "matmul", "schedule_batch_matmul_relu", "schedule_matmul"]

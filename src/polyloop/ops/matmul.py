@@ -1,0 +1,187 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Matrix multiplication operators and their CPU schedules (register tiles over packed panels).
+
+``C = A @ B`` with ``A: (m, k)`` and ``B: (k, n)``, and a batched ``D = max(A @ B, 0)``. Each
+operator is a te builder plus a schedule function written with public primitives only; the
+schedule's constants are keyword arguments (the tuning issue searches over them).
+
+The recipe (the one ``polyloop demo`` uses, generalised):
+- B is copied into column panels ``B_packed[j // nr, k, j % nr]`` (``transform_layout``), each
+  panel contiguous along k; the copy of a panel is made by the thread that owns the panel, right
+  before it is used (``compute_at`` on the panel loop), so the panel is in cache when read.
+- C is computed in ``mr x nr`` tiles held in a tile-local buffer (``cache_write "local"``, sized
+  to the tile by storage compaction), so that gcc keeps it in ``mr * nr / lanes`` vector
+  registers: per step of k, ``mr`` broadcasts of A and ``nr / lanes`` vector loads of B feed
+  ``mr * nr / lanes`` FMAs.
+- The loop over panels is the parallel loop (each thread owns whole panels of C: no false
+  sharing); the tile rows and the vectors of a row are unrolled, the lanes vectorized.
+
+>>> import numpy as np, polyloop as pl
+>>> from polyloop.ops import matmul, schedule_matmul
+>>> A = pl.placeholder((37, 29), "float32", name="A")
+>>> B = pl.placeholder((29, 45), "float32", name="B")
+>>> mod = pl.build(schedule_matmul(matmul(A, B)))
+>>> a = np.ones((37, 29), "float32"); b = np.ones((29, 45), "float32")
+>>> float(mod(a, b)[36, 44])
+29.0
+"""
+from __future__ import annotations
+
+from .. import config
+from ..errors import ScheduleError
+from ..frontend import te
+from ..frontend.te import Tensor
+from ..ir.expr import Const
+from ..ir.elementwise import maximum
+from ..schedule import Schedule
+from ..util.isa import host_isa
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """``C[i, j] = sum_k a[i, k] * b[k, j]`` for ``a: (m, k)`` and ``b: (k, n)`` (any sizes,
+    constant or ``pl.var``); the result tensor is named ``C``.
+
+    >>> import polyloop as pl
+    >>> C = matmul(pl.placeholder((4, 3), name="A"), pl.placeholder((3, 5), name="B"))
+    >>> C
+    Tensor(C: float32[4, 5])
+    """
+    _check_operands("matmul", a, b, 2)
+    k = te.reduce_axis((0, a.shape[1]), name=_axis_name(a, b))
+    return te.compute((a.shape[0], b.shape[1]),
+                      lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+
+
+def batch_matmul_relu(a: Tensor, b: Tensor) -> Tensor:
+    """``D[p, i, j] = max(sum_k a[p, i, k] * b[p, k, j], 0)`` for ``a: (batch, m, k)`` and
+    ``b: (batch, k, n)``; the product is ``C``, the result ``D``.
+
+    >>> import polyloop as pl
+    >>> D = batch_matmul_relu(pl.placeholder((2, 4, 3), name="A"),
+    ...                       pl.placeholder((2, 3, 5), name="B"))
+    >>> D
+    Tensor(D: float32[2, 4, 5])
+    """
+    _check_operands("batch_matmul_relu", a, b, 3)
+    k = te.reduce_axis((0, a.shape[2]), name=_axis_name(a, b))
+    c = te.compute((a.shape[0], a.shape[1], b.shape[2]),
+                   lambda p, i, j: te.sum(a[p, i, k] * b[p, k, j], axis=k), name="C")
+    return te.compute(c.shape, lambda p, i, j: maximum(c[p, i, j], 0.0), name="D")
+
+
+def _axis_name(a: Tensor, b: Tensor) -> str:
+    """``k``, unless a size parameter already has that name (``pl.var("k")``)."""
+    sizes = " ".join(str(d) for d in a.shape + b.shape)
+    return "k" if "k" not in sizes.replace("(", " ").replace(")", " ").split() else "k_red"
+
+
+def _check_operands(op: str, a: Tensor, b: Tensor, ndim: int) -> None:
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, Tensor) or t.ndim != ndim:
+            raise ScheduleError(f"{op}: operand {name} must be a {ndim}-D tensor, got {t!r}")
+    if str(a.shape[-1]) != str(b.shape[-2]):
+        raise ScheduleError(f"{op}: the reduction extents differ: a is {a!r}, b is {b!r} "
+                            "(a's last dimension must equal b's second to last)")
+
+
+def default_lanes(dtype: str = "float32") -> int:
+    """Elements of ``dtype`` in one vector register of the host (16 float32 with AVX-512)."""
+    return host_isa(config.CONFIG.cc).lanes(dtype)
+
+
+def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int | None = None,
+                    pack_in_panel: bool | None = None) -> Schedule:
+    """The register-tile schedule of ``c = matmul(a, b)``.
+
+    ``mr`` rows by ``nr_vectors * lanes`` columns of C are accumulated in registers (the default
+    6 x 64 tile uses 24 of AVX-512's 32 vector registers); ``lanes`` defaults to the host's
+    float32 vector width. With ``pack_in_panel`` each panel of B is packed by the thread that
+    then uses it; otherwise B is packed whole before the product. The default packs in the panel
+    when the row count is a constant (a symbolic one may be 0: then nothing under the panel loop
+    reads the panel, and compute_at rightly refuses to move the packing there).
+
+    >>> import polyloop as pl
+    >>> A, B = pl.placeholder((64, 64), name="A"), pl.placeholder((64, 64), name="B")
+    >>> sch = schedule_matmul(matmul(A, B), mr=4)
+    >>> [loop.name for loop in sch.get_loops("C")][:2]
+    ['j_0', 'i_0']
+    """
+    a, b = _operands(c, "schedule_matmul", 2)
+    sch = Schedule(c)
+    _register_tile(sch, c.name, b.name, batch=False, mr=mr, nr_vectors=nr_vectors,
+                   lanes=lanes or default_lanes(str(c.dtype)), pack_in_panel=pack_in_panel)
+    return sch
+
+
+def schedule_batch_matmul_relu(d: Tensor, *, mr: int = 8, nr_vectors: int = 2,
+                               lanes: int | None = None,
+                               pack_in_panel: bool | None = None) -> Schedule:
+    """The register-tile schedule of ``d = batch_matmul_relu(a, b)``: the matmul recipe per
+    batch, the batch loop parallel (B packed per batch by its thread), ReLU applied as each tile
+    is written back (no separate pass over C).
+
+    >>> import polyloop as pl
+    >>> A, B = pl.placeholder((2, 8, 8), name="A"), pl.placeholder((2, 8, 8), name="B")
+    >>> sch = schedule_batch_matmul_relu(batch_matmul_relu(A, B), mr=4, nr_vectors=1)
+    >>> [loop.name for loop in sch.get_loops("C")][:3]
+    ['p', 'j_0', 'i_0']
+    """
+    if not isinstance(d, Tensor) or len(d.inputs) != 1 or d.inputs[0].is_placeholder:
+        raise ScheduleError(f"schedule_batch_matmul_relu: expected the result of "
+                            f"batch_matmul_relu(a, b), got {d!r}")
+    c = d.inputs[0]
+    _, b = _operands(c, "schedule_batch_matmul_relu", 3)
+    sch = Schedule(d)
+    _register_tile(sch, c.name, b.name, batch=True, mr=mr, nr_vectors=nr_vectors,
+                   lanes=lanes or default_lanes(str(c.dtype)), pack_in_panel=pack_in_panel,
+                   epilogue=d.name)
+    return sch
+
+
+def _operands(c: Tensor, who: str, ndim: int) -> tuple[Tensor, Tensor]:
+    if (not isinstance(c, Tensor) or c.is_placeholder or len(c.inputs) != 2
+            or any(not t.is_placeholder or t.ndim != ndim for t in c.inputs)):
+        what = "matmul(a, b)" if ndim == 2 else "batch_matmul_relu(a, b)"
+        raise ScheduleError(f"{who}: expected the product of {what} on two {ndim}-D "
+                            f"placeholders, got {c!r}")
+    return c.inputs[0], c.inputs[1]
+
+
+def _check_knobs(who: str, **knobs: int) -> None:
+    for name, value in knobs.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ScheduleError(f"{who}: {name} must be a positive integer, got {value!r}")
+
+
+def _register_tile(sch: Schedule, block: str, b_name: str, *, batch: bool, mr: int,
+                   nr_vectors: int, lanes: int, pack_in_panel: bool | None,
+                   epilogue: str | None = None) -> None:
+    """The shared recipe; ``batch`` adds a leading batch loop fused into the parallel loop."""
+    _check_knobs("schedule_matmul", mr=mr, nr_vectors=nr_vectors, lanes=lanes)
+    nr = nr_vectors * lanes
+    if batch:
+        sch.transform_layout(block, b_name, lambda p, k, j: (p, j // nr, k, j % nr))
+    else:
+        sch.transform_layout(block, b_name, lambda k, j: (j // nr, k, j % nr))
+    tile = sch.cache_write(block, "local")
+    c = sch.get_block(block)
+    *outer, i, j, k = sch.get_loops(c)
+    if pack_in_panel is None:
+        rows = sch.program.buffer(block).shape[-2]
+        pack_in_panel = isinstance(rows, Const) and rows.value > 0
+    i0, i1 = sch.split(i, factors=[None, mr])
+    j0, j1, j2 = sch.split(j, factors=[None, nr_vectors, lanes])
+    sch.reorder(*outer, j0, i0, k, i1, j1, j2)
+    # One parallel loop: the batch loop when there is one (whole matrices per thread; fusing it
+    # with the panel loop would give the indices divisions by the panel count), else the panels.
+    panel = outer[0] if outer else j0
+    sch.parallel(panel)
+    sch.unroll(i1)
+    sch.unroll(j1)
+    sch.vectorize(j2)
+    sch.decompose_reduction(c, k)
+    if epilogue is not None:
+        sch.reverse_compute_inline(sch.get_block(epilogue))
+    sch.reverse_compute_at(tile, i0)
+    if pack_in_panel:
+        sch.compute_at(f"{b_name}_packed_in", panel)
