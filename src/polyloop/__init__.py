@@ -22,6 +22,7 @@ from .ir.elementwise import (abs, const, exp, log, maximum, minimum, sqrt, tanh,
 from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.auto import auto_schedule
+from .schedule.tensorize import TensorIntrin
 from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames, rename_iname,
                               split_iname, tag_inames)
 
@@ -33,6 +34,7 @@ __all__ = [
     "reduce_axis", "sqrt", "sum", "tanh", "to_program", "var", "where",
 ]
 __all__ += ["alloc", "auto_schedule", "script"]
+__all__ += ["TensorIntrin"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
 

@@ -12,7 +12,7 @@ import math
 
 from ..errors import BuildError
 from ..ir.expr import Const
-from ..ir.loops import Barrier, For, Kernel, LoopKind
+from ..ir.loops import Barrier, Call, For, Kernel, LoopKind, Region
 from ..ir.program import Buffer
 from .cfamily import CFamilyPrinter
 from .helpers import HelperKind
@@ -56,6 +56,16 @@ class CPrinter(CFamilyPrinter):
                              f"constant shape of at most {STACK_LIMIT_BYTES} bytes; split the "
                              "loop with a constant factor, or use scope 'global'")
         super().declare_local_temp(w, buffer)
+
+    def emit_call(self, w: CodeWriter, node: Call) -> None:
+        """``f(&C[i][j], &A[i][0], ..., strides, trip counts)``; the prelude defines ``f``."""
+        known = self.intrinsics.setdefault(node.function, node.source)
+        if known != node.source:
+            raise BuildError(f"two tensor intrinsics named '{node.function}' with different "
+                             "implementations in one kernel; give them different names")
+        args = [f"&{self.element(a.buffer, a.indices)}" if isinstance(a, Region)
+                else self.expr(a) for a in node.args]
+        w.statement(f"{node.function}({', '.join(args)})")
 
     def emit_function(self, w: CodeWriter) -> None:
         """The entry function: prologue, blank line, body, epilogue."""

@@ -16,7 +16,7 @@ from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
 from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, ReduceKind, Select,
                        Unary, UnaryKind, Var, VarKind)
-from ..ir.loops import Barrier, Block, For, If, Kernel, LoopKind, Node, Store
+from ..ir.loops import Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Store
 from ..ir.program import Buffer, BufferRole
 from .helpers import Helper, HelperKind, emit_helper, helper
 from .names import NameKind, Names
@@ -59,6 +59,7 @@ class CFamilyPrinter:
         self.names = Names(self.reserved)
         self.bound: dict[str, list[str]] = {}   # iterator name -> C names of enclosing loops
         self.helpers: set[Helper] = set()
+        self.intrinsics: dict[str, str] = {}    # function name -> C source (tensorize)
         self.local_temps = local_temp_homes(kernel)
         in_loops = {b.name for temps in self.local_temps.values() for b in temps}
         self.function_temps = [b for b in kernel.temps if b.name not in in_loops]
@@ -98,6 +99,12 @@ class CFamilyPrinter:
     def declare_local_temp(self, w: CodeWriter, buffer: Buffer) -> None:
         """Declare a LOCAL-scope temporary at the top of the loop body that owns it."""
         w.statement(self.array_declaration(buffer))
+
+    def emit_call(self, w: CodeWriter, node: Call) -> None:
+        """A call of a tensor intrinsic (``tensorize``); only targets that compile C have one."""
+        raise BuildError(f"kernel '{self.kernel.name}' calls tensor intrinsic '{node.function}' "
+                         f"(tensorize), whose implementation is C: target '{self.target}' "
+                         "cannot run it; build with target \"c\" or remove the tensorize step")
 
     # expressions -------------------------------------------------------------------------------
     def expr(self, e: Expr) -> str:
@@ -229,6 +236,9 @@ class CFamilyPrinter:
             emit_helper(w, h, qualifier=self.helper_qualifier, types=self.types,
                         unsigned_types=self.unsigned_types, libm_suffix=self.libm_suffix)
             w.line()
+        for source in self.intrinsics.values():  # each tensor intrinsic once per module
+            w.lines(source.strip("\n").splitlines())
+            w.line()
 
     # declarations ------------------------------------------------------------------------------
     def pointer_declaration(self, buffer: Buffer, source: str) -> str:
@@ -261,6 +271,8 @@ class CFamilyPrinter:
             self.emit_store(w, node)
         elif isinstance(node, Barrier):
             w.statement(self.barrier(node))
+        elif isinstance(node, Call):
+            self.emit_call(w, node)
         else:
             raise BuildError(f"cannot print loop-AST node {type(node).__name__}")
 

@@ -70,6 +70,23 @@ class Barrier(Node):
     scope: str = "local"
 
 
+@_node
+class Region:
+    """The address of ``buffer[indices]``: where an operand of a ``Call`` starts."""
+    buffer: str
+    indices: tuple[Expr, ...]
+
+
+@_node
+class Call(Node):
+    """A call of a tensor intrinsic's implementation (``tensorize``): ``function(args)``.
+
+    ``source`` defines the function; code generation emits it once per module."""
+    function: str
+    args: tuple[Region | Expr, ...]
+    source: str = ""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Kernel:
     """A whole function: arguments in call order, size parameters, temporaries, the body."""

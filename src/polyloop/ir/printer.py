@@ -107,7 +107,7 @@ def _range_text(n: object) -> str:
 
 
 def _loop_lines(node: object, indent: int, out: list[str]) -> None:
-    from .loops import Barrier, Block, For, If, Store
+    from .loops import Barrier, Block, Call, For, If, Region, Store
     pad = "    " * indent
     if isinstance(node, Block):
         for c in node.body:
@@ -133,5 +133,9 @@ def _loop_lines(node: object, indent: int, out: list[str]) -> None:
             out.append(f"{pad}{lhs} = {node.reduction.value}({lhs}, {rhs})")
     elif isinstance(node, Barrier):
         out.append(f"{pad}barrier({node.scope!r})")
+    elif isinstance(node, Call):
+        args = [f"&{a.buffer}[{', '.join(expr_to_str(i) for i in a.indices)}]"
+                if isinstance(a, Region) else expr_to_str(a) for a in node.args]
+        out.append(f"{pad}{node.function}({', '.join(args)})")
     else:
         raise TypeError(f"unknown loop AST node {type(node).__name__}")

@@ -19,6 +19,7 @@ from ..poly.tree import Root
 from .storage import place_temporaries
 from ..ir.simplify import simplify
 from .names import kernel_name
+from .tensorize import apply_tensorize
 
 
 def _map_exprs(node: Node, fn: Callable[[Expr], Expr]) -> Node:
@@ -78,6 +79,7 @@ def lower(program: Program, root: Root, *, name: str | None = None,
             raise PolyloopError(f"lowering step '{step}' failed: {e}") from e
         if "lower" in config.CONFIG.dump:
             print(f"# --- after {step}\n{loops_to_str(body)}", file=sys.stderr)
+    body = apply_tensorize(program, root, body)  # after simplify: it reads isl's loop bounds
     kname = kernel_name(name or program.name, {b.name for b in program.buffers}
                         | set(program.params))
     return Kernel(kname, tuple(program.arg_buffers()), program.params, temps, body, notes)

@@ -23,6 +23,7 @@ from ..poly.tree import LoopNode
 from ..util.highlight import to_html
 from . import blocks, hints, loops, rewrites, state as st
 from . import fusion
+from . import tensorize as tz
 from .trace import BlockHandle, LoopHandle, Step, Trace, decode, encode
 
 THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -393,6 +394,17 @@ class Schedule:
         text = _lambda_text(index_map, self.program.buffer(buf).ndim)
         self._apply(new, "transform_layout", (block if isinstance(block, BlockHandle)
                                               else BlockHandle(block), buf, {"lambda": text}), {})
+
+    def tensorize(self, loop: LoopHandle, intrin: tz.TensorIntrin | str) -> None:
+        """Replace the loop nest under ``loop`` by a call of ``intrin`` (a ``pl.TensorIntrin``,
+        or the name of one already created), after checking that the nest computes exactly the
+        intrinsic's description. Where the problem size leaves a partial tile, the generated
+        code tests each tile: full tiles call the intrinsic, partial ones run the loops. C
+        target only. See ``polyloop.intrin.gemm_intrin`` for built-in micro-kernels."""
+        node = self._loop(loop, "tensorize")
+        it = tz.lookup(intrin)
+        self._apply(tz.tensorize(self._state, node, it), "tensorize",
+                    (loop, {"intrin": it.name}), {})
 
     def _buffer(self, buffer: object, primitive: str) -> str:
         name = getattr(buffer, "name", buffer)

@@ -50,6 +50,8 @@ def decode(v: Any) -> Any:
         return LoopHandle(v["loop"], v["name"])
     if isinstance(v, dict) and "block" in v:
         return BlockHandle(v["block"])
+    if isinstance(v, dict) and "intrin" in v:
+        return v["intrin"]  # tensorize looks the intrinsic up by name
     if isinstance(v, dict) and "lambda" in v:
         # index maps are recorded as their printed form: arithmetic on named indices only
         return eval(v["lambda"], {"__builtins__": {}}, {})  # noqa: S307
@@ -67,6 +69,8 @@ def _py(v: Any) -> str:
         return "[" + ", ".join(_py(x) for x in v) + "]"
     if isinstance(v, dict) and "lambda" in v:
         return v["lambda"]
+    if isinstance(v, dict) and "intrin" in v:
+        return repr(v["intrin"])
     return repr(v)
 
 

@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Lowering of ``tensorize``: a marked loop nest becomes ``if (full tile) call else loops``.
+
+The nest is matched again against the final program (storage placement may have changed a
+temporary's shape, hence its strides). isl proved at schedule time that, with the outer loops
+fixed, the nest is a box; so isl's AST for it is a chain of loops whose bounds depend on the
+outer loops only, and the tile is full exactly when each loop's trip count equals the
+intrinsic's extent on that axis. Partial tiles keep the loops isl wrote.
+"""
+from __future__ import annotations
+
+from ..errors import BuildError, ScheduleError
+from ..ir.expr import BinOpKind, Const, Expr, Load, Var, binop, loads, substitute, walk
+from ..ir.loops import Block, Call, For, If, Node, Region, Store
+from ..ir.program import Program
+from ..ir.simplify import simplify
+from ..poly.tree import Root
+from ..schedule.tensorize import ANNOTATION, Match, lookup, marked_loops, match
+
+
+def apply_tensorize(program: Program, root: Root, body: Node) -> Node:
+    """``body`` with each loop marked by tensorize replaced by a call for full tiles."""
+    marked = marked_loops(root)
+    if not marked:
+        return body
+    matches: dict[str, Match] = {}
+    for loop_id, name in marked.items():
+        try:
+            m = match(program, root, loop_id, lookup(name))
+        except ScheduleError as e:
+            raise BuildError(f"tensorize with '{name}' no longer applies after the later "
+                             f"schedule steps: {e}") from None
+        matches[f"{name} #{loop_id}"] = m
+    return _rewrite(body, matches)
+
+
+def _rewrite(node: Node, matches: dict[str, Match]) -> Node:
+    if isinstance(node, For):
+        key = dict(node.annotations).get(ANNOTATION)
+        if key in matches:
+            return _call_or_loops(node, matches[key])
+        return For(node.var, node.start, node.stop, _rewrite(node.body, matches), node.kind,
+                   node.step, node.unroll_factor, node.thread, node.annotations)
+    if isinstance(node, If):
+        return If(node.cond, _rewrite(node.then, matches),
+                  None if node.otherwise is None else _rewrite(node.otherwise, matches))
+    if isinstance(node, Block):
+        return Block(tuple(_rewrite(c, matches) for c in node.body))
+    return node
+
+
+def _loops_only(loop: For, why: str) -> For:
+    ann = tuple((k, v) for k, v in loop.annotations if k != ANNOTATION)
+    return For(loop.var, loop.start, loop.stop, loop.body, loop.kind, loop.step,
+               loop.unroll_factor, loop.thread, ann + (("tensorize_fallback", why),))
+
+
+def _call_or_loops(loop: For, m: Match) -> Node:
+    chain: list[For] = [loop]
+    while len(chain) < len(m.loops) and isinstance(chain[-1].body, For):
+        chain.append(chain[-1].body)  # type: ignore[arg-type]
+    store = chain[-1].body
+    if len(chain) != len(m.loops) or not isinstance(store, Store) or store.statement != m.statement:
+        # isl wrote no loop for an axis that always has one iteration: no tile is full
+        return _loops_only(loop, "loops (no full tile)")
+    inner = {f.var for f in chain}
+    for f in chain:
+        used = {v.name for e in (f.start, f.stop) for v in walk(e) if isinstance(v, Var)}
+        if used & inner or f.step != 1:
+            raise BuildError(f"tensorize: isl wrote loop '{f.var}' with bounds that depend on "
+                             "the nest itself; cannot test for full tiles exactly")
+    trips = [simplify(binop(BinOpKind.SUB, f.stop, f.start)) for f in chain]
+    extents = m.intrin.extents
+    conds: list[Expr] = []
+    symbolic: dict[int, Expr] = {}
+    for trip, axis in zip(trips, m.axis_of_loop):
+        want = extents[axis]
+        if want is None:
+            symbolic[axis] = trip
+        if isinstance(trip, Const):  # decided here: no test in the code
+            if (trip.value > 0) if want is None else (trip.value == want):
+                continue
+            return _loops_only(loop, "loops (no full tile)")
+        conds.append(binop(BinOpKind.GT, trip, 0) if want is None
+                     else binop(BinOpKind.EQ, trip, want))
+    call = Call(m.intrin.name, _arguments(chain, store, m, symbolic), m.intrin.source)
+    if not conds:
+        return call
+    test = conds[0]
+    for c in conds[1:]:
+        test = binop(BinOpKind.AND, test, c)
+    return If(simplify(test), call, _loops_only(loop, "partial tiles"))
+
+
+def _arguments(chain: list[For], store: Store, m: Match, symbolic: dict[int, Expr]
+               ) -> tuple[Region | Expr, ...]:
+    first = {f.var: f.start for f in chain}
+    accesses: list[Load] = [Load(store.buffer, store.indices, store.value.dtype)]
+    accesses += loads(store.value)
+    regions: list[Region | Expr] = []
+    for op in m.operands:
+        ld = accesses[op.access]
+        regions.append(Region(ld.buffer, tuple(simplify(substitute(i, first))
+                                                for i in ld.indices)))
+    strides: list[Region | Expr] = [s for op in m.operands for s in op.strides]
+    counts = [symbolic[a] for a in sorted(symbolic)]
+    return tuple(regions + strides + counts)
