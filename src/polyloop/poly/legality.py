@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import islpy as isl
 
@@ -73,19 +74,62 @@ def _element(program: Program, dep: Dependence, stmt: str, vals: list[int]) -> s
     return dep.buffer
 
 
+def time_deltas(schedule: Mapping[str, isl.Map], d: Dependence) -> isl.Set:
+    """Sink time minus source time over the instance pairs of ``d`` (one vector per pair).
+
+    Lexicographic order is translation invariant, so every question about the order of the
+    two ends (reversed? carried at a loop?) is a question about this one set, computed once per
+    dependence and schedule and shared by all the loops checked against that schedule. The
+    schedule maps need not be restricted to the statements' domains (``d`` is), and are
+    cheaper to compose when they are not."""
+    a, b = schedule[d.source], schedule[d.sink]
+    rel = d.relation.align_params(a.get_space()).align_params(b.get_space())
+    return rel.apply_domain(a).apply_range(b).deltas()
+
+
+def _reversed(deltas: isl.Set) -> bool:
+    """Does some pair run in the opposite order or at once (a delta lexicographically <= 0)?"""
+    minus_one = isl.Val.int_from_si(deltas.get_ctx(), -1)
+    rest = deltas
+    for k in range(deltas.dim(isl.dim_type.set)):
+        if not rest.upper_bound_val(isl.dim_type.set, k, minus_one).is_empty():
+            return True
+        rest = rest.fix_val(isl.dim_type.set, k, 0)
+    return not rest.is_empty()
+
+
+def _carried(deltas: isl.Set, position: int) -> bool:
+    """Do some pairs agree on the time dimensions before ``position`` and differ at it?"""
+    ctx = deltas.get_ctx()
+    same = deltas
+    for k in range(position):
+        same = same.fix_val(isl.dim_type.set, k, 0)
+    if same.is_empty():
+        return False
+    t = isl.dim_type.set
+    return not (same.lower_bound_val(t, position, isl.Val.int_from_si(ctx, 1)).is_empty()
+                and same.upper_bound_val(t, position, isl.Val.int_from_si(ctx, -1)).is_empty())
+
+
+DeltaSource = Callable[[int, Dependence], isl.Set]
+
+
 def check_order(program: Program, deps: tuple[Dependence, ...],
-                schedule: dict[str, isl.Map]) -> Violation | None:
-    """The first dependence (other than reduction updates) that ``schedule`` reverses or breaks."""
-    for d in deps:
+                schedule: Mapping[str, isl.Map], deltas: DeltaSource | None = None
+                ) -> Violation | None:
+    """The first dependence (other than reduction updates) that ``schedule`` reverses or breaks.
+    ``deltas(k, d)`` gives ``time_deltas(schedule, d)`` for ``d = deps[k]`` (e.g. cached)."""
+    for k, d in enumerate(deps):
         if d.reduction:
             continue
-        bad = d.relation.intersect(schedule[d.source].lex_ge_map(schedule[d.sink]))
-        if not bad.is_empty():
+        delta = deltas(k, d) if deltas is not None else time_deltas(schedule, d)
+        if _reversed(delta):
+            bad = d.relation.intersect(schedule[d.source].lex_ge_map(schedule[d.sink]))
             return Violation(d, bad, program)
     return None
 
 
-def carried_at(schedule: dict[str, isl.Map], d: Dependence, position: int) -> isl.Map:
+def carried_at(schedule: Mapping[str, isl.Map], d: Dependence, position: int) -> isl.Map:
     """The part of d whose instances agree on schedule dims < position and differ at it."""
     a, b = schedule[d.source], schedule[d.sink]
     n = a.dim(isl.dim_type.out)
@@ -101,19 +145,20 @@ def carried_at(schedule: dict[str, isl.Map], d: Dependence, position: int) -> is
 
 
 def check_parallel(program: Program, deps: tuple[Dependence, ...],
-                   schedule: dict[str, isl.Map], statements: set[str],
-                   position: int) -> Violation | None:
-    """The first dependence among ``statements`` carried by the loop at flat ``position``."""
-    for d in deps:
+                   schedule: Mapping[str, isl.Map], statements: set[str],
+                   position: int, deltas: DeltaSource | None = None) -> Violation | None:
+    """The first dependence among ``statements`` carried by the loop at flat ``position``
+    (``deltas`` as for ``check_order``)."""
+    for k, d in enumerate(deps):
         if d.source not in statements or d.sink not in statements:
             continue
-        bad = carried_at(schedule, d, position)
-        if not bad.is_empty():
-            return Violation(d, bad, program)
+        delta = deltas(k, d) if deltas is not None else time_deltas(schedule, d)
+        if _carried(delta, position):
+            return Violation(d, carried_at(schedule, d, position), program)
     return None
 
 
-def move_hazard(program: Program, deps: tuple[Dependence, ...], schedule: dict[str, isl.Map],
+def move_hazard(program: Program, deps: tuple[Dependence, ...], schedule: Mapping[str, isl.Map],
                 mover: str, anchor: str, buffer: str, *, later: bool) -> Violation | None:
     """Would re-executing ``mover`` at the time of ``anchor`` (its consumer when ``later``, its
     producer otherwise, linked through ``buffer``) change what it reads or what others see?"""

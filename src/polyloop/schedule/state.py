@@ -6,16 +6,38 @@ A state is a Program, its loop tree, and the dependences every later schedule mu
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from ..errors import ScheduleError
 from ..ir.loops import LoopKind
 from ..ir.program import Program
 from ..poly import deps as deps_mod
 from ..poly import legality
+from ..poly.access import domain
 from ..poly.order import original_tree
 from ..poly.tree import (LoopNode, Node, Root, StmtNode, flat_schedule, loop_position, loops,
                          path_to, statements_under)
+
+
+class Memo:
+    """Answers that depend only on a program, its dependences and the schedule's shape
+    (sequence positions and loop expressions, not loop kinds or names), shared by every state
+    derived from one another by tree edits (``State.with_root``): the flat schedule, the time
+    deltas of each dependence and the legality verdicts. Setting a loop kind, renaming or
+    re-checking a loop costs a dictionary look-up."""
+    __slots__ = ("program", "deps", "free", "schedules", "deltas", "order", "carried")
+
+    def __init__(self, program: Program, deps: deps_mod.Dependences):
+        self.program, self.deps = program, deps
+        self.free: dict[tuple, dict] = {}           # flat schedules not restricted to domains
+        self.schedules: dict[tuple, dict] = {}
+        self.deltas: dict[tuple, object] = {}
+        self.order: dict[tuple, legality.Violation | None] = {}
+        self.carried: dict[tuple, legality.Violation | None] = {}
+
+    def serves(self, program: Program, deps: deps_mod.Dependences) -> bool:
+        return self.program is program and self.deps is deps
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -24,6 +46,11 @@ class State:
     root: Root
     deps: deps_mod.Dependences
     next_id: int
+    memo: Memo | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.memo is None or not self.memo.serves(self.program, self.deps):
+            object.__setattr__(self, "memo", Memo(self.program, self.deps))
 
     # queries ---------------------------------------------------------------------------------
     def loop(self, loop_id: int) -> LoopNode | None:
@@ -53,7 +80,26 @@ class State:
         return r
 
     def schedule_map(self):
-        return flat_schedule(self.program, self.root)
+        """``tree.flat_schedule`` of this state (shared by states of the same shape)."""
+        return self._schedule(shape(self.program, self.root))
+
+    def _schedule(self, sig: tuple) -> dict:
+        memo = self.memo
+        assert memo is not None
+        fs = memo.schedules.get(sig)
+        if fs is None:
+            fs = {s: m.intersect_domain(domain(self.program, self.program.statement(s)))
+                  for s, m in self._free_schedule(sig).items()}
+            memo.schedules[sig] = fs
+        return fs
+
+    def _free_schedule(self, sig: tuple) -> dict:
+        memo = self.memo
+        assert memo is not None
+        free = memo.free.get(sig)
+        if free is None:
+            free = memo.free[sig] = flat_schedule(self.program, self.root, domains=False)
+        return free
 
     # edits -----------------------------------------------------------------------------------
     def with_root(self, root: Root, next_id: int | None = None) -> State:
@@ -181,23 +227,105 @@ def inner_loops(state: State, node: LoopNode) -> list[LoopNode]:
 _EXCLUSIVE = (LoopKind.PARALLEL, LoopKind.VECTORIZED, LoopKind.THREAD)
 
 
+def shape(program: Program, root: Root) -> tuple:
+    """What the flat schedule of ``root`` depends on: for each statement, its sequence
+    positions and loop expressions, outermost first, padded with zeros as in
+    ``tree.flat_schedule``. Equal shapes give equal flat schedules."""
+    paths: dict[str, list] = {}
+
+    def walk(n: Node | Root, prefix: list) -> None:
+        kids = n.children
+        for pos, c in enumerate(kids):
+            here = prefix + [pos] if len(kids) > 1 else prefix
+            if isinstance(c, StmtNode):
+                paths[c.statement] = here
+            else:
+                walk(c, here + [c])
+    walk(root, [])
+    depth = max((len(p) for p in paths.values()), default=0)
+    out = []
+    for s in program.statements:
+        p = paths.get(s.name)
+        if p is not None:
+            items = tuple(x.expr(s.name) if isinstance(x, LoopNode) else x for x in p)
+            out.append((s.name, items + (0,) * (depth - len(items))))
+    return tuple(out)
+
+
+class _LazySchedule(Mapping):
+    """The state's flat schedule, computed only if asked for: the legality checks read it
+    only to describe a violation (their verdicts come from the cached time deltas)."""
+
+    def __init__(self, state: State, sig: tuple):
+        self._state, self._sig = state, sig
+
+    def _get(self) -> dict:
+        return self._state._schedule(self._sig)
+
+    def __getitem__(self, stmt: str):
+        return self._get()[stmt]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+def _delta_source(state: State, sig: tuple):
+    memo = state.memo
+    assert memo is not None
+    by_stmt = dict(sig)
+
+    def deltas(k: int, d: deps_mod.Dependence):
+        key = (k, by_stmt[d.source], by_stmt[d.sink])
+        got = memo.deltas.get(key)
+        if got is None:
+            got = memo.deltas[key] = legality.time_deltas(state._free_schedule(sig), d)
+        return got
+    return deltas
+
+
 def verify(state: State, primitive: str) -> None:
     """Raise ScheduleError unless every dependence is respected and no parallel loop carries one."""
-    fs = state.schedule_map()
-    v = legality.check_order(state.program, state.deps, fs)
+    v = check_order(state)
     if v is not None:
         raise ScheduleError(f"{primitive} would break {v.summary()}: {v.describe()}, but after "
                             "it the two would run in the opposite order (or at once). "
                             "Dependences must keep their order.")
     for n in loops(state.root):
         if n.kind in _EXCLUSIVE:
-            bad = check_parallel(state, n, fs)
+            bad = check_parallel(state, n)
             if bad is not None:
                 raise ScheduleError(f"{primitive} would make {n.kind.value} loop '{n.name}' carry "
                                     f"{bad.summary()}: {bad.describe()}")
 
 
+def check_order(state: State) -> legality.Violation | None:
+    """The first dependence the state's order breaks (remembered per schedule shape)."""
+    memo = state.memo
+    assert memo is not None
+    sig = shape(state.program, state.root)
+    if sig not in memo.order:
+        memo.order[sig] = legality.check_order(state.program, state.deps,
+                                               _LazySchedule(state, sig),
+                                               _delta_source(state, sig))
+    return memo.order[sig]
+
+
 def check_parallel(state: State, node: LoopNode, fs=None) -> legality.Violation | None:
-    fs = state.schedule_map() if fs is None else fs
+    """The first dependence the loop ``node`` carries (remembered per statement set, position
+    and the shape of the schedule up to that loop). ``fs`` is accepted for callers that
+    already have the flat schedule; it must be the state's own."""
+    memo = state.memo
+    assert memo is not None
+    sig = shape(state.program, state.root)
     pos = loop_position(state.root, node.id)
-    return legality.check_parallel(state.program, state.deps, fs, set(statements_under(node)), pos)
+    stmts = statements_under(node)
+    by_stmt = dict(sig)
+    key = (pos, tuple(sorted((s, by_stmt[s][:pos + 1]) for s in stmts)))
+    if key not in memo.carried:
+        memo.carried[key] = legality.check_parallel(state.program, state.deps,
+                                                    _LazySchedule(state, sig), set(stmts), pos,
+                                                    _delta_source(state, sig))
+    return memo.carried[key]
