@@ -12,6 +12,10 @@ only; their constants are keyword arguments.
 >>> mod(np.ones((8, 5), "float32"), np.ones((5, 3), "float32")).sum().item()
 120.0
 """
+from .conv import (conv2d_nchw, depthwise_conv2d_nchw, schedule_conv2d_nchw,
+                   schedule_depthwise_conv2d_nchw)
 from .matmul import batch_matmul_relu, matmul, schedule_batch_matmul_relu, schedule_matmul
 
 __all__ = ["batch_matmul_relu", "matmul", "schedule_batch_matmul_relu", "schedule_matmul"]
+__all__ += ["conv2d_nchw", "depthwise_conv2d_nchw", "schedule_conv2d_nchw",
+            "schedule_depthwise_conv2d_nchw"]

@@ -1,0 +1,265 @@
+# SPDX-License-Identifier: Apache-2.0
+"""2-D convolution operators (NCHW, stride 1) and their CPU schedules.
+
+``conv2d_nchw(data, weight, pad)``: ``data (N, C, H, W)``, ``weight (K, C, R, S)``, zero padding
+``pad`` on each side, output ``(N, K, H + 2 pad - R + 1, W + 2 pad - S + 1)``.
+``depthwise_conv2d_nchw(data, weight, pad)``: ``weight (C, 1, R, S)`` as in PyTorch (one filter
+per channel). The padding is its own stage (``<data>_pad``, exact at the borders: a ``where`` on
+the window), which the schedules either compute whole or per channel.
+
+The conv2d recipe (register tiles, the matmul recipe applied to the convolution):
+- the weights are copied into blocks of ``kb = k_vectors * lanes`` output channels,
+  ``W_packed[k // kb, c, r, s, k % kb]`` (``transform_layout``), so that for each ``(c, r, s)``
+  the weights of a block are ``k_vectors`` contiguous vectors;
+- the output is accumulated in a tile of ``w_block`` pixels of one row by ``kb`` channels held
+  in a tile-local buffer laid out pixel-major (``cache_write "local"`` + ``transform_layout``):
+  per ``(c, r, s)`` ``w_block`` broadcasts of the padded input and ``k_vectors`` vector loads
+  feed ``w_block * k_vectors`` FMAs, all in registers;
+- the loop over channel blocks is parallel (each thread owns whole output planes).
+
+The depthwise recipe: the channel loop is parallel, the padded plane of a channel is made by the
+thread that uses it, right before (``compute_at``), and each output row is computed in vectors
+along the row, ``x_vectors`` vectors unrolled.
+
+>>> import numpy as np, polyloop as pl
+>>> from polyloop.ops import conv2d_nchw, schedule_conv2d_nchw
+>>> X = pl.placeholder((1, 3, 9, 11), name="X"); Wt = pl.placeholder((5, 3, 3, 3), name="Wt")
+>>> mod = pl.build(schedule_conv2d_nchw(conv2d_nchw(X, Wt)))
+>>> y = mod(np.ones((1, 3, 9, 11), "float32"), np.ones((5, 3, 3, 3), "float32"))
+>>> float(y[0, 0, 0, 0]), float(y[0, 4, 4, 4])
+(12.0, 27.0)
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..frontend import te
+from ..frontend.te import Tensor
+from ..ir.elementwise import where
+from ..ir.expr import Const
+from ..schedule import Schedule
+from .matmul import default_lanes
+
+
+def _padded(data: Tensor, pad: int, *, extra_columns: int | None = None,
+            kernel_width: object = None) -> Tensor:
+    """``data`` with ``pad`` zeros on each side of its two last axes (``data`` if pad is 0 and
+    no widening is asked). ``extra_columns``: the rows are made wide enough for that many
+    output columns of a kernel ``kernel_width`` wide (the extra ones are zeros)."""
+    n, c, h, w = data.shape
+    width = w + 2 * pad
+    if extra_columns is not None:
+        width = extra_columns + kernel_width.value - 1   # type: ignore[union-attr]
+        if width == w.value + 2 * pad:                   # type: ignore[union-attr]
+            extra_columns = None
+    if pad == 0 and extra_columns is None:
+        return data
+    return te.compute((n, c, h + 2 * pad, width),
+                      lambda b, ch, y, x: where((y >= pad) & (y < h + pad) & (x >= pad)
+                                                & (x < w + pad), data[b, ch, y - pad, x - pad],
+                                                0.0),
+                      name=f"{data.name}_pad")
+
+
+def _check_conv(op: str, data: Tensor, weight: Tensor, pad: int) -> None:
+    for name, t in (("data", data), ("weight", weight)):
+        if not isinstance(t, Tensor) or t.ndim != 4:
+            raise ScheduleError(f"{op}: {name} must be a 4-D tensor, got {t!r}")
+    if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
+        raise ScheduleError(f"{op}: pad must be a non-negative integer, got {pad!r}")
+
+
+def conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1) -> Tensor:
+    """``out[n, k, y, x] = sum_{c, r, s} pad(data)[n, c, y + r, x + s] * weight[k, c, r, s]``
+    (stride 1, ``pad`` zeros on each side); the result tensor is named ``conv``.
+
+    >>> import polyloop as pl
+    >>> conv2d_nchw(pl.placeholder((1, 3, 8, 8), name="X"), pl.placeholder((4, 3, 3, 3), name="W"))
+    Tensor(conv: float32[1, 4, 8, 8])
+    """
+    _check_conv("conv2d_nchw", data, weight, pad)
+    if str(data.shape[1]) != str(weight.shape[1]):
+        raise ScheduleError(f"conv2d_nchw: data has {data.shape[1]} channels, weight expects "
+                            f"{weight.shape[1]} (weight is (K, C, R, S))")
+    n, _, h, w = data.shape
+    k_out, c_in, r_ext, s_ext = weight.shape
+    padded = _padded(data, pad)
+    rc = te.reduce_axis((0, c_in), name="rc")
+    ry = te.reduce_axis((0, r_ext), name="ry")
+    rx = te.reduce_axis((0, s_ext), name="rx")
+    return te.compute((n, k_out, h + 2 * pad - r_ext + 1, w + 2 * pad - s_ext + 1),
+                      lambda b, k, y, x: te.sum(padded[b, rc, y + ry, x + rx]
+                                                * weight[k, rc, ry, rx], axis=[rc, ry, rx]),
+                      name="conv")
+
+
+def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1, *,
+                          row_multiple: int | None = None) -> Tensor:
+    """``out[n, c, y, x] = sum_{r, s} pad(data)[n, c, y + r, x + s] * weight[c, 0, r, s]``
+    (stride 1; ``pad = (R - 1) // 2`` is SAME padding for odd R); the result is ``dwconv``.
+
+    The sum is computed on rows widened to a multiple of ``row_multiple`` (default: the host's
+    float32 vector width when the width is a constant, else 1), in a stage ``dwconv_wide``
+    whose extra columns see only padding zeros and are dropped by ``dwconv``: every vector of
+    the sum is then whole (no masked accumulation, which would go through memory).
+
+    >>> import polyloop as pl
+    >>> depthwise_conv2d_nchw(pl.placeholder((1, 3, 8, 8), name="X"),
+    ...                       pl.placeholder((3, 1, 3, 3), name="W"))
+    Tensor(dwconv: float32[1, 3, 8, 8])
+    """
+    _check_conv("depthwise_conv2d_nchw", data, weight, pad)
+    if str(data.shape[1]) != str(weight.shape[0]) or str(weight.shape[1]) != "1":
+        raise ScheduleError(f"depthwise_conv2d_nchw: weight must be (C, 1, R, S) with C = "
+                            f"{data.shape[1]} channels of data, got {weight!r}")
+    n, c, h, w = data.shape
+    _, _, r_ext, s_ext = weight.shape
+    out_h, out_w = h + 2 * pad - r_ext + 1, w + 2 * pad - s_ext + 1
+    wide_w = out_w
+    if row_multiple is None:
+        row_multiple = default_lanes(str(data.dtype)) if isinstance(w, Const) else 1
+    _check_knobs("depthwise_conv2d_nchw", row_multiple=row_multiple)
+    if isinstance(w, Const) and isinstance(s_ext, Const) and row_multiple > 1:
+        wide_w = -(-(w.value + 2 * pad - s_ext.value + 1) // row_multiple) * row_multiple
+    padded = _padded(data, pad, extra_columns=wide_w if isinstance(wide_w, int) else None,
+                     kernel_width=s_ext)
+    ry = te.reduce_axis((0, r_ext), name="ry")
+    rx = te.reduce_axis((0, s_ext), name="rx")
+    wide = te.compute((n, c, out_h, wide_w),
+                      lambda b, ch, y, x: te.sum(padded[b, ch, y + ry, x + rx]
+                                                 * weight[ch, 0, ry, rx], axis=[ry, rx]),
+                      name="dwconv_wide")
+    return te.compute((n, c, out_h, out_w), lambda b, ch, y, x: wide[b, ch, y, x], name="dwconv")
+
+
+def _operands(out: Tensor, who: str, builder: str) -> tuple[Tensor, Tensor, Tensor | None]:
+    """(data, weight, padding stage or None) of a convolution built by ``builder``."""
+    if not isinstance(out, Tensor) or out.is_placeholder or len(out.inputs) != 2:
+        raise ScheduleError(f"{who}: expected the result of {builder}(data, weight), got {out!r}")
+    src, weight = out.inputs
+    if src.is_placeholder:
+        return src, weight, None
+    if len(src.inputs) != 1 or not src.inputs[0].is_placeholder:
+        raise ScheduleError(f"{who}: expected the result of {builder}(data, weight), got {out!r}")
+    return src.inputs[0], weight, src
+
+
+def _check_knobs(who: str, **knobs: int) -> None:
+    for name, value in knobs.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ScheduleError(f"{who}: {name} must be a positive integer, got {value!r}")
+
+
+def _width_block(width: object, default: int) -> int:
+    """The row tile: a divisor of a constant width between 5 and 8 (no partial tile) when there
+    is one, else ``default``."""
+    if isinstance(width, Const):
+        for cand in (8, 7, 6, 5):
+            if width.value % cand == 0:
+                return cand
+    return default
+
+
+def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: int = 2,
+                         w_block: int | None = None, parallel: str = "k") -> Schedule:
+    """The register-tile schedule of ``out = conv2d_nchw(data, weight, pad)``.
+
+    A tile is ``w_block`` output pixels of a row by ``k_vectors * lanes`` output channels
+    (default: 2 x 16 channels with AVX-512, a divisor of the width between 5 and 8 pixels, else
+    8). ``parallel="k"`` runs the blocks of output channels in parallel (each block's packed
+    weights stay in its core's cache); ``parallel="y"`` runs the output rows in parallel.
+
+    >>> import polyloop as pl
+    >>> X = pl.placeholder((1, 8, 10, 10), name="X"); W = pl.placeholder((32, 8, 3, 3), name="W")
+    >>> sch = schedule_conv2d_nchw(conv2d_nchw(X, W), lanes=16, k_vectors=1, w_block=5)
+    >>> [loop.name for loop in sch.get_loops("conv")][:4]
+    ['b', 'k_0', 'y', 'x_0']
+    """
+    who = "schedule_conv2d_nchw"
+    _, weight, padded = _operands(out, who, "conv2d_nchw")
+    lanes = lanes or default_lanes(str(out.dtype))
+    w_block = w_block or _width_block(out.shape[3], 8)
+    _check_knobs(who, lanes=lanes, k_vectors=k_vectors, w_block=w_block)
+    if parallel not in ("k", "y"):
+        raise ScheduleError(f"{who}: parallel must be 'k' (channel blocks) or 'y' (rows), got "
+                            f"{parallel!r}")
+    kb = k_vectors * lanes
+    sch = Schedule(out)
+    sch.transform_layout(out.name, weight.name, lambda k, c, r, s: (k // kb, c, r, s, k % kb))
+    tile = sch.cache_write(out.name, "local")
+    # pixel-major tile: the channel vectors of one pixel are contiguous
+    sch.transform_layout(out.name, f"{out.name}_local", lambda n, k, y, x: (n, y, x, k))
+    n, k, y, x, c, r, s = sch.get_loops(out.name)
+    k0, k1, k2 = sch.split(k, factors=[None, k_vectors, lanes])
+    x0, x1 = sch.split(x, factors=[None, w_block])
+    if parallel == "k":
+        sch.reorder(n, k0, y, x0, c, r, s, x1, k1, k2)
+        sch.parallel(k0)
+    else:
+        sch.reorder(n, y, k0, x0, c, r, s, x1, k1, k2)
+        sch.parallel(y)
+    sch.unroll(x1)
+    sch.unroll(k1)
+    sch.vectorize(k2)
+    sch.decompose_reduction(out.name, c)
+    sch.reverse_compute_at(tile, x0)
+    # the weight copy: one block of output channels at a time, written contiguously
+    a0, a1, a2, a3 = sch.get_loops(f"{weight.name}_packed_in")
+    p0, p1 = sch.split(a0, factors=[None, kb])
+    sch.reorder(p0, a1, a2, a3, p1)
+    sch.parallel(p0)
+    if padded is not None:
+        sch.parallel(sch.get_loops(padded.name)[1])
+    return sch
+
+
+def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
+                                   x_vectors: int = 2,
+                                   pad_in_channel: bool | None = None) -> Schedule:
+    """The schedule of ``out = depthwise_conv2d_nchw(data, weight, pad)``: channels in
+    parallel; each (widened) output row is accumulated in a row-local buffer in vectors of
+    ``lanes`` pixels, ``x_vectors`` of them unrolled, all nine taps unrolled, then copied into
+    ``out``. With ``pad_in_channel`` the padded plane of a channel is made in a channel-local
+    buffer by the thread that uses it, right before (in cache); otherwise the padded input is
+    made whole first, in parallel. The default pads in the channel when the output height and
+    width are constants (a symbolic size may be 0: then nothing under the channel loop reads the
+    plane, and compute_at rightly refuses to move the padding there).
+
+    >>> import polyloop as pl
+    >>> X = pl.placeholder((1, 4, 10, 10), name="X"); W = pl.placeholder((4, 1, 3, 3), name="W")
+    >>> sch = schedule_depthwise_conv2d_nchw(depthwise_conv2d_nchw(X, W), lanes=8)
+    >>> [loop.name for loop in sch.get_loops("dwconv_wide")]
+    ['b', 'ch', 'y', 'x_0', 'ry', 'rx', 'x_1', 'x_2']
+    """
+    who = "schedule_depthwise_conv2d_nchw"
+    wide = out.inputs[0] if isinstance(out, Tensor) and len(out.inputs) == 1 else None
+    if wide is None or wide.name != "dwconv_wide":
+        raise ScheduleError(f"{who}: expected the result of depthwise_conv2d_nchw(data, weight), "
+                            f"got {out!r}")
+    _, _, padded = _operands(wide, who, "depthwise_conv2d_nchw")
+    lanes = lanes or default_lanes(str(out.dtype))
+    _check_knobs(who, lanes=lanes, x_vectors=x_vectors)
+    sch = Schedule(out)
+    # the sum goes to a row-local buffer; the stage that held it disappears
+    sch.compute_inline(sch.cache_write(wide.name, "local"))
+    n, c, y, x, r, s = sch.get_loops(wide.name)
+    x0, x1, x2 = sch.split(x, factors=[None, x_vectors, lanes])
+    sch.reorder(n, c, y, x0, r, s, x1, x2)
+    sch.parallel(c)
+    for loop in (r, s, x1):
+        sch.unroll(loop)
+    sch.vectorize(x2)
+    sch.decompose_reduction(wide.name, r)
+    sch.reverse_compute_at(out.name, y)
+    sch.vectorize(sch.split(sch.get_loops(out.name)[-1], factors=[None, lanes])[1])
+    if padded is None:
+        return sch
+    if pad_in_channel is None:
+        pad_in_channel = all(isinstance(d, Const) and d.value > 0 for d in out.shape[2:])
+    if pad_in_channel:
+        plane = sch.cache_read(wide.name, padded.name, "local")
+        sch.compute_inline(padded.name)
+        sch.compute_at(plane, c)
+        sch.vectorize(sch.split(sch.get_loops(plane)[-1], factors=[None, lanes])[1])
+    else:
+        sch.parallel(sch.get_loops(padded.name)[1])
+    return sch
