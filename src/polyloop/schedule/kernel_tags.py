@@ -110,18 +110,23 @@ def work_of(knl: Any) -> Work:
 
 
 def tagged_state(work: Work) -> st.State:
-    state = work.sch.state
-    for loop_id, tag in sorted(work.tags.items()):
-        node = state.loop(loop_id)
-        if node is None or tag.kind is TagKind.SERIAL:
-            continue
+    """The plain state with the loop kinds of the tags set, in one pass over the tree (the
+    schedule's shape, hence every cached legality verdict, is the plain state's)."""
+    tags = {i: t for i, t in work.tags.items() if t.kind is not TagKind.SERIAL}
+    if not tags:
+        return work.sch.state
+
+    def fn(n):
+        tag = tags.get(n.id) if isinstance(n, LoopNode) else None
+        if tag is None:
+            return n
         if tag.kind in HARDWARE:
-            state = loops_mod.set_kind(state, node, LoopKind.THREAD, thread=thread_name(tag))
-        elif tag.kind is TagKind.VECTOR:
-            state = loops_mod.set_kind(state, node, LoopKind.VECTORIZED)
-        else:
-            state = loops_mod.set_kind(state, node, LoopKind.UNROLLED, unroll_factor=None)
-    return state
+            return replace(n, kind=LoopKind.THREAD, thread=thread_name(tag))
+        if tag.kind is TagKind.VECTOR:
+            return replace(n, kind=LoopKind.VECTORIZED)
+        return replace(n, kind=LoopKind.UNROLLED, unroll_factor=None)
+    state = work.sch.state
+    return state.with_root(st.map_tree(state.root, fn))
 
 
 def derive(knl: Any, work: Work, step: str, args: tuple, kwargs: dict) -> Any:
@@ -174,15 +179,14 @@ def tag_pairs(tags: Mapping[str, str] | Sequence[tuple[str, str]] | str) -> dict
 
 def apply_tags(work: Work, tags: Mapping[str, str]) -> None:
     parsed = {name: parse_tag(t, name) for name, t in tags.items()}
-    fs = work.sch.state.schedule_map()   # loop kinds do not change it
     for name, tag in parsed.items():
         for h in require_loops(name, work.sch, "tag_inames"):
-            apply_tag(work, h, tag, fs)
+            apply_tag(work, h, tag)
     check_axes(work)
     hoist_hardware_loops(work)
 
 
-def apply_tag(work: Work, h: LoopHandle, tag: Tag, fs=None) -> None:
+def apply_tag(work: Work, h: LoopHandle, tag: Tag) -> None:
     """Record a tag after the check its Schedule primitive makes (bind, vectorize)."""
     state = work.sch.state
     node = state.loop(h.id)
@@ -200,7 +204,7 @@ def apply_tag(work: Work, h: LoopHandle, tag: Tag, fs=None) -> None:
         kind = LoopKind.VECTORIZED if tag.kind is TagKind.VECTOR else LoopKind.THREAD
         thread = thread_name(tag) if tag.kind in HARDWARE else None
         new = loops_mod.set_kind(state, node, kind, thread=thread)
-        bad = st.check_parallel(new, new.loop(node.id), fs)  # type: ignore[arg-type]
+        bad = st.check_parallel(new, new.loop(node.id))  # type: ignore[arg-type]
         if bad is not None:
             verb = "vectorize" if tag.kind is TagKind.VECTOR else "bind"
             hint = (" It is a reduction loop: split it and use rfactor, or choose a spatial "

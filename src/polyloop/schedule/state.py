@@ -313,10 +313,9 @@ def check_order(state: State) -> legality.Violation | None:
     return memo.order[sig]
 
 
-def check_parallel(state: State, node: LoopNode, fs=None) -> legality.Violation | None:
+def check_parallel(state: State, node: LoopNode) -> legality.Violation | None:
     """The first dependence the loop ``node`` carries (remembered per statement set, position
-    and the shape of the schedule up to that loop). ``fs`` is accepted for callers that
-    already have the flat schedule; it must be the state's own."""
+    and the shape of the schedule up to that loop)."""
     memo = state.memo
     assert memo is not None
     sig = shape(state.program, state.root)
