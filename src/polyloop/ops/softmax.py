@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Row softmax and its CPU schedule: every row processed while it is in cache.
+
+``softmax(x)[i, j] = exp(x[i, j] - max_k x[i, k]) / sum_k exp(x[i, k] - max_k x[i, k])`` over
+the last axis of a 2-D ``x`` (the numerically stable form). Stages: ``softmax_max`` (row
+maximum), ``softmax_exp``, ``softmax_sum`` (row sum) and the result ``softmax``, which
+multiplies by the reciprocal of the sum (one division per row instead of one per element; the
+result may differ from a division by one rounding).
+
+The schedule: rows in parallel; per row, max, exp, sum and the normalisation all run in the
+row's iteration (``compute_at``), the exponentials in a row-local buffer (``cache_write
+"local"``: one row per thread, in cache, never written to memory); the two row reductions are
+vectorized through ``rfactor`` by the vector width (``lanes`` partial maxima / sums, then a
+final reduction of the lanes: the sum is reassociated, the schedule's explicit choice), and the
+exponential and the normalisation are vectorized.
+
+>>> import numpy as np, polyloop as pl
+>>> from polyloop.ops import softmax, schedule_softmax
+>>> X = pl.placeholder((3, 37), name="X")
+>>> mod = pl.build(schedule_softmax(softmax(X)))
+>>> y = mod(np.zeros((3, 37), "float32"))
+>>> round(float(y.sum()), 4), round(float(y[0, 0]) * 37, 4)
+(3.0, 1.0)
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..frontend import te
+from ..frontend.te import Tensor
+from ..ir.elementwise import exp
+from ..ir.expr import Const
+from ..schedule import Schedule
+from .matmul import default_lanes
+
+STAGES = ("softmax_max", "softmax_exp", "softmax_sum", "softmax")
+
+
+def softmax(x: Tensor) -> Tensor:
+    """Softmax over the last axis of a 2-D tensor ``x``; the result tensor is named ``softmax``.
+
+    >>> import polyloop as pl
+    >>> softmax(pl.placeholder((4, 10), name="X"))
+    Tensor(softmax: float32[4, 10])
+    """
+    if not isinstance(x, Tensor) or x.ndim != 2:
+        raise ScheduleError(f"softmax: x must be a 2-D tensor, got {x!r}")
+    rows, cols = x.shape
+    k1 = te.reduce_axis((0, cols), name="k")
+    mx = te.compute((rows,), lambda i: te.max(x[i, k1], axis=k1), name=STAGES[0])
+    e = te.compute((rows, cols), lambda i, j: exp(x[i, j] - mx[i]), name=STAGES[1])
+    k2 = te.reduce_axis((0, cols), name="k")
+    total = te.compute((rows,), lambda i: te.sum(e[i, k2], axis=k2), name=STAGES[2])
+    return te.compute((rows, cols), lambda i, j: e[i, j] * (1.0 / total[i]), name=STAGES[3])
+
+
+def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = True) -> Schedule:
+    """The row-in-cache schedule of ``y = softmax(x)`` (see the module docstring).
+
+    ``lanes`` defaults to the host's float32 vector width; ``rfactor=False`` keeps the row
+    reductions sequential (scalar, in the original order), as do rows of fewer than
+    ``2 * lanes`` columns.
+
+    >>> import polyloop as pl
+    >>> sch = schedule_softmax(softmax(pl.placeholder((8, 40), name="X")), lanes=8)
+    >>> [loop.name for loop in sch.get_loops("softmax_max_rf")]
+    ['i', 'i', 'k_0', 'k_1']
+    """
+    if not isinstance(y, Tensor) or y.name != STAGES[3] or y.ndim != 2:
+        raise ScheduleError(f"schedule_softmax: expected the result of softmax(x), got {y!r}")
+    lanes = lanes or default_lanes(str(y.dtype))
+    if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 1:
+        raise ScheduleError(f"schedule_softmax: lanes must be a positive integer, got {lanes!r}")
+    sch = Schedule(y)
+    cols = y.shape[1]
+    # A symbolic column count may be 0: then nothing in a row reads the row's max and sum, and
+    # compute_at rightly refuses to move them there; each stage then is its own parallel nest.
+    in_row = isinstance(cols, Const) and cols.value > 0
+    if isinstance(cols, Const) and cols.value < 2 * lanes:
+        rfactor = False     # at most one vector of partial results: nothing to gain
+    if in_row:
+        # exponentials in a row-local buffer: the stage that held them disappears
+        sch.compute_inline(sch.cache_write(STAGES[1], "local"))
+    partials = []
+    if rfactor:
+        # rfactor before compute_at: the consumers must not be inside the reduction's nest yet
+        for stage in (STAGES[0], STAGES[2]):
+            _, k1 = sch.split(sch.get_loops(stage)[-1], factors=[None, lanes])
+            partials.append(sch.rfactor(k1, factor_axis=1))
+    i, _ = sch.get_loops(STAGES[3])
+    sch.parallel(i)
+    if in_row:
+        for block in (STAGES[2], *partials[1:], STAGES[1], STAGES[0], *partials[:1]):
+            sch.compute_at(block, i)
+        # compute_at gives each moved block fresh loops: split them now
+        for block in (STAGES[1], STAGES[3], *partials):
+            sch.vectorize(sch.split(sch.get_loops(block)[-1], factors=[None, lanes])[1])
+        return sch
+    for block in (STAGES[1], STAGES[3]):
+        sch.vectorize(sch.split(sch.get_loops(block)[-1], factors=[None, lanes])[1])
+    for block in (STAGES[0], STAGES[1], STAGES[2], *partials):
+        sch.parallel(sch.get_loops(block)[0])
+    for block in partials:
+        # partial results lane-innermost: the reduction over k_0 outside, the lanes vectorized
+        _, k0, k1 = sch.get_loops(block)
+        sch.vectorize(k1)
+    return sch
