@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``polyloop`` command line: ``polyloop demo`` and ``polyloop version``.
+"""The ``polyloop`` command line: ``polyloop demo``, ``polyloop bench`` and ``polyloop version``.
 
 ``polyloop demo`` walks the whole path on two workloads, matmul + ReLU and a row softmax: the
 algorithm, its hand schedule, the scheduled loop nest, the generated C, a check against NumPy
@@ -25,7 +25,7 @@ from importlib import metadata
 
 import numpy as np
 
-from . import config
+from . import bench, config
 from .driver import build
 from .errors import PolyloopError
 from .frontend import te
@@ -318,6 +318,33 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    pool = bench.QUICK if args.quick else bench.WORKLOADS
+    workloads = bench.select(args.workloads, pool)
+    peers = tuple(args.peers.split(",")) if args.peers else bench.run.PEERS
+    unknown = [p for p in peers if p not in bench.run.PEERS]
+    if unknown:
+        raise PolyloopError(f"--peers: unknown reference(s) {unknown}; choose among "
+                            + ",".join(bench.run.PEERS))
+    records, limits = bench.run_benchmarks(
+        workloads, repeat=args.repeat, rounds=args.rounds, peers=peers, threads=args.threads,
+        quick=args.quick, limits=not args.no_limits)
+    if args.json:
+        print(bench.to_json(records, limits))
+    else:
+        print(f"polyloop bench  {time.strftime('%Y-%m-%d')}  {versions()}\n"
+              f"{platform.machine()}, {usable_cores()} cores usable; float32; PyTorch on "
+              f"{args.threads} threads; median of {args.repeat} timings, best of {args.rounds} "
+              "interleaved round(s)\n")
+        print(bench.table(records, limits))
+    if args.plot:
+        title = (f"polyloop bench {time.strftime('%Y-%m-%d')}: speed relative to PyTorch "
+                 f"({args.threads} threads, float32)")
+        print(f"polyloop bench: chart written to {bench.plot(records, args.plot, title=title)}",
+              file=sys.stderr)
+    return 0
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -346,6 +373,33 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--repeat", type=_positive, default=10, metavar="R",
                       help="timings per measurement; the median is shown (default: 10)")
     demo.set_defaults(run=cmd_demo)
+
+    perf = commands.add_parser(
+        "bench", help="time polyloop's operator schedules against PyTorch, NumPy and TVM",
+        description="Build each workload's operator schedule, check it against NumPy, and time "
+                    "it next to PyTorch (CPU), NumPy and Apache TVM when installed (pip install "
+                    "'polyloop[bench]'), with the machine's FMA peak and triad bandwidth "
+                    "measured in the same run.")
+    perf.add_argument("workloads", nargs="*", metavar="WORKLOAD",
+                      help="workload keys or groups (e.g. matmul-1024, matmul, conv2d, softmax);"
+                           " default: all")
+    perf.add_argument("--json", action="store_true", help="print one JSON list of records")
+    perf.add_argument("--repeat", type=_positive, default=10, metavar="N",
+                      help="timings per median (default: 10)")
+    perf.add_argument("--rounds", type=_positive, default=3, metavar="R",
+                      help="interleaved rounds; the best median is kept (default: 3)")
+    perf.add_argument("--quick", action="store_true",
+                      help="tiny workloads and short limit measurements (a smoke test)")
+    perf.add_argument("--peers", default=None, metavar="LIST",
+                      help="comma-separated references to run among torch,numpy,tvm "
+                           "(default: all that are installed)")
+    perf.add_argument("--threads", type=_positive, default=2, metavar="T",
+                      help="threads for PyTorch, TVM and the limit programs (default: 2)")
+    perf.add_argument("--no-limits", action="store_true",
+                      help="skip measuring the FMA peak and triad bandwidth")
+    perf.add_argument("--plot", default=None, metavar="PNG",
+                      help="also draw a bar chart (speed relative to PyTorch) into this file")
+    perf.set_defaults(run=cmd_bench)
 
     version = commands.add_parser("version", help="print the versions of polyloop, its "
                                                   "dependencies and the C compiler")

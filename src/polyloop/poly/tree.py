@@ -107,13 +107,10 @@ def path_to(root: Root, target_id: int) -> list[LoopNode] | None:
     return go(root, [])
 
 
-def flat_schedule(program: Program, root: Root, *, domains: bool = True
-                  ) -> dict[str, isl.Map]:
+def flat_schedule(program: Program, root: Root) -> dict[str, isl.Map]:
     """Statement -> ``S[i, ...] -> [t0, t1, ...]`` with one common range (padded with zeros).
 
     A sequence of two or more children contributes the child's position; a loop its value.
-    With ``domains=False`` the maps are not restricted to the statements' domains (cheaper to
-    compose with relations that already are).
     """
     paths: dict[str, list[object]] = {}
 
@@ -131,7 +128,7 @@ def flat_schedule(program: Program, root: Root, *, domains: bool = True
     for s in program.statements:
         if s.name not in paths:
             continue
-        dom = domain(program, s) if domains else None
+        dom = domain(program, s)
         space_head = f"{params_prefix(program.params)}{{ {s.name}[{', '.join(s.iters)}] -> "
         m = None
         for item in paths[s.name] + [0] * (depth - len(paths[s.name])):
@@ -142,7 +139,7 @@ def flat_schedule(program: Program, root: Root, *, domains: bool = True
             m = piece if m is None else m.flat_range_product(piece)
         if m is None:
             m = map_(f"{space_head}[] }}")
-        out[s.name] = m.intersect_domain(dom) if domains else m
+        out[s.name] = m.intersect_domain(dom)
     return out
 
 
