@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import math
 
+from .. import config
 from ..errors import BuildError
 from ..ir.expr import Const
 from ..ir.loops import Barrier, Call, For, Kernel, LoopKind, Region
 from ..ir.program import Buffer
+from ..util.isa import ISA, host_isa
 from .cfamily import CFamilyPrinter
 from .helpers import HelperKind
-from .names import is_c_identifier
+from .names import NameKind, is_c_identifier
 from .tables import MULTIPLICATIVE, UNARY
+from .vector import VectorLoopWriter
+from .vector_lib import VectorLibrary
+from .vector_plan import NotVectorized, plan_vector_loop
 from .writer import CodeWriter
 
 STACK_LIMIT_BYTES = 64 * 1024   # larger temporaries, or ones of symbolic shape, go on the heap
@@ -31,9 +36,37 @@ C_LOOP_PRAGMAS = {LoopKind.PARALLEL: "#pragma omp parallel for schedule(static)"
 
 
 class CPrinter(CFamilyPrinter):
-    """C99 + OpenMP. Loop kinds become pragmas; THREAD loops and barriers are refused."""
+    """C99 + OpenMP. Loop kinds become pragmas; THREAD loops and barriers are refused.
+
+    A VECTORIZED loop becomes explicit vector code for ``isa`` (GCC vector extensions, see
+    ``vector.py``) where its body allows, else a loop under ``#pragma omp simd`` with a comment
+    that says why."""
 
     target = "c"
+
+    def __init__(self, kernel: Kernel, isa: ISA | None = None) -> None:
+        super().__init__(kernel)
+        self.vectors = VectorLibrary(isa if isa is not None else host_isa(config.CONFIG.cc))
+
+    def emit_for(self, w: CodeWriter, loop: For) -> None:
+        if loop.kind is not LoopKind.VECTORIZED:
+            super().emit_for(w, loop)
+            return
+        plan = plan_vector_loop(loop, self.buffers, self.vectors.isa,
+                                has_local_temps=bool(self.local_temps.get(id(loop))))
+        if isinstance(plan, NotVectorized):
+            w.comment(f"loop {loop.var}: no explicit vector code ({plan.reason}); "
+                      "left to the C compiler")
+            super().emit_for(w, loop)
+            return
+        for text in self.annotation_lines(loop):
+            w.comment(text)
+        var = self.names.ident(NameKind.ITERATOR, loop.var)
+        self.bound.setdefault(loop.var, []).append(var)
+        try:
+            VectorLoopWriter(self, self.vectors, loop, plan).emit(w, var)
+        finally:
+            self.bound[loop.var].pop()
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.UNROLLED:
@@ -139,8 +172,11 @@ def _emit_notes(w: CodeWriter, kernel: Kernel) -> None:
     w.line()
 
 
-def generate_c(kernel: Kernel) -> str:
+def generate_c(kernel: Kernel, *, isa: ISA | None = None) -> str:
     """The C translation unit of a kernel: notes, includes, helpers, the entry function.
+
+    Vectorized loops use the vector unit of ``isa`` (default: the host's, as ``CONFIG.cc
+    -march=native`` sees it).
 
     >>> from polyloop.ir.dtypes import DType
     >>> from polyloop.ir.expr import Var, VarKind
@@ -165,14 +201,16 @@ def generate_c(kernel: Kernel) -> str:
     }
     """
     _check_name(kernel)
-    printer = CPrinter(kernel)
+    printer = CPrinter(kernel, isa)
     function = CodeWriter()
     printer.emit_function(function)  # first: it records the helpers the prelude must define
     w = CodeWriter()
     _emit_notes(w, kernel)
-    for header in INCLUDES:
+    headers = INCLUDES + (("immintrin.h",) if printer.vectors.needs_immintrin else ())
+    for header in headers:
         w.line(f"#include <{header}>")
     w.line()
+    printer.vectors.emit_prelude(w)
     printer.emit_prelude(w)
     w.lines(function.text().splitlines())
     return w.text()

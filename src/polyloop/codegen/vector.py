@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Explicit vector code for a ``vectorize``d loop (C target), following a :class:`VectorPlan`.
+
+The loop ``for j in [start, stop)`` becomes, for 16 lanes of float::
+
+    {
+        const v16f pl_bc0 = pl_broadcast_v16f(S[i]);      // invariant operands, read once
+        int64_t j = start;
+        for (; j <= stop - 16; j += 16) {                 // whole vectors
+            pl_store_v16f(&Y[i][j], pl_load_v16f(&E[i][j]) / pl_bc0);
+        }
+        if (j < stop) {                                   // the rest: one masked vector (AVX-512)
+            const int64_t pl_rest = stop - j;             // ... or a scalar loop elsewhere
+            pl_store_masked_v16f(&Y[i][j], pl_load_masked_v16f(&E[i][j], pl_rest) / pl_bc0,
+                                 pl_rest);                # (one line in the generated code)
+        }
+    }
+
+A constant extent equal to the lane count is a single vector statement; a constant multiple
+needs no epilogue. Where loop-invariant operands are hoisted and the loop may run zero times,
+the block is guarded by ``if (start < stop)`` so that nothing is read that the loop would not read.
+"""
+from __future__ import annotations
+
+from ..ir.dtypes import INDEX, DType
+from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, ReduceKind, Select, Unary,
+                       UnaryKind, binop)
+from ..ir.loops import For, Store
+from ..ir.simplify import simplify
+from .cfamily import CFamilyPrinter
+from .tables import ADDITIVE, C_OPERATORS, MULTIPLICATIVE, POSTFIX, UNARY
+from .vector_lib import VecType, VectorLibrary, VectorOp
+from .vector_plan import Epilogue, VectorPlan, body_stores, mentions
+from .writer import CodeWriter
+
+REST = "pl_rest"      # lanes left for the epilogue; pl_ names never clash with user names
+_UNARY_HELPERS = {UnaryKind.ABS: VectorOp.ABS, UnaryKind.SQRT: VectorOp.SQRT,
+                  UnaryKind.EXP: VectorOp.EXP}
+_MINMAX = {BinOpKind.MIN: VectorOp.MIN, BinOpKind.MAX: VectorOp.MAX,
+           ReduceKind.MIN: VectorOp.MIN, ReduceKind.MAX: VectorOp.MAX}
+_MASK_OPS = {BinOpKind.AND: "&", BinOpKind.OR: "|"}
+
+
+class VectorLoopWriter:
+    """Writes one planned vector loop through the scalar printer of its kernel."""
+
+    def __init__(self, printer: CFamilyPrinter, lib: VectorLibrary, loop: For,
+                 plan: VectorPlan) -> None:
+        self.p, self.lib, self.loop, self.plan = printer, lib, loop, plan
+        self.lanes = plan.lanes
+        self.hoisted: dict[str, tuple[str, str]] = {}   # scalar text -> (name, declaration)
+        self.masked = False
+
+    def emit(self, w: CodeWriter, var: str) -> None:
+        """Write the loop, its iterator spelled ``var`` (already bound in the printer)."""
+        stores = body_stores(self.loop.body) or []
+        full = [self.store(s) for s in stores]
+        self.masked = True
+        masked = [self.store(s) for s in stores] if self.plan.epilogue is Epilogue.MASKED else []
+        self.masked = False
+        p, loop, lanes, extent = self.p, self.loop, self.lanes, self.plan.extent
+        start, stop = p.expr(loop.start), p.expr(loop.stop)
+        w.comment(f"loop {var}: explicit vectors of {lanes} lanes "
+                  f"({self.lib.isa.name}), {self._epilogue_words()}")
+        guard = self.hoisted and not (extent is not None and extent > 0)
+        with w.block(f"if ({start} < {stop})" if guard else ""):
+            for _, declaration in self.hoisted.values():
+                w.statement(declaration)
+            if extent == lanes:
+                w.statement(f"const int64_t {var} = {start}")
+                w.lines(f"{s};" for s in full)
+                return
+            if self.plan.epilogue is Epilogue.NONE:
+                with w.block(f"for (int64_t {var} = {start}; {var} < {stop}; {var} += {lanes})"):
+                    w.lines(f"{s};" for s in full)
+                return
+            w.statement(f"int64_t {var} = {start}")
+            if extent is None or extent >= lanes:
+                last = p.expr(simplify(binop(BinOpKind.SUB, loop.stop, Const(lanes, INDEX, True))))
+                with w.block(f"for (; {var} <= {last}; {var} += {lanes})"):
+                    w.lines(f"{s};" for s in full)
+            self._emit_epilogue(w, var, stop, masked)
+
+    def _epilogue_words(self) -> str:
+        return {Epilogue.NONE: "no remainder", Epilogue.MASKED: "masked remainder",
+                Epilogue.SCALAR: "scalar remainder loop"}[self.plan.epilogue]
+
+    def _emit_epilogue(self, w: CodeWriter, var: str, stop: str, masked: list[str]) -> None:
+        if self.plan.epilogue is Epilogue.SCALAR:
+            with w.block(f"for (; {var} < {stop}; {var}++)"):
+                self.p.emit(w, self.loop.body)
+            return
+        extent = self.plan.extent
+        if extent is not None:   # a constant remainder: no test needed
+            with w.block(""):
+                w.statement(f"const int64_t {REST} = {extent % self.lanes}")
+                w.lines(f"{s};" for s in masked)
+            return
+        with w.block(f"if ({var} < {stop})"):
+            w.statement(f"const int64_t {REST} = {stop} - {var}")
+            w.lines(f"{s};" for s in masked)
+
+    # stores and loads ----------------------------------------------------------------------------
+    def vtype(self, dtype: DType) -> VecType:
+        t = VecType(dtype, self.lanes)
+        self.lib.type(t)
+        return t
+
+    def store(self, s: Store) -> str:
+        t = self.vtype(self.p.buffers[s.buffer].dtype)
+        operand = self._value(s.value)
+        value = operand[0]
+        if s.reduction is not None:
+            old = self._load(s.buffer, s.indices, t, id(s))
+            if s.reduction is ReduceKind.SUM:
+                value = f"{old} + {_paren(operand, ADDITIVE + 1)}"
+            else:
+                value = f"{self.lib.use(_MINMAX[s.reduction], t)}({old}, {value})"
+        address = "&" + self.p.element(s.buffer, s.indices)
+        if self.masked:
+            return f"{self.lib.use(VectorOp.STORE_MASKED, t)}({address}, {value}, {REST})"
+        op = VectorOp.STORE_ALIGNED if id(s) in self.plan.aligned else VectorOp.STORE
+        return f"{self.lib.use(op, t)}({address}, {value})"
+
+    def _load(self, buffer: str, indices: tuple[Expr, ...], t: VecType, key: int) -> str:
+        address = "&" + self.p.element(buffer, indices)
+        if self.masked:
+            return f"{self.lib.use(VectorOp.LOAD_MASKED, t)}({address}, {REST})"
+        op = VectorOp.LOAD_ALIGNED if key in self.plan.aligned else VectorOp.LOAD
+        return f"{self.lib.use(op, t)}({address})"
+
+    # values ------------------------------------------------------------------------------------
+    def value(self, e: Expr) -> str:
+        """``e`` as a vector of ``lanes`` elements of ``e.dtype``."""
+        return self._value(e)[0]
+
+    def _value(self, e: Expr) -> tuple[str, int]:
+        var = self.loop.var
+        if not mentions(e, var):
+            return self._broadcast(e), POSTFIX
+        t = self.vtype(e.dtype)
+        if isinstance(e, Load):
+            return self._load(e.buffer, e.indices, t, id(e)), POSTFIX
+        if isinstance(e, BinOp) and e.op in _MINMAX:
+            return f"{self.lib.use(_MINMAX[e.op], t)}({self.value(e.lhs)}, {self.value(e.rhs)})", \
+                POSTFIX
+        if isinstance(e, BinOp):
+            symbol, prec = C_OPERATORS[e.op]
+            lhs = _paren(self._operand(e.lhs), prec)
+            rhs = _paren(self._operand(e.rhs), prec + 1)
+            return f"{lhs} {symbol} {rhs}", prec
+        if isinstance(e, Unary) and e.op is UnaryKind.NEG:
+            return "-" + _paren(self._value(e.operand), POSTFIX), UNARY
+        if isinstance(e, Unary):
+            return f"{self.lib.use(_UNARY_HELPERS[e.op], t)}({self.value(e.operand)})", POSTFIX
+        if isinstance(e, Cast):
+            return f"__builtin_convertvector({self.value(e.value)}, {t.name})", POSTFIX
+        if isinstance(e, Select):
+            mask = self.mask(e.cond, t.mask)
+            helper = self.lib.use(VectorOp.SELECT, t)
+            return f"{helper}({mask}, {self.value(e.true_value)}, " \
+                   f"{self.value(e.false_value)})", POSTFIX
+        raise AssertionError(f"the plan admitted {e}, which has no vector form")
+
+    def _operand(self, e: Expr) -> tuple[str, int]:
+        """An operand of a vector operator: gcc broadcasts a scalar constant by itself."""
+        if isinstance(e, Const):
+            return self.p.literal(e)
+        return self._value(e)
+
+    def mask(self, e: Expr, mt: VecType) -> str:
+        """Condition ``e`` as an integer vector of type ``mt``: -1 where true, 0 where false."""
+        self.lib.type(mt)
+        if not mentions(e, self.loop.var):
+            element = mt.element
+            return self._hoist(f"({element})-({self.p.expr(e)})", mt)
+        if isinstance(e, BinOp) and e.op in _MASK_OPS:
+            parts = [self.mask(x, mt) for x in (e.lhs, e.rhs)]
+            return f"({parts[0]} {_MASK_OPS[e.op]} {parts[1]})"
+        if isinstance(e, Unary) and e.op is UnaryKind.NOT:
+            return f"~{self.mask(e.operand, mt)}"
+        assert isinstance(e, BinOp) and e.op.is_comparison, e
+        operand_type = self.vtype(e.lhs.dtype)
+        symbol, _ = C_OPERATORS[e.op]
+        compare = f"{_paren(self._operand(e.lhs), MULTIPLICATIVE)} {symbol} " \
+                  f"{_paren(self._operand(e.rhs), MULTIPLICATIVE)}"
+        own = self.vtype(operand_type.mask.dtype)
+        if own == mt:
+            return f"({mt.name})({compare})"
+        return f"__builtin_convertvector(({own.name})({compare}), {mt.name})"
+
+    def _broadcast(self, e: Expr) -> str:
+        """A loop-invariant value, computed once before the loop and broadcast."""
+        return self._hoist(self.p.expr(e), self.vtype(e.dtype))
+
+    def _hoist(self, scalar: str, t: VecType) -> str:
+        key = f"{t.name}:{scalar}"
+        if key not in self.hoisted:
+            name = f"pl_bc{len(self.hoisted)}"
+            helper = self.lib.use(VectorOp.BROADCAST, t)
+            self.hoisted[key] = (name, f"const {t.name} {name} = {helper}({scalar})")
+        return self.hoisted[key][0]
+
+
+def _paren(operand: tuple[str, int], min_prec: int) -> str:
+    text, prec = operand
+    return f"({text})" if prec < min_prec else text
+

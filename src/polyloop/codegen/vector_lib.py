@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Named GCC vector types and the small ``static inline`` vector helpers generated code calls.
+
+``v16f`` is 16 floats in one 64-byte vector (``float __attribute__((vector_size(64)))``),
+``v16f_u`` the same with the alignment of a float, for unaligned loads and stores. Masks, the
+result of a comparison, are integer vectors of the same element size (``v16i`` for ``v16f``).
+Each helper is emitted once, only when used, after the types it needs; gcc inlines them.
+
+>>> from polyloop.util.isa import classify
+>>> lib = VectorLibrary(classify(frozenset({"__AVX512F__", "__AVX512VL__"})))
+>>> lib.use(VectorOp.LOAD, VecType(DType.FLOAT32, 16))
+'pl_load_v16f'
+>>> w = CodeWriter()
+>>> lib.emit_prelude(w)
+>>> print(w.text(), end="")
+typedef float v16f __attribute__((vector_size(64)));
+typedef float v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
+<BLANKLINE>
+static inline v16f pl_load_v16f(const float *p) {
+    return *(const v16f_u *)p;
+}
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..ir.dtypes import DType
+from ..util.isa import ISA
+from .tables import C_TYPES
+from .vector_math import exp_body
+from .writer import CodeWriter
+
+SUFFIX = {DType.FLOAT32: "f", DType.FLOAT64: "d", DType.INT32: "i", DType.INT64: "l"}
+INT_OF_SIZE = {4: DType.INT32, 8: DType.INT64}
+_X86_PREFIX = {64: "_mm512", 32: "_mm256", 16: "_mm"}
+_X86_SUFFIX = {DType.FLOAT32: "ps", DType.FLOAT64: "pd", DType.INT32: "epi32",
+               DType.INT64: "epi64"}
+_X86_TYPE = {(64, DType.FLOAT32): "__m512", (64, DType.FLOAT64): "__m512d",
+             (32, DType.FLOAT32): "__m256", (32, DType.FLOAT64): "__m256d",
+             (16, DType.FLOAT32): "__m128", (16, DType.FLOAT64): "__m128d"}
+_X86_INT_TYPE = {64: "__m512i", 32: "__m256i", 16: "__m128i"}
+_SQRT_MACRO = {64: "__AVX512F__", 32: "__AVX__", 16: "__SSE2__"}
+
+
+@dataclass(frozen=True, slots=True)
+class VecType:
+    """A vector of ``lanes`` elements of ``dtype``."""
+    dtype: DType
+    lanes: int
+
+    @property
+    def name(self) -> str:
+        return f"v{self.lanes}{SUFFIX[self.dtype]}"
+
+    @property
+    def unaligned(self) -> str:
+        return self.name + "_u"
+
+    @property
+    def element(self) -> str:
+        return C_TYPES[self.dtype]
+
+    @property
+    def bytes(self) -> int:
+        return self.lanes * self.dtype.itemsize
+
+    @property
+    def mask(self) -> VecType:
+        """The integer vector a comparison of two such vectors gives (-1 true, 0 false)."""
+        return VecType(INT_OF_SIZE[self.dtype.itemsize], self.lanes)
+
+
+class VectorOp(enum.Enum):
+    """Helpers, in the order the prelude defines them (a helper calls only earlier ones)."""
+    BROADCAST = "broadcast"
+    LOAD = "load"
+    LOAD_ALIGNED = "load_aligned"
+    LOAD_MASKED = "load_masked"
+    STORE = "store"
+    STORE_ALIGNED = "store_aligned"
+    STORE_MASKED = "store_masked"
+    SELECT = "select"
+    MAX = "max"
+    MIN = "min"
+    ABS = "abs"
+    SQRT = "sqrt"
+    EXP = "exp"
+
+
+_NEEDS = {VectorOp.MAX: (VectorOp.SELECT,), VectorOp.MIN: (VectorOp.SELECT,),
+          VectorOp.EXP: (VectorOp.SELECT, VectorOp.BROADCAST)}
+
+
+_USES_MASK = frozenset({VectorOp.SELECT, VectorOp.MAX, VectorOp.MIN, VectorOp.ABS, VectorOp.EXP})
+_UNALIGNED = frozenset({VectorOp.LOAD, VectorOp.STORE})
+
+
+class VectorLibrary:
+    """The vector types and helpers one translation unit uses, for one ISA."""
+
+    def __init__(self, isa: ISA) -> None:
+        self.isa = isa
+        self.types: set[VecType] = set()
+        self.helpers: set[tuple[VectorOp, VecType]] = set()
+        self.needs_immintrin = False
+
+    def type(self, t: VecType) -> str:
+        """The name of vector type ``t``, recorded so that the prelude defines it."""
+        self.types.add(t)
+        return t.name
+
+    def use(self, op: VectorOp, t: VecType) -> str:
+        """The name of helper ``op`` on vectors of type ``t``, recorded for the prelude."""
+        for dep in _NEEDS.get(op, ()):
+            self.use(dep, t)
+        if op is VectorOp.ABS and not t.dtype.is_float:
+            self.use(VectorOp.SELECT, t)
+        self.types.add(t)
+        if op in _USES_MASK:
+            self.types.add(t.mask)
+        if op in (VectorOp.LOAD_MASKED, VectorOp.STORE_MASKED) or op is VectorOp.SQRT and \
+                self._sqrt_intrinsic(t):
+            self.needs_immintrin = True
+        self.helpers.add((op, t))
+        return helper_name(op, t)
+
+    def emit_prelude(self, w: CodeWriter) -> None:
+        """Type definitions, then helper definitions, in a fixed order."""
+        for t in sorted(self.types, key=lambda t: (t.lanes, list(SUFFIX).index(t.dtype))):
+            w.line(f"typedef {t.element} {t.name} __attribute__((vector_size({t.bytes})));")
+            if any(op in _UNALIGNED and u == t for op, u in self.helpers):
+                w.line(f"typedef {t.element} {t.unaligned} __attribute__((vector_size({t.bytes}), "
+                       f"aligned({t.dtype.itemsize}), may_alias));")
+        if self.types:
+            w.line()
+        order = list(VectorOp)
+        for op, t in sorted(self.helpers, key=lambda h: (order.index(h[0]), h[1].lanes,
+                                                            list(SUFFIX).index(h[1].dtype))):
+            self._emit_helper(w, op, t)
+            w.line()
+
+    # helper bodies -----------------------------------------------------------------------------
+    def _emit_helper(self, w: CodeWriter, op: VectorOp, t: VecType) -> None:
+        v, e, name = t.name, t.element, helper_name(op, t)
+        signature, body = {
+            VectorOp.BROADCAST: (f"{v} {name}({e} x)",
+                                 [f"return ({v}){{{', '.join(['x'] * t.lanes)}}};"]),
+            VectorOp.LOAD: (f"{v} {name}(const {e} *p)", [f"return *(const {t.unaligned} *)p;"]),
+            VectorOp.LOAD_ALIGNED: (f"{v} {name}(const {e} *p)", [f"return *(const {v} *)p;"]),
+            VectorOp.STORE: (f"void {name}({e} *p, {v} x)", [f"*({t.unaligned} *)p = x;"]),
+            VectorOp.STORE_ALIGNED: (f"void {name}({e} *p, {v} x)", [f"*({v} *)p = x;"]),
+            VectorOp.SELECT: (f"{v} {name}({t.mask.name} m, {v} a, {v} b)",
+                              [self._select_body(t)]),
+        }.get(op, (None, None))
+        if signature is None:
+            signature, body = self._math_helper(op, t)
+        with w.block(f"static inline {signature}"):
+            w.lines(body)
+
+    @staticmethod
+    def _select_body(t: VecType) -> str:
+        m = t.mask.name
+        if t.dtype.is_int:
+            return "return (m & a) | (~m & b);"
+        return f"return ({t.name})((m & ({m})a) | (~m & ({m})b));"
+
+    def _math_helper(self, op: VectorOp, t: VecType) -> tuple[str, list[str]]:
+        v, e, m, name = t.name, t.element, t.mask.name, helper_name(op, t)
+        if op is VectorOp.LOAD_MASKED:
+            return (f"{v} {name}(const {e} *p, int64_t n)",
+                    ["// lanes n and above read nothing (no fault) and are 0",
+                     f"return ({v}){_x86(t, 'maskz_loadu')}({_mask(t)}, p);"])
+        if op is VectorOp.STORE_MASKED:
+            cast = _X86_TYPE.get((t.bytes, t.dtype), _X86_INT_TYPE[t.bytes])
+            return (f"void {name}({e} *p, {v} x, int64_t n)",
+                    [f"{_x86(t, 'mask_storeu')}(p, {_mask(t)}, ({cast})x);"])
+        select = helper_name(VectorOp.SELECT, t)
+        if op in (VectorOp.MAX, VectorOp.MIN):
+            cmp = ">=" if op is VectorOp.MAX else "<="
+            if t.dtype.is_int:
+                return f"{v} {name}({v} a, {v} b)", [f"return {select}(({m})(a {cmp} b), a, b);"]
+            return (f"{v} {name}({v} a, {v} b)",
+                    ["// a != a: NaN propagates, as in np.maximum / np.minimum",
+                     f"return {select}(({m})(a {cmp} b) | ({m})(a != a), a, b);"])
+        if op is VectorOp.ABS:
+            if t.dtype.is_int:
+                return f"{v} {name}({v} x)", [f"return {select}(({m})(x < 0), -x, x);"]
+            magnitude = "0x7fffffff" if t.dtype is DType.FLOAT32 else "INT64_MAX"
+            return (f"{v} {name}({v} x)",
+                    [f"return ({v})(({m})x & {magnitude});  // clear the sign bit"])
+        if op is VectorOp.SQRT:
+            if self._sqrt_intrinsic(t):
+                cast = _X86_TYPE[(t.bytes, t.dtype)]
+                return f"{v} {name}({v} x)", [f"return ({v}){_x86(t, 'sqrt')}(({cast})x);"]
+            libm = "sqrtf" if t.dtype is DType.FLOAT32 else "sqrt"
+            return (f"{v} {name}({v} x)",
+                    [f"{v} r;", f"for (int l = 0; l < {t.lanes}; l++) r[l] = {libm}(x[l]);",
+                     "return r;"])
+        if op is VectorOp.EXP:
+            return (f"{v} {name}({v} x)",
+                    exp_body(t.dtype, v, m, select, helper_name(VectorOp.BROADCAST, t)))
+        raise AssertionError(op)
+
+    def _sqrt_intrinsic(self, t: VecType) -> bool:
+        return t.dtype.is_float and t.bytes in _SQRT_MACRO and self.isa.has(_SQRT_MACRO[t.bytes])
+
+
+def helper_name(op: VectorOp, t: VecType) -> str:
+    return f"pl_{op.value}_{t.name}"
+
+
+def _x86(t: VecType, what: str) -> str:
+    return f"{_X86_PREFIX[t.bytes]}_{what}_{_X86_SUFFIX[t.dtype]}"
+
+
+def _mask(t: VecType) -> str:
+    kind = "__mmask16" if t.lanes > 8 else "__mmask8"
+    return f"({kind})((1u << n) - 1u)"

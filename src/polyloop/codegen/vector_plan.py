@@ -1,0 +1,308 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which vectorized loops become explicit vector code, with how many lanes, and why not.
+
+A ``vectorize``d loop (its legality already proven: no dependence is carried by it) is written
+as explicit vector code when its body is a list of stores and every access is, in the loop
+variable ``j``:
+
+- *invariant*: no index mentions ``j``; the value is read once before the loop and broadcast;
+- *contiguous*: the last index is ``j + (terms without j)``, the others do not mention ``j``;
+  lane ``l`` touches the element after lane ``l - 1``: one vector load or store.
+
+Anything else (a stride other than 1, an index that is not affine in ``j``, ``j`` used as a
+value, a math function without a vector form, a buffer read and written at different elements)
+leaves the loop to gcc under ``#pragma omp simd``; :func:`plan_vector_loop` says why.
+
+>>> from polyloop.ir.expr import Var
+>>> j, i = Var("j"), Var("i")
+>>> index_stride((i * 64 + j,), "j"), index_stride((i,), "j"), index_stride((j * 2,), "j")
+(1, 0, None)
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+from ..ir.dtypes import DType
+from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Select, Unary, UnaryKind, Var,
+                       VarKind, same, walk)
+from ..ir.loops import Block, For, Node, Store
+from ..ir.program import Buffer, BufferRole
+from ..util.isa import ISA
+
+MIN_VECTOR_BYTES = 16          # the narrowest vector register of any ISA we target
+ALIGNED_TEMP_BYTES = 64        # every temporary is declared or allocated 64-byte aligned
+VECTOR_DTYPES = (DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64)
+VECTOR_BINOPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL, BinOpKind.DIV,
+                           BinOpKind.MIN, BinOpKind.MAX, BinOpKind.LT, BinOpKind.LE,
+                           BinOpKind.GT, BinOpKind.GE, BinOpKind.EQ, BinOpKind.NE,
+                           BinOpKind.AND, BinOpKind.OR})
+VECTOR_FLOAT_UNARY = frozenset({UnaryKind.NEG, UnaryKind.ABS, UnaryKind.SQRT, UnaryKind.EXP})
+VECTOR_INT_UNARY = frozenset({UnaryKind.NEG, UnaryKind.ABS})
+
+Affine = dict[tuple[str, VarKind] | None, int]   # variable -> coefficient; None -> constant
+
+
+class Epilogue(enum.Enum):
+    NONE = "none"          # the extent is a constant multiple of the lane count
+    MASKED = "masked"      # one AVX-512 masked iteration
+    SCALAR = "scalar"      # a scalar remainder loop
+
+
+@dataclass(frozen=True, slots=True)
+class VectorPlan:
+    """How one loop is vectorized: ``lanes`` elements per vector, the epilogue, and the
+    contiguous accesses (by ``id`` of their Load or Store) proven to be vector-aligned."""
+    lanes: int
+    epilogue: Epilogue
+    aligned: frozenset[int]
+    extent: int | None          # the constant trip count, if there is one
+
+
+@dataclass(frozen=True, slots=True)
+class NotVectorized:
+    """Why a loop stays a scalar loop under ``#pragma omp simd``."""
+    reason: str
+
+
+def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
+                     has_local_temps: bool = False) -> VectorPlan | NotVectorized:
+    """The vector plan of a VECTORIZED loop, or the reason it is left to the C compiler."""
+    if loop.step != 1:
+        return NotVectorized(f"its step is {loop.step}")
+    if has_local_temps:
+        return NotVectorized("it declares private temporaries")
+    stores = body_stores(loop.body)
+    if stores is None:
+        return NotVectorized("its body holds loops or conditions, not only stores")
+    unknown = {s.buffer for s in stores} | {ld.buffer for s in stores for ld in _loads(s.value)}
+    if unknown - set(buffers):
+        return NotVectorized(f"it accesses unknown buffers {sorted(unknown - set(buffers))}")
+    dtypes: set[DType] = set()
+    for s in stores:
+        reason = _check_store(s, loop.var, buffers, dtypes)
+        if reason:
+            return NotVectorized(reason)
+    reason = _check_conflicts(stores)
+    if reason:
+        return NotVectorized(reason)
+    extent = _constant_extent(loop)
+    lanes = choose_lanes(dtypes, isa, extent)
+    if lanes < 2:
+        return NotVectorized(f"{isa.name} vectors hold a single element of this loop's type")
+    if extent is not None and extent % lanes == 0:
+        epilogue = Epilogue.NONE
+    elif masked_epilogue_available(isa, dtypes, lanes):
+        epilogue = Epilogue.MASKED
+    else:
+        epilogue = Epilogue.SCALAR
+    aligned = frozenset(id(node) for node, indices in _contiguous_accesses(stores, loop.var)
+                        if proven_aligned(indices, buffers[_buffer_of(node)], loop, lanes))
+    return VectorPlan(lanes, epilogue, aligned, extent)
+
+
+def body_stores(body: Node) -> list[Store] | None:
+    """The stores of a body made only of stores and blocks, in order; None otherwise."""
+    if isinstance(body, Store):
+        return [body]
+    if isinstance(body, Block):
+        out: list[Store] = []
+        for child in body.body:
+            inner = body_stores(child)
+            if inner is None:
+                return None
+            out.extend(inner)
+        return out
+    return None
+
+
+def mentions(e: Expr, var: str) -> bool:
+    """Whether loop variable ``var`` occurs in ``e`` (a size parameter of that name does not)."""
+    return any(isinstance(n, Var) and n.name == var and n.kind is VarKind.ITER for n in walk(e))
+
+
+def affine(e: Expr) -> Affine | None:
+    """``e`` as integer coefficients of its variables plus a constant; None if not affine."""
+    if isinstance(e, Const) and e.dtype.is_int:
+        return {None: int(e.value)}
+    if isinstance(e, Var) and e.dtype.is_int:
+        return {(e.name, e.kind): 1}
+    if isinstance(e, Unary) and e.op is UnaryKind.NEG:
+        inner = affine(e.operand)
+        return None if inner is None else _scaled(inner, -1)
+    if isinstance(e, BinOp) and e.op in (BinOpKind.ADD, BinOpKind.SUB):
+        a, b = affine(e.lhs), affine(e.rhs)
+        if a is None or b is None:
+            return None
+        return _sum(a, _scaled(b, -1) if e.op is BinOpKind.SUB else b)
+    if isinstance(e, BinOp) and e.op is BinOpKind.MUL:
+        a, b = affine(e.lhs), affine(e.rhs)
+        if a is None or b is None:
+            return None
+        if set(b) <= {None}:
+            return _scaled(a, b.get(None, 0))
+        if set(a) <= {None}:
+            return _scaled(b, a.get(None, 0))
+    return None
+
+
+def _scaled(a: Affine, k: int) -> Affine:
+    return {key: c * k for key, c in a.items()}
+
+
+def _sum(a: Affine, b: Affine) -> Affine:
+    out = dict(a)
+    for key, c in b.items():
+        out[key] = out.get(key, 0) + c
+    return out
+
+
+def index_stride(indices: tuple[Expr, ...], var: str) -> int | None:
+    """0 for an access invariant in ``var``, 1 for a contiguous one, None for anything else."""
+    if not any(mentions(i, var) for i in indices):
+        return 0
+    if any(mentions(i, var) for i in indices[:-1]):
+        return None
+    last = affine(indices[-1])
+    if last is None:
+        return None
+    return 1 if last.get((var, VarKind.ITER), 0) == 1 else None
+
+
+def _check_store(s: Store, var: str, buffers: Mapping[str, Buffer],
+                 dtypes: set[DType]) -> str | None:
+    dtype = buffers[s.buffer].dtype
+    if dtype not in VECTOR_DTYPES:
+        return f"it stores {dtype} values"
+    if index_stride(s.indices, var) != 1:
+        what = "the same element on every iteration" if index_stride(s.indices, var) == 0 else \
+            "non-contiguous elements"
+        return f"it stores {s.buffer} at {what}"
+    dtypes.add(dtype)
+    return _check_value(s.value, var, dtypes)
+
+
+def _check_value(e: Expr, var: str, dtypes: set[DType]) -> str | None:
+    """None when every node of ``e`` that depends on ``var`` has a vector form."""
+    if not mentions(e, var):
+        return None     # invariant: computed once as a scalar, then broadcast
+    if e.dtype is not DType.BOOL:
+        if e.dtype not in VECTOR_DTYPES:
+            return f"it computes {e.dtype} values"
+        dtypes.add(e.dtype)
+    if isinstance(e, Var):
+        return f"it uses loop variable '{var}' as a value"
+    if isinstance(e, Load):
+        if e.dtype not in VECTOR_DTYPES:
+            return f"it reads {e.dtype} values"
+        return None if index_stride(e.indices, var) == 1 else \
+            f"it reads {e.buffer} at non-contiguous elements (a stride other than 1)"
+    if isinstance(e, BinOp):
+        if e.op not in VECTOR_BINOPS:
+            return f"'{e.op.value}' has no vector form here"
+        if e.op.is_comparison and e.lhs.dtype is DType.BOOL:
+            return "it compares conditions"
+        return _check_value(e.lhs, var, dtypes) or _check_value(e.rhs, var, dtypes)
+    if isinstance(e, Unary):
+        allowed = VECTOR_FLOAT_UNARY if e.dtype.is_float else VECTOR_INT_UNARY
+        if e.op is UnaryKind.NOT or e.op in allowed:
+            return _check_value(e.operand, var, dtypes)
+        return f"'{e.op.value}' of {e.dtype} has no vector form here"
+    if isinstance(e, Cast):
+        if e.dtype is DType.BOOL or e.value.dtype is DType.BOOL:
+            return "it casts to or from bool"
+        return _check_value(e.value, var, dtypes)
+    if isinstance(e, Select):
+        return (_check_value(e.cond, var, dtypes) or _check_value(e.true_value, var, dtypes)
+                or _check_value(e.false_value, var, dtypes))
+    return f"{type(e).__name__} has no vector form"
+
+
+def _check_conflicts(stores: list[Store]) -> str | None:
+    """A buffer written in the loop is accessed at one element per iteration only: a lane
+    never reads what another lane writes, and nothing written is hoisted as invariant."""
+    written: dict[str, tuple[Expr, ...]] = {}
+    for s in stores:
+        written.setdefault(s.buffer, s.indices)
+    for s in stores:
+        accesses = [(s.buffer, s.indices)] + [(ld.buffer, ld.indices) for ld in _loads(s.value)]
+        for name, indices in accesses:
+            if name in written and not all(same(a, b) for a, b in zip(indices, written[name])):
+                return f"it reads or writes {name} at different elements"
+    return None
+
+
+def _loads(e: Expr) -> Iterator[Load]:
+    return (n for n in walk(e) if isinstance(n, Load))
+
+
+def _constant_extent(loop: For) -> int | None:
+    a, b = affine(loop.start), affine(loop.stop)
+    if a is None or b is None:
+        return None
+    diff = _sum(b, _scaled(a, -1))
+    if any(c for key, c in diff.items() if key is not None):
+        return None
+    return max(0, diff.get(None, 0))
+
+
+def choose_lanes(dtypes: set[DType], isa: ISA, extent: int | None) -> int:
+    """One lane count for the whole loop: the widest type fills a vector register; a short
+    constant loop gets a narrower vector (at least 16 bytes of the narrowest type)."""
+    if not dtypes:
+        return 0
+    widest = max(d.itemsize for d in dtypes)
+    narrowest = min(d.itemsize for d in dtypes)
+    lanes = isa.vector_bytes // widest
+    if extent is not None and extent < lanes:
+        fits = 1 << max(0, math.ceil(math.log2(max(extent, 1))))
+        lanes = min(lanes, max(fits, MIN_VECTOR_BYTES // narrowest))
+    return lanes
+
+
+def masked_epilogue_available(isa: ISA, dtypes: set[DType], lanes: int) -> bool:
+    """AVX-512 masks loads and stores of 64-byte vectors, and of 16/32-byte ones with VL."""
+    if isa.name != "avx512":
+        return False
+    sizes = {lanes * d.itemsize for d in dtypes}
+    return sizes <= {64} or (sizes <= {16, 32, 64} and isa.has("__AVX512VL__"))
+
+
+def _buffer_of(node: Load | Store) -> str:
+    return node.buffer
+
+
+def _contiguous_accesses(stores: list[Store], var: str
+                         ) -> Iterator[tuple[Load | Store, tuple[Expr, ...]]]:
+    for s in stores:
+        yield s, s.indices
+        for ld in _loads(s.value):
+            if index_stride(ld.indices, var) == 1:
+                yield ld, ld.indices
+
+
+def proven_aligned(indices: tuple[Expr, ...], buffer: Buffer, loop: For, lanes: int) -> bool:
+    """Whether the element at ``loop.start`` (and so at every ``start + lanes * t``) sits on a
+    vector boundary: a temporary (64-byte aligned) of constant shape whose linear offset at the
+    start is an affine form with every coefficient a multiple of the lane count."""
+    vector_bytes = lanes * buffer.dtype.itemsize
+    if buffer.role is not BufferRole.TEMP or ALIGNED_TEMP_BYTES % vector_bytes:
+        return False
+    if not all(isinstance(s, Const) for s in buffer.shape):
+        return False
+    start = affine(loop.start)
+    if start is None:
+        return False
+    offset: Affine = {}
+    stride = 1
+    for index, size in zip(reversed(indices), reversed(buffer.shape)):
+        form = affine(index)
+        if form is None:
+            return False
+        coefficient = form.pop((loop.var, VarKind.ITER), 0)
+        form = _sum(form, _scaled(start, coefficient))
+        offset = _sum(offset, _scaled(form, stride))
+        stride *= int(size.value)   # type: ignore[attr-defined]
+    return all(c % lanes == 0 for c in offset.values())
