@@ -176,8 +176,8 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     """
     who = "schedule_conv2d_nchw"
     _, weight, padded = _operands(out, who, "conv2d_nchw")
-    lanes = lanes or default_lanes(str(out.dtype))
-    w_block = w_block or _width_block(out.shape[3], 8)
+    lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
+    w_block = _width_block(out.shape[3], 8) if w_block is None else w_block
     _check_knobs(who, lanes=lanes, k_vectors=k_vectors, w_block=w_block)
     if parallel not in ("k", "y"):
         raise ScheduleError(f"{who}: parallel must be 'k' (channel blocks) or 'y' (rows), got "
@@ -236,7 +236,7 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
         raise ScheduleError(f"{who}: expected the result of depthwise_conv2d_nchw(data, weight), "
                             f"got {out!r}")
     _, _, padded = _operands(wide, who, "depthwise_conv2d_nchw")
-    lanes = lanes or default_lanes(str(out.dtype))
+    lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
     _check_knobs(who, lanes=lanes, x_vectors=x_vectors)
     sch = Schedule(out)
     # the sum goes to a row-local buffer; the stage that held it disappears

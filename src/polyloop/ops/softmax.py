@@ -67,7 +67,7 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
     """
     if not isinstance(y, Tensor) or y.name != STAGES[3] or y.ndim != 2:
         raise ScheduleError(f"schedule_softmax: expected the result of softmax(x), got {y!r}")
-    lanes = lanes or default_lanes(str(y.dtype))
+    lanes = default_lanes(str(y.dtype)) if lanes is None else lanes
     if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 1:
         raise ScheduleError(f"schedule_softmax: lanes must be a positive integer, got {lanes!r}")
     sch = Schedule(y)

@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Convolution operator schedules (polyloop.ops.conv) against a direct NumPy convolution.
+
+Sizes divide neither the width tile, nor the channel block, nor the vector width; outputs are
+passed in filled with NaN, so an element the kernel forgets to write shows up.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+
+import polyloop as pl
+from polyloop import ops
+
+
+def conv_reference(x, w, pad, depthwise=False):
+    """Direct convolution: every output is the sum over its window (float64)."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    windows = sliding_window_view(xp, w.shape[2:], axis=(2, 3))      # n c y x r s
+    if depthwise:
+        return np.einsum("ncyxrs,crs->ncyx", windows, w[:, 0].astype(np.float64))
+    return np.einsum("ncyxrs,kcrs->nkyx", windows, w.astype(np.float64))
+
+
+def run(mod, inputs, shape):
+    out = np.full(shape, np.nan, dtype=np.float32)
+    mod(*inputs, out)
+    return out
+
+
+def conv_case(rng, n, c, h, w, k, r, pad, depthwise=False, sizes=None, **knobs):
+    """Build (from symbolic ``sizes`` when given) and check one convolution."""
+    shape = sizes or (n, c, h, w)
+    X = pl.placeholder(shape, "float32", name="X")
+    if depthwise:
+        Wt = pl.placeholder((shape[1], 1, r, r), "float32", name="Wt")
+        sch = ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt, pad), **knobs)
+    else:
+        Wt = pl.placeholder((k, shape[1], r, r), "float32", name="Wt")
+        sch = ops.schedule_conv2d_nchw(ops.conv2d_nchw(X, Wt, pad), **knobs)
+    return pl.build(sch)
+
+
+def check(mod, rng, n, c, h, w, k, r, pad, depthwise=False):
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((c, 1, r, r) if depthwise else (k, c, r, r), dtype=np.float32)
+    expected = conv_reference(x, wt, pad, depthwise)
+    got = run(mod, (x, wt), expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+# (n, c, h, w, k, r, pad): odd sizes, a 1-pixel image, channels 1 / lanes - 1 / lanes + 1
+CONV_CASES = [(1, 5, 9, 11, 7, 3, 1), (2, 3, 7, 13, 17, 3, 1), (1, 1, 1, 1, 1, 3, 1),
+              (1, 4, 6, 5, 15, 1, 0), (1, 3, 8, 8, 33, 5, 2)]
+
+
+@pytest.mark.parametrize("n, c, h, w, k, r, pad", CONV_CASES)
+def test_conv2d_default_schedule_matches_numpy(rng, n, c, h, w, k, r, pad):
+    mod = conv_case(rng, n, c, h, w, k, r, pad)
+    check(mod, rng, n, c, h, w, k, r, pad)
+
+
+@pytest.mark.parametrize("knobs", [dict(k_vectors=1, w_block=4, parallel="y"),
+                                   dict(lanes=4, k_vectors=3, w_block=6)])
+def test_conv2d_knobs_keep_the_result(rng, knobs):
+    mod = conv_case(rng, 1, 5, 9, 11, 7, 3, 1, **knobs)
+    check(mod, rng, 1, 5, 9, 11, 7, 3, 1)
+
+
+def test_conv2d_symbolic_sizes_one_module_for_all(rng):
+    sizes = tuple(pl.var(v) for v in ("N", "C", "H", "Wd"))
+    X = pl.placeholder(sizes, "float32", name="X")
+    Wt = pl.placeholder((pl.var("K"), sizes[1], 3, 3), "float32", name="Wt")
+    mod = pl.build(ops.schedule_conv2d_nchw(ops.conv2d_nchw(X, Wt)))
+    for n, c, h, w, k in [(1, 5, 9, 11, 7), (2, 3, 1, 1, 17), (1, 2, 13, 16, 33)]:
+        check(mod, rng, n, c, h, w, k, 3, 1)
+
+
+# depthwise: widths below, at and above the vector width and the widened row
+@pytest.mark.parametrize("n, c, h, w, r, pad", [(1, 5, 7, 13, 3, 1), (2, 3, 9, 17, 3, 1),
+                                                 (1, 2, 1, 1, 3, 1), (1, 4, 6, 16, 5, 2),
+                                                 (1, 3, 5, 15, 3, 0)])
+def test_depthwise_default_schedule_matches_numpy(rng, n, c, h, w, r, pad):
+    mod = conv_case(rng, n, c, h, w, None, r, pad, depthwise=True)
+    check(mod, rng, n, c, h, w, None, r, pad, depthwise=True)
+
+
+@pytest.mark.parametrize("knobs", [dict(x_vectors=1, pad_in_channel=False),
+                                   dict(lanes=4, x_vectors=3)])
+def test_depthwise_knobs_keep_the_result(rng, knobs):
+    mod = conv_case(rng, 1, 3, 7, 21, None, 3, 1, depthwise=True, **knobs)
+    check(mod, rng, 1, 3, 7, 21, None, 3, 1, depthwise=True)
+
+
+def test_depthwise_rows_widened_to_whole_vectors():
+    X = pl.placeholder((1, 2, 5, 21), "float32", name="X")
+    Wt = pl.placeholder((2, 1, 3, 3), "float32", name="Wt")
+    out = ops.depthwise_conv2d_nchw(X, Wt, row_multiple=16)
+    assert [int(str(d)) for d in out.inputs[0].shape] == [1, 2, 5, 32]
+    assert [int(str(d)) for d in out.shape] == [1, 2, 5, 21]
+
+
+def test_depthwise_symbolic_sizes(rng):
+    sizes = tuple(pl.var(v) for v in ("N", "C", "H", "Wd"))
+    X = pl.placeholder(sizes, "float32", name="X")
+    Wt = pl.placeholder((sizes[1], 1, 3, 3), "float32", name="Wt")
+    mod = pl.build(ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt)))
+    for n, c, h, w in [(1, 5, 9, 11), (2, 3, 1, 1), (1, 2, 13, 33)]:
+        check(mod, rng, n, c, h, w, None, 3, 1, depthwise=True)
+
+
+def test_conv_bad_arguments_are_clear_errors():
+    X = pl.placeholder((1, 3, 8, 8), "float32", name="X")
+    with pytest.raises(pl.ScheduleError, match="3 channels, weight expects 4"):
+        ops.conv2d_nchw(X, pl.placeholder((5, 4, 3, 3), "float32", name="Wt"))
+    with pytest.raises(pl.ScheduleError, match="pad must be a non-negative integer"):
+        ops.conv2d_nchw(X, pl.placeholder((5, 3, 3, 3), "float32", name="Wt"), pad=-1)
+    with pytest.raises(pl.ScheduleError, match=r"weight must be \(C, 1, R, S\)"):
+        ops.depthwise_conv2d_nchw(X, pl.placeholder((3, 3, 3, 3), "float32", name="Wt"))
+    conv = ops.conv2d_nchw(X, pl.placeholder((5, 3, 3, 3), "float32", name="Wt"))
+    with pytest.raises(pl.ScheduleError, match="w_block must be a positive integer"):
+        ops.schedule_conv2d_nchw(conv, w_block=0)
+    with pytest.raises(pl.ScheduleError, match="parallel must be 'k'"):
+        ops.schedule_conv2d_nchw(conv, parallel="x")
+    with pytest.raises(pl.ScheduleError, match="expected the result of depthwise_conv2d_nchw"):
+        ops.schedule_depthwise_conv2d_nchw(conv)

@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Row softmax schedule (polyloop.ops.softmax) against NumPy: rows sum to 1 and equal NumPy's.
+
+Column counts around the vector width (1, lanes - 1, lanes + 1, several vectors plus a rest);
+outputs are passed in filled with NaN, so an element the kernel forgets to write shows up.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyloop as pl
+from polyloop import ops
+
+
+def numpy_softmax(x):
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def check(mod, rng, rows, cols):
+    x = (rng.standard_normal((rows, cols)) * 8).astype(np.float32)   # wide range: max matters
+    y = np.full((rows, cols), np.nan, dtype=np.float32)
+    mod(x, y)
+    np.testing.assert_allclose(y, numpy_softmax(x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(y.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("rows, cols", [(5, 37), (1, 1), (3, 15), (4, 17), (2, 100)])
+def test_softmax_default_schedule_matches_numpy(rng, rows, cols):
+    X = pl.placeholder((rows, cols), "float32", name="X")
+    check(pl.build(ops.schedule_softmax(ops.softmax(X))), rng, rows, cols)
+
+
+@pytest.mark.parametrize("knobs", [dict(lanes=8), dict(rfactor=False), dict(lanes=5)])
+def test_softmax_knobs_keep_the_result(rng, knobs):
+    X = pl.placeholder((6, 43), "float32", name="X")
+    check(pl.build(ops.schedule_softmax(ops.softmax(X), **knobs)), rng, 6, 43)
+
+
+def test_softmax_schedule_keeps_rows_in_cache():
+    X = pl.placeholder((8, 64), "float32", name="X")
+    sch = ops.schedule_softmax(ops.softmax(X), lanes=16)
+    text = str(sch)
+    assert text.startswith("for i in parallel(8):")
+    assert "softmax_max_rf[i, k_1] = max(softmax_max_rf[i, k_1], X[i, 16 * k_0 + k_1])" in text
+    assert "for k_1 in vectorized(16):" in text
+    # the exponentials live in one row-sized local buffer, never in a full-size temporary
+    source = pl.build(sch).source
+    assert "softmax_exp_local[64]" in source
+
+
+def test_softmax_symbolic_sizes_one_module_for_all(rng):
+    X = pl.placeholder((pl.var("R"), pl.var("Cols")), "float32", name="X")
+    mod = pl.build(ops.schedule_softmax(ops.softmax(X)))
+    for rows, cols in [(5, 37), (1, 1), (3, 16), (2, 100)]:
+        check(mod, rng, rows, cols)
+
+
+def test_softmax_bad_arguments_are_clear_errors():
+    with pytest.raises(pl.ScheduleError, match="x must be a 2-D tensor"):
+        ops.softmax(pl.placeholder((3,), "float32", name="X"))
+    y = ops.softmax(pl.placeholder((3, 4), "float32", name="X"))
+    with pytest.raises(pl.ScheduleError, match="lanes must be a positive integer"):
+        ops.schedule_softmax(y, lanes=0)
+    with pytest.raises(pl.ScheduleError, match="expected the result of softmax"):
+        ops.schedule_softmax(y.inputs[0])
