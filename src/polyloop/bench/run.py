@@ -13,6 +13,7 @@ that a burst of load from another process on a shared machine lands on every row
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import zlib
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import config
 from ..errors import PolyloopError
 from . import tvm_ref
 from .limits import Limits, measure_limits
@@ -172,7 +174,20 @@ def run_benchmarks(workloads: Sequence[Workload], *, repeat: int = 10, rounds: i
                    peers: Sequence[str] = PEERS, threads: int = 2, quick: bool = False,
                    limits: bool = True) -> tuple[list[Record], Limits | None]:
     """Measure ``workloads`` against ``peers`` (any of "torch", "numpy", "tvm"); also the
-    machine's limits unless ``limits`` is False. Progress lines go to stderr."""
+    machine's limits unless ``limits`` is False. polyloop's kernels, PyTorch, TVM and the limit
+    programs run on ``threads`` threads. Progress lines go to stderr."""
+    saved = config.CONFIG
+    # polyloop's OpenMP code runs on as many threads as the references.
+    config.CONFIG = dataclasses.replace(saved, num_threads=threads)
+    try:
+        return _run(workloads, repeat=repeat, rounds=rounds, peers=peers, threads=threads,
+                    quick=quick, limits=limits)
+    finally:
+        config.CONFIG = saved
+
+
+def _run(workloads: Sequence[Workload], *, repeat: int, rounds: int, peers: Sequence[str],
+         threads: int, quick: bool, limits: bool) -> tuple[list[Record], Limits | None]:
     loaded: dict[str, Peer] = {}
     if "torch" in peers:
         _progress("loading PyTorch")
