@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import islpy as isl
 
 from ..ir.program import Program
 from .access import accesses
 from .deps import Dependence, DepKind
+from .isl_util import map_, params_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,31 +75,47 @@ def _element(program: Program, dep: Dependence, stmt: str, vals: list[int]) -> s
     return dep.buffer
 
 
-def time_deltas(schedule: Mapping[str, isl.Map], d: Dependence) -> isl.Set:
-    """Sink time minus source time over the instance pairs of ``d`` (one vector per pair).
+def time_map(program: Program, stmt: str, items: Sequence[int | str]) -> isl.Map:
+    """``S[i, ...] -> [t0, t1, ...]`` from a statement's schedule items, outermost first: a
+    sequence position (int) or a loop expression (isl map text), as in ``tree.flat_schedule``
+    but not restricted to the statement's domain (cheaper to compose with dependences, which
+    are). A prefix of the items gives the first dimensions of the flat schedule."""
+    s = program.statement(stmt)
+    head = f"{params_prefix(program.params)}{{ {s.name}[{', '.join(s.iters)}] -> "
+    m = None
+    for item in items:
+        if isinstance(item, str):
+            text = item if item.lstrip().startswith("[") else params_prefix(program.params) + item
+            piece = map_(text)
+        else:
+            piece = map_(f"{head}[{item}] }}")
+        m = piece if m is None else m.flat_range_product(piece)
+    return m if m is not None else map_(f"{head}[] }}")
+
+
+def time_deltas(a: isl.Map, b: isl.Map, d: Dependence) -> isl.Set:
+    """Sink time minus source time over the instance pairs of ``d``, with ``a`` and ``b`` the
+    (possibly truncated) schedules of its source and sink: one vector per pair.
 
     Lexicographic order is translation invariant, so every question about the order of the
-    two ends (reversed? carried at a loop?) is a question about this one set, computed once per
-    dependence and schedule and shared by all the loops checked against that schedule. The
-    schedule maps need not be restricted to the statements' domains (``d`` is), and are
-    cheaper to compose when they are not."""
-    a, b = schedule[d.source], schedule[d.sink]
+    two ends (reversed? carried at a loop?) is a question about this one set, which can be
+    computed once and shared by all the loops checked against the same schedule prefix."""
     rel = d.relation.align_params(a.get_space()).align_params(b.get_space())
     return rel.apply_domain(a).apply_range(b).deltas()
 
 
-def _reversed(deltas: isl.Set) -> bool:
-    """Does some pair run in the opposite order or at once (a delta lexicographically <= 0)?"""
+def lex_negative(deltas: isl.Set, *, or_zero: bool) -> bool:
+    """Is some delta lexicographically negative (or zero, with ``or_zero``)?"""
     minus_one = isl.Val.int_from_si(deltas.get_ctx(), -1)
     rest = deltas
     for k in range(deltas.dim(isl.dim_type.set)):
         if not rest.upper_bound_val(isl.dim_type.set, k, minus_one).is_empty():
             return True
         rest = rest.fix_val(isl.dim_type.set, k, 0)
-    return not rest.is_empty()
+    return or_zero and not rest.is_empty()
 
 
-def _carried(deltas: isl.Set, position: int) -> bool:
+def carries(deltas: isl.Set, position: int) -> bool:
     """Do some pairs agree on the time dimensions before ``position`` and differ at it?"""
     ctx = deltas.get_ctx()
     same = deltas
@@ -111,21 +128,34 @@ def _carried(deltas: isl.Set, position: int) -> bool:
                 and same.upper_bound_val(t, position, isl.Val.int_from_si(ctx, -1)).is_empty())
 
 
-DeltaSource = Callable[[int, Dependence], isl.Set]
+def breaks(d: Dependence, items_a: Sequence[int | str], items_b: Sequence[int | str],
+           deltas: Callable[[int], isl.Set]) -> bool:
+    """Does the schedule (source items ``items_a``, sink items ``items_b``) run some pair of
+    ``d`` in the wrong order or at once? ``deltas(m)`` gives the time deltas of the first
+    ``m`` schedule dimensions. Where the two ends first sit at different positions of one
+    sequence, only the dimensions before it are needed (none, when that is the outermost)."""
+    for p, (x, y) in enumerate(zip(items_a, items_b)):
+        if isinstance(x, int) and isinstance(y, int) and x != y:
+            if p == 0:
+                return y < x
+            return lex_negative(deltas(p), or_zero=y < x)
+    return lex_negative(deltas(len(items_a)), or_zero=True)
 
 
 def check_order(program: Program, deps: tuple[Dependence, ...],
-                schedule: Mapping[str, isl.Map], deltas: DeltaSource | None = None
-                ) -> Violation | None:
+                schedule: Mapping[str, isl.Map],
+                broken: Callable[[int, Dependence], bool] | None = None) -> Violation | None:
     """The first dependence (other than reduction updates) that ``schedule`` reverses or breaks.
-    ``deltas(k, d)`` gives ``time_deltas(schedule, d)`` for ``d = deps[k]`` (e.g. cached)."""
+    ``broken(k, d)`` decides it for ``d = deps[k]`` (e.g. from cached deltas); ``schedule``
+    is then read only to describe a violation."""
     for k, d in enumerate(deps):
         if d.reduction:
             continue
-        delta = deltas(k, d) if deltas is not None else time_deltas(schedule, d)
-        if _reversed(delta):
-            bad = d.relation.intersect(schedule[d.source].lex_ge_map(schedule[d.sink]))
-            return Violation(d, bad, program)
+        a, b = schedule[d.source], schedule[d.sink]
+        bad = (broken(k, d) if broken is not None
+               else lex_negative(time_deltas(a, b, d), or_zero=True))
+        if bad:
+            return Violation(d, d.relation.intersect(a.lex_ge_map(b)), program)
     return None
 
 
@@ -145,15 +175,17 @@ def carried_at(schedule: Mapping[str, isl.Map], d: Dependence, position: int) ->
 
 
 def check_parallel(program: Program, deps: tuple[Dependence, ...],
-                   schedule: Mapping[str, isl.Map], statements: set[str],
-                   position: int, deltas: DeltaSource | None = None) -> Violation | None:
+                   schedule: Mapping[str, isl.Map], statements: set[str], position: int,
+                   carried: Callable[[int, Dependence], bool] | None = None
+                   ) -> Violation | None:
     """The first dependence among ``statements`` carried by the loop at flat ``position``
-    (``deltas`` as for ``check_order``)."""
+    (``carried(k, d)`` decides it for ``d = deps[k]``, as ``broken`` for ``check_order``)."""
     for k, d in enumerate(deps):
         if d.source not in statements or d.sink not in statements:
             continue
-        delta = deltas(k, d) if deltas is not None else time_deltas(schedule, d)
-        if _carried(delta, position):
+        bad = (carried(k, d) if carried is not None else
+               carries(time_deltas(schedule[d.source], schedule[d.sink], d), position))
+        if bad:
             return Violation(d, carried_at(schedule, d, position), program)
     return None
 

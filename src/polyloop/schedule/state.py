@@ -26,12 +26,12 @@ class Memo:
     derived from one another by tree edits (``State.with_root``): the flat schedule, the time
     deltas of each dependence and the legality verdicts. Setting a loop kind, renaming or
     re-checking a loop costs a dictionary look-up."""
-    __slots__ = ("program", "deps", "free", "schedules", "deltas", "order", "carried")
+    __slots__ = ("program", "deps", "schedules", "maps", "deltas", "order", "carried")
 
     def __init__(self, program: Program, deps: deps_mod.Dependences):
         self.program, self.deps = program, deps
-        self.free: dict[tuple, dict] = {}           # flat schedules not restricted to domains
         self.schedules: dict[tuple, dict] = {}
+        self.maps: dict[tuple, object] = {}          # (statement, schedule items) -> isl map
         self.deltas: dict[tuple, object] = {}
         self.order: dict[tuple, legality.Violation | None] = {}
         self.carried: dict[tuple, legality.Violation | None] = {}
@@ -88,18 +88,10 @@ class State:
         assert memo is not None
         fs = memo.schedules.get(sig)
         if fs is None:
-            fs = {s: m.intersect_domain(domain(self.program, self.program.statement(s)))
-                  for s, m in self._free_schedule(sig).items()}
+            fs = {s: _time_map(self, s, items).intersect_domain(
+                      domain(self.program, self.program.statement(s))) for s, items in sig}
             memo.schedules[sig] = fs
         return fs
-
-    def _free_schedule(self, sig: tuple) -> dict:
-        memo = self.memo
-        assert memo is not None
-        free = memo.free.get(sig)
-        if free is None:
-            free = memo.free[sig] = flat_schedule(self.program, self.root, domains=False)
-        return free
 
     # edits -----------------------------------------------------------------------------------
     def with_root(self, root: Root, next_id: int | None = None) -> State:
@@ -272,18 +264,26 @@ class _LazySchedule(Mapping):
         return len(self._get())
 
 
-def _delta_source(state: State, sig: tuple):
+def _deltas(state: State, k: int, d: deps_mod.Dependence, items_a: tuple, items_b: tuple):
+    """Time deltas of ``d = deps[k]`` over the schedule dimensions given by the items."""
     memo = state.memo
     assert memo is not None
-    by_stmt = dict(sig)
+    key = (k, items_a, items_b)
+    got = memo.deltas.get(key)
+    if got is None:
+        a = _time_map(state, d.source, items_a)
+        b = _time_map(state, d.sink, items_b)
+        got = memo.deltas[key] = legality.time_deltas(a, b, d)
+    return got
 
-    def deltas(k: int, d: deps_mod.Dependence):
-        key = (k, by_stmt[d.source], by_stmt[d.sink])
-        got = memo.deltas.get(key)
-        if got is None:
-            got = memo.deltas[key] = legality.time_deltas(state._free_schedule(sig), d)
-        return got
-    return deltas
+
+def _time_map(state: State, stmt: str, items: tuple):
+    memo = state.memo
+    assert memo is not None
+    got = memo.maps.get((stmt, items))
+    if got is None:
+        got = memo.maps[(stmt, items)] = legality.time_map(state.program, stmt, items)
+    return got
 
 
 def verify(state: State, primitive: str) -> None:
@@ -307,9 +307,13 @@ def check_order(state: State) -> legality.Violation | None:
     assert memo is not None
     sig = shape(state.program, state.root)
     if sig not in memo.order:
+        by_stmt = dict(sig)
+
+        def broken(k: int, d: deps_mod.Dependence) -> bool:
+            a, b = by_stmt[d.source], by_stmt[d.sink]
+            return legality.breaks(d, a, b, lambda m: _deltas(state, k, d, a[:m], b[:m]))
         memo.order[sig] = legality.check_order(state.program, state.deps,
-                                               _LazySchedule(state, sig),
-                                               _delta_source(state, sig))
+                                               _LazySchedule(state, sig), broken)
     return memo.order[sig]
 
 
@@ -324,7 +328,10 @@ def check_parallel(state: State, node: LoopNode) -> legality.Violation | None:
     by_stmt = dict(sig)
     key = (pos, tuple(sorted((s, by_stmt[s][:pos + 1]) for s in stmts)))
     if key not in memo.carried:
+        def carried(k: int, d: deps_mod.Dependence) -> bool:
+            a, b = by_stmt[d.source][:pos + 1], by_stmt[d.sink][:pos + 1]
+            return legality.carries(_deltas(state, k, d, a, b), pos)
         memo.carried[key] = legality.check_parallel(state.program, state.deps,
                                                     _LazySchedule(state, sig), set(stmts), pos,
-                                                    _delta_source(state, sig))
+                                                    carried)
     return memo.carried[key]
