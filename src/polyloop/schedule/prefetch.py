@@ -16,7 +16,7 @@ from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly import affine, regions, storage
 from ..poly.gpu import loop_upper_bound
 from ..poly.deps import Dependences
-from ..poly.tree import LoopNode, StmtNode, flat_schedule, statements_under
+from ..poly.tree import LoopNode, StmtNode, statements_under
 from .state import State, add_exprs, insert_children, rebase, verify
 
 
@@ -91,9 +91,9 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
     if any(s.buffer == buffer for s in program.statements):
         new = rebase(state.with_root(root, nid + len(dims)), new_program, root)
     else:   # the copy reads a buffer nothing writes: its flow to the consumer is all that is new
-        dep = storage.fetch_dependence(new_program, fname, consumer,
-                                       flat_schedule(new_program, root))
+        bare = State(new_program, root, state.deps, nid + len(dims))
+        dep = storage.fetch_dependence(new_program, fname, consumer, bare.schedule_map())
         deps = Dependences(tuple(state.deps) + ((dep,) if dep is not None else ()))
-        new = State(new_program, root, deps, nid + len(dims))
+        new = State(new_program, root, deps, nid + len(dims), bare.memo)
     verify(new, "add_prefetch")
     return new, fname, ids

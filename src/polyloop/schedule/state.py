@@ -28,10 +28,12 @@ class Memo:
     re-checking a loop costs a dictionary look-up."""
     __slots__ = ("program", "deps", "schedules", "maps", "deltas", "order", "carried")
 
-    def __init__(self, program: Program, deps: deps_mod.Dependences):
+    def __init__(self, program: Program, deps: deps_mod.Dependences, like: Memo | None = None):
         self.program, self.deps = program, deps
-        self.schedules: dict[tuple, dict] = {}
-        self.maps: dict[tuple, object] = {}          # (statement, schedule items) -> isl map
+        # the schedules depend on the program alone: shared with a memo for other dependences
+        same = like is not None and like.program is program
+        self.schedules: dict[tuple, dict] = like.schedules if same else {}  # type: ignore[union-attr]
+        self.maps: dict[tuple, object] = like.maps if same else {}  # type: ignore[union-attr]
         self.deltas: dict[tuple, object] = {}
         self.order: dict[tuple, legality.Violation | None] = {}
         self.carried: dict[tuple, legality.Violation | None] = {}
@@ -50,7 +52,7 @@ class State:
 
     def __post_init__(self) -> None:
         if self.memo is None or not self.memo.serves(self.program, self.deps):
-            object.__setattr__(self, "memo", Memo(self.program, self.deps))
+            object.__setattr__(self, "memo", Memo(self.program, self.deps, self.memo))
 
     # queries ---------------------------------------------------------------------------------
     def loop(self, loop_id: int) -> LoopNode | None:
@@ -329,7 +331,7 @@ def check_parallel(state: State, node: LoopNode) -> legality.Violation | None:
     key = (pos, tuple(sorted((s, by_stmt[s][:pos + 1]) for s in stmts)))
     if key not in memo.carried:
         def carried(k: int, d: deps_mod.Dependence) -> bool:
-            a, b = by_stmt[d.source][:pos + 1], by_stmt[d.sink][:pos + 1]
+            a, b = by_stmt[d.source], by_stmt[d.sink]
             return legality.carries(_deltas(state, k, d, a, b), pos)
         memo.carried[key] = legality.check_parallel(state.program, state.deps,
                                                     _LazySchedule(state, sig), set(stmts), pos,
