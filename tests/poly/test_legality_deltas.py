@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The fast legality verdicts (time deltas over schedule prefixes, cached per state shape) agree
+with the direct isl formulation on legal and illegal loop orders, and cached verdicts never
+hide a refusal."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import polyloop as pl
+from polyloop.poly.legality import carried_at
+from polyloop.poly.tree import loop_position, loops, statements_under
+from polyloop.schedule import loops as loops_mod
+from polyloop.schedule import state as st
+from polyloop.schedule.kernel import schedule_of
+
+KERNELS = {
+    # distance (1, -1): carried by i, and i and j cannot be interchanged
+    "recurrence": ("{ [i, j] : 1 <= i < n and 0 <= j < m - 1 }",
+                   "a[i, j] = a[i - 1, j + 1] + b[i, j]"),
+    # a flow between two statements in one loop, and a reduction
+    "two statements": ("{ [i, k] : 0 <= i < n and 0 <= k < n }",
+                       "t[i] = 2*a[i] {id=s1}\nout[i] = sum(k, t[i]*b[i, k]) {id=s2, dep=s1}"),
+    "matmul": ("{ [i, j, k] : 0 <= i, j, k < n }", "c[i, j] = sum(k, a[i, k]*b[k, j])"),
+}
+
+
+def _reference(state: st.State) -> tuple[bool, dict[int, bool]]:
+    """(order broken?, carried per loop id) straight from isl, without deltas or caches."""
+    fs = state.schedule_map()
+    broken = any(not d.relation.intersect(fs[d.source].lex_ge_map(fs[d.sink])).is_empty()
+                 for d in state.deps if not d.reduction)
+    carried = {}
+    for n in loops(state.root):
+        stmts = set(statements_under(n))
+        pos = loop_position(state.root, n.id)
+        carried[n.id] = any(not carried_at(fs, d, pos).is_empty() for d in state.deps
+                            if d.source in stmts and d.sink in stmts)
+    return broken, carried
+
+
+def _states(name: str):
+    """The kernel's initial state, split, and every order of each perfect nest (legal or not)."""
+    domain, insns = KERNELS[name]
+    base = pl.Schedule(pl.make_kernel(domain, insns).program).state
+    first = next(loops(base.root))
+    split, _ = loops_mod.split(base, first, [None, 4], ["o", "i4"])
+    for state in (base, split):
+        yield state
+        for top in state.root.children:
+            chain = [top]
+            while len(chain[-1].children) == 1 and hasattr(chain[-1].children[0], "children"):
+                chain.append(chain[-1].children[0])
+            for perm in itertools.permutations(chain):
+                if list(perm) != chain:
+                    yield loops_mod.reorder(state, [state.loop(n.id) for n in perm])
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_verdicts_match_isl(name):
+    seen_broken = seen_legal = 0
+    for state in _states(name):
+        broken, carried = _reference(state)
+        assert (st.check_order(state) is not None) == broken
+        for n in loops(state.root):
+            assert (st.check_parallel(state, n) is not None) == carried[n.id], n.name
+        seen_broken += broken
+        seen_legal += not broken
+    assert seen_legal and (seen_broken or name != "recurrence")
+
+
+def test_cached_verdicts_still_refuse():
+    knl = pl.make_kernel(*KERNELS["matmul"])
+    knl = pl.split_iname(knl, "i", 16, outer_tag="g.0", inner_tag="l.0")
+    # the same loop is checked again in a derived state: the cached verdict refuses as well
+    for _ in range(2):
+        with pytest.raises(pl.ScheduleError, match="cannot bind loop 'k'.*reduction"):
+            pl.tag_inames(knl, {"k": "l.1"})
+    knl = pl.split_iname(knl, "k", 8)
+    with pytest.raises(pl.ScheduleError, match="k_inner"):
+        pl.tag_inames(knl, {"k_inner": "l.1"})
+    sch = schedule_of(pl.tag_inames(knl, {"k_outer": "for"}))
+    assert st.check_order(sch.state) is None
