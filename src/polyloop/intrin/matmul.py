@@ -3,9 +3,10 @@
 
 B is packed into panels of ``cols`` columns (contiguous along k) and A, optionally, into panels
 of ``rows`` rows; both packing copies run in parallel. The loops are
-``k0 (kc) > j0 (parallel) > i0 > [k1 > i1 > j1]`` and the bracketed nest becomes one call of the
-micro-kernel: the ``kc``-deep slice of A stays in L2 for all the B panels, and a ``kc``-deep
-slice of a B panel stays in L1/L2 while every row panel of A streams past it.
+``j0 (parallel) > k0 (kc) > i0 > [k1 > i1 > j1]`` (one parallel region), or with
+``k_outer=True`` ``k0 > j0 (parallel) > i0 > [...]`` (the kc-deep slice of A stays in L2 for
+all the B panels, at the price of one parallel region per slice); the bracketed nest becomes
+one call of the micro-kernel while a kc-deep slice of a B panel stays in L1/L2.
 
 >>> import polyloop as pl
 >>> from polyloop.intrin import gemm_intrin
@@ -27,7 +28,7 @@ from ..schedule.tensorize import TensorIntrin
 
 
 def schedule_matmul(sch: Schedule, block: str, intrin: TensorIntrin, *, kc: int = 256,
-                    parallel: bool = True) -> Schedule:
+                    parallel: bool = True, k_outer: bool = False) -> Schedule:
     """Schedule ``block`` (``C[i, j] += A[i, k] * B[k, j]``) of ``sch`` around ``intrin``
     (from ``gemm_intrin``; ``packed_a`` intrinsics get A packed too). Returns ``sch``."""
     stmt = next(s for s in sch.program.statements if s.block_name == block and not s.is_init)
@@ -46,12 +47,13 @@ def schedule_matmul(sch: Schedule, block: str, intrin: TensorIntrin, *, kc: int 
     i0, i1 = sch.split(i, [None, rows])
     j0, j1 = sch.split(j, [None, cols])
     k0, k1 = sch.split(k, [None, kc])
-    sch.reorder(k0, j0, i0, k1, i1, j1)
+    sch.reorder(*((k0, j0) if k_outer else (j0, k0)), i0, k1, i1, j1)
     init = sch.decompose_reduction(c, k0)
     sch.tensorize(k1, intrin)
     if parallel:
         sch.parallel(j0)
-        sch.parallel(sch.get_loops(init)[0])
+        if k_outer:
+            sch.parallel(sch.get_loops(init)[0])
     x0, x1 = sch.get_loops(f"{b}_packed_in")
     x10, x11 = sch.split(x1, [None, cols])
     sch.reorder(x10, x0, x11)
