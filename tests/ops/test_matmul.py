@@ -10,6 +10,7 @@ import pytest
 
 import polyloop as pl
 from polyloop import ops
+from polyloop.intrin import TILES, gemm_intrin, host_kind
 
 
 def run(mod, inputs, shape):
@@ -42,6 +43,30 @@ def test_matmul_knobs_keep_the_result(rng, knobs):
     b = rng.standard_normal((k, n), dtype=np.float32)
     got = run(matmul_module(m, n, k, **knobs), (a, b), (m, n))
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+# Micro-kernel tiles of the host's ISA (and the portable C ones everywhere), sizes around them.
+MICRO = sorted({(host_kind(), r, c) for r, c in TILES[host_kind()]} | {("portable", 6, 16)})
+
+
+@pytest.mark.parametrize("isa, rows, cols", MICRO)
+def test_matmul_micro_kernel_schedule_matches_numpy(rng, isa, rows, cols):
+    # full tiles and tiles cut by every edge; k = 37 leaves a partial kc block
+    m, n, k = 2 * rows + 1, 2 * cols - 1, 37
+    intrin = gemm_intrin(isa, rows=rows, cols=cols)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    got = run(matmul_module(m, n, k, intrin=intrin, kc=16), (a, b), (m, n))
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m, n, k", [(15, 33, 40), (5, 31, 9), (1, 70, 1)])
+def test_matmul_micro_kernel_kslice_order_and_small_sizes(rng, m, n, k):
+    # (5, 31, 9) and (1, 70, 1) have no full 6 x 32 tile: the register-tile schedule is used
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    mod = matmul_module(m, n, k, intrin=gemm_intrin(), kc=8, order="kslice")
+    np.testing.assert_allclose(run(mod, (a, b), (m, n)), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_matmul_symbolic_sizes_one_module_for_all(rng):
@@ -85,6 +110,8 @@ def test_wrong_operands_and_knobs_are_refused():
     C = ops.matmul(A, pl.placeholder((3, 6), "float32", name="B2"))
     with pytest.raises(pl.ScheduleError, match="mr must be a positive integer"):
         ops.schedule_matmul(C, mr=0)
+    with pytest.raises(pl.ScheduleError, match="order must be 'panel' or 'kslice'"):
+        ops.schedule_matmul(C, intrin=gemm_intrin("portable"), order="ij")
     relu = pl.compute((4, 6), lambda i, j: pl.maximum(C[i, j], 0.0), name="R")
     with pytest.raises(pl.ScheduleError, match="expected the product"):
         ops.schedule_matmul(relu)

@@ -34,6 +34,7 @@ from ..frontend.te import Tensor
 from ..ir.expr import Const
 from ..ir.elementwise import maximum
 from ..schedule import Schedule
+from ..schedule.tensorize import TensorIntrin, lookup
 from ..util.isa import host_isa
 
 
@@ -90,7 +91,8 @@ def default_lanes(dtype: str = "float32") -> int:
 
 
 def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int | None = None,
-                    pack_in_panel: bool | None = None) -> Schedule:
+                    pack_in_panel: bool | None = None, intrin: TensorIntrin | str | None = None,
+                    kc: int = 256, order: str = "panel") -> Schedule:
     """The register-tile schedule of ``c = matmul(a, b)``.
 
     ``mr`` rows by ``nr_vectors * lanes`` columns of C are accumulated in registers (the default
@@ -100,6 +102,15 @@ def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int |
     when the row count is a constant (a symbolic one may be 0: then nothing under the panel loop
     reads the panel, and compute_at rightly refuses to move the packing there).
 
+    With ``intrin`` (a gemm micro-kernel such as ``polyloop.intrin.gemm_intrin()``; ``mr``,
+    ``nr_vectors`` and ``lanes`` are then the intrinsic's) k is blocked by ``kc`` and each
+    ``rows x cols x kc`` block becomes one call that updates C in place; tiles cut by the
+    matrix edges run as loops. ``order="panel"``: ``j0 (parallel) > k0 > i0``, each thread packs
+    and keeps its B panel; ``order="kslice"``: ``k0 > j0 (parallel) > i0``, a kc-slice of A is
+    shared by all panels. (A product whose constant sizes leave no full ``rows x cols`` tile,
+    or a reduction of extent 1, has nothing to call the intrinsic on: it gets the register-tile
+    schedule.)
+
     >>> import polyloop as pl
     >>> A, B = pl.placeholder((64, 64), name="A"), pl.placeholder((64, 64), name="B")
     >>> sch = schedule_matmul(matmul(A, B), mr=4)
@@ -107,7 +118,13 @@ def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int |
     ['j_0', 'i_0']
     """
     a, b = _operands(c, "schedule_matmul", 2)
+    if order not in ("panel", "kslice"):
+        raise ScheduleError(f"schedule_matmul: order must be 'panel' or 'kslice', got {order!r}")
     sch = Schedule(c)
+    if intrin is not None and _has_full_tile(a, b, lookup(intrin)):
+        _micro_kernel(sch, c.name, b.name, intrin, kc=kc, order=order,
+                      pack_in_panel=pack_in_panel)
+        return sch
     _register_tile(sch, c.name, b.name, batch=False, mr=mr, nr_vectors=nr_vectors,
                    lanes=lanes or default_lanes(str(c.dtype)), pack_in_panel=pack_in_panel)
     return sch
@@ -136,6 +153,14 @@ def schedule_batch_matmul_relu(d: Tensor, *, mr: int = 8, nr_vectors: int = 2,
                    lanes=lanes or default_lanes(str(c.dtype)), pack_in_panel=pack_in_panel,
                    epilogue=d.name)
     return sch
+
+
+def _has_full_tile(a: Tensor, b: Tensor, intrin: TensorIntrin) -> bool:
+    """Whether some ``rows x cols`` tile of the product is full, with more than one step of k
+    (symbolic sizes: it may be, at run time)."""
+    rows, cols = intrin.extents[0], intrin.extents[1]
+    needs = ((a.shape[0], rows), (b.shape[1], cols), (a.shape[1], 2))
+    return all(not isinstance(e, Const) or e.value >= least for e, least in needs)
 
 
 def _operands(c: Tensor, who: str, ndim: int) -> tuple[Tensor, Tensor]:
@@ -185,3 +210,38 @@ def _register_tile(sch: Schedule, block: str, b_name: str, *, batch: bool, mr: i
     sch.reverse_compute_at(tile, i0)
     if pack_in_panel:
         sch.compute_at(f"{b_name}_packed_in", panel)
+
+
+def _micro_kernel(sch: Schedule, block: str, b_name: str, intrin: TensorIntrin | str, *, kc: int,
+                  order: str, pack_in_panel: bool | None) -> None:
+    """k-blocked loops around a ``rows x cols x kc`` micro-kernel call updating C in place."""
+    _check_knobs("schedule_matmul", kc=kc)
+    it = lookup(intrin)
+    rows, cols = it.extents[0], it.extents[1]
+    sch.transform_layout(block, b_name, lambda k, j: (j // cols, k, j % cols))
+    c = sch.get_block(block)
+    i, j, k = sch.get_loops(c)
+    if pack_in_panel is None:
+        rows_c = sch.program.buffer(block).shape[0]
+        pack_in_panel = isinstance(rows_c, Const) and rows_c.value > 0
+    i0, i1 = sch.split(i, factors=[None, rows])
+    j0, j1 = sch.split(j, factors=[None, cols])
+    k0, k1 = sch.split(k, factors=[None, kc])
+    if order == "panel":
+        sch.reorder(j0, k0, i0, k1, i1, j1)
+    else:
+        sch.reorder(k0, j0, i0, k1, i1, j1)
+    init = sch.decompose_reduction(c, k0)
+    sch.tensorize(k1, it)
+    sch.parallel(j0)
+    init_loops = sch.get_loops(init)
+    sch.parallel(init_loops[0])
+    sch.vectorize(init_loops[-1])
+    pack = f"{b_name}_packed_in"
+    if order == "panel" and pack_in_panel:
+        sch.compute_at(pack, j0)
+    else:
+        x0, x1 = sch.get_loops(pack)
+        x10, x11 = sch.split(x1, factors=[None, cols])
+        sch.reorder(x10, x0, x11)
+        sch.parallel(x10)
