@@ -287,3 +287,23 @@ def test_local_scope_temporary_of_the_register_tile(run, rng):
     np.testing.assert_allclose(out, a @ b, rtol=1e-5)
     if HOST.name == "avx512":
         assert "pl_load_aligned_v16f(&Tl[i_1][j])" in src
+
+
+@pytest.mark.skipif(HOST.name != "avx512", reason="the register tile is sized for AVX-512")
+def test_demo_register_tile_is_vector_fmas(tmp_path):
+    """The demo's matmul + ReLU schedule (cache_write local, unroll, vectorize j2 = 16): the
+    C tile is updated with broadcasts of A and aligned vector loads of packed B, and gcc turns
+    the unrolled update into 24 vector FMAs on zmm registers."""
+    import subprocess
+
+    import polyloop as pl
+    from polyloop.cli import matmul_relu, schedule_matmul_relu
+    src = pl.build(schedule_matmul_relu(matmul_relu(192))).source  # 6 and 64 divide 192
+    assert "typedef float v16f __attribute__((vector_size(64)));" in src
+    assert "const v16f pl_bc0 = pl_broadcast_v16f(A[6 * i_0 + i_1][k]);" in src
+    assert "pl_load_aligned_v16f(&B_packed[j_0][k][16 * j_1 + j_2])" in src
+    (tmp_path / "demo.c").write_text(src)
+    subprocess.run([CONFIG.cc, "-O3", "-march=native", "-fopenmp", "-std=gnu11", "-S",
+                    str(tmp_path / "demo.c"), "-o", str(tmp_path / "demo.s")], check=True)
+    asm = (tmp_path / "demo.s").read_text()
+    assert len(re.findall(r"vfmadd\d+ps\s+%zmm\d+, %zmm\d+, %zmm\d+", asm)) >= 24
