@@ -3,7 +3,7 @@
 same loops as plain C (gcc -O3 -march=native) and gcc's polyhedral optimizer Graphite.
 
     OMP_NUM_THREADS=2 python benchmarks/bench_polybench.py [--size small|medium|large]
-                                                           [--repeat 3] [--only gemm,lu]
+                                                           [--repeat 5] [--only gemm,lu]
 
 The kernels are the loops in ``tests/polybench_scripts.py`` (also checked there against the
 reference interpreter at small sizes). "plain -O3" is the default schedule's C (the loops as
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -71,21 +72,31 @@ def arguments(prog: pl.Program, sizes: dict[str, int], rng: np.random.Generator)
     return out
 
 
-def timed(mod: Module, args, sizes, repeat: int) -> tuple[float, list[np.ndarray]]:
-    best, result = math.inf, []
+def timed(mod: Module, args, sizes) -> tuple[float, list[np.ndarray]]:
+    work = [a.copy() for a in args]
+    t = time.perf_counter()
+    mod(*work, **sizes)
+    return time.perf_counter() - t, work
+
+
+def measure(mods: dict[str, Module], args, sizes, repeat: int):
+    """Median time of each module over ``repeat`` rounds; the modules take turns within a
+    round (the machine is shared: a slow phase hits every variant alike). One warm-up call
+    each (compilation, page faults, OpenMP start-up)."""
+    samples: dict[str, list[float]] = {key: [] for key in mods}
+    results: dict[str, list[np.ndarray]] = {}
+    for key, mod in mods.items():
+        _, results[key] = timed(mod, args, sizes)
     for _ in range(repeat):
-        work = [a.copy() for a in args]
-        t = time.perf_counter()
-        mod(*work, **sizes)
-        best = min(best, time.perf_counter() - t)
-        result = work
-    return best, result
+        for key, mod in mods.items():
+            samples[key].append(timed(mod, args, sizes)[0])
+    return {key: statistics.median(v) for key, v in samples.items()}, results
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=sorted(SIZES), default="small")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", default="")
     opts = ap.parse_args()
     kernels = load_kernels()
@@ -102,9 +113,7 @@ def main() -> None:
         plain = pl.Schedule(prog)
         mods = {"default": pl.build(plain), "auto": pl.build(pl.auto_schedule(prog)),
                 "plain": module_for(plain), "graphite": module_for(plain, GRAPHITE)}
-        times, results = {}, {}
-        for key, mod in mods.items():
-            times[key], results[key] = timed(mod, args, sizes, opts.repeat)
+        times, results = measure(mods, args, sizes, opts.repeat)
         equal = all(np.allclose(g, r, rtol=1e-8, atol=1e-8)
                     for key in ("default", "auto", "graphite")
                     for g, r in zip(results[key], results["plain"]))

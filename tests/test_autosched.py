@@ -149,8 +149,11 @@ def test_mm_relu(fusion, n, l, m, rng):
     b = rng.standard_normal((l, m)).astype("float32")
     sch = pl.auto_schedule(mm_relu, fusion=fusion, tile=8)
     np.testing.assert_allclose(pl.build(sch)(a, b), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
-    if fusion != "min":     # C[i, j] only needs Y[i, j]: fused without a shift
+    if fusion == "max":     # C[i, j] only needs Y[i, j]: fused without a shift
         assert len(sch.state.root.children) == 1
+    if fusion == "smart":   # the product is a band of its own, tiled (reuse of A and B)
+        assert len(sch.state.root.children) == 2
+        assert "split" in [s.primitive for s in sch.trace]
 
 
 @pl.script
@@ -244,7 +247,8 @@ def test_affine_view_of_an_automatic_schedule():
 @pytest.mark.parametrize("kwargs, message", [
     ({"fusion": "most"}, "fusion must be one of"),
     ({"target": "fpga"}, "unknown target"),
-    ({"tile": 1}, "tile is a size"),
+    ({"tile": 1}, "tile is \"auto\", a size"),
+    ({"tile": "big"}, "tile is \"auto\", a size"),
 ])
 def test_bad_options(kwargs, message):
     with pytest.raises(pl.PolyloopError, match=message):

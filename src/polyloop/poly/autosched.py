@@ -12,6 +12,7 @@ ordinary schedule primitives in ``schedule/auto.py``).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -19,7 +20,7 @@ import islpy as isl
 
 from ..ir.expr import Var, free_vars
 from ..ir.program import Program
-from .access import domain
+from .access import accesses, domain
 from .affine import prefix_map
 from .deps import Dependence
 from .isl_util import CTX, map_, params_prefix, set_
@@ -325,3 +326,157 @@ def locality_score(program: Program, loop: LoopNode) -> int:
                 if used[0] in free_vars(ix):
                     score += 1 if k == len(ld.indices) - 1 else -1
     return score
+
+
+# -- tile sizes from a cache model -----------------------------------------------------------------
+
+# A size parameter of unknown value is assumed this large when judging whether a loop's data
+# fits in cache (the case worth optimising: data sets that leave the cache).
+LARGE_EXTENT = 2048
+TILE_CANDIDATES = (8, 16, 32, 64, 128, 256, 512)
+
+
+@dataclass(frozen=True, slots=True)
+class AccessGroup:
+    """The accesses to one buffer with one linear part over the band's loops (``A[i - 1, j]``
+    and ``A[i + 1, j]`` are one group): ``matrix[r][d]`` is how far index ``r`` moves when band
+    loop ``d`` advances by one."""
+    buffer: str
+    itemsize: int
+    matrix: tuple[tuple[int, ...], ...]
+
+    def footprint(self, sizes: Sequence[int]) -> int:
+        """Bytes touched by a box of ``sizes`` iterations of the band's loops."""
+        out = self.itemsize
+        for row in self.matrix:
+            out *= 1 + sum(abs(c) * (t - 1) for c, t in zip(row, sizes))
+        return out
+
+    @property
+    def has_reuse(self) -> bool:
+        """Do several band iterations touch the same element (the matrix has a kernel)?"""
+        return _rank(self.matrix) < len(self.matrix[0]) if self.matrix else True
+
+
+def access_groups(program: Program, outer: Sequence[LoopNode],
+                  band: Sequence[LoopNode]) -> list[AccessGroup]:
+    """The access groups of the statements below ``band[-1]``, in the coordinates of the band's
+    loops (the loops ``outer`` above it fixed). An access whose instance the loops do not
+    determine, or that is not affine, counts as touching one element per iteration of every
+    band loop it may depend on."""
+    stmts = set(statements_under(band[-1]))
+    m, nb = len(outer), len(band)
+    groups: dict[tuple[str, tuple[tuple[int, ...], ...]], AccessGroup] = {}
+    for a in accesses(program):
+        if a.statement not in stmts:
+            continue
+        loops = list(outer) + list(band)
+        sched = prefix_map(program, a.statement, [lp.expr(a.statement) for lp in loops])
+        rel = sched.reverse().apply_range(a.relation)
+        matrix = _linear_part(rel, m, nb) if a.exact else None
+        if matrix is None:
+            matrix = tuple(tuple(1 if k == d else 0 for k in range(nb)) for d in range(nb))
+        size = program.buffer(a.buffer).dtype.itemsize
+        groups.setdefault((a.buffer, matrix), AccessGroup(a.buffer, size, matrix))
+    return list(groups.values())
+
+
+def _linear_part(rel: isl.Map, m: int, nb: int) -> tuple[tuple[int, ...], ...] | None:
+    if not rel.is_single_valued():
+        return None
+    try:
+        pma = rel.as_pw_multi_aff()
+    except isl.Error:
+        return None
+    pieces: list[isl.MultiAff] = []
+    pma.foreach_piece(lambda _set, ma: pieces.append(ma))
+    if not pieces:
+        return None
+    ma = pieces[0]
+    rows = []
+    for r in range(ma.dim(isl.dim_type.out)):
+        aff = ma.get_aff(r)
+        if aff.dim(isl.dim_type.div):
+            return None
+        rows.append(tuple(aff.get_coefficient_val(isl.dim_type.in_, m + d).to_python()
+                          for d in range(nb)))
+    return tuple(rows)
+
+
+def _rank(matrix: Sequence[Sequence[int]]) -> int:
+    rows = [[float(v) for v in r] for r in matrix]
+    rank, cols = 0, len(rows[0]) if rows else 0
+    for c in range(cols):
+        pivot = next((r for r in range(rank, len(rows)) if abs(rows[r][c]) > 1e-9), None)
+        if pivot is None:
+            continue
+        rows[rank], rows[pivot] = rows[pivot], rows[rank]
+        for r in range(len(rows)):
+            if r != rank and abs(rows[r][c]) > 1e-9:
+                f = rows[r][c] / rows[rank][c]
+                rows[r] = [x - f * y for x, y in zip(rows[r], rows[rank])]
+        rank += 1
+    return rank
+
+
+def tiling_pays(groups: Sequence[AccessGroup], extents: Sequence[int | None],
+                cache_bytes: int) -> bool:
+    """Is there reuse that the loops as they are miss? Some access touches an element at
+    several band iterations (a kernel in its matrix), and one iteration of the outermost band
+    loop touches more data than ``cache_bytes``, so the data is gone when it is needed again
+    (a matrix-vector product keeps its vector in cache without tiling; a matrix product or a
+    time-iterated stencil does not)."""
+    if not any(g.has_reuse for g in groups):
+        return False
+    full = [LARGE_EXTENT if e is None else e for e in extents]
+    inner = [1] + full[1:]
+    return sum(g.footprint(inner) for g in groups) > cache_bytes
+
+
+def tile_sizes(groups: Sequence[AccessGroup], extents: Sequence[int | None], cache_bytes: int,
+               innermost: int | None) -> tuple[int, ...]:
+    """Tile sizes for the band's loops: the box whose data fits in ``cache_bytes`` and that
+    brings the fewest bytes per iteration (sum of the groups' footprints over the box's
+    volume). Ties go to the larger tile along ``innermost`` (the stride-1 loop: longer vector
+    loops), then to the larger box. Loops of at most a candidate's size keep their extent."""
+    choices = []
+    for d, e in enumerate(extents):
+        sizes = [t for t in TILE_CANDIDATES if e is None or t < e] or [e]
+        if d == innermost:
+            sizes = [t for t in sizes if t >= 16] or sizes
+        choices.append(sizes)
+    best, best_key = None, None
+    for sizes in itertools.product(*choices):
+        data = sum(g.footprint(sizes) for g in groups)
+        if data > cache_bytes:
+            continue
+        volume = 1
+        for t in sizes:
+            volume *= t
+        key = (round(data / volume, 6), -(sizes[innermost] if innermost is not None else 0),
+               -volume)
+        if best_key is None or key < best_key:
+            best, best_key = sizes, key
+    return tuple(best) if best is not None else tuple(min(c) for c in choices)
+
+
+WINDOW_EXTENT = 8
+
+
+def is_window_loop(program: Program, loop: LoopNode) -> bool:
+    """Does the loop walk a window (a convolution filter): its iterator never indexes the
+    written element, and some read indexes it added to another loop's iterator (``X[h + kh]``)?
+    Such loops are short in practice, whatever their symbolic size."""
+    combined = False
+    for stmt, expr in loop.exprs:
+        s = program.statement(stmt)
+        m = map_(expr if expr.lstrip().startswith("[") else params_prefix(program.params) + expr)
+        used = [it for k, it in enumerate(s.iters) if m.involves_dims(isl.dim_type.in_, k, 1)]
+        if len(used) != 1:
+            return False
+        if any(used[0] in free_vars(ix) for ix in s.target.indices):
+            return False
+        for ld in s.reads():
+            combined |= any(used[0] in free_vars(ix) and len(free_vars(ix) & set(s.iters)) > 1
+                            for ix in ld.indices)
+    return combined

@@ -40,6 +40,8 @@ legality test as a hand-written schedule (so the result can be printed, edited a
 """
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Any
 
 from ..errors import PolyloopError, ScheduleError
@@ -54,7 +56,7 @@ TARGETS = ("c",)
 
 
 def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
-                  tile: int | None = 32, parallel: bool = True,
+                  tile: int | str | None = "auto", parallel: bool = True,
                   vectorize: bool = True) -> Schedule:
     """An automatic schedule for ``program`` (a Program, e.g. from ``@pl.script``, or output
     tensors), as a ``pl.Schedule`` whose trace lists the primitives used (see the module
@@ -66,11 +68,15 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
     if fusion not in FUSIONS:
         raise PolyloopError(f"auto_schedule: fusion must be one of {', '.join(FUSIONS)}; got "
                             f"{fusion!r}")
-    if tile is not None and (not isinstance(tile, int) or isinstance(tile, bool) or tile < 2):
-        raise PolyloopError(f"auto_schedule: tile is a size >= 2 or None, got {tile!r}")
+    if tile is not None and tile != "auto" and (not isinstance(tile, int)
+                                                or isinstance(tile, bool) or tile < 2):
+        raise PolyloopError(f"auto_schedule: tile is \"auto\", a size >= 2 or None, got "
+                            f"{tile!r}")
     sch = program.copy() if isinstance(program, Schedule) else Schedule(program)
     if fusion != "min":
         sch = _fuse_nests(sch, fusion)
+    if fusion == "smart":
+        sch = _distribute_deep_nests(sch)
     for top in [c for c in sch.state.root.children if isinstance(c, LoopNode)]:
         sch = _schedule_band(sch, top.id, tile, parallel)
     if vectorize:
@@ -131,6 +137,9 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
         first, second = _spine(a, last=True), _spine(b, last=False)
         shifts = autosched.merge_shifts(sch.program, sch.state.deps, outer, first, second,
                                         context)
+        if fusion == "smart" and (_has_deep_reuse(sch, a) or _has_deep_reuse(sch, b)):
+            k += 1      # fusing would keep the nest from becoming a band of its own (tiled)
+            continue
         if fusion == "smart":
             keep = 0
             while keep < len(shifts) and shifts[keep].offset == 0 and \
@@ -153,6 +162,63 @@ def _merge(sch: Schedule, first: list[LoopNode], second: list[LoopNode],
         sch.merge(_handle(a), _handle(b))
 
 
+def _distribute_deep_nests(sch: Schedule) -> Schedule:
+    """Loop fission where it makes a deep perfect band: a loop whose body holds, beside other
+    statements or loops, a perfect nest that would form a band of at least 3 loops with the
+    loops above it (the matmul pattern: an initialisation next to a reduction) is split so
+    that nest gets loops of its own (innermost loops first, so that fission propagates up)."""
+    changed = True
+    while changed:
+        changed = False
+        for node in reversed(list(loops(sch.state.root))):
+            if sch.state.loop(node.id) is None or len(node.children) < 2:
+                continue
+            depth = len(sch.state.path(node.id))
+            for k, child in enumerate(node.children):
+                if not isinstance(child, LoopNode) or depth + len(_chain(sch, child.id)) < 3 \
+                        or not _nest_pays(sch, child):
+                    continue
+                cuts = [c for c in (k, k + 1) if 0 < c < len(node.children)]
+                done = _attempt(sch, lambda t: _split_out(t, node, cuts))  # noqa: B023
+                if done is not None:
+                    sch, changed = done[0], True
+                    break
+            if changed:
+                break
+    return sch
+
+
+def _nest_pays(sch: Schedule, node: LoopNode) -> bool:
+    """Would the loops around and inside ``node`` (down to its perfect nest's body), as one
+    band, have reuse that only tiling captures (see ``autosched.tiling_pays``)?"""
+    band = sch.state.path(node.id) + _chain(sch, node.id)[1:]
+    groups = autosched.access_groups(sch.program, [], band)
+    extents = [_model_extent(sch, n) for n in band]
+    return autosched.tiling_pays(groups, extents, cache_sizes()[1] // 2)
+
+
+def _has_deep_reuse(sch: Schedule, top: LoopNode) -> bool:
+    """Does a statement under ``top`` sit in 3 or more loops that, made one band, would need
+    tiling to capture their reuse (a matrix product, not a matrix-vector product)?"""
+    for leaf in loops(top):
+        if any(isinstance(c, LoopNode) for c in leaf.children):
+            continue
+        band = sch.state.path(leaf.id)
+        if len(band) >= 3:
+            groups = autosched.access_groups(sch.program, [], band)
+            extents = [_model_extent(sch, n) for n in band]
+            if autosched.tiling_pays(groups, extents, cache_sizes()[1] // 2):
+                return True
+    return False
+
+
+def _split_out(sch: Schedule, node: LoopNode, cuts: list[int]) -> None:
+    """Distribute ``node`` at the child positions ``cuts`` (ascending)."""
+    loop = _handle(node)
+    for c in reversed(cuts):
+        loop, _ = sch.distribute(loop, at=c)
+
+
 # -- 2-4. bands: transformation, tiling, parallelism ------------------------------------------------
 
 def _chain(sch: Schedule, loop_id: int) -> list[LoopNode]:
@@ -165,7 +231,8 @@ def _chain(sch: Schedule, loop_id: int) -> list[LoopNode]:
     return out
 
 
-def _schedule_band(sch: Schedule, first_id: int, tile: int | None, parallel: bool) -> Schedule:
+def _schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
+                   parallel: bool) -> Schedule:
     """Transform, tile and parallelize the perfectly nested band starting at loop ``first_id``,
     then the bands below it (``parallel``: no loop above is parallel yet)."""
     band = _chain(sch, first_id)
@@ -177,15 +244,19 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | None, parallel: boo
     if perm == len(band) >= 2:      # any order is legal: parallel rows outermost
         transform = _reordered(transform, sorted(range(perm),
                                                  key=lambda k: not transform.coincident[k]))
-        if tile is None:
+        if not isinstance(tile, int):
             transform = _locality_last(sch, band, transform, keep_parallel=parallel)
     done = _attempt(sch, lambda t: _transform(t, band, transform))
     if done is not None:
         sch, order = done
     else:
         perm = 0
+    sizes = None
     if tile is not None and perm >= 2:
-        tiled = _attempt(sch, lambda t: _tile(t, order[:perm], tile))
+        coincident = list(transform.coincident[:perm])
+        sizes = _tile_sizes(sch, order[:perm], tile, coincident)
+    if sizes is not None:
+        tiled = _attempt(sch, lambda t: _tile(t, order[:perm], sizes, coincident))
         if tiled is not None:
             sch, tile_order = tiled
             order = tile_order + order[perm:]
@@ -279,24 +350,79 @@ def _extent(sch: Schedule, node: LoopNode) -> int | None:
     return worst
 
 
-def _tile(sch: Schedule, ids: list[int], size: int) -> list[int]:
-    """Split the permutable loops ``ids`` by ``size`` and move the tile loops outside; loops of
-    at most ``size`` iterations stay whole, outermost. Returns the new order of the loops."""
+def _model_extent(sch: Schedule, node: LoopNode) -> int | None:
+    """The extent the cache model assumes: the constant one, a window loop's (short), or None
+    (large)."""
+    extent = _extent(sch, node)
+    if extent is None and autosched.is_window_loop(sch.program, node):
+        return autosched.WINDOW_EXTENT
+    return extent
+
+
+def _tile(sch: Schedule, ids: list[int], sizes: list[int], coincident: list[bool]) -> list[int]:
+    """Split the permutable loops ``ids`` by ``sizes`` and move the tile loops outside; loops
+    of at most their size stay whole, outermost. Returns the new order of the loops."""
     nodes = [sch.state.loop(i) for i in ids]
-    small = [n for n in nodes if (x := _extent(sch, n)) is not None and x <= size]  # type: ignore[arg-type]
-    big = [n for n in nodes if n not in small]
+    small = [n for n, t in zip(nodes, sizes)
+             if (x := _extent(sch, n)) is not None and x <= t]  # type: ignore[arg-type]
+    big = [(n, t, c) for n, t, c in zip(nodes, sizes, coincident) if n not in small]
     if len(big) < 2:
         raise ScheduleError("nothing worth tiling")
     outers, inners = [], []
-    for n in big:
-        o, i = sch.split(_handle(n), [None, size])  # type: ignore[arg-type]
+    for n, t, c in big:
+        o, i = sch.split(_handle(n), [None, t])  # type: ignore[arg-type]
         outers.append(o)
-        inners.append((autosched.locality_score(sch.program, n), len(inners), i))  # type: ignore[arg-type]
+        inners.append((_inner_key(sch, n, c), len(inners), i))  # type: ignore[arg-type]
     # tile loops keep the band's order (parallel first); inside a tile the loop with the best
     # spatial locality runs innermost (where it can be vectorized)
     order = [_handle(n) for n in small] + outers + [i for _, _, i in sorted(inners)]  # type: ignore[arg-type]
     sch.reorder(*order)
     return [h.id for h in order]
+
+
+def _inner_key(sch: Schedule, node: LoopNode, coincident: bool) -> tuple[bool, int]:
+    """Sort key of the loops inside a tile (the largest runs innermost): spatial locality,
+    and among loops that help it, one that carries nothing (so it can be vectorized)."""
+    score = autosched.locality_score(sch.program, node)
+    return (score > 0 and coincident, score)
+
+
+def _tile_sizes(sch: Schedule, ids: list[int], tile: int | str,
+                coincident: list[bool]) -> list[int] | None:
+    """One size per loop of the permutable band ``ids``: ``tile`` when it is an int; with
+    ``"auto"``, from the cache model (None: tiling cannot pay, the band has no reuse that its
+    loops miss)."""
+    if isinstance(tile, int):
+        return [tile] * len(ids)
+    nodes = [sch.state.loop(i) for i in ids]
+    outer = sch.state.path(ids[0])[:-1]
+    groups = autosched.access_groups(sch.program, outer, nodes)  # type: ignore[arg-type]
+    extents = [_model_extent(sch, n) for n in nodes]  # type: ignore[arg-type]
+    budget = cache_sizes()[1] // 2
+    if not autosched.tiling_pays(groups, extents, budget):
+        return None
+    keys = [_inner_key(sch, n, c) for n, c in zip(nodes, coincident)]  # type: ignore[arg-type]
+    innermost = max(range(len(ids)), key=lambda k: (keys[k], -k))
+    return list(autosched.tile_sizes(groups, extents, budget, innermost))
+
+
+@functools.lru_cache(maxsize=1)
+def cache_sizes() -> tuple[int, int]:
+    """(L1 data, L2) bytes per core of this machine, from Linux's sysfs; 32 KiB and 1 MiB
+    where it does not say."""
+    found = {1: 32 * 1024, 2: 1024 * 1024}
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in base.glob("index*") if base.is_dir() else ():
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+        if level in found and kind in ("Data", "Unified") and text.rstrip("KM").isdigit():
+            found[level] = int(text.rstrip("KM")) * scale
+    return found[1], found[2]
 
 
 def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,

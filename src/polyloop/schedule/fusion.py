@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fusing loop nests as pure functions ``State -> State``: ``shift`` renumbers a loop's
-iterations, ``merge`` fuses two adjacent sibling loops into one. Legality is checked by the
+iterations, ``merge`` fuses two adjacent sibling loops into one, ``distribute`` (fission, the
+inverse of ``merge``) splits one loop into two over its children. Legality is checked by the
 caller (``state.verify``) on the result, as for every primitive."""
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import replace
 
 from ..errors import ParseError, ScheduleError
 from ..poly import affine
-from ..poly.tree import LoopNode, Root
+from ..poly.tree import LoopNode, Root, statements_under
 from .state import State, replace_node
 
 
@@ -43,6 +44,26 @@ def merge(state: State, first: LoopNode, second: LoopNode,
     root = replace_node(state.root, second.id, None)
     root = replace_node(root, first.id, merged)
     return state.with_root(root, state.next_id + 1), merged
+
+
+def distribute(state: State, node: LoopNode, at: int,
+               name: str | None) -> tuple[State, LoopNode, LoopNode]:
+    """Two loops over the same values: the first runs ``node``'s children before position
+    ``at``, the second the others (loop fission)."""
+    if not 0 < at < len(node.children):
+        raise ScheduleError(f"distribute of loop '{node.name}': the split position is between "
+                            f"1 and {len(node.children) - 1} (it has {len(node.children)} "
+                            f"children), got {at!r}")
+    head, tail = node.children[:at], node.children[at:]
+
+    def part(ident: int, kids: tuple, loop_name: str) -> LoopNode:
+        under = {s for k in kids for s in statements_under(k)}
+        return replace(node, id=ident, name=loop_name,
+                       exprs=tuple((s, e) for s, e in node.exprs if s in under), children=kids)
+    first = part(node.id, head, node.name)
+    second = part(state.next_id, tail, name or node.name)
+    root = replace_node(state.root, node.id, (first, second))
+    return state.with_root(root, state.next_id + 1), first, second
 
 
 def _siblings(root: Root, loop_id: int) -> tuple:

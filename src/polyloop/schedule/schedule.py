@@ -252,6 +252,18 @@ class Schedule:
         self._apply(new, "merge", (first, second), {}, (h,))
         return h
 
+    def distribute(self, loop: LoopHandle, at: int = 1) -> tuple[LoopHandle, LoopHandle]:
+        """Loop fission, the inverse of ``merge``: split ``loop`` into two loops over the same
+        values, the first running its children before position ``at`` (its body's first ``at``
+        statements or loops), the second the rest. Refused if a dependence would break."""
+        node = self._loop(loop, "distribute")
+        if isinstance(at, bool) or not isinstance(at, int):
+            raise ScheduleError(f"distribute: at is a child position (int), got {at!r}")
+        new, a, b = fusion.distribute(self._state, node, at, None)
+        ha, hb = self._handle(a), self._handle(b)
+        self._apply(new, "distribute", (loop,), {"at": at}, (ha, hb))
+        return ha, hb
+
     def _exclusive(self, loop: LoopHandle, primitive: str, kind: LoopKind, **fields: Any) -> None:
         node = self._loop(loop, primitive)
         new = loops.set_kind(self._state, node, kind, **fields)
