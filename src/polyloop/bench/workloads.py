@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import ops
+from .. import intrin, ops
 from ..driver import build
 from ..errors import ArgumentError
 from ..frontend import te
@@ -78,8 +78,10 @@ def numpy_softmax(x: np.ndarray) -> np.ndarray:
 # --- polyloop builders ----------------------------------------------------------------------------
 
 def _builder(op: str, schedule: str, shapes: Sequence[tuple[int, ...]],
+             knobs: Callable[[], dict[str, object]] = dict,
              **kwargs: object) -> Callable[[], Module] | None:
-    """``build(schedule(op(*placeholders)))``, or None when ``polyloop.ops`` lacks the op."""
+    """``build(schedule(op(*placeholders, **kwargs), **knobs()))``, or None when
+    ``polyloop.ops`` lacks the op."""
     make_op, make_sch = getattr(ops, op, None), getattr(ops, schedule, None)
     if make_op is None or make_sch is None:
         return None
@@ -87,8 +89,23 @@ def _builder(op: str, schedule: str, shapes: Sequence[tuple[int, ...]],
     def make() -> Module:
         names = "ABCDEFGH"
         args = [te.placeholder(s, "float32", name=names[i]) for i, s in enumerate(shapes)]
-        return build(make_sch(make_op(*args, **kwargs)))
+        return build(make_sch(make_op(*args, **kwargs), **knobs()))
     return make
+
+
+def matmul_knobs(m: int, n: int, k: int) -> dict[str, object]:
+    """The hand-picked matmul schedule for a shape (the tuning issue will search instead).
+
+    When the columns divide into 64-wide panels, the register tile (6 x 64 accumulated over
+    the whole k in registers) is used: nothing is loaded or stored for C inside the k loop.
+    Otherwise the edge panel's loop bounds would stop gcc from keeping the tile in registers
+    everywhere, so the k-blocked micro-kernel schedule (tensorize, 14 x 32 on AVX-512: full
+    tiles call the kernel, edge tiles run loops) is used."""
+    if n % 64 == 0:
+        return {}
+    kind = intrin.host_kind()
+    rows, cols = (14, 32) if kind == "avx512" else intrin.TILES[kind][0]
+    return {"intrin": intrin.gemm_intrin(rows=rows, cols=cols), "kc": 256}
 
 
 def _uniform(*shapes: tuple[int, ...]) -> Callable[[np.random.Generator], list[np.ndarray]]:
@@ -99,7 +116,8 @@ def matmul_workload(m: int, n: int, k: int, goal: Goal, key: str | None = None) 
     return Workload(
         key=key or (f"matmul-{m}" if m == n == k else f"matmul-{m}x{n}x{k}"), group="matmul",
         shape=f"{m}x{n}x{k}", inputs=_uniform((m, k), (k, n)),
-        make=_builder("matmul", "schedule_matmul", [(m, k), (k, n)]),
+        make=_builder("matmul", "schedule_matmul", [(m, k), (k, n)],
+                      knobs=lambda: matmul_knobs(m, n, k)),
         reference=np.matmul, numpy_timed=True, torch=lambda t, a, b: t.matmul(a, b),
         work=2.0 * m * n * k, unit="GFLOP/s", goal=goal, tvm="matmul",
         rtol=1e-4, atol=1e-5 * k)
