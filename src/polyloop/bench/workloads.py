@@ -99,12 +99,13 @@ def matmul_knobs(m: int, n: int, k: int) -> dict[str, object]:
     When the columns divide into 64-wide panels, the register tile (6 x 64 accumulated over
     the whole k in registers) is used: nothing is loaded or stored for C inside the k loop.
     Otherwise the edge panel's loop bounds would stop gcc from keeping the tile in registers
-    everywhere, so the k-blocked micro-kernel schedule (tensorize, 14 x 32 on AVX-512: full
-    tiles call the kernel, edge tiles run loops) is used."""
+    everywhere, so the k-blocked micro-kernel schedule is used (tensorize: full tiles call the
+    kernel, edge tiles run vector loops), with the host's tile that leaves the least work to
+    the edges (1000 x 1000: 8 x 32 on AVX-512)."""
     if n % 64 == 0:
         return {}
-    kind = intrin.host_kind()
-    rows, cols = (14, 32) if kind == "avx512" else intrin.TILES[kind][0]
+    tiles = intrin.TILES[intrin.host_kind()]
+    rows, cols = min(tiles, key=lambda t: ((m % t[0]) / m + (n % t[1]) / n, -t[0] * t[1]))
     return {"intrin": intrin.gemm_intrin(rows=rows, cols=cols), "kc": 256}
 
 

@@ -232,6 +232,8 @@ def _micro_kernel(sch: Schedule, block: str, b_name: str, intrin: TensorIntrin |
     else:
         sch.reorder(k0, j0, i0, k1, i1, j1)
     init = sch.decompose_reduction(c, k0)
+    # tiles cut by the edges keep the loops: their columns run as (masked) vectors
+    sch.vectorize(j1)
     sch.tensorize(k1, it)
     sch.parallel(j0)
     init_loops = sch.get_loops(init)
