@@ -14,7 +14,8 @@ import pytest
 
 from polyloop.codegen import generate_c
 from polyloop.codegen.vector_plan import (Epilogue, NotVectorized, VectorPlan, choose_lanes,
-                                          plan_vector_loop, proven_aligned)
+                                          masked_epilogue_available, plan_vector_loop,
+                                          proven_aligned)
 from polyloop.config import CONFIG
 from polyloop.ir.dtypes import DType
 from polyloop.ir.expr import BinOpKind, ReduceKind, UnaryKind, Var, binop, select, unary
@@ -307,3 +308,54 @@ def test_demo_register_tile_is_vector_fmas(tmp_path):
                     str(tmp_path / "demo.c"), "-o", str(tmp_path / "demo.s")], check=True)
     asm = (tmp_path / "demo.s").read_text()
     assert len(re.findall(r"vfmadd\d+ps\s+%zmm\d+, %zmm\d+, %zmm\d+", asm)) >= 24
+
+
+def padded_copy_kernel() -> Kernel:
+    """P[i, j] = X[i - 1, j - 1] inside the image, 0 on a border of 1: a condition on the
+    lanes' index guards a load that would be out of bounds at j = 0 and j = n + 1."""
+    X, P = buf("X", (m, n), F32), buf("P", (m + 2, n + 2), F32, OUT)
+    inside = (i >= 1) & (i < m + 1) & (j >= 1) & (j < n + 1)
+    body = Store("P", (i, j), select(inside, X[i - 1, j - 1], c(0.0, F32)))
+    return Kernel("pad", (X, P), ("m", "n"), (), loop("i", m + 2, loop("j", n + 2, body, V)))
+
+
+def test_index_conditions_guard_loads_with_lane_masks(build, rng):
+    call, src = build(padded_copy_kernel())
+    for rows, cols in [(1, 1), (3, 14), (2, 15), (4, 31), (2, 47)]:
+        x, p = data(rng, (rows, cols), "float32"), poison((rows + 2, cols + 2), "float32")
+        call([x, p], [rows, cols])
+        np.testing.assert_array_equal(p, np.pad(x, 1))
+    if masked_epilogue_available(HOST, {F32}, HOST.vector_bytes // 4):
+        assert "pl_load_where_v16f(&X[i - 1][j - 1], pl_m0)" in src
+        assert "pl_iota_v16i() + pl_lane_offset_v16i(j - 1) >= 0" in src
+    else:
+        assert "AVX-512 masked loads" in src
+
+
+def test_guarded_loads_need_avx512_masks_elsewhere():
+    kernel = padded_copy_kernel()
+    buffers = {b.name: b for b in kernel.args}
+    inner = kernel.body.body  # type: ignore[attr-defined]
+    avx2 = plan_vector_loop(inner, buffers, AVX2)
+    assert isinstance(avx2, NotVectorized) and "needs AVX-512 masked loads" in avx2.reason
+    avx512 = plan_vector_loop(inner, buffers, AVX512)
+    assert isinstance(avx512, VectorPlan) and len(avx512.guarded) == 1
+
+
+def test_a_load_read_also_unconditionally_needs_no_mask(build, rng):
+    """where(A[j] > 0, A[j], 0.5 * B[j]) reads B[j] only where A[j] <= 0: B is masked, A not."""
+    A, B, Y = buf("A", (n,), F32), buf("B", (n,), F32), buf("Y", (n,), F32, OUT)
+    body = Store("Y", (j,), select(A[j] > 0.0, A[j], B[j] * 0.5))
+    call, src = build(Kernel("relu_or", (A, B, Y), ("n",), (), loop("j", n, body, V)))
+    a, b, y = data(rng, 37, "float32"), data(rng, 37, "float32"), poison((37,), "float32")
+    call([a, b, y], [37])
+    np.testing.assert_array_equal(y, np.where(a > 0, a, b * np.float32(0.5)))
+    if HOST.name == "avx512":
+        assert "pl_load_where_v16f(&B[j]" in src and "pl_load_where_v16f(&A[j]" not in src
+
+
+def test_an_invariant_load_under_a_lane_condition_is_not_hoisted():
+    A, Y = buf("A", (n,), F32), buf("Y", (n,), F32, OUT)
+    inner = loop("j", n, Store("Y", (j,), select(j > 3, A[i], c(0.0, F32))), V)
+    plan = plan_vector_loop(inner, {"A": A, "Y": Y}, AVX512)
+    assert isinstance(plan, NotVectorized) and "would read it before the loop" in plan.reason

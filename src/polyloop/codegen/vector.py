@@ -30,7 +30,7 @@ from ..ir.simplify import simplify
 from .cfamily import CFamilyPrinter
 from .tables import ADDITIVE, C_OPERATORS, MULTIPLICATIVE, POSTFIX, UNARY
 from .vector_lib import VecType, VectorLibrary, VectorOp
-from .vector_plan import Epilogue, VectorPlan, body_stores, mentions
+from .vector_plan import Epilogue, VectorPlan, body_stores, lane_condition, mentions
 from .writer import CodeWriter
 
 REST = "pl_rest"      # lanes left for the epilogue; pl_ names never clash with user names
@@ -50,13 +50,18 @@ class VectorLoopWriter:
         self.lanes = plan.lanes
         self.hoisted: dict[str, tuple[str, str]] = {}   # scalar text -> (name, declaration)
         self.masked = False
+        self.guards: list[Expr] = []    # conditions of the Select branches being printed
+        self.pending: list[str] = []    # mask declarations the store being printed needs
+        self.mask_names: dict[str, str] = {}
+        self.mask_count = 0
 
     def emit(self, w: CodeWriter, var: str) -> None:
         """Write the loop, its iterator spelled ``var`` (already bound in the printer)."""
         stores = body_stores(self.loop.body) or []
-        full = [self.store(s) for s in stores]
+        full = [line for s in stores for line in self.store(s)]
         self.masked = True
-        masked = [self.store(s) for s in stores] if self.plan.epilogue is Epilogue.MASKED else []
+        masked = [line for s in stores for line in self.store(s)] \
+            if self.plan.epilogue is Epilogue.MASKED else []
         self.masked = False
         p, loop, lanes, extent = self.p, self.loop, self.lanes, self.plan.extent
         start, stop = p.expr(loop.start), p.expr(loop.stop)
@@ -106,7 +111,13 @@ class VectorLoopWriter:
         self.lib.type(t)
         return t
 
-    def store(self, s: Store) -> str:
+    def store(self, s: Store) -> list[str]:
+        """The statements of one vector store: the masks it needs, then the store."""
+        self.pending, self.mask_names = [], {}
+        text = self._store(s)
+        return [*self.pending, text]
+
+    def _store(self, s: Store) -> str:
         t = self.vtype(self.p.buffers[s.buffer].dtype)
         operand = self._value(s.value)
         value = operand[0]
@@ -139,6 +150,8 @@ class VectorLoopWriter:
         if not mentions(e, var):
             return self._broadcast(e), POSTFIX
         t = self.vtype(e.dtype)
+        if isinstance(e, Load) and id(e) in self.plan.guarded:
+            return self._guarded_load(e, t), POSTFIX
         if isinstance(e, Load):
             return self._load(e.buffer, e.indices, t, id(e)), POSTFIX
         if isinstance(e, BinOp) and e.op in _MINMAX:
@@ -156,11 +169,41 @@ class VectorLoopWriter:
         if isinstance(e, Cast):
             return f"__builtin_convertvector({self.value(e.value)}, {t.name})", POSTFIX
         if isinstance(e, Select):
-            mask = self.mask(e.cond, t.mask)
+            mask = self._named(self.mask(e.cond, t.mask), t.mask)
             helper = self.lib.use(VectorOp.SELECT, t)
-            return f"{helper}({mask}, {self.value(e.true_value)}, " \
-                   f"{self.value(e.false_value)})", POSTFIX
+            if_true = self._branch(e.true_value, e.cond)
+            if_false = self._branch(e.false_value, Unary(UnaryKind.NOT, e.cond, DType.BOOL))
+            return f"{helper}({mask}, {if_true}, {if_false})", POSTFIX
         raise AssertionError(f"the plan admitted {e}, which has no vector form")
+
+    def _branch(self, e: Expr, condition: Expr) -> str:
+        """A branch of a select; its guarded loads read only the lanes where it is taken."""
+        self.guards.append(condition)
+        try:
+            return self.value(e)
+        finally:
+            self.guards.pop()
+
+    def _guarded_load(self, e: Load, t: VecType) -> str:
+        condition = self.guards[0]
+        for g in self.guards[1:]:
+            condition = BinOp(BinOpKind.AND, condition, g, DType.BOOL)
+        mask = self._named(self.mask(condition, t.mask), t.mask)
+        address = "&" + self.p.element(e.buffer, e.indices)
+        if self.masked:
+            return f"{self.lib.use(VectorOp.LOAD_WHERE_MASKED, t)}({address}, {mask}, {REST})"
+        return f"{self.lib.use(VectorOp.LOAD_WHERE, t)}({address}, {mask})"
+
+    def _named(self, mask: str, mt: VecType) -> str:
+        """A compound mask gets a name of its own, declared before the store that uses it."""
+        if mask.startswith("pl_bc") and mask[5:].isdigit():
+            return mask
+        if mask not in self.mask_names:
+            name = f"pl_m{self.mask_count}"
+            self.mask_count += 1
+            self.mask_names[mask] = name
+            self.pending.append(f"const {mt.name} {name} = {mask}")
+        return self.mask_names[mask]
 
     def _operand(self, e: Expr) -> tuple[str, int]:
         """An operand of a vector operator: gcc broadcasts a scalar constant by itself."""
@@ -180,6 +223,9 @@ class VectorLoopWriter:
         if isinstance(e, Unary) and e.op is UnaryKind.NOT:
             return f"~{self.mask(e.operand, mt)}"
         assert isinstance(e, BinOp) and e.op.is_comparison, e
+        step = lane_condition(e, self.loop.var)
+        if step is not None:
+            return self._lane_mask(e, step, mt)
         operand_type = self.vtype(e.lhs.dtype)
         symbol, _ = C_OPERATORS[e.op]
         compare = f"{_paren(self._operand(e.lhs), MULTIPLICATIVE)} {symbol} " \
@@ -188,6 +234,21 @@ class VectorLoopWriter:
         if own == mt:
             return f"({mt.name})({compare})"
         return f"__builtin_convertvector(({own.name})({compare}), {mt.name})"
+
+    def _lane_mask(self, e: BinOp, step: int, mt: VecType) -> str:
+        """``lhs CMP rhs`` on integer indices: lane ``l`` compares ``d + step * l`` with 0,
+        ``d`` the difference at lane 0 (the loop variable holds lane 0's value)."""
+        symbol, _ = C_OPERATORS[e.op]
+        d = self.p.expr(simplify(binop(BinOpKind.SUB, e.lhs, e.rhs)))
+        offset = f"{self.lib.use(VectorOp.LANE_OFFSET, mt)}({d})"
+        lanes = f"{self.lib.use(VectorOp.IOTA, mt)}()"
+        if step == 0:
+            lanes = offset
+        elif step == 1:
+            lanes = f"{lanes} + {offset}"
+        else:
+            lanes = f"{lanes} * {step} + {offset}"
+        return f"({mt.name})({lanes} {symbol} 0)"
 
     def _broadcast(self, e: Expr) -> str:
         """A loop-invariant value, computed once before the loop and broadcast."""

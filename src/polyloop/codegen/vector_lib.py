@@ -77,9 +77,13 @@ class VectorOp(enum.Enum):
     LOAD = "load"
     LOAD_ALIGNED = "load_aligned"
     LOAD_MASKED = "load_masked"
+    LOAD_WHERE = "load_where"
+    LOAD_WHERE_MASKED = "load_where_masked"
     STORE = "store"
     STORE_ALIGNED = "store_aligned"
     STORE_MASKED = "store_masked"
+    IOTA = "iota"
+    LANE_OFFSET = "lane_offset"
     SELECT = "select"
     MAX = "max"
     MIN = "min"
@@ -92,7 +96,10 @@ _NEEDS = {VectorOp.MAX: (VectorOp.SELECT,), VectorOp.MIN: (VectorOp.SELECT,),
           VectorOp.EXP: (VectorOp.SELECT, VectorOp.BROADCAST)}
 
 
-_USES_MASK = frozenset({VectorOp.SELECT, VectorOp.MAX, VectorOp.MIN, VectorOp.ABS, VectorOp.EXP})
+_USES_MASK = frozenset({VectorOp.SELECT, VectorOp.MAX, VectorOp.MIN, VectorOp.ABS, VectorOp.EXP,
+                        VectorOp.LOAD_WHERE, VectorOp.LOAD_WHERE_MASKED})
+_INTRINSICS = frozenset({VectorOp.LOAD_MASKED, VectorOp.STORE_MASKED, VectorOp.LOAD_WHERE,
+                         VectorOp.LOAD_WHERE_MASKED})
 _UNALIGNED = frozenset({VectorOp.LOAD, VectorOp.STORE})
 
 
@@ -119,8 +126,7 @@ class VectorLibrary:
         self.types.add(t)
         if op in _USES_MASK:
             self.types.add(t.mask)
-        if op in (VectorOp.LOAD_MASKED, VectorOp.STORE_MASKED) or op is VectorOp.SQRT and \
-                self._sqrt_intrinsic(t):
+        if op in _INTRINSICS or op is VectorOp.SQRT and self._sqrt_intrinsic(t):
             self.needs_immintrin = True
         self.helpers.add((op, t))
         return helper_name(op, t)
@@ -171,6 +177,24 @@ class VectorLibrary:
             return (f"{v} {name}(const {e} *p, int64_t n)",
                     ["// lanes n and above read nothing (no fault) and are 0",
                      f"return ({v}){_x86(t, 'maskz_loadu')}({_mask(t)}, p);"])
+        if op in (VectorOp.LOAD_WHERE, VectorOp.LOAD_WHERE_MASKED):
+            masked = op is VectorOp.LOAD_WHERE_MASKED
+            bits = f"{_X86_PREFIX[t.bytes]}_cmpneq_{_X86_SUFFIX[t.mask.dtype]}_mask(" \
+                   f"({_X86_INT_TYPE[t.bytes]})m, ({_X86_INT_TYPE[t.bytes]}){{0}})"
+            if masked:
+                bits += f" & {_mask(t)}"
+            return (f"{v} {name}(const {e} *p, {m} m" + (", int64_t n)" if masked else ")"),
+                    ["// lanes where m is 0" + (" or at n and above" if masked else "")
+                     + " read nothing (no fault) and are 0",
+                     f"return ({v}){_x86(t, 'maskz_loadu')}({bits}, p);"])
+        if op is VectorOp.IOTA:
+            lanes = ", ".join(str(lane) for lane in range(t.lanes))
+            return f"{v} {name}(void)", [f"return ({v}){{{lanes}}};"]
+        if op is VectorOp.LANE_OFFSET:
+            return (f"{e} {name}(int64_t d)",
+                    ["// d + lane * step compared with 0 for a few lanes: a clamped d says the same",
+                     "const int64_t limit = (int64_t)1 << 30;",
+                     f"return ({e})(d < -limit ? -limit : d > limit ? limit : d);"])
         if op is VectorOp.STORE_MASKED:
             cast = _X86_TYPE.get((t.bytes, t.dtype), _X86_INT_TYPE[t.bytes])
             return (f"void {name}({e} *p, {v} x, int64_t n)",

@@ -9,6 +9,11 @@ variable ``j``:
 - *contiguous*: the last index is ``j + (terms without j)``, the others do not mention ``j``;
   lane ``l`` touches the element after lane ``l - 1``: one vector load or store.
 
+Conditions may compare index expressions affine in ``j`` (``j + 16 * j0 >= 1``: a padding
+border); each lane then compares its own index. A load read only under a condition on ``j``
+(``where(j >= 1, A[j - 1], 0)``) is read with the condition as an AVX-512 mask, so that no lane
+reads what the scalar loop would not; without AVX-512 such a loop is left to gcc.
+
 Anything else (a stride other than 1, an index that is not affine in ``j``, ``j`` used as a
 value, a math function without a vector form, a buffer read and written at different elements)
 leaves the loop to gcc under ``#pragma omp simd``; :func:`plan_vector_loop` says why.
@@ -34,6 +39,7 @@ from ..util.isa import ISA
 
 MIN_VECTOR_BYTES = 16          # the narrowest vector register of any ISA we target
 ALIGNED_TEMP_BYTES = 64        # every temporary is declared or allocated 64-byte aligned
+MAX_LANE_STEP = 1 << 16        # |step| of an index condition: lane offsets stay small
 VECTOR_DTYPES = (DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64)
 VECTOR_BINOPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL, BinOpKind.DIV,
                            BinOpKind.MIN, BinOpKind.MAX, BinOpKind.LT, BinOpKind.LE,
@@ -53,12 +59,14 @@ class Epilogue(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class VectorPlan:
-    """How one loop is vectorized: ``lanes`` elements per vector, the epilogue, and the
-    contiguous accesses (by ``id`` of their Load or Store) proven to be vector-aligned."""
+    """How one loop is vectorized: ``lanes`` elements per vector, the epilogue, the
+    contiguous accesses (by ``id`` of their Load or Store) proven to be vector-aligned, and
+    the loads that only lanes whose condition holds may read."""
     lanes: int
     epilogue: Epilogue
     aligned: frozenset[int]
     extent: int | None          # the constant trip count, if there is one
+    guarded: frozenset[int] = frozenset()   # loads read under a lane condition: masked
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,18 +88,27 @@ def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
     unknown = {s.buffer for s in stores} | {ld.buffer for s in stores for ld in _loads(s.value)}
     if unknown - set(buffers):
         return NotVectorized(f"it accesses unknown buffers {sorted(unknown - set(buffers))}")
-    dtypes: set[DType] = set()
+    check = _BodyCheck(loop.var)
     for s in stores:
-        reason = _check_store(s, loop.var, buffers, dtypes)
+        reason = _check_store(s, loop.var, buffers, check)
         if reason:
             return NotVectorized(reason)
     reason = _check_conflicts(stores)
     if reason:
         return NotVectorized(reason)
+    dtypes = check.dtypes
     extent = _constant_extent(loop)
     lanes = choose_lanes(dtypes, isa, extent)
     if lanes < 2:
         return NotVectorized(f"{isa.name} vectors hold a single element of this loop's type")
+    guarded = check.guarded_loads()
+    for ld in guarded:
+        if not mentions(ld, loop.var):
+            return NotVectorized(f"it reads {ld.buffer} only under a condition on "
+                                 f"'{loop.var}', and would read it before the loop")
+    if guarded and not masked_epilogue_available(isa, dtypes, lanes):
+        return NotVectorized(f"it reads {guarded[0].buffer} only under a condition on "
+                             f"'{loop.var}', which needs AVX-512 masked loads")
     if extent is not None and extent % lanes == 0:
         epilogue = Epilogue.NONE
     elif masked_epilogue_available(isa, dtypes, lanes):
@@ -100,7 +117,7 @@ def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
         epilogue = Epilogue.SCALAR
     aligned = frozenset(id(node) for node, indices in _contiguous_accesses(stores, loop.var)
                         if proven_aligned(indices, buffers[_buffer_of(node)], loop, lanes))
-    return VectorPlan(lanes, epilogue, aligned, extent)
+    return VectorPlan(lanes, epilogue, aligned, extent, frozenset(id(ld) for ld in guarded))
 
 
 def body_stores(body: Node) -> list[Store] | None:
@@ -171,8 +188,8 @@ def index_stride(indices: tuple[Expr, ...], var: str) -> int | None:
     return 1 if last.get((var, VarKind.ITER), 0) == 1 else None
 
 
-def _check_store(s: Store, var: str, buffers: Mapping[str, Buffer],
-                 dtypes: set[DType]) -> str | None:
+def _check_store(s: Store, var: str, buffers: Mapping[str, Buffer], check: _BodyCheck
+                 ) -> str | None:
     dtype = buffers[s.buffer].dtype
     if dtype not in VECTOR_DTYPES:
         return f"it stores {dtype} values"
@@ -180,44 +197,91 @@ def _check_store(s: Store, var: str, buffers: Mapping[str, Buffer],
         what = "the same element on every iteration" if index_stride(s.indices, var) == 0 else \
             "non-contiguous elements"
         return f"it stores {s.buffer} at {what}"
-    dtypes.add(dtype)
-    return _check_value(s.value, var, dtypes)
+    check.dtypes.add(dtype)
+    return check.value(s.value, guarded=False)
 
 
-def _check_value(e: Expr, var: str, dtypes: set[DType]) -> str | None:
-    """None when every node of ``e`` that depends on ``var`` has a vector form."""
-    if not mentions(e, var):
-        return None     # invariant: computed once as a scalar, then broadcast
-    if e.dtype is not DType.BOOL:
-        if e.dtype not in VECTOR_DTYPES:
-            return f"it computes {e.dtype} values"
-        dtypes.add(e.dtype)
-    if isinstance(e, Var):
-        return f"it uses loop variable '{var}' as a value"
-    if isinstance(e, Load):
-        if e.dtype not in VECTOR_DTYPES:
-            return f"it reads {e.dtype} values"
-        return None if index_stride(e.indices, var) == 1 else \
-            f"it reads {e.buffer} at non-contiguous elements (a stride other than 1)"
-    if isinstance(e, BinOp):
-        if e.op not in VECTOR_BINOPS:
-            return f"'{e.op.value}' has no vector form here"
-        if e.op.is_comparison and e.lhs.dtype is DType.BOOL:
-            return "it compares conditions"
-        return _check_value(e.lhs, var, dtypes) or _check_value(e.rhs, var, dtypes)
-    if isinstance(e, Unary):
-        allowed = VECTOR_FLOAT_UNARY if e.dtype.is_float else VECTOR_INT_UNARY
-        if e.op is UnaryKind.NOT or e.op in allowed:
-            return _check_value(e.operand, var, dtypes)
-        return f"'{e.op.value}' of {e.dtype} has no vector form here"
-    if isinstance(e, Cast):
-        if e.dtype is DType.BOOL or e.value.dtype is DType.BOOL:
-            return "it casts to or from bool"
-        return _check_value(e.value, var, dtypes)
-    if isinstance(e, Select):
-        return (_check_value(e.cond, var, dtypes) or _check_value(e.true_value, var, dtypes)
-                or _check_value(e.false_value, var, dtypes))
-    return f"{type(e).__name__} has no vector form"
+def lane_condition(e: Expr, var: str) -> int | None:
+    """For a comparison of two integer index expressions affine in ``var``, the coefficient of
+    ``var`` in ``lhs - rhs`` (the lane step of the difference); None for anything else."""
+    if not (isinstance(e, BinOp) and e.op.is_comparison and e.lhs.dtype.is_int
+            and e.rhs.dtype.is_int):
+        return None
+    lhs, rhs = affine(e.lhs), affine(e.rhs)
+    if lhs is None or rhs is None:
+        return None
+    step = lhs.get((var, VarKind.ITER), 0) - rhs.get((var, VarKind.ITER), 0)
+    return step if abs(step) <= MAX_LANE_STEP else None
+
+
+def load_key(e: Load) -> tuple[str, tuple[str, ...]]:
+    """Loads with equal keys read the same element."""
+    return e.buffer, tuple(str(i) for i in e.indices)
+
+
+class _BodyCheck:
+    """Walks the values of a loop body: the dtypes it computes in, and which loads happen
+    only under a condition that depends on the loop variable (a vector loop must not read
+    them unmasked: ``where(j >= 1, A[j - 1], 0)`` never reads ``A[-1]``)."""
+
+    def __init__(self, var: str) -> None:
+        self.var = var
+        self.dtypes: set[DType] = set()
+        self.unconditional: set[tuple[str, tuple[str, ...]]] = set()
+        self.conditional: list[Load] = []
+
+    def value(self, e: Expr, *, guarded: bool) -> str | None:
+        """None when every node of ``e`` that depends on ``var`` has a vector form."""
+        var = self.var
+        if not mentions(e, var):
+            self._loads(e, guarded)
+            return None     # invariant: computed once as a scalar, then broadcast
+        if e.dtype is not DType.BOOL and lane_condition(e, var) is None:
+            if e.dtype not in VECTOR_DTYPES:
+                return f"it computes {e.dtype} values"
+            self.dtypes.add(e.dtype)
+        if isinstance(e, Var):
+            return f"it uses loop variable '{var}' as a value"
+        if isinstance(e, Load):
+            if e.dtype not in VECTOR_DTYPES:
+                return f"it reads {e.dtype} values"
+            self._loads(e, guarded)
+            return None if index_stride(e.indices, var) == 1 else \
+                f"it reads {e.buffer} at non-contiguous elements (a stride other than 1)"
+        if isinstance(e, BinOp):
+            if e.op not in VECTOR_BINOPS:
+                return f"'{e.op.value}' has no vector form here"
+            if lane_condition(e, var) is not None:
+                return None
+            if e.op.is_comparison and e.lhs.dtype is DType.BOOL:
+                return "it compares conditions"
+            return self.value(e.lhs, guarded=guarded) or self.value(e.rhs, guarded=guarded)
+        if isinstance(e, Unary):
+            allowed = VECTOR_FLOAT_UNARY if e.dtype.is_float else VECTOR_INT_UNARY
+            if e.op is UnaryKind.NOT or e.op in allowed:
+                return self.value(e.operand, guarded=guarded)
+            return f"'{e.op.value}' of {e.dtype} has no vector form here"
+        if isinstance(e, Cast):
+            if e.dtype is DType.BOOL or e.value.dtype is DType.BOOL:
+                return "it casts to or from bool"
+            return self.value(e.value, guarded=guarded)
+        if isinstance(e, Select):
+            inner = guarded or mentions(e.cond, var)
+            return (self.value(e.cond, guarded=guarded)
+                    or self.value(e.true_value, guarded=inner)
+                    or self.value(e.false_value, guarded=inner))
+        return f"{type(e).__name__} has no vector form"
+
+    def _loads(self, e: Expr, guarded: bool) -> None:
+        for ld in _loads(e):
+            if guarded:
+                self.conditional.append(ld)
+            else:
+                self.unconditional.add(load_key(ld))
+
+    def guarded_loads(self) -> list[Load]:
+        """Loads read only under a lane-dependent condition (not also read without one)."""
+        return [ld for ld in self.conditional if load_key(ld) not in self.unconditional]
 
 
 def _check_conflicts(stores: list[Store]) -> str | None:
