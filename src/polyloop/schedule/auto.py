@@ -48,6 +48,7 @@ from ..errors import PolyloopError, ScheduleError
 from ..ir.loops import LoopKind
 from ..poly import affine, autosched
 from ..poly.tree import LoopNode, loops, statements_under
+from . import state as st
 from .schedule import Schedule
 from .trace import LoopHandle
 
@@ -137,10 +138,11 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
         first, second = _spine(a, last=True), _spine(b, last=False)
         shifts = autosched.merge_shifts(sch.program, sch.state.deps, outer, first, second,
                                         context)
-        if fusion == "smart" and (_has_deep_reuse(sch, a) or _has_deep_reuse(sch, b)):
+        plain = fusion == "smart" and not _time_loop(sch, node)
+        if plain and (_has_deep_reuse(sch, a) or _has_deep_reuse(sch, b)):
             k += 1      # fusing would keep the nest from becoming a band of its own (tiled)
             continue
-        if fusion == "smart":
+        if plain:
             keep = 0
             while keep < len(shifts) and shifts[keep].offset == 0 and \
                     (keep > 0 or shifts[0].exact_zero) and \
@@ -152,6 +154,14 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
             k += 1
         else:
             sch = merged[0]     # then try the fused nest with the next one
+
+
+def _time_loop(sch: Schedule, node: LoopNode | None) -> bool:
+    """Is ``node`` a loop that carries a dependence around nests that, fused with shifts into
+    one band with it, would have reuse worth tiling (a time loop around stencil sweeps)? Its
+    body is fused as with ``fusion="max"``: the way to tile in time."""
+    return node is not None and st.check_parallel(sch.state, node) is not None \
+        and _has_deep_reuse(sch, node)
 
 
 def _merge(sch: Schedule, first: list[LoopNode], second: list[LoopNode],
@@ -258,10 +268,12 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
     if sizes is not None:
         tiled = _attempt(sch, lambda t: _tile(t, order[:perm], sizes, coincident))
         if tiled is not None:
-            sch, tile_order = tiled
+            sch, (tile_order, outside) = tiled
             order = tile_order + order[perm:]
+    else:
+        outside = len(order)
     if parallel:
-        sch, found = _parallelize(sch, order, perm >= 2, nested=depth > 0)
+        sch, found = _parallelize(sch, order, perm >= 2, nested=depth > 0, outside=outside)
         parallel = not found
     top = sch.state.path(order[-1])[depth]
     for child in [c for c in _chain(sch, top.id)[-1].children if isinstance(c, LoopNode)]:
@@ -359,9 +371,11 @@ def _model_extent(sch: Schedule, node: LoopNode) -> int | None:
     return extent
 
 
-def _tile(sch: Schedule, ids: list[int], sizes: list[int], coincident: list[bool]) -> list[int]:
+def _tile(sch: Schedule, ids: list[int], sizes: list[int],
+          coincident: list[bool]) -> tuple[list[int], int]:
     """Split the permutable loops ``ids`` by ``sizes`` and move the tile loops outside; loops
-    of at most their size stay whole, outermost. Returns the new order of the loops."""
+    of at most their size stay whole, outermost. Returns the new order of the loops and how
+    many of them run outside the tiles."""
     nodes = [sch.state.loop(i) for i in ids]
     small = [n for n, t in zip(nodes, sizes)
              if (x := _extent(sch, n)) is not None and x <= t]  # type: ignore[arg-type]
@@ -377,7 +391,7 @@ def _tile(sch: Schedule, ids: list[int], sizes: list[int], coincident: list[bool
     # spatial locality runs innermost (where it can be vectorized)
     order = [_handle(n) for n in small] + outers + [i for _, _, i in sorted(inners)]  # type: ignore[arg-type]
     sch.reorder(*order)
-    return [h.id for h in order]
+    return [h.id for h in order], len(small) + len(outers)
 
 
 def _inner_key(sch: Schedule, node: LoopNode, coincident: bool) -> tuple[bool, int]:
@@ -426,18 +440,15 @@ def cache_sizes() -> tuple[int, int]:
 
 
 def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,
-                 nested: bool) -> tuple[Schedule, bool]:
+                 nested: bool, outside: int) -> tuple[Schedule, bool]:
     """The outermost loop of ``ids`` that carries nothing becomes parallel; failing that, a
-    wavefront of the first two (permutable) loops makes the second one parallel. Inside a
-    serial loop (``nested``), a loop is worth a parallel region only if it contains loops:
-    one pass of a single loop is too little work for the threads to meet every iteration."""
-    for i in ids:
-        node = sch.state.loop(i)
-        if nested and not any(isinstance(c, LoopNode) for c in node.children):  # type: ignore[union-attr]
-            continue
-        done = _attempt(sch, lambda t: t.parallel(_handle(node)))  # noqa: B023
-        if done is not None:
-            return done[0], True
+    wavefront of the first two (permutable) loops makes the second one parallel; failing
+    that, a loop inside the tiles (``ids[outside:]``). Inside a serial loop (``nested``), a
+    loop is worth a parallel region only if it contains loops: one pass of a single loop is
+    too little work for the threads to meet every iteration."""
+    sch, found = _parallel_loop(sch, ids[:outside], nested=nested)
+    if found:
+        return sch, True
     if permutable and len(ids) >= 2:
         def wavefront(t: Schedule) -> None:
             a, b = _handle(t.state.loop(ids[0])), _handle(t.state.loop(ids[1]))  # type: ignore[arg-type]
@@ -445,6 +456,17 @@ def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,
             t.reorder(b, a)
             t.parallel(a)
         done = _attempt(sch, wavefront)
+        if done is not None:
+            return done[0], True
+    return _parallel_loop(sch, ids[outside:], nested=True)
+
+
+def _parallel_loop(sch: Schedule, ids: list[int], *, nested: bool) -> tuple[Schedule, bool]:
+    for i in ids:
+        node = sch.state.loop(i)
+        if nested and not any(isinstance(c, LoopNode) for c in node.children):  # type: ignore[union-attr]
+            continue
+        done = _attempt(sch, lambda t: t.parallel(_handle(node)))  # noqa: B023
         if done is not None:
             return done[0], True
     return sch, False
