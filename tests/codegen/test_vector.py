@@ -71,7 +71,8 @@ def data(rng: np.random.Generator, shape, dtype) -> np.ndarray:
 
 def axpy_kernel(extent, dtype: DType = F32) -> Kernel:
     """Y[j] = A[j] * 3 + B[j], over a symbolic or constant extent."""
-    A, B, Y = buf("A", (extent,), dtype), buf("B", (extent,), dtype), buf("Y", (extent,), dtype, OUT)
+    A, B = buf("A", (extent,), dtype), buf("B", (extent,), dtype)
+    Y = buf("Y", (extent,), dtype, OUT)
     body = Store("Y", (j,), A[j] * c(3, dtype) + B[j])
     return Kernel("axpy", (A, B, Y), ("n",) if extent is n else (), (), loop("j", extent, body, V))
 

@@ -65,8 +65,9 @@ def test_vector_exp_accuracy_over_the_whole_range(compile_c, rng, dtype):
 def test_vector_exp_survives_fast_math(compile_c, rng):
     """-ffast-math (pl.build(..., fast_math=True)) may reassociate: the range reduction must
     not depend on a rounding trick that reassociation folds away. Finite range only: fast-math
-    assumes no NaN or infinity, and accuracy is a few ulp, not 1. The flags are -ffast-math's parts but the one that links
-    crtfastmath.o, which would flush subnormals to zero in this whole test process."""
+    assumes no NaN or infinity, and accuracy is a few ulp, not 1. The flags are -ffast-math's
+    parts but the one that links crtfastmath.o, which would flush subnormals to zero in this
+    whole test process."""
     flags = ["-fassociative-math", "-freciprocal-math", "-fno-signed-zeros", "-fno-trapping-math",
              "-ffinite-math-only", "-fno-math-errno"]
     lib = ctypes.CDLL(str(compile_c(generate_c(exp_kernel(F32)), flags)[0]))

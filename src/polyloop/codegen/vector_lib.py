@@ -192,7 +192,7 @@ class VectorLibrary:
             return f"{v} {name}(void)", [f"return ({v}){{{lanes}}};"]
         if op is VectorOp.LANE_OFFSET:
             return (f"{e} {name}(int64_t d)",
-                    ["// d + lane * step compared with 0 for a few lanes: a clamped d says the same",
+                    ["// few lanes: d clamped gives the same answers",
                      "const int64_t limit = (int64_t)1 << 30;",
                      f"return ({e})(d < -limit ? -limit : d > limit ? limit : d);"])
         if op is VectorOp.STORE_MASKED:
