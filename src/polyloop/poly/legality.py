@@ -151,10 +151,12 @@ def check_order(program: Program, deps: tuple[Dependence, ...],
     for k, d in enumerate(deps):
         if d.reduction:
             continue
-        a, b = schedule[d.source], schedule[d.sink]
+        # ``schedule`` may be computed lazily: read it only when it is needed
         bad = (broken(k, d) if broken is not None
-               else lex_negative(time_deltas(a, b, d), or_zero=True))
+               else lex_negative(time_deltas(schedule[d.source], schedule[d.sink], d),
+                                 or_zero=True))
         if bad:
+            a, b = schedule[d.source], schedule[d.sink]
             return Violation(d, d.relation.intersect(a.lex_ge_map(b)), program)
     return None
 
