@@ -27,7 +27,9 @@ legality test as a hand-written schedule (so the result can be printed, edited a
    proximity and coincidence = the dependences the band carries) finds a unimodular change of
    basis; it is applied as ``reverse``/``skew`` steps and one ``reorder``. Supported: every
    transformation whose rows, reordered, form a triangular matrix (interchange, reversal,
-   skewing, wavefronts); another one leaves the band as written.
+   skewing, wavefronts); another one leaves the band as written, with an
+   ``AutoScheduleWarning`` that shows the matrix (each step must be legal on its own, and the
+   intermediate schedules of a general unimodular decomposition need not be).
 3. **Tiling** of permutable bands (loops with a constant extent of at most ``tile`` are
    kept whole), with ``split`` and ``reorder``: parallel tile loops outermost, and inside a
    tile the loop with the most stride-1 accesses innermost.
@@ -41,6 +43,7 @@ legality test as a hand-written schedule (so the result can be printed, edited a
 from __future__ import annotations
 
 import functools
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,10 @@ from .schedule import Schedule
 from .trace import LoopHandle
 
 FUSIONS = ("min", "smart", "max")
+
+
+class AutoScheduleWarning(UserWarning):
+    """A choice of isl's scheduler that ``auto_schedule`` could not express as primitives."""
 TARGETS = ("c",)
 
 
@@ -310,6 +317,14 @@ def _transform(sch: Schedule, band: list[LoopNode], t: autosched.BandTransform) 
     ids = [n.id for n in band]
     picks = None if t.is_identity else _triangular_order(t.rows)
     if picks is None:
+        if not t.is_identity:
+            warnings.warn(AutoScheduleWarning(
+                f"auto_schedule: isl's change of basis for the band of loops "
+                f"{', '.join(n.name for n in band)} has rows {[list(r) for r in t.rows]}, which "
+                "are triangular in no order, so it cannot be applied as reorder/skew/reverse "
+                "steps that are each legal; the band is left as written (its tiling and "
+                "parallelism are still tried). Apply a transformation by hand if it matters."),
+                stacklevel=4)
         return ids
     cols = [band[c] for _, c in picks]      # loop c_k will compute row r_k
     if [n.id for n in cols] != ids:
