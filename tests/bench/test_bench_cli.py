@@ -55,3 +55,13 @@ def test_a_missing_reference_is_reported_not_installed():
                                                   ({"torch": None}, 0.85, None)])
 def test_goal_verdicts(ratios, peak, verdict):
     assert at_least(torch=0.9, peak=0.8).judge(ratios=ratios, peak=peak, triad=None) is verdict
+
+
+def test_plot_draws_speeds_relative_to_pytorch(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [Record(w, polyloop_s=1e-3, reference_s={"torch": 2e-3, "numpy": 3e-3, "tvm": None})
+            for w in bench.QUICK[:2]]
+    path = bench.plot(rows, tmp_path / "chart.png", title="test")
+    assert path.stat().st_size > 1000
+    with pytest.raises(bench.BenchFailure.__mro__[1], match="no workload has both"):
+        bench.plot([Record(bench.QUICK[0], polyloop_s=1e-3)], tmp_path / "none.png", title="t")

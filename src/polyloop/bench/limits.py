@@ -111,6 +111,11 @@ class Limits:
     peak_gflops: float
     triad_gbs: float
 
+    def best_of(self, other: Limits) -> Limits:
+        """The higher peak and the higher bandwidth of two measurements."""
+        return Limits(self.threads, self.isa, max(self.peak_gflops, other.peak_gflops),
+                      max(self.triad_gbs, other.triad_gbs))
+
     def describe(self) -> str:
         return (f"peak FP32 FMA {self.peak_gflops:.0f} GFLOP/s ({self.isa}, {self.threads} "
                 f"threads, 16 chains); triad {self.triad_gbs:.1f} GB/s")

@@ -126,17 +126,18 @@ def plot(records: Sequence[Record], path: str | Path, *, title: str) -> Path:
     torch_s = [r.reference_s["torch"] for r in rows]
     series = {"polyloop": [r.polyloop_s for r in rows],
               **{_LABELS[p]: [r.reference_s.get(p) for r in rows] for p in ("numpy", "tvm")}}
-    fig, ax = plt.subplots(figsize=(11, 4.8))
+    fig, ax = plt.subplots(figsize=(12, 5.5))
     width = 0.8 / (len(series) + 1)
     xs = range(len(rows))
     ax.bar([x - 0.4 + width / 2 for x in xs], [1.0] * len(rows), width, label="PyTorch")
     for n, (label, times) in enumerate(series.items(), start=1):
-        speed = [t_ref / t if t else 0.0 for t, t_ref in zip(times, torch_s)]
+        speed = [t_ref / t if t else float("nan") for t, t_ref in zip(times, torch_s)]
         ax.bar([x - 0.4 + width / 2 + n * width for x in xs], speed, width, label=label)
-    ax.set_xticks(list(xs), [f"{r.workload.group}\n{r.workload.shape}" for r in rows],
-                  fontsize=7)
+    ax.set_xticks(list(xs), [f"{r.workload.group} {r.workload.shape}" for r in rows],
+                  fontsize=8, rotation=30, ha="right")
+    ax.set_yscale("log")
     ax.axhline(1.0, color="grey", linewidth=0.6)
-    ax.set_ylabel("speed relative to PyTorch (higher is faster)")
+    ax.set_ylabel("speed relative to PyTorch (log scale; higher is faster)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
