@@ -2,6 +2,9 @@
 """compile_c: flags, the on-disk cache, atomic writes and compiler errors."""
 import ctypes
 import dataclasses
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -108,3 +111,30 @@ def test_an_unwritable_cache_is_a_build_error(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "CONFIG", dataclasses.replace(config.CONFIG, cache_dir=blocker))
     with pytest.raises(BuildError, match="POLYLOOP_CACHE_DIR"):
         compile_c(ANSWER, name="answer")
+
+
+FTZ_PROBE = """
+import sys
+import numpy as np
+from polyloop.runtime import compile_c
+lib = compile_c("float twice(float x) { return 2.0f * x; }", name="fastmath_probe",
+                fast_math=True)
+import ctypes
+ctypes.CDLL(str(lib.path))
+tiny = np.array([1e-39], dtype=np.float32)       # a float32 subnormal
+sys.exit(0 if (tiny * np.float32(1.0))[0] != 0 else 3)
+"""
+
+
+def test_a_fast_math_library_does_not_flush_subnormals_in_the_whole_process(fresh_cache):
+    # gcc links crtfastmath.o into -ffast-math shared libraries; loading one would set FTZ/DAZ
+    # for the process (NumPy included). Run in a child so a failure cannot leak into this one.
+    env = dict(os.environ, POLYLOOP_CACHE_DIR=str(config.CONFIG.cache_dir))
+    done = subprocess.run([sys.executable, "-c", FTZ_PROBE], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr or "subnormals were flushed to zero"
+
+
+def test_a_fast_math_compile_error_still_shows_the_message(fresh_cache):
+    with pytest.raises(BuildError, match="C compilation failed"):
+        compile_c("int broken(void) { return }", name="broken_fast", fast_math=True)

@@ -21,6 +21,7 @@ from ..errors import BuildError
 
 BASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 LINK_FLAGS = ("-lm",)
+LINK_ONLY_FLAGS = ("-shared", "-fPIC", "-fopenmp")   # the link step of a two-step build
 SOURCE_NAME = "kernel.c"
 LIBRARY_NAME = "kernel.so"
 
@@ -66,7 +67,7 @@ def compile_c(source: str, *, name: str, fast_math: bool = False,
     """
     cc = config.CONFIG.cc
     flags = BASE_FLAGS + (("-ffast-math",) if fast_math else ()) + tuple(extra_flags)
-    key = _cache_key(source, flags + LINK_FLAGS, compiler_version(cc))
+    key = _cache_key(source, flags + LINK_FLAGS + LINK_ONLY_FLAGS, compiler_version(cc))
     entry = config.CONFIG.cache_dir / f"{_safe(name)}-{key[:24]}"
     source_path, library_path = entry / SOURCE_NAME, entry / LIBRARY_NAME
     if library_path.exists():
@@ -105,22 +106,43 @@ def compiler_version(cc: str) -> str:
 
 
 def _run_compiler(cc: str, flags: tuple[str, ...], source_path: Path, library_path: Path) -> None:
+    """Compile and link ``source_path`` into ``library_path`` (atomically replaced).
+
+    With ``-ffast-math``, gcc links ``crtfastmath.o`` into the library, whose constructor turns
+    on flush-to-zero for the whole process as soon as the library is loaded (NumPy then rounds
+    subnormals to 0). Such sources are therefore compiled to an object with the flags and linked
+    in a second step without them."""
     fd, tmp = tempfile.mkstemp(dir=library_path.parent, prefix=".kernel-", suffix=".so")
     os.close(fd)
-    command = [cc, *flags, "-o", tmp, str(source_path), *LINK_FLAGS]
     STATS.compiles += 1
+    try:
+        if "-ffast-math" in flags:
+            obj = tmp[:-3] + ".o"
+            try:
+                _run(cc, [cc, *(f for f in flags if f != "-shared"), "-c", "-o", obj,
+                          str(source_path)], source_path)
+                _run(cc, [cc, *LINK_ONLY_FLAGS, "-o", tmp, obj, *LINK_FLAGS], source_path)
+            finally:
+                if os.path.exists(obj):
+                    os.unlink(obj)
+        else:
+            _run(cc, [cc, *flags, "-o", tmp, str(source_path), *LINK_FLAGS], source_path)
+    except BuildError:
+        os.unlink(tmp)
+        raise
+    os.replace(tmp, library_path)
+
+
+def _run(cc: str, command: list[str], source_path: Path) -> None:
     try:
         result = subprocess.run(command, capture_output=True, text=True, check=False)
     except OSError as e:
-        os.unlink(tmp)
         raise BuildError(f"cannot run the C compiler '{cc}': {e.strerror}; install gcc or "
                          "point POLYLOOP_CC at a C compiler") from None
     if result.returncode != 0:
-        os.unlink(tmp)
         raise BuildError(f"C compilation failed (exit status {result.returncode}) for "
                          f"{source_path}\ncommand: {' '.join(command)}\n"
                          f"{_trim(result.stderr or result.stdout)}")
-    os.replace(tmp, library_path)
 
 
 def _cache_key(source: str, flags: tuple[str, ...], version: str) -> str:
