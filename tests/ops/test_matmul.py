@@ -69,6 +69,16 @@ def test_matmul_micro_kernel_kslice_order_and_small_sizes(rng, m, n, k):
     np.testing.assert_allclose(run(mod, (a, b), (m, n)), a @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("order", ["panel", "kslice"])
+def test_matmul_micro_kernel_with_packed_a(rng, order):
+    m, n, k = 17, 45, 21
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    mod = matmul_module(m, n, k, intrin=gemm_intrin(packed_a=True), pack_a=True, kc=8,
+                        order=order)
+    np.testing.assert_allclose(run(mod, (a, b), (m, n)), a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_symbolic_sizes_one_module_for_all(rng):
     m, n, k = pl.var("m"), pl.var("n"), pl.var("k")
     mod = matmul_module(m, n, k)

@@ -92,7 +92,7 @@ def default_lanes(dtype: str = "float32") -> int:
 
 def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int | None = None,
                     pack_in_panel: bool | None = None, intrin: TensorIntrin | str | None = None,
-                    kc: int = 256, order: str = "panel") -> Schedule:
+                    kc: int = 256, order: str = "panel", pack_a: bool = False) -> Schedule:
     """The register-tile schedule of ``c = matmul(a, b)``.
 
     ``mr`` rows by ``nr_vectors * lanes`` columns of C are accumulated in registers (the default
@@ -107,7 +107,8 @@ def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int |
     ``rows x cols x kc`` block becomes one call that updates C in place; tiles cut by the
     matrix edges run as loops. ``order="panel"``: ``j0 (parallel) > k0 > i0``, each thread packs
     and keeps its B panel; ``order="kslice"``: ``k0 > j0 (parallel) > i0``, a kc-slice of A is
-    shared by all panels. (A product whose constant sizes leave no full ``rows x cols`` tile,
+    shared by all panels. ``pack_a`` (for an intrinsic made with ``packed_a=True``) also copies
+    A into panels of ``rows`` rows, contiguous along k, in parallel before the product. (A product whose constant sizes leave no full ``rows x cols`` tile,
     or a reduction of extent 1, has nothing to call the intrinsic on: it gets the register-tile
     schedule.)
 
@@ -122,8 +123,8 @@ def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int |
         raise ScheduleError(f"schedule_matmul: order must be 'panel' or 'kslice', got {order!r}")
     sch = Schedule(c)
     if intrin is not None and _has_full_tile(a, b, lookup(intrin)):
-        _micro_kernel(sch, c.name, b.name, intrin, kc=kc, order=order,
-                      pack_in_panel=pack_in_panel)
+        _micro_kernel(sch, c.name, a.name, b.name, intrin, kc=kc, order=order,
+                      pack_in_panel=pack_in_panel, pack_a=pack_a)
         return sch
     _register_tile(sch, c.name, b.name, batch=False, mr=mr, nr_vectors=nr_vectors,
                    lanes=lanes or default_lanes(str(c.dtype)), pack_in_panel=pack_in_panel)
@@ -212,13 +213,16 @@ def _register_tile(sch: Schedule, block: str, b_name: str, *, batch: bool, mr: i
         sch.compute_at(f"{b_name}_packed_in", panel)
 
 
-def _micro_kernel(sch: Schedule, block: str, b_name: str, intrin: TensorIntrin | str, *, kc: int,
-                  order: str, pack_in_panel: bool | None) -> None:
+def _micro_kernel(sch: Schedule, block: str, a_name: str, b_name: str,
+                  intrin: TensorIntrin | str, *, kc: int, order: str, pack_in_panel: bool | None,
+                  pack_a: bool) -> None:
     """k-blocked loops around a ``rows x cols x kc`` micro-kernel call updating C in place."""
     _check_knobs("schedule_matmul", kc=kc)
     it = lookup(intrin)
     rows, cols = it.extents[0], it.extents[1]
     sch.transform_layout(block, b_name, lambda k, j: (j // cols, k, j % cols))
+    if pack_a:
+        sch.transform_layout(block, a_name, lambda i, k: (i // rows, k, i % rows))
     c = sch.get_block(block)
     i, j, k = sch.get_loops(c)
     if pack_in_panel is None:
@@ -247,3 +251,8 @@ def _micro_kernel(sch: Schedule, block: str, b_name: str, intrin: TensorIntrin |
         x10, x11 = sch.split(x1, factors=[None, cols])
         sch.reorder(x10, x0, x11)
         sch.parallel(x10)
+    if pack_a:
+        y0, y1 = sch.get_loops(f"{a_name}_packed_in")
+        y00, y01 = sch.split(y0, factors=[None, rows])
+        sch.reorder(y00, y1, y01)
+        sch.parallel(y00)
