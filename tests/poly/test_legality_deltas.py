@@ -82,3 +82,30 @@ def test_cached_verdicts_still_refuse():
         pl.tag_inames(knl, {"k_inner": "l.1"})
     sch = schedule_of(pl.tag_inames(knl, {"k_outer": "for"}))
     assert st.check_order(sch.state) is None
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_split_inherits_exact_verdicts(name):
+    """A split takes over the verdicts of the state it splits (strip-mining keeps the order):
+    broken orders stay refused and each parallel loop keeps what it carries, as isl says."""
+    from polyloop.ir.loops import LoopKind
+    checked = 0
+    for state in _states(name):
+        # make every loop parallel, one state per loop, and know its verdicts first
+        for n in list(loops(state.root)):
+            par = loops_mod.set_kind(state, n, LoopKind.PARALLEL)
+            st.check_order(par)
+            st.check_parallel(par, par.loop(n.id))
+            for target in loops(par.root):
+                if target.id == n.id:
+                    continue
+                for factors in ([None, 3], [2, None, 2] if name == "matmul" else [None, 5]):
+                    try:
+                        new, _ = loops_mod.split(par, target, factors, None)
+                    except pl.ScheduleError:
+                        continue     # a None factor needs a constant extent
+                    broken, carried = _reference(new)
+                    assert (st.check_order(new) is not None) == broken
+                    assert (st.check_parallel(new, new.loop(n.id)) is not None) == carried[n.id]
+                    checked += 1
+    assert checked

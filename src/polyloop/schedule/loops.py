@@ -11,6 +11,7 @@ from ..errors import ScheduleError
 from ..ir.loops import LoopKind
 from ..poly import affine
 from ..poly.tree import Collapse, LoopNode
+from . import state as st
 from .state import State, replace_node
 
 
@@ -52,7 +53,19 @@ def split(state: State, node: LoopNode, factors: Sequence[int | None],
         new_nodes.append(LoopNode(nid, names[k], exprs, ()))
         nid += 1
     nest = _chain(new_nodes, node.children)
-    return state.with_root(replace_node(state.root, node.id, nest), nid), new_nodes
+    new = state.with_root(replace_node(state.root, node.id, nest), nid)
+    # Strip-mining changes no order, so the verdicts of ``state`` hold for ``new``. With
+    # P_k = f_{k+1} * ... * f_m, the loop value x of every statement below becomes the tuple
+    # (floor((x-s)/P_1), floor((x-s)/P_2) mod f_2, ..., (x-s) mod f_m), one shift s and one
+    # set of factors for all of them: the mixed-radix digits of x - s, a bijection from the
+    # integers that is strictly increasing for the lexicographic order. Two instances thus
+    # compare on the tuple exactly as they compared on x, and agree on it exactly when they
+    # agreed on x; sequence positions and the other loops are untouched. So every pair of
+    # instances keeps its relative order (the order verdict), and every exclusive loop (the
+    # new loops are serial; the split loop's own kind is dropped) keeps the pairs on which
+    # the dimensions above it agree (its carried verdict).
+    st.inherit_verdicts(state, new)
+    return new, new_nodes
 
 
 def _chain(nodes: list[LoopNode], children: tuple) -> LoopNode:

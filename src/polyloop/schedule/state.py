@@ -104,7 +104,21 @@ def initial(program: Program) -> State:
     """The default schedule: one loop nest per statement, in program order (or the program's
     own imperfect nests, when it was written as loops)."""
     root, nid = original_tree(program)
-    return State(program, root, deps_mod.compute(program, flat_schedule(program, root)), nid)
+    return _reference(program, root, nid)
+
+
+def _reference(program: Program, root: Root, next_id: int) -> State:
+    """The state whose order the dependences are computed against. ``deps.compute`` keeps
+    only the instance pairs this order runs source strictly before sink, so the order breaks
+    none of them: the verdict is recorded instead of re-derived (its schedule maps too)."""
+    fs = flat_schedule(program, root)
+    state = State(program, root, deps_mod.compute(program, fs), next_id)
+    memo = state.memo
+    assert memo is not None
+    sig = shape(program, root)
+    memo.schedules.setdefault(sig, fs)
+    memo.order.setdefault(sig, None)
+    return state
 
 
 def identity_expr(program: Program, stmt: str, iterator: str) -> str:
@@ -115,8 +129,7 @@ def identity_expr(program: Program, stmt: str, iterator: str) -> str:
 def rebase(state: State, program: Program, root: Root) -> State:
     """A state for a rewritten program whose meaning equals the old one under the old order:
     its dependences are recomputed against the current (legal) order."""
-    fs = flat_schedule(program, root)
-    return State(program, root, deps_mod.compute(program, fs), state.next_id)
+    return _reference(program, root, state.next_id)
 
 
 def replace_node(root: Root, loop_id: int, new: Node | tuple[Node, ...] | None) -> Root:
@@ -319,6 +332,37 @@ def check_order(state: State) -> legality.Violation | None:
     return memo.order[sig]
 
 
+def inherit_verdicts(old: State, new: State) -> None:
+    """Give ``new`` the legality verdicts ``old`` already has, for a caller that has proved
+    that ``new`` runs every pair of statement instances in the same relative order as ``old``
+    (same sequence positions, loop values replaced by order-preserving tuples) and that each
+    exclusive loop of ``new`` is a loop of ``old`` (same id) over the same statements, whose
+    enclosing dimensions keep the same instance pairs equal. Only verdicts ``old`` has are
+    copied; anything else is still computed when asked for."""
+    memo = new.memo
+    assert memo is not None and old.memo is memo, "verdicts hold for one program and its deps"
+    old_sig = shape(old.program, old.root)
+    if old_sig not in memo.order:
+        return
+    memo.order.setdefault(shape(new.program, new.root), memo.order[old_sig])
+    for n in loops(new.root):
+        if n.kind not in _EXCLUSIVE:
+            continue
+        before = old.loop(n.id)
+        assert before is not None and before.kind is n.kind, n.name
+        old_key = _carried_key(old, before, old_sig)
+        if old_key in memo.carried:
+            memo.carried.setdefault(_carried_key(new, n), memo.carried[old_key])
+
+
+def _carried_key(state: State, node: LoopNode, sig: tuple | None = None) -> tuple:
+    """What the verdict of ``check_parallel`` for ``node`` depends on: the loop's position,
+    its statements and the shape of their schedules up to it."""
+    pos = loop_position(state.root, node.id)
+    by_stmt = dict(sig if sig is not None else shape(state.program, state.root))
+    return (pos, tuple(sorted((s, by_stmt[s][:pos + 1]) for s in statements_under(node))))
+
+
 def check_parallel(state: State, node: LoopNode) -> legality.Violation | None:
     """The first dependence the loop ``node`` carries (remembered per statement set, position
     and the shape of the schedule up to that loop)."""
@@ -328,7 +372,7 @@ def check_parallel(state: State, node: LoopNode) -> legality.Violation | None:
     pos = loop_position(state.root, node.id)
     stmts = statements_under(node)
     by_stmt = dict(sig)
-    key = (pos, tuple(sorted((s, by_stmt[s][:pos + 1]) for s in stmts)))
+    key = _carried_key(state, node, sig)
     if key not in memo.carried:
         def carried(k: int, d: deps_mod.Dependence) -> bool:
             a, b = by_stmt[d.source], by_stmt[d.sink]
