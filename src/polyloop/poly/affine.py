@@ -36,7 +36,10 @@ def value_range(program: Program, stmt: str, expr: str) -> tuple[int | None, int
     img = _full(program, expr).intersect_domain(domain(program, program.statement(stmt))).range()
     if img.is_empty():
         return None, None
-    return _finite(img.dim_min(0).min_val()), _finite(img.dim_max(0).max_val())
+    # the optimum over the integer points of the set, parameters included: what the minimum
+    # of the parametric minimum (``dim_min``) would give, without computing that
+    value = isl.Aff.var_on_domain(isl.LocalSpace.from_space(img.get_space()), isl.dim_type.set, 0)
+    return _finite(img.min_val(value)), _finite(img.max_val(value))
 
 
 def _finite(v: isl.Val) -> int | None:

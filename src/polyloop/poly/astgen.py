@@ -18,12 +18,8 @@ from ..ir.simplify import simplify
 from ..ir.program import Program
 from .access import domain
 from .isl_util import CTX, NotAffine, expr_to_isl, map_, params_prefix, set_
+from .isolate import isolate_full_tiles
 from .tree import LoopNode, Root, StmtNode, loops, statements_under
-
-
-def _filter_text(program: Program, stmts: list[str]) -> str:
-    parts = [f"{s}[{', '.join(program.statement(s).iters)}]" for s in stmts]
-    return f"{params_prefix(program.params)}{{ {'; '.join(parts)} }}"
 
 
 def _map(program: Program, text: str) -> isl.Map:
@@ -43,7 +39,8 @@ def _width(node: LoopNode, plain: frozenset[int]) -> int:
     return len(node.collapse.ranges) if _collapsed(node, plain) else 1  # type: ignore[union-attr]
 
 
-def _band_text(program: Program, node: LoopNode, plain: frozenset[int] = frozenset()) -> str:
+def _band(program: Program, node: LoopNode, plain: frozenset[int]) -> isl.MultiUnionPwAff:
+    """The loop's values for the statements below it (its parts', for a collapsed loop)."""
     um = None
     for stmt, text in node.exprs:
         if _collapsed(node, plain):
@@ -54,54 +51,56 @@ def _band_text(program: Program, node: LoopNode, plain: frozenset[int] = frozens
         else:
             m = _map(program, text)
         um = isl.UnionMap.from_map(m) if um is None else um.union(isl.UnionMap.from_map(m))
-    return str(isl.MultiUnionPwAff.from_union_map(um))
+    return isl.MultiUnionPwAff.from_union_map(um)
 
 
-def _yaml(program: Program, kids: tuple, indent: int, plain: frozenset[int]) -> list[str]:
-    pad = " " * indent
+def _insert(program: Program, at: isl.ScheduleNode, kids: tuple, plain: frozenset[int],
+            doms: dict[str, isl.Set]) -> isl.ScheduleNode:
+    """Insert the subtree of ``kids`` at the leaf ``at``; returns the node now at its place.
+    Several children become a sequence (one filter per child: the domains of its
+    statements); a loop becomes a band under a mark ``L<id>``."""
     if not kids:
-        return []
+        return at
     if len(kids) == 1:
-        return _yaml_node(program, kids[0], indent, plain)
-    lines = [f"{pad}sequence:"]
+        return _insert_node(program, at, kids[0], plain, doms)
+    filters = None
     for c in kids:
-        lines.append(f'{pad}- filter: "{_filter_text(program, statements_under(c))}"')
-        sub = _yaml_node(program, c, indent + 2, plain)
-        if sub:
-            lines.append(f"{pad}  child:")
-            lines.extend(_yaml_node(program, c, indent + 4, plain))
-    return lines
+        f = None
+        for stmt in statements_under(c):
+            d = isl.UnionSet.from_set(doms[stmt])
+            f = d if f is None else f.union(d)
+        filters = (isl.UnionSetList.from_union_set(f) if filters is None  # type: ignore[arg-type]
+                   else filters.add(f))
+    node = at.insert_sequence(filters)
+    for k, c in enumerate(kids):
+        node = _insert_node(program, node.child(k).child(0), c, plain, doms).parent().parent()
+    return node
 
 
-def _yaml_node(program: Program, node: object, indent: int, plain: frozenset[int]) -> list[str]:
-    pad = " " * indent
+def _insert_node(program: Program, at: isl.ScheduleNode, node: object, plain: frozenset[int],
+                 doms: dict[str, isl.Set]) -> isl.ScheduleNode:
     if isinstance(node, StmtNode):
-        return []
+        return at
     assert isinstance(node, LoopNode)
-    lines = [f'{pad}mark: "L{node.id}"', f"{pad}child:",
-             f'{pad}  schedule: "{_band_text(program, node, plain)}"']
-    sub = _yaml(program, node.children, indent + 4, plain)
-    if sub:
-        lines.append(f"{pad}  child:")
-        lines.extend(sub)
-    return lines
+    mark = at.insert_mark(isl.Id(f"L{node.id}"))
+    band = mark.child(0).insert_partial_schedule(_band(program, node, plain))
+    return _insert(program, band.child(0), node.children, plain, doms).parent().parent()
 
 
 def isl_schedule(program: Program, root: Root, plain: frozenset[int] = frozenset()
                  ) -> isl.Schedule:
-    """The isl schedule tree of ``root``; fused loops not in ``plain`` appear as their parts."""
-    doms = None
-    for s in program.statements:
-        d = isl.UnionSet.from_set(domain(program, s))
-        doms = d if doms is None else doms.union(d)
-    if doms is None:
+    """The isl schedule tree of ``root``; fused loops not in ``plain`` appear as their parts.
+    Built node by node from the (cached) isl objects of the loop expressions, not through
+    text: the maps are parsed once, for legality, and reused here."""
+    doms = {s.name: domain(program, s) for s in program.statements}
+    every = None
+    for d in doms.values():
+        u = isl.UnionSet.from_set(d)
+        every = u if every is None else every.union(u)
+    if every is None:
         raise PolyloopError(f"program '{program.name}' has no statements")
-    lines = [f'domain: "{doms}"']
-    body = _yaml(program, root.children, 2, plain)
-    if body:
-        lines.append("child:")
-        lines.extend(body)
-    return isl.Schedule.read_from_str(CTX, "\n".join(lines))
+    top = isl.Schedule.from_domain(every).get_root().child(0)
+    return _insert(program, top, root.children, plain, doms).get_schedule()
 
 
 def context(program: Program) -> isl.Set:
@@ -130,8 +129,10 @@ def build_ast(program: Program, root: Root) -> Node:
 
 
 def _build_ast(program: Program, root: Root, plain: frozenset[int]) -> Node:
-    sched = isl_schedule(program, root, plain)
-    build = isl.AstBuild.from_context(context(program))
+    ctx = context(program)
+    # full tiles get their own constant-bound nest (isl's isolate option; poly.isolate)
+    sched = isolate_full_tiles(program, root, isl_schedule(program, root, plain), ctx)
+    build = isl.AstBuild.from_context(ctx)
     indices = _AccessIndices(program)
     build, _ = build.set_at_each_domain(indices.at_domain)
     ast = build.node_from_schedule(sched)
