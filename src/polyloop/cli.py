@@ -328,15 +328,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             + ",".join(bench.run.PEERS))
     records, limits = bench.run_benchmarks(
         workloads, repeat=args.repeat, rounds=args.rounds, peers=peers, threads=args.threads,
-        quick=args.quick, limits=not args.no_limits)
+        quick=args.quick, limits=not args.no_limits, stat=args.stat)
     if args.json:
         print(bench.to_json(records, limits))
     else:
         print(f"polyloop bench  {time.strftime('%Y-%m-%d')}  {versions()}\n"
               f"{platform.machine()}, {usable_cores()} cores usable; float32; PyTorch on "
-              f"{args.threads} threads; median of {args.repeat} timings, best of {args.rounds} "
-              "interleaved round(s)\n")
-        print(bench.table(records, limits))
+              f"{args.threads} threads; {args.stat} of {args.repeat} timings, best of "
+              f"{args.rounds} interleaved round(s)\n")
+        print(bench.table(records, limits, stat=args.stat))
     if args.plot:
         title = (f"polyloop bench {time.strftime('%Y-%m-%d')}: speed relative to PyTorch "
                  f"({args.threads} threads, float32)")
@@ -388,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="timings per median (default: 10)")
     perf.add_argument("--rounds", type=_positive, default=3, metavar="R",
                       help="interleaved rounds; the best median is kept (default: 3)")
+    perf.add_argument("--stat", choices=("median", "min"), default="median",
+                      help="the figure kept of the timings (default: median; min shows what a "
+                           "kernel does when the machine is not busy with other processes)")
     perf.add_argument("--quick", action="store_true",
                       help="tiny workloads and short limit measurements (a smoke test)")
     perf.add_argument("--peers", default=None, metavar="LIST",

@@ -28,8 +28,10 @@ def test_quick_bench_prints_one_json_record_per_workload(capsys):
 
 
 def test_quick_bench_table_lists_every_workload(capsys):
-    assert main(["bench", "--quick", "--repeat", "1", "--rounds", "1", "--peers", "numpy"]) == 0
+    assert main(["bench", "--quick", "--repeat", "2", "--rounds", "1", "--peers", "numpy",
+                 "--stat", "min"]) == 0
     out = capsys.readouterr().out
+    assert "min of 2 timings" in out and "Times are least timings" in out
     for w in bench.QUICK:
         assert w.shape in out
     assert "Machine limits measured in this run: peak FP32 FMA" in out

@@ -65,7 +65,7 @@ def verdict(record: Record, limits: Limits | None) -> str:
     return {True: "met", False: "NOT met", None: "unknown"}[ok]
 
 
-def table(records: Sequence[Record], limits: Limits | None) -> str:
+def table(records: Sequence[Record], limits: Limits | None, *, stat: str = "median") -> str:
     """The Markdown table: one row per workload."""
     head = ["workload", "shape", "polyloop", "rate", "% limit",
             *(_LABELS[p] for p in PEERS), *(f"vs {_LABELS[p]}" for p in PEERS), "goal",
@@ -87,7 +87,9 @@ def table(records: Sequence[Record], limits: Limits | None) -> str:
     line = lambda cells: "| " + " | ".join(f"{c:<{w}}" for c, w in zip(cells, widths)) + " |"  # noqa: E731
     out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(row) for row in rows]
-    notes = ["", "Times are medians (best median of the interleaved rounds); 'vs X' is X's time "
+    what = ("medians (best median of the interleaved rounds)" if stat == "median"
+            else "least timings (--stat min)")
+    notes = ["", f"Times are {what}; 'vs X' is X's time "
              "over polyloop's (> 1: polyloop is faster); '% limit' is the share of the measured "
              "FMA peak (GFLOP/s rows) or triad bandwidth (GB/s rows)."]
     if limits is not None:

@@ -27,6 +27,7 @@ from .. import config
 from ..errors import PolyloopError
 from . import tvm_ref
 from .limits import Limits, measure_limits
+from ..runtime import Module
 from .peers import NOT_INSTALLED, Peer, load_torch, load_tvm, time_call
 from .workloads import Workload
 
@@ -107,8 +108,15 @@ def _check(label: str, got: np.ndarray, want: np.ndarray, w: Workload) -> None:
                            f"tolerance {w.atol:g} + {w.rtol:g} * |numpy|); nothing was timed")
 
 
+def _kernel_time(mod: Module, args: list[np.ndarray], *, repeat: int, stat: str) -> float:
+    if stat == "median":
+        return mod.benchmark(*args, repeat=repeat, warmup=2)
+    mod.benchmark(*args, repeat=1, warmup=2)
+    return min(mod.benchmark(*args, repeat=1, warmup=0) for _ in range(repeat))
+
+
 def _polyloop_figure(record: Record, inputs: list[np.ndarray], want: np.ndarray, *,
-                     repeat: int) -> Figure | None:
+                     repeat: int, stat: str) -> Figure | None:
     w = record.workload
     if w.make is None:
         record.status = "schedule not available yet"
@@ -117,11 +125,11 @@ def _polyloop_figure(record: Record, inputs: list[np.ndarray], want: np.ndarray,
     out = np.full(want.shape, np.nan, dtype=np.float32)
     mod(*inputs, out)
     _check("polyloop", out, want, w)
-    return Figure(record, None, lambda: mod.benchmark(*inputs, out, repeat=repeat, warmup=2))
+    return Figure(record, None, lambda: _kernel_time(mod, [*inputs, out], repeat=repeat, stat=stat))
 
 
 def _torch_figure(record: Record, torch: Peer, inputs: list[np.ndarray], want: np.ndarray, *,
-                  repeat: int) -> Figure | None:
+                  repeat: int, stat: str) -> Figure | None:
     w = record.workload
     if w.torch is None:
         return None
@@ -132,36 +140,37 @@ def _torch_figure(record: Record, torch: Peer, inputs: list[np.ndarray], want: n
 
     def measure() -> float:
         with t.no_grad():
-            return time_call(lambda: w.torch(t, *tensors), repeat=repeat)
+            return time_call(lambda: w.torch(t, *tensors), repeat=repeat, stat=stat)
     return Figure(record, "torch", measure)
 
 
 def _tvm_figure(record: Record, tvm: Peer, inputs: list[np.ndarray], want: np.ndarray, *,
-                repeat: int, threads: int) -> Figure | None:
+                repeat: int, threads: int, stat: str) -> Figure | None:
     w = record.workload
     if w.tvm is None:
         return None
     call, output = tvm_ref.BUILDERS[w.tvm](tvm.module, *inputs, threads=threads)
     call()
     _check("TVM", output(), want, w)
-    return Figure(record, "tvm", lambda: time_call(call, repeat=repeat))
+    return Figure(record, "tvm", lambda: time_call(call, repeat=repeat, stat=stat))
 
 
 def _figures(record: Record, peers: Sequence[str], loaded: dict[str, Peer], *, repeat: int,
-             threads: int) -> list[Figure]:
+             threads: int, stat: str) -> list[Figure]:
     """Build and check every implementation of one workload; nothing is timed yet."""
     w = record.workload
     inputs = w.inputs(np.random.default_rng(zlib.crc32(w.key.encode())))
     want = w.reference(*inputs)
-    figures = [_polyloop_figure(record, inputs, want, repeat=repeat)]
+    figures = [_polyloop_figure(record, inputs, want, repeat=repeat, stat=stat)]
     if "numpy" in peers and w.numpy_timed:
-        figures.append(Figure(record, "numpy",
-                              lambda: time_call(lambda: w.reference(*inputs), repeat=repeat)))
+        figures.append(Figure(record, "numpy", lambda: time_call(
+            lambda: w.reference(*inputs), repeat=repeat, stat=stat)))
     if "torch" in peers and loaded["torch"].available:
-        figures.append(_torch_figure(record, loaded["torch"], inputs, want, repeat=repeat))
+        figures.append(_torch_figure(record, loaded["torch"], inputs, want, repeat=repeat,
+                                     stat=stat))
     if "tvm" in peers and loaded["tvm"].available:
         figures.append(_tvm_figure(record, loaded["tvm"], inputs, want, repeat=repeat,
-                                   threads=threads))
+                                   threads=threads, stat=stat))
     for p in PEERS:
         record.reference_s.setdefault(p, None)
         if p not in peers:
@@ -173,22 +182,27 @@ def _figures(record: Record, peers: Sequence[str], loaded: dict[str, Peer], *, r
 
 def run_benchmarks(workloads: Sequence[Workload], *, repeat: int = 10, rounds: int = 3,
                    peers: Sequence[str] = PEERS, threads: int = 2, quick: bool = False,
-                   limits: bool = True) -> tuple[list[Record], Limits | None]:
+                   limits: bool = True, stat: str = "median") -> tuple[list[Record], Limits | None]:
     """Measure ``workloads`` against ``peers`` (any of "torch", "numpy", "tvm"); also the
     machine's limits unless ``limits`` is False. polyloop's kernels, PyTorch, TVM and the limit
-    programs run on ``threads`` threads. Progress lines go to stderr."""
+    programs run on ``threads`` threads. ``stat="min"`` keeps the least timing instead of the
+    median (on a machine shared with other busy processes, the median of a multi-threaded
+    kernel measures the scheduler's time slices more than the kernel). Progress lines go to
+    stderr."""
+    if stat not in ("median", "min"):
+        raise PolyloopError(f"stat must be 'median' or 'min', got {stat!r}")
     saved = config.CONFIG
     # polyloop's OpenMP code runs on as many threads as the references.
     config.CONFIG = dataclasses.replace(saved, num_threads=threads)
     try:
         return _run(workloads, repeat=repeat, rounds=rounds, peers=peers, threads=threads,
-                    quick=quick, limits=limits)
+                    quick=quick, limits=limits, stat=stat)
     finally:
         config.CONFIG = saved
 
 
 def _run(workloads: Sequence[Workload], *, repeat: int, rounds: int, peers: Sequence[str],
-         threads: int, quick: bool, limits: bool) -> tuple[list[Record], Limits | None]:
+         threads: int, quick: bool, limits: bool, stat: str) -> tuple[list[Record], Limits | None]:
     loaded: dict[str, Peer] = {}
     if "torch" in peers:
         _progress("loading PyTorch")
@@ -204,7 +218,7 @@ def _run(workloads: Sequence[Workload], *, repeat: int, rounds: int, peers: Sequ
     for number, w in enumerate(workloads, start=1):
         _progress(f"[{number}/{len(workloads)}] {w.key} {w.shape}: build and check")
         record = Record(w)
-        figures = _figures(record, peers, loaded, repeat=repeat, threads=threads)
+        figures = _figures(record, peers, loaded, repeat=repeat, threads=threads, stat=stat)
         for r in range(rounds):
             _progress(f"[{number}/{len(workloads)}] {w.key}: timing, round {r + 1}/{rounds}")
             for f in figures:
