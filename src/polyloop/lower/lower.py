@@ -69,7 +69,7 @@ def lower(program: Program, root: Root, *, name: str | None = None,
     else:
         temps = tuple(b for b in program.buffers if b.role is BufferRole.TEMP)
         notes = ()
-    body = build_ast(program, root)
+    body = build_ast(program, root, isolate=True)
     for step, fn in STEPS:
         try:
             body = fn(body)

@@ -113,25 +113,27 @@ def context(program: Program) -> isl.Set:
     return ctx
 
 
-def build_ast(program: Program, root: Root) -> Node:
+def build_ast(program: Program, root: Root, *, isolate: bool = False) -> Node:
     """The loop AST of ``program`` executed in the order of ``root``.
 
     A fused loop is built as the nested loops it replaced (isl writes clean bounds for those,
     not for their flattened product) and collapsed into one loop here; where the collapse
     cannot be done exactly (isl dropped a loop of one iteration), isl builds the fused loop
-    itself."""
+    itself. With ``isolate``, full tiles get their own nest (``poly.isolate``; code
+    generation asks for it, printing does not)."""
     plain: frozenset[int] = frozenset()
     while True:
         try:
-            return _build_ast(program, root, plain)
+            return _build_ast(program, root, plain, isolate)
         except _CannotCollapse as e:
             plain = plain | {e.loop_id}
 
 
-def _build_ast(program: Program, root: Root, plain: frozenset[int]) -> Node:
+def _build_ast(program: Program, root: Root, plain: frozenset[int], isolate: bool) -> Node:
     ctx = context(program)
-    # full tiles get their own constant-bound nest (isl's isolate option; poly.isolate)
-    sched = isolate_full_tiles(program, root, isl_schedule(program, root, plain), ctx)
+    sched = isl_schedule(program, root, plain)
+    if isolate:  # full tiles get a constant-bound nest of their own (isl's isolate option)
+        sched = isolate_full_tiles(program, root, sched, ctx)
     build = isl.AstBuild.from_context(ctx)
     indices = _AccessIndices(program)
     build, _ = build.set_at_each_domain(indices.at_domain)
