@@ -333,6 +333,7 @@ def locality_score(program: Program, loop: LoopNode) -> int:
 # A size parameter of unknown value is assumed this large when judging whether a loop's data
 # fits in cache (the case worth optimising: data sets that leave the cache).
 LARGE_EXTENT = 2048
+CACHE_LINE = 64
 TILE_CANDIDATES = (8, 16, 32, 64, 128, 256, 512)
 
 
@@ -346,10 +347,12 @@ class AccessGroup:
     matrix: tuple[tuple[int, ...], ...]
 
     def footprint(self, sizes: Sequence[int]) -> int:
-        """Bytes touched by a box of ``sizes`` iterations of the band's loops."""
-        out = self.itemsize
-        for row in self.matrix:
-            out *= 1 + sum(abs(c) * (t - 1) for c, t in zip(row, sizes))
+        """Bytes of cache a box of ``sizes`` iterations of the band's loops occupies: whole
+        cache lines along the last index (walking a column costs a line per element)."""
+        extents = [1 + sum(abs(c) * (t - 1) for c, t in zip(row, sizes)) for row in self.matrix]
+        out = -(-extents[-1] * self.itemsize // CACHE_LINE) * CACHE_LINE if extents else 1
+        for e in extents[:-1]:
+            out *= e
         return out
 
     @property
@@ -420,17 +423,27 @@ def _rank(matrix: Sequence[Sequence[int]]) -> int:
 
 
 def tiling_pays(groups: Sequence[AccessGroup], extents: Sequence[int | None],
-                cache_bytes: int) -> bool:
+                cache_bytes: int, *, l1_bytes: int | None = None) -> bool:
     """Is there reuse that the loops as they are miss? Some access touches an element at
     several band iterations (a kernel in its matrix), and one iteration of the outermost band
     loop touches more data than ``cache_bytes``, so the data is gone when it is needed again
     (a matrix-vector product keeps its vector in cache without tiling; a matrix product or a
-    time-iterated stencil does not)."""
-    if not any(g.has_reuse for g in groups):
+    time-iterated stencil does not). With ``l1_bytes``: also when the innermost loop walks a
+    column (a cache line per element, used again by the next outer iteration) and one outer
+    iteration overflows that smaller cache."""
+    if not any(g.has_reuse for g in groups) or not groups:
         return False
     full = [LARGE_EXTENT if e is None else e for e in extents]
     inner = [1] + full[1:]
-    return sum(g.footprint(inner) for g in groups) > cache_bytes
+    data = sum(g.footprint(inner) for g in groups)
+    if data > cache_bytes:
+        return True
+    return l1_bytes is not None and data > l1_bytes and any(_walks_column(g) for g in groups)
+
+
+def _walks_column(g: AccessGroup) -> bool:
+    last = len(g.matrix[0]) - 1 if g.matrix else -1
+    return last >= 0 and g.matrix[-1][last] == 0 and any(r[last] for r in g.matrix[:-1])
 
 
 def tile_sizes(groups: Sequence[AccessGroup], extents: Sequence[int | None], cache_bytes: int,

@@ -427,8 +427,10 @@ def _tile_sizes(sch: Schedule, ids: list[int], tile: int | str,
     outer = sch.state.path(ids[0])[:-1]
     groups = autosched.access_groups(sch.program, outer, nodes)  # type: ignore[arg-type]
     extents = [_model_extent(sch, n) for n in nodes]  # type: ignore[arg-type]
-    budget = cache_sizes()[1] // 2
-    if not autosched.tiling_pays(groups, extents, budget):
+    # a tile's data should stay in L2; a column walk loses its cache lines once they leave L1
+    l1, l2 = cache_sizes()
+    budget = l2 // 2
+    if not autosched.tiling_pays(groups, extents, budget, l1_bytes=l1 // 2):
         return None
     keys = [_inner_key(sch, n, c) for n, c in zip(nodes, coincident)]  # type: ignore[arg-type]
     innermost = max(range(len(ids)), key=lambda k: (keys[k], -k))
@@ -476,10 +478,23 @@ def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,
     return _parallel_loop(sch, ids[outside:], nested=True)
 
 
+PARALLEL_MIN_ITERATIONS = 1 << 15
+
+
+def _big_enough(sch: Schedule, node: LoopNode) -> bool:
+    """Is a loop without inner loops long enough to pay for starting threads? Sizes unknown
+    when scheduling count as long enough only where the loop is all the nest does."""
+    extent = _extent(sch, node)
+    if extent is not None:
+        return extent >= PARALLEL_MIN_ITERATIONS
+    return len(sch.state.root.children) == 1
+
+
 def _parallel_loop(sch: Schedule, ids: list[int], *, nested: bool) -> tuple[Schedule, bool]:
     for i in ids:
         node = sch.state.loop(i)
-        if nested and not any(isinstance(c, LoopNode) for c in node.children):  # type: ignore[union-attr]
+        if not any(isinstance(c, LoopNode) for c in node.children) and \
+                (nested or not _big_enough(sch, node)):  # type: ignore[arg-type]
             continue
         done = _attempt(sch, lambda t: t.parallel(_handle(node)))  # noqa: B023
         if done is not None:
