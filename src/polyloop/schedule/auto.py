@@ -22,7 +22,13 @@ legality test as a hand-written schedule (so the result can be printed, edited a
    dependences) that keeps every dependence pointing forward, then ``merge``.
    ``fusion="min"`` keeps the nests as written; ``"max"`` fuses whenever a bounded shift exists
    (locality first); ``"smart"`` fuses only loops of nearly equal extents, without a shift,
-   and when the fused outer loop carries no new dependence (parallelism first).
+   and when the fused outer loop carries no new dependence (parallelism first), except that
+   (a) the sweeps inside a time loop are fused with shifts, as with ``"max"``, so that the
+   time loop and the sweeps form one band that can be tiled in time, and (b) a nest whose
+   loops have reuse only tiling captures (a matrix product) is not fused with its neighbours.
+   With ``"smart"``, **loop fission** (``distribute``) then gives such a nest loops of its own
+   when it shares a loop with other statements (the initialisation next to a matrix product),
+   so that all its loops form one band.
 2. **Band transformation**: for each perfectly nested band, isl's scheduler (validity,
    proximity and coincidence = the dependences the band carries) finds a unimodular change of
    basis; it is applied as ``reverse``/``skew`` steps and one ``reorder``. Supported: every
@@ -30,15 +36,25 @@ legality test as a hand-written schedule (so the result can be printed, edited a
    skewing, wavefronts); another one leaves the band as written, with an
    ``AutoScheduleWarning`` that shows the matrix (each step must be legal on its own, and the
    intermediate schedules of a general unimodular decomposition need not be).
-3. **Tiling** of permutable bands (loops with a constant extent of at most ``tile`` are
-   kept whole), with ``split`` and ``reorder``: parallel tile loops outermost, and inside a
-   tile the loop with the most stride-1 accesses innermost.
+3. **Tiling** of permutable bands, with ``split`` and ``reorder``: parallel tile loops
+   outermost, and inside a tile the loop with the most stride-1 accesses innermost
+   (preferring one that carries nothing, so it can be vectorized). ``tile="auto"`` (the
+   default) uses a cache model (``poly.autosched``): a band is tiled only when some access
+   reuses data that one iteration of its outer loop pushes out of cache (L2, or L1 for a
+   column walk; a matrix-vector product is not tiled), with per-loop sizes whose data fits
+   half of L2 and that bring the fewest cache lines per iteration. An int tiles every band
+   with that size; loops with a constant extent of at most the size are kept whole.
 4. **Parallelism**: the outermost loop (tile loop) of a band that carries no dependence is
    made ``parallel``; when there is none, a wavefront (``skew`` + ``reorder``) of the band's
-   two outer (tile) loops exposes one; failing that, the bands below are tried (e.g. the
-   space loops inside a time loop), where only loops that contain loops are made parallel.
+   two outer (tile) loops exposes one, and only then a loop inside the tiles; failing that,
+   the bands below are tried (e.g. the space loops inside a time loop), where only loops that
+   contain loops are made parallel (a lone loop only when it is long enough).
 5. **Vectorization** of innermost loops that walk the written element with stride 1 and carry
    no dependence.
+
+Not done (yet): register tiling (``cache_write`` + ``unroll``, as in ``cli.
+schedule_matmul_relu``) for symbolic sizes, and choosing between fusion strategies by
+measuring.
 """
 from __future__ import annotations
 
@@ -68,8 +84,9 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
                   vectorize: bool = True) -> Schedule:
     """An automatic schedule for ``program`` (a Program, e.g. from ``@pl.script``, or output
     tensors), as a ``pl.Schedule`` whose trace lists the primitives used (see the module
-    docstring). ``tile=None`` disables tiling, ``parallel=False`` parallel loops and
-    wavefronts."""
+    docstring). ``tile="auto"`` sizes tiles from a cache model, an int tiles every permutable
+    band with that size, ``tile=None`` disables tiling; ``parallel=False`` disables parallel
+    loops and wavefronts."""
     if target not in TARGETS:
         raise PolyloopError(f"auto_schedule: unknown target {target!r}; valid targets: "
                             + ", ".join(TARGETS))

@@ -255,7 +255,19 @@ class Schedule:
     def distribute(self, loop: LoopHandle, at: int = 1) -> tuple[LoopHandle, LoopHandle]:
         """Loop fission, the inverse of ``merge``: split ``loop`` into two loops over the same
         values, the first running its children before position ``at`` (its body's first ``at``
-        statements or loops), the second the rest. Refused if a dependence would break."""
+        statements or loops), the second the rest. Refused if a dependence would break.
+
+        >>> import polyloop as pl
+        >>> @pl.script
+        ... def f(A: pl.Buffer[("n",), "float64"], B: pl.Buffer[("n",), "float64"]):
+        ...     for i in range(n):
+        ...         A[i] = 1.0
+        ...         B[i] = A[i] * 2.0
+        >>> sch = pl.Schedule(f)
+        >>> first, second = sch.distribute(sch.get_loops("A")[0], at=1)
+        >>> len(sch.state.root.children)
+        2
+        """
         node = self._loop(loop, "distribute")
         if isinstance(at, bool) or not isinstance(at, int):
             raise ScheduleError(f"distribute: at is a child position (int), got {at!r}")
