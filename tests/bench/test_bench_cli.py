@@ -24,7 +24,7 @@ def test_quick_bench_prints_one_json_record_per_workload(capsys):
         assert r["polyloop_s"] > 0 and r["gflops"] > 0
         assert r["reference_s"]["numpy"] > 0
         assert r["reference_s"]["torch"] is None and r["reference_s"]["tvm"] is None
-    assert "[2/2] bmm-relu" in err          # the progress lines go to stderr
+    assert "round 1/1: [2/2] bmm-relu" in err          # the progress lines go to stderr
 
 
 def test_quick_bench_table_lists_every_workload(capsys):

@@ -4,8 +4,9 @@ interleaved rounds, and collect one record per workload.
 
 Every polyloop result is compared with NumPy before anything is timed (a wrong result stops the
 run with BenchFailure). Every time is a median of ``repeat`` timings; each figure is measured in
-``rounds`` rounds interleaved over polyloop and the references, and the best median is kept, so
-that a burst of load from another process on a shared machine lands on every row alike. The
+``rounds`` rounds, each round timing every workload (polyloop and the references one after the
+other), and the best median is kept: a burst of load from another process on a shared machine
+spoils one round, and polyloop and its references alike. The
 machine's limits are measured before and after the workloads; the higher figures are kept.
 
 >>> from polyloop.bench.run import run_benchmarks
@@ -214,18 +215,22 @@ def _run(workloads: Sequence[Workload], *, repeat: int, rounds: int, peers: Sequ
     if limits:
         _progress(f"measuring the machine's limits on {threads} threads (FMA peak, triad)")
         machine = measure_limits(threads, quick=quick)
-    records = []
+    records, plan = [], []
     for number, w in enumerate(workloads, start=1):
         _progress(f"[{number}/{len(workloads)}] {w.key} {w.shape}: build and check")
         record = Record(w)
-        figures = _figures(record, peers, loaded, repeat=repeat, threads=threads, stat=stat)
-        for r in range(rounds):
-            _progress(f"[{number}/{len(workloads)}] {w.key}: timing, round {r + 1}/{rounds}")
+        records.append(record)
+        plan.append(_figures(record, peers, loaded, repeat=repeat, threads=threads, stat=stat))
+    # Each round times every workload, so the rounds of one workload lie a whole round apart:
+    # a burst of load from another process spoils one round of a row, not all of them.
+    for r in range(rounds):
+        for number, (record, figures) in enumerate(zip(records, plan), start=1):
+            _progress(f"round {r + 1}/{rounds}: [{number}/{len(records)}] {record.workload.key}")
             for f in figures:
                 f.take()
+    for figures in plan:
         for f in figures:
             f.store()
-        records.append(record)
     if machine is not None:
         # On a shared machine a burst of load lowers a measurement: measure again after the
         # workloads and keep the higher figure of each limit.
