@@ -37,7 +37,8 @@ def _reference(record: Record, peer: str) -> str:
     if seconds is not None:
         return format_time(seconds)
     note = record.notes.get(peer)
-    return note if note in ("not installed",) or (note or "").startswith("unusable") else "-"
+    shown = ("not installed", "unusable", "failed")
+    return note if note is not None and note.startswith(shown) else "-"
 
 
 def _tvm_ratio(record: Record) -> tuple[float | None, str]:

@@ -150,8 +150,13 @@ def _tvm_figure(record: Record, tvm: Peer, inputs: list[np.ndarray], want: np.nd
     w = record.workload
     if w.tvm is None:
         return None
-    call, output = tvm_ref.BUILDERS[w.tvm](tvm.module, *inputs, threads=threads)
-    call()
+    try:
+        call, output = tvm_ref.BUILDERS[w.tvm](tvm.module, *inputs, threads=threads)
+        call()
+    except Exception as e:  # noqa: BLE001 - a TVM failure is reported in the table, not fatal
+        record.notes["tvm"] = f"failed ({type(e).__name__})"
+        _progress(f"{w.key}: TVM failed, no TVM time: {type(e).__name__}: {str(e)[:200]}")
+        return None
     _check("TVM", output(), want, w)
     return Figure(record, "tvm", lambda: time_call(call, repeat=repeat, stat=stat))
 
