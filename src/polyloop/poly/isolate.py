@@ -16,9 +16,10 @@ is placed at the *isolation loop*: the outermost loop below which fullness no lo
 (the demo matmul: the row-tile loop ``i_0``, above the reduction loop ``k``, so the whole k loop
 and the C tile's init and write-back are duplicated, not just the body of ``k``). Nothing is
 isolated when every tile is full or none is, and never around GPU-bound loops (their copies
-would become separate launches). ``sch.annotate(loop, "isolate", "off")`` on a loop of the
-tile or on the isolation loop turns it off; ``"on"`` on a serial split loop asks for it. Code
-size: each isolated loop's subtree is emitted twice.
+would become separate launches; a tile inside the work-items is fine).
+``sch.annotate(loop, "isolate", "off")`` on a loop of the tile or on the isolation loop turns it
+off; ``"on"`` on a serial split loop asks for it. Code size: each isolated loop's subtree is
+emitted twice. Only code generation isolates; a printed schedule shows one nest.
 
 >>> import polyloop as pl
 >>> n = pl.var("n")
@@ -109,10 +110,10 @@ def _extent(program: Program, node: LoopNode, paths: dict[str, list[LoopNode]],
         one = isl.Map.from_range(times).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, k)
         if one.is_empty():
             continue
-        trip = one.dim_max(0).sub(one.dim_min(0)).max_val()
-        if not trip.is_int():
+        trip = _largest(one.dim_max(0).sub(one.dim_min(0)))
+        if trip is None:
             return None
-        top = max(top, trip.to_python() + 1)
+        top = max(top, trip + 1)
     return top
 
 
@@ -124,8 +125,6 @@ def _tile_chains(program: Program, root: Root, paths: dict[str, list[LoopNode]],
         for c in n.children:
             if isinstance(c, LoopNode):
                 parent[c.id] = n
-    if any(n.kind is LoopKind.THREAD for n in loops(root)):
-        return []
     extents: dict[int, int | None] = {}
 
     def constant(n: LoopNode) -> bool:
@@ -178,8 +177,8 @@ def _isolation(program: Program, chain: list[LoopNode], paths: dict[str, list[Lo
         cut = full.project_out(isl.dim_type.set, depth, r - depth)
         if cut.insert_dims(isl.dim_type.set, depth, r - depth).intersect(dom).is_equal(full):
             home = outer[depth - 1]
-            if _off(home):
-                return None
+            if _off(home) or any(n.kind is LoopKind.THREAD for n in loops(home)):
+                return None     # copies of GPU-bound loops would be separate launches
             return home.id, cut.coalesce()
     return None
 
@@ -195,8 +194,11 @@ def _full_set(nest: isl.Map) -> isl.Set:
             isl.dim_type.out, 0, q)
         lo, hi = one.dim_min(0), one.dim_max(0)
         trip = hi.sub(lo)
-        top = trip.max_val()
-        full = full.intersect(trip.add_constant_val(-top).zero_set())
+        top = _largest(trip)
+        if top is None:
+            return full.subtract(full)
+        full = full.intersect(trip.add_constant_val(isl.Val.int_from_si(trip.get_ctx(), -top))
+                              .zero_set())
         interval = isl.Map.universe(one.get_space()).intersect_domain(one.domain())
         interval = interval.lower_bound_multi_pw_aff(isl.MultiPwAff.from_pw_aff(lo))
         interval = interval.upper_bound_multi_pw_aff(isl.MultiPwAff.from_pw_aff(hi))
@@ -204,3 +206,15 @@ def _full_set(nest: isl.Map) -> isl.Set:
     if box is not None:
         full = full.subtract(box.subtract(nest).domain())
     return full
+
+
+def _largest(value: isl.PwAff) -> int | None:
+    """The largest value over the domain and all parameter values, when it is finite (the
+    optimum over the integer points of the value's graph; ``PwAff.max_val`` refuses
+    quasi-affine pieces)."""
+    img = isl.Map.from_pw_aff(value).range()
+    if img.is_empty():
+        return None
+    var = isl.Aff.var_on_domain(isl.LocalSpace.from_space(img.get_space()), isl.dim_type.set, 0)
+    top = img.max_val(var)
+    return top.to_python() if top.is_int() else None

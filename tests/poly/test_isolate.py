@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Full-tile isolation: tiles that are full get a nest with constant bounds, partial tiles keep
+the general one; results agree with NumPy at sizes around the tile and for symbolic sizes."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import polyloop as pl
+from polyloop.cli import matmul_relu, schedule_matmul_relu
+from polyloop.poly.astgen import context
+from polyloop.poly.isolate import isolation_plan
+
+
+def _poisoned_call(mod, *args, shape):
+    out = np.full(shape, np.nan, dtype="float32")
+    mod(*args, out)
+    return out
+
+
+def _scaled(n, factor=6, kind="unroll"):
+    """B[i] = 2 A[i] + 1 with i split by ``factor`` and the inner loop unrolled/vectorized."""
+    A = pl.placeholder((n,), "float32", name="A")
+    B = pl.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    sch = pl.Schedule(B)
+    i0, i1 = sch.split(sch.get_loops("B")[0], factors=[None, factor])
+    getattr(sch, kind)(i1)
+    return sch, i0, i1
+
+
+def _plan(sch):
+    return isolation_plan(sch.program, sch.state.root, context(sch.program))
+
+
+def test_demo_isolates_at_the_row_tile_loop_above_k():
+    sch = schedule_matmul_relu(matmul_relu(pl.var("n")))
+    plan = _plan(sch)
+    names = {n.id: n.name for n in pl.poly.tree.loops(sch.state.root)}
+    assert [names[k] for k in plan] == ["i_0"]
+    (full,) = plan.values()
+    assert full.dim(pl.poly.astgen.isl.dim_type.set) == 2     # (j_0, i_0)
+
+
+@pytest.mark.parametrize("n", [1, 5, 6, 7, 13])
+@pytest.mark.parametrize("kind", ["unroll", "vectorize"])
+def test_split_numbers_symbolic(rng, n, kind):
+    sch, _, _ = _scaled(pl.var("n"), 6 if kind == "unroll" else 16, kind)
+    mod = pl.build(sch)
+    m = n if kind == "unroll" else n + 10     # around 16 too: 11, 15, 16, 17, 23
+    a = rng.random(m, dtype=np.float32)
+    np.testing.assert_allclose(_poisoned_call(mod, a, shape=(m,)), a * 2 + 1, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def demo_any_n():
+    return pl.build(schedule_matmul_relu(matmul_relu(pl.var("n"))))
+
+
+def _check_demo(mod, n, rng):
+    a = rng.random((n, n), dtype=np.float32)
+    b = rng.random((n, n), dtype=np.float32) - 0.5
+    got = _poisoned_call(mod, a, b, shape=(n, n))
+    np.testing.assert_allclose(got, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 5, 7, 63, 65, 71])
+def test_demo_matmul_relu_symbolic_matches_numpy(rng, demo_any_n, n):
+    _check_demo(demo_any_n, n, rng)
+
+
+@pytest.mark.parametrize("n", [7, 71])
+def test_demo_matmul_relu_constant_matches_numpy(rng, n):
+    _check_demo(pl.build(schedule_matmul_relu(matmul_relu(n))), n, rng)
+
+
+def test_register_tile_with_symbolic_n_has_a_constant_trip_full_tile_nest(demo_any_n):
+    src = demo_any_n.source
+    # the full tiles: constant-trip unrolled loops and whole vectors, no masks
+    assert "for (int64_t i_1 = 0; i_1 < 6; i_1++)" in src
+    assert "for (int64_t j_1 = 0; j_1 < 4; j_1++)" in src
+    assert "no remainder" in src
+    # the partial tiles keep isl's general nest
+    assert re.search(r"i_1 < pl_min_i64\(6, n - 6 \* i_0\)", src)
+    assert "masked remainder" in src
+
+
+def test_printed_schedule_keeps_one_nest():
+    sch, _, _ = _scaled(pl.var("n"))
+    assert str(sch).count("for i_1 in") == 1
+
+
+@pytest.mark.parametrize("n", [5, 12])
+def test_nothing_to_isolate_when_all_or_no_tiles_are_full(n):
+    sch, _, _ = _scaled(n)
+    assert _plan(sch) == {}
+    src = pl.build(sch).source
+    assert src.count("for (int64_t i_1 ") == 1
+
+
+def test_annotation_turns_isolation_off_and_on(rng):
+    sch, _, i1 = _scaled(pl.var("n"))
+    sch.annotate(i1, "isolate", "off")
+    assert _plan(sch) == {}
+    A = pl.placeholder((pl.var("n"),), "float32", name="A")
+    B = pl.compute(A.shape, lambda i: A[i] + 1.0, name="B")
+    serial = pl.Schedule(B)
+    _, j1 = serial.split(serial.get_loops("B")[0], factors=[None, 4])
+    assert _plan(serial) == {}
+    serial.annotate(j1, "isolate", "on")
+    assert len(_plan(serial)) == 1
+    src = pl.build(serial).source
+    assert "for (int64_t i_1 = 0; i_1 < 4; i_1++)" in src
+    a = rng.random(7, dtype=np.float32)
+    np.testing.assert_allclose(_poisoned_call(pl.build(serial), a, shape=(7,)), a + 1)
+
+
+def test_opencl_tile_inside_work_items_is_isolated(rng):
+    from polyloop.runtime.opencl import platform_available
+    available, why = platform_available()
+    if not available:
+        pytest.skip(f"OpenCL unavailable: {why}")
+    knl = pl.make_kernel("{ [i, j] : 0 <= i < n and 0 <= j < m }", "out[i, j] = 2*a[i, j] + 1")
+    knl = pl.split_iname(knl, "i", 16, outer_tag="g.0", inner_tag="l.0")
+    knl = pl.split_iname(knl, "j", 4, inner_tag="unr")
+    mod = pl.build(knl, target="opencl")
+    assert "< 4; j_inner++)" in mod.source.replace("int ", "").replace("long ", "")
+    for n, m in [(1, 1), (17, 3), (33, 9)]:
+        a = rng.standard_normal((n, m), dtype="float32")
+        out = np.full((n, m), np.nan, "float32")
+        mod(a=a, out=out)
+        np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)
