@@ -17,7 +17,7 @@ from ..ir.loops import Block, For, If, Node, Store
 from ..ir.simplify import simplify
 from ..ir.program import Program
 from .access import domain
-from .isl_util import CTX, NotAffine, expr_to_isl, map_, params_prefix, set_
+from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
 from .isolate import isolate_full_tiles
 from .tree import LoopNode, Root, StmtNode, loops, statements_under
 

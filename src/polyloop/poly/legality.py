@@ -11,7 +11,7 @@ import islpy as isl
 from ..ir.program import Program
 from .access import accesses
 from .deps import Dependence, DepKind
-from .isl_util import map_, params_prefix
+from .tree import statement_time_map
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +81,7 @@ def time_map(program: Program, stmt: str, items: Sequence[int | str]) -> isl.Map
     but not restricted to the statement's domain (cheaper to compose with dependences, which
     are). A prefix of the items gives the first dimensions of the flat schedule."""
     s = program.statement(stmt)
-    head = f"{params_prefix(program.params)}{{ {s.name}[{', '.join(s.iters)}] -> "
-    m = None
-    for item in items:
-        if isinstance(item, str):
-            text = item if item.lstrip().startswith("[") else params_prefix(program.params) + item
-            piece = map_(text)
-        else:
-            piece = map_(f"{head}[{item}] }}")
-        m = piece if m is None else m.flat_range_product(piece)
-    return m if m is not None else map_(f"{head}[] }}")
+    return statement_time_map(tuple(program.params), s.name, tuple(s.iters), tuple(items))
 
 
 def time_deltas(a: isl.Map, b: isl.Map, d: Dependence) -> isl.Set:

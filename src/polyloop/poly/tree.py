@@ -10,14 +10,14 @@ sequence. This is the whole schedule: ``flat_schedule`` turns it into one map pe
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Iterator, Union
 
 import islpy as isl
 
 from ..ir.loops import LoopKind
 from ..ir.program import Program
-from .access import domain
-from .isl_util import map_, params_prefix
+from .isl_util import map_, params_prefix, set_
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,19 +128,52 @@ def flat_schedule(program: Program, root: Root) -> dict[str, isl.Map]:
     for s in program.statements:
         if s.name not in paths:
             continue
-        dom = domain(program, s)
-        space_head = f"{params_prefix(program.params)}{{ {s.name}[{', '.join(s.iters)}] -> "
-        m = None
-        for item in paths[s.name] + [0] * (depth - len(paths[s.name])):
-            if isinstance(item, LoopNode):
-                piece = map_(_with_params(program, item.expr(s.name)))
-            else:
-                piece = map_(f"{space_head}[{item}] }}")
-            m = piece if m is None else m.flat_range_product(piece)
-        if m is None:
-            m = map_(f"{space_head}[] }}")
-        out[s.name] = m.intersect_domain(dom)
+        items = tuple(x.expr(s.name) if isinstance(x, LoopNode) else x
+                      for x in paths[s.name]) + (0,) * (depth - len(paths[s.name]))
+        out[s.name] = statement_schedule(program.params, s.name, s.iters, s.domain, items)
     return out
+
+
+@lru_cache(maxsize=4096)
+def statement_time_map(params: tuple[str, ...], name: str, iters: tuple[str, ...],
+                       items: tuple[int | str, ...]) -> isl.Map:
+    """``S[i, ...] -> [t0, t1, ...]`` from the statement's schedule items, outermost first: a
+    sequence position (int) or a loop expression (isl map text), on no particular domain.
+    Remembered by value: the same items are asked for by the legality checks of several
+    schedule states and again when lowering (``clear_caches`` forgets them)."""
+    head = f"{params_prefix(params)}{{ {name}[{', '.join(iters)}] -> "
+    m = None
+    for item in items:
+        if isinstance(item, str):
+            piece = map_(item if item.lstrip().startswith("[") else params_prefix(params) + item)
+        else:
+            piece = _position(head, item)
+        m = piece if m is None else m.flat_range_product(piece)
+    return m if m is not None else map_(f"{head}[] }}")
+
+
+def _position(head: str, value: int) -> isl.Map:
+    """``S[i, ...] -> [value]`` without parsing a new text for every value: the statement's
+    space comes from one parsed map and the constant is set on it."""
+    zero = map_(f"{head}[0] }}")
+    if value == 0:
+        return zero
+    return zero.apply_range(map_(f"{{ [t] -> [t + {value}] }}").align_params(zero.get_space()))
+
+
+@lru_cache(maxsize=4096)
+def statement_schedule(params: tuple[str, ...], name: str, iters: tuple[str, ...],
+                       domain_text: str, items: tuple[int | str, ...]) -> isl.Map:
+    """``statement_time_map`` restricted to the statement's domain (its flat schedule)."""
+    dom = domain_text if domain_text.lstrip().startswith("[") else \
+        params_prefix(params) + domain_text
+    return statement_time_map(params, name, iters, items).intersect_domain(set_(dom))
+
+
+def clear_caches() -> None:
+    """Forget the remembered schedule maps (for timing code generation from scratch)."""
+    statement_time_map.cache_clear()
+    statement_schedule.cache_clear()
 
 
 def _with_params(program: Program, text: str) -> str:

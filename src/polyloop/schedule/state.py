@@ -14,10 +14,9 @@ from ..ir.loops import LoopKind
 from ..ir.program import Program
 from ..poly import deps as deps_mod
 from ..poly import legality
-from ..poly.access import domain
 from ..poly.order import original_tree
 from ..poly.tree import (LoopNode, Node, Root, StmtNode, flat_schedule, loop_position, loops,
-                         path_to, statements_under)
+                         path_to, statement_schedule, statements_under)
 
 
 class Memo:
@@ -90,8 +89,12 @@ class State:
         assert memo is not None
         fs = memo.schedules.get(sig)
         if fs is None:
-            fs = {s: _time_map(self, s, items).intersect_domain(
-                      domain(self.program, self.program.statement(s))) for s, items in sig}
+            prog = self.program
+            fs = {}
+            for s, items in sig:
+                st = prog.statement(s)
+                fs[s] = statement_schedule(tuple(prog.params), s, tuple(st.iters), st.domain,
+                                           items)
             memo.schedules[sig] = fs
         return fs
 
