@@ -118,6 +118,7 @@ def plot(records: Sequence[Record], path: str | Path, *, title: str) -> Path:
     workload; rows without a PyTorch time are left out."""
     try:
         import matplotlib
+        import matplotlib.ticker
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -139,6 +140,9 @@ def plot(records: Sequence[Record], path: str | Path, *, title: str) -> Path:
     ax.set_xticks(list(xs), [f"{r.workload.group} {r.workload.shape}" for r in rows],
                   fontsize=8, rotation=30, ha="right")
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.FixedLocator([2.0 ** e for e in range(-8, 9)]))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
+    ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.axhline(1.0, color="grey", linewidth=0.6)
     ax.set_ylabel("speed relative to PyTorch (log scale; higher is faster)")
     ax.set_title(title, fontsize=9)
