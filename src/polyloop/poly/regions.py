@@ -142,6 +142,13 @@ def layout_extents(program: Program, buffer: str, new_indices: Sequence[Expr],
         if not lo.is_cst() or any(a.get_constant_val().to_python() < 0
                                   for _, a in lo.get_pieces()):
             raise ScheduleError(f"transform_layout: new dimension {k} may be negative")
+        # a dimension bounded by a constant whatever the sizes (``j % 64``) gets that constant
+        # extent: a panel's stride stays 64 for a symbolic n, not max(64, n)
+        var = isl.Aff.var_on_domain(isl.LocalSpace.from_space(img.get_space()), isl.dim_type.set, k)
+        top = img.max_val(var)
+        if top.is_int():
+            exts.append(Const(top.to_python() + 1, INDEX, weak=True))
+            continue
         exts.append(binop(BinOpKind.ADD, pw_aff_to_expr(img.dim_max(k), [], "an extent",
                                                         upper_bound=True), 1))
     return exts
