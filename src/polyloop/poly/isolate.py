@@ -6,7 +6,8 @@ symbolic ``n``), isl writes one nest whose tile loops have ``min(...)`` bounds: 
 not constant-trip, vector loops need masks, a register tile cannot stay in registers. isl's AST
 build option ``isolate`` makes it write the iterations of a set apart; given the set of full
 tiles, the full tiles get a nest whose tile loops have constant bounds and the partial tiles keep
-the general one (isl's ``atomic`` option for the rest: one loop per part, no further splitting).
+the general one (isl's ``separate`` option for the rest: the partial tiles along one loop do
+not share a loop with the full ones, e.g. the last row of tiles is a nest of its own).
 
 Policy (``isolate_full_tiles``): a *tile* is a perfect chain of loops of constant largest trip
 count that contains an unrolled or vectorized loop (or a loop annotated ``isolate=on``). With isl
@@ -28,9 +29,12 @@ emitted twice. Only code generation isolates; a printed schedule shows one nest.
 >>> sch = pl.Schedule(B)
 >>> i0, i1 = sch.split(sch.get_loops("B")[0], factors=[None, 4])
 >>> sch.unroll(i1)
->>> plan = isolation_plan(sch.program, sch.state.root, pl.poly.astgen.context(sch.program))
->>> [(loop, str(full)) for loop, full in plan.items()] == [(i0.id, "[n] -> { [i0] : 4i0 <= -4 + n }")]
+>>> from polyloop.poly.astgen import context
+>>> plan = isolation_plan(sch.program, sch.state.root, context(sch.program))
+>>> list(plan) == [i0.id]     # split at i0; full tiles: the values of i0 below
 True
+>>> print(plan[i0.id])
+[n] -> { [o0] : o0 >= 0 and 4o0 <= -4 + n }
 """
 from __future__ import annotations
 
@@ -63,7 +67,7 @@ def isolate_full_tiles(program: Program, root: Root, schedule: isl.Schedule,
         full = plan.get(int(parent.mark_get_id().get_name()[1:]))
         if full is None or node.band_n_member() != 1:
             return node
-        return node.band_set_ast_build_options(_options(full, node))
+        return node.band_set_ast_build_options(_options(full))
     return schedule.map_schedule_node_bottom_up(visit)
 
 
@@ -81,13 +85,13 @@ def isolation_plan(program: Program, root: Root, context: isl.Set) -> dict[int, 
     return plan
 
 
-def _options(full: isl.Set, band: isl.ScheduleNode) -> isl.UnionSet:
-    """``{ isolate[[outer] -> [band]] : full; [isolated] ... ; separate[x] }``"""
+def _options(full: isl.Set) -> isl.UnionSet:
+    """``{ isolate[[outer] -> [band]] : full; separate[x] }``"""
     outer = full.dim(isl.dim_type.set) - 1
     rel = isl.Map.from_range(full).move_dims(isl.dim_type.in_, 0, isl.dim_type.set, 0, outer)
     iso = rel.wrap().set_tuple_name("isolate")
-    atomic = isl.UnionSet(f"{{ separate[x] }}")
-    return isl.UnionSet.from_set(iso).union(atomic).coalesce()
+    rest = isl.UnionSet("{ separate[x] }")
+    return isl.UnionSet.from_set(iso).union(rest)
 
 
 def _off(node: LoopNode) -> bool:
