@@ -107,11 +107,10 @@ def path_to(root: Root, target_id: int) -> list[LoopNode] | None:
     return go(root, [])
 
 
-def flat_schedule(program: Program, root: Root) -> dict[str, isl.Map]:
-    """Statement -> ``S[i, ...] -> [t0, t1, ...]`` with one common range (padded with zeros).
-
-    A sequence of two or more children contributes the child's position; a loop its value.
-    """
+def schedule_items(program: Program, root: Root) -> dict[str, tuple[int | str, ...]]:
+    """Statement -> its schedule items, outermost first, padded with zeros to one length: the
+    position among two or more siblings (int) or a loop's expression (isl map text). Equal
+    items give equal flat schedules; statements not in the tree are left out."""
     paths: dict[str, list[object]] = {}
 
     def walk(n: Node | Root, prefix: list[object]) -> None:
@@ -124,14 +123,23 @@ def flat_schedule(program: Program, root: Root) -> dict[str, isl.Map]:
                 walk(c, here + [c])
     walk(root, [])
     depth = max((len(p) for p in paths.values()), default=0)
-    out: dict[str, isl.Map] = {}
+    out: dict[str, tuple[int | str, ...]] = {}
     for s in program.statements:
-        if s.name not in paths:
-            continue
-        items = tuple(x.expr(s.name) if isinstance(x, LoopNode) else x
-                      for x in paths[s.name]) + (0,) * (depth - len(paths[s.name]))
-        out[s.name] = statement_schedule(program.params, s.name, s.iters, s.domain, items)
+        if s.name in paths:
+            p = paths[s.name]
+            out[s.name] = (tuple(x.expr(s.name) if isinstance(x, LoopNode) else x for x in p)
+                           + (0,) * (depth - len(p)))
     return out
+
+
+def flat_schedule(program: Program, root: Root) -> dict[str, isl.Map]:
+    """Statement -> ``S[i, ...] -> [t0, t1, ...]`` with one common range (padded with zeros).
+
+    A sequence of two or more children contributes the child's position; a loop its value.
+    """
+    return {name: statement_schedule(program.params, name, program.statement(name).iters,
+                                     program.statement(name).domain, items)
+            for name, items in schedule_items(program, root).items()}
 
 
 @lru_cache(maxsize=4096)

@@ -16,7 +16,7 @@ from ..poly import deps as deps_mod
 from ..poly import legality
 from ..poly.order import original_tree
 from ..poly.tree import (LoopNode, Node, Root, StmtNode, flat_schedule, loop_position, loops,
-                         path_to, statement_schedule, statements_under)
+                         path_to, schedule_items, statement_schedule, statements_under)
 
 
 class Memo:
@@ -241,25 +241,7 @@ def shape(program: Program, root: Root) -> tuple:
     """What the flat schedule of ``root`` depends on: for each statement, its sequence
     positions and loop expressions, outermost first, padded with zeros as in
     ``tree.flat_schedule``. Equal shapes give equal flat schedules."""
-    paths: dict[str, list] = {}
-
-    def walk(n: Node | Root, prefix: list) -> None:
-        kids = n.children
-        for pos, c in enumerate(kids):
-            here = prefix + [pos] if len(kids) > 1 else prefix
-            if isinstance(c, StmtNode):
-                paths[c.statement] = here
-            else:
-                walk(c, here + [c])
-    walk(root, [])
-    depth = max((len(p) for p in paths.values()), default=0)
-    out = []
-    for s in program.statements:
-        p = paths.get(s.name)
-        if p is not None:
-            items = tuple(x.expr(s.name) if isinstance(x, LoopNode) else x for x in p)
-            out.append((s.name, items + (0,) * (depth - len(items))))
-    return tuple(out)
+    return tuple(schedule_items(program, root).items())
 
 
 class _LazySchedule(Mapping):
