@@ -98,10 +98,10 @@ def matmul_knobs(m: int, n: int, k: int) -> dict[str, object]:
 
     When the columns divide into 64-wide panels, the register tile (6 x 64 accumulated over
     the whole k in registers) is used: nothing is loaded or stored for C inside the k loop.
-    Otherwise the edge panel's loop bounds would stop gcc from keeping the tile in registers
-    everywhere, so the k-blocked micro-kernel schedule is used (tensorize: full tiles call the
+    Otherwise the k-blocked micro-kernel schedule is used (tensorize: full tiles call the
     kernel, edge tiles run vector loops), with the host's tile that leaves the least work to
-    the edges (1000 x 1000: 8 x 32 on AVX-512)."""
+    the edges (1000 x 1000: 8 x 32 on AVX-512): measured 1.28x PyTorch against the register
+    tile's 1.18x at 1000^3 (with full-tile isolation; 0.6x without it)."""
     if n % 64 == 0:
         return {}
     tiles = intrin.TILES[intrin.host_kind()]
