@@ -23,8 +23,9 @@ legality test as a hand-written schedule (so the result can be printed, edited a
    ``fusion="min"`` keeps the nests as written; ``"max"`` fuses whenever a bounded shift exists
    (locality first); ``"smart"`` fuses only loops of nearly equal extents, without a shift,
    and when the fused outer loop carries no new dependence (parallelism first), except that
-   (a) the sweeps inside a time loop are fused with shifts, as with ``"max"``, so that the
-   time loop and the sweeps form one band that can be tiled in time, and (b) a nest whose
+   (a) the sweeps (of 1-D or 2-D grids) inside a time loop are fused with shifts, as with
+   ``"max"``, so that the time loop and the sweeps form one band that can be tiled in time,
+   and (b) a nest whose
    loops have reuse only tiling captures (a matrix product) is not fused with its neighbours.
    With ``"smart"``, **loop fission** (``distribute``) then gives such a nest loops of its own
    when it shares a loop with other statements (the initialisation next to a matrix product),
@@ -184,8 +185,10 @@ def _time_loop(sch: Schedule, node: LoopNode | None) -> bool:
     """Is ``node`` a loop that carries a dependence around nests that, fused with shifts into
     one band with it, would have reuse worth tiling (a time loop around stencil sweeps)? Its
     body is fused as with ``fusion="max"``: the way to tile in time."""
-    return node is not None and st.check_parallel(sch.state, node) is not None \
-        and _has_deep_reuse(sch, node)
+    if node is None or any(len(sch.state.path(leaf.id)) > 3 for leaf in loops(node)):
+        # sweeps of 3-D grids: time tiles whose data fits L2 are too thin to vectorize well
+        return False
+    return st.check_parallel(sch.state, node) is not None and _has_deep_reuse(sch, node)
 
 
 def _merge(sch: Schedule, first: list[LoopNode], second: list[LoopNode],
