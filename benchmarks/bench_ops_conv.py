@@ -19,30 +19,18 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import time
-from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 import polyloop as pl
 from polyloop import ops
+from polyloop.bench.peers import time_call
 
 # issue #6's goals: polyloop time must be <= the bound (ms), measured on the 2-core host
 GOALS = {"conv 64x56": "<= 2.4 ms / 1.5", "conv 256x14": "<= 0.89 ms / 0.9",
          "dw 21": "<= 0.047 ms", "dw 32": "<= 0.10 ms", "dw 64": "<= 0.48 ms",
          "dw 96": "<= 1.13 ms", "softmax 4096": ">= 17.9 GB/s"}
-
-
-def median_seconds(fn: Callable[[], object], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def conv_reference(x, w, depthwise):
@@ -122,7 +110,7 @@ def main(argv=None) -> None:
     for _ in range(args.rounds):
         for _, impls, _, _, best in rows:
             for key, fn in impls.items():
-                best[key] = min(best[key], median_seconds(fn, args.repeat))
+                best[key] = min(best[key], time_call(fn, repeat=args.repeat))
     print(f"{'workload':14} {'polyloop ms':>12} {'torch ms':>10} {'numpy ms':>10} "
           f"{'polyloop rate':>16} {'vs torch':>9}   goal")
     for name, _, work, unit, best in rows:

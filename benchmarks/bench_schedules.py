@@ -8,21 +8,11 @@ Prints time, GFLOP/s and the ratio NumPy time / polyloop time (> 1: polyloop is 
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import polyloop as pl
-
-
-def median_time(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+from polyloop.bench.peers import time_call
 
 
 def matmul_schedule(n: int, ti: int = 6, tj: int = 64) -> pl.Schedule:
@@ -94,8 +84,8 @@ def main() -> None:
     mod = pl.build(matmul_schedule(n))
     mod(a, b, c)
     assert np.allclose(c, a @ b, rtol=1e-4, atol=1e-3), "matmul result differs from NumPy"
-    t_pl = median_time(lambda: mod(a, b, c), args.repeat)
-    t_np = median_time(lambda: np.matmul(a, b, out=c), args.repeat)
+    t_pl = time_call(lambda: mod(a, b, c), repeat=args.repeat)
+    t_np = time_call(lambda: np.matmul(a, b, out=c), repeat=args.repeat)
     report("matmul 1024^3 (hand schedule)", 2 * n ** 3, t_pl, t_np)
 
     bb, m = 16, 128
@@ -105,8 +95,8 @@ def main() -> None:
     mod2 = pl.build(batched_matmul_relu_schedule(bb, m))
     mod2(x, y, out)
     assert np.allclose(out, np.maximum(x @ y, 0), rtol=1e-4, atol=1e-3), "bmm+relu differs"
-    t_pl = median_time(lambda: mod2(x, y, out), args.repeat * 5)
-    t_np = median_time(lambda: np.maximum(x @ y, 0), args.repeat * 5)
+    t_pl = time_call(lambda: mod2(x, y, out), repeat=args.repeat * 5)
+    t_np = time_call(lambda: np.maximum(x @ y, 0), repeat=args.repeat * 5)
     report("batched matmul+ReLU 16x128^3", 2 * bb * m ** 3, t_pl, t_np)
 
 
