@@ -8,7 +8,8 @@ replaced by loop expressions.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from .expr import Expr, ReduceKind
 from .program import Buffer
@@ -96,6 +97,19 @@ class Kernel:
     temps: tuple[Buffer, ...]
     body: Node
     notes: tuple[str, ...] = field(default=())
+
+
+def map_children(n: Node, fn: Callable[[Node], Node]) -> Node:
+    """``n`` with ``fn`` applied to each of its direct child nodes (loop body, branches, block
+    items); leaves come back as they are. The one structural copy that rewrites of the loop AST
+    build on."""
+    if isinstance(n, For):
+        return replace(n, body=fn(n.body))
+    if isinstance(n, If):
+        return If(n.cond, fn(n.then), None if n.otherwise is None else fn(n.otherwise))
+    if isinstance(n, Block):
+        return Block(tuple(fn(c) for c in n.body))
+    return n
 
 
 def iter_nodes(n: Node):

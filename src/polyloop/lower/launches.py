@@ -17,7 +17,7 @@ from itertools import count
 from ..errors import BuildError
 from ..ir.dtypes import DType
 from ..ir.expr import Const, Expr, loads
-from ..ir.loops import Barrier, Block, For, If, Kernel, LoopKind, Node, Store, iter_nodes
+from ..ir.loops import Barrier, For, Kernel, LoopKind, Node, Store, iter_nodes, map_children
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly import gpu
 from ..poly.tree import LoopNode, Root, StmtNode, flat_schedule, path_to, statements_under
@@ -196,15 +196,8 @@ def _finish(body: Node, items: tuple[int, ...], groups: tuple[Expr, ...]) -> Nod
                 out = For(f"_single_{next(fresh)}", Const(0, DType.INT64, True),
                           Const(1, DType.INT64, True), out, LoopKind.THREAD, thread=axis)
             return out
-        if isinstance(n, For):
-            inner = bound | {n.thread} if n.thread else bound
-            return replace(n, body=go(n.body, inner))
-        if isinstance(n, If):
-            return If(n.cond, go(n.then, bound),
-                      None if n.otherwise is None else go(n.otherwise, bound))
-        if isinstance(n, Block):
-            return Block(tuple(go(c, bound) for c in n.body))
-        return n
+        inner = bound | {n.thread} if isinstance(n, For) and n.thread else bound
+        return map_children(n, lambda c: go(c, inner))
     return go(body, frozenset())
 
 

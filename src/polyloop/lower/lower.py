@@ -6,12 +6,13 @@ The pipeline is a list of named steps; ``POLYLOOP_DUMP=lower`` prints the loop n
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Callable
 
 from .. import config
 from ..errors import PolyloopError
 from ..ir.expr import Expr
-from ..ir.loops import Block, For, If, Kernel, Node, Store
+from ..ir.loops import Block, For, If, Kernel, Node, Store, map_children
 from ..ir.printer import loops_to_str
 from ..ir.program import BufferRole, Program
 from ..poly.astgen import build_ast
@@ -24,8 +25,8 @@ from .tensorize import apply_tensorize
 
 def _map_exprs(node: Node, fn: Callable[[Expr], Expr]) -> Node:
     if isinstance(node, For):
-        return For(node.var, fn(node.start), fn(node.stop), _map_exprs(node.body, fn), node.kind,
-                   node.step, node.unroll_factor, node.thread, node.annotations)
+        return replace(node, start=fn(node.start), stop=fn(node.stop),
+                       body=_map_exprs(node.body, fn))
     if isinstance(node, If):
         return If(fn(node.cond), _map_exprs(node.then, fn),
                   None if node.otherwise is None else _map_exprs(node.otherwise, fn))
@@ -45,13 +46,7 @@ def _flatten(node: Node) -> Node:
             c = _flatten(c)
             out.extend(c.body if isinstance(c, Block) else (c,))
         return out[0] if len(out) == 1 else Block(tuple(out))
-    if isinstance(node, For):
-        return For(node.var, node.start, node.stop, _flatten(node.body), node.kind, node.step,
-                   node.unroll_factor, node.thread, node.annotations)
-    if isinstance(node, If):
-        return If(node.cond, _flatten(node.then),
-                  None if node.otherwise is None else _flatten(node.otherwise))
-    return node
+    return map_children(node, _flatten)
 
 
 STEPS: tuple[tuple[str, Callable[[Node], Node]], ...] = (

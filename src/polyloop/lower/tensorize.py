@@ -9,9 +9,11 @@ intrinsic's extent on that axis. Partial tiles keep the loops isl wrote.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import BuildError, ScheduleError
 from ..ir.expr import BinOpKind, Const, Expr, Load, Var, binop, loads, substitute, walk
-from ..ir.loops import Block, Call, For, If, Node, Region, Store
+from ..ir.loops import Call, For, If, Node, Region, Store, map_children
 from ..ir.program import Program
 from ..ir.simplify import simplify
 from ..poly.tree import Root
@@ -39,20 +41,12 @@ def _rewrite(node: Node, matches: dict[str, Match]) -> Node:
         key = dict(node.annotations).get(ANNOTATION)
         if key in matches:
             return _call_or_loops(node, matches[key])
-        return For(node.var, node.start, node.stop, _rewrite(node.body, matches), node.kind,
-                   node.step, node.unroll_factor, node.thread, node.annotations)
-    if isinstance(node, If):
-        return If(node.cond, _rewrite(node.then, matches),
-                  None if node.otherwise is None else _rewrite(node.otherwise, matches))
-    if isinstance(node, Block):
-        return Block(tuple(_rewrite(c, matches) for c in node.body))
-    return node
+    return map_children(node, lambda c: _rewrite(c, matches))
 
 
 def _loops_only(loop: For, why: str) -> For:
     ann = tuple((k, v) for k, v in loop.annotations if k != ANNOTATION)
-    return For(loop.var, loop.start, loop.stop, loop.body, loop.kind, loop.step,
-               loop.unroll_factor, loop.thread, ann + (("tensorize_fallback", why),))
+    return replace(loop, annotations=ann + (("tensorize_fallback", why),))
 
 
 def _call_or_loops(loop: For, m: Match) -> Node:
