@@ -37,7 +37,7 @@ from ..frontend.te import Tensor
 from ..ir.elementwise import where
 from ..ir.expr import Const
 from ..schedule import Schedule
-from .matmul import default_lanes
+from .knobs import check_knobs, default_lanes
 
 
 def _padded(data: Tensor, pad: int, *, extra_columns: int | None = None,
@@ -117,7 +117,7 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1, *,
     wide_w = out_w
     if row_multiple is None:
         row_multiple = default_lanes(str(data.dtype)) if isinstance(w, Const) else 1
-    _check_knobs("depthwise_conv2d_nchw", row_multiple=row_multiple)
+    check_knobs("depthwise_conv2d_nchw", row_multiple=row_multiple)
     if isinstance(w, Const) and isinstance(s_ext, Const) and row_multiple > 1:
         wide_w = -(-(w.value + 2 * pad - s_ext.value + 1) // row_multiple) * row_multiple
     padded = _padded(data, pad, extra_columns=wide_w if isinstance(wide_w, int) else None,
@@ -141,12 +141,6 @@ def _operands(out: Tensor, who: str, builder: str) -> tuple[Tensor, Tensor, Tens
     if len(src.inputs) != 1 or not src.inputs[0].is_placeholder:
         raise ScheduleError(f"{who}: expected the result of {builder}(data, weight), got {out!r}")
     return src.inputs[0], weight, src
-
-
-def _check_knobs(who: str, **knobs: int) -> None:
-    for name, value in knobs.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ScheduleError(f"{who}: {name} must be a positive integer, got {value!r}")
 
 
 def _width_block(width: object, default: int) -> int:
@@ -178,7 +172,7 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     _, weight, padded = _operands(out, who, "conv2d_nchw")
     lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
     w_block = _width_block(out.shape[3], 8) if w_block is None else w_block
-    _check_knobs(who, lanes=lanes, k_vectors=k_vectors, w_block=w_block)
+    check_knobs(who, lanes=lanes, k_vectors=k_vectors, w_block=w_block)
     if parallel not in ("k", "y"):
         raise ScheduleError(f"{who}: parallel must be 'k' (channel blocks) or 'y' (rows), got "
                             f"{parallel!r}")
@@ -237,7 +231,7 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
                             f"got {out!r}")
     _, _, padded = _operands(wide, who, "depthwise_conv2d_nchw")
     lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
-    _check_knobs(who, lanes=lanes, x_vectors=x_vectors)
+    check_knobs(who, lanes=lanes, x_vectors=x_vectors)
     sch = Schedule(out)
     # the sum goes to a row-local buffer; the stage that held it disappears
     sch.compute_inline(sch.cache_write(wide.name, "local"))

@@ -27,7 +27,6 @@ The recipe (the one ``polyloop demo`` uses, generalised):
 """
 from __future__ import annotations
 
-from .. import config
 from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
@@ -35,7 +34,7 @@ from ..ir.expr import Const
 from ..ir.elementwise import maximum
 from ..schedule import Schedule
 from ..schedule.tensorize import TensorIntrin, lookup
-from ..util.isa import host_isa
+from .knobs import check_knobs, default_lanes
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -83,11 +82,6 @@ def _check_operands(op: str, a: Tensor, b: Tensor, ndim: int) -> None:
     if str(a.shape[-1]) != str(b.shape[-2]):
         raise ScheduleError(f"{op}: the reduction extents differ: a is {a!r}, b is {b!r} "
                             "(a's last dimension must equal b's second to last)")
-
-
-def default_lanes(dtype: str = "float32") -> int:
-    """Elements of ``dtype`` in one vector register of the host (16 float32 with AVX-512)."""
-    return host_isa(config.CONFIG.cc).lanes(dtype)
 
 
 def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int | None = None,
@@ -173,17 +167,11 @@ def _operands(c: Tensor, who: str, ndim: int) -> tuple[Tensor, Tensor]:
     return c.inputs[0], c.inputs[1]
 
 
-def _check_knobs(who: str, **knobs: int) -> None:
-    for name, value in knobs.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ScheduleError(f"{who}: {name} must be a positive integer, got {value!r}")
-
-
 def _register_tile(sch: Schedule, block: str, b_name: str, *, batch: bool, mr: int,
                    nr_vectors: int, lanes: int, pack_in_panel: bool | None,
                    epilogue: str | None = None) -> None:
     """The shared recipe; ``batch`` adds a leading batch loop fused into the parallel loop."""
-    _check_knobs("schedule_matmul", mr=mr, nr_vectors=nr_vectors, lanes=lanes)
+    check_knobs("schedule_matmul", mr=mr, nr_vectors=nr_vectors, lanes=lanes)
     nr = nr_vectors * lanes
     if batch:
         sch.transform_layout(block, b_name, lambda p, k, j: (p, j // nr, k, j % nr))
@@ -217,7 +205,7 @@ def _micro_kernel(sch: Schedule, block: str, a_name: str, b_name: str,
                   intrin: TensorIntrin | str, *, kc: int, order: str, pack_in_panel: bool | None,
                   pack_a: bool) -> None:
     """k-blocked loops around a ``rows x cols x kc`` micro-kernel call updating C in place."""
-    _check_knobs("schedule_matmul", kc=kc)
+    check_knobs("schedule_matmul", kc=kc)
     it = lookup(intrin)
     rows, cols = it.extents[0], it.extents[1]
     sch.transform_layout(block, b_name, lambda k, j: (j // cols, k, j % cols))

@@ -30,7 +30,7 @@ from ..frontend.te import Tensor
 from ..ir.elementwise import exp
 from ..ir.expr import Const
 from ..schedule import Schedule
-from .matmul import default_lanes
+from .knobs import check_knobs, default_lanes
 
 STAGES = ("softmax_max", "softmax_exp", "softmax_sum", "softmax")
 
@@ -68,8 +68,7 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
     if not isinstance(y, Tensor) or y.name != STAGES[3] or y.ndim != 2:
         raise ScheduleError(f"schedule_softmax: expected the result of softmax(x), got {y!r}")
     lanes = default_lanes(str(y.dtype)) if lanes is None else lanes
-    if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 1:
-        raise ScheduleError(f"schedule_softmax: lanes must be a positive integer, got {lanes!r}")
+    check_knobs("schedule_softmax", lanes=lanes)
     sch = Schedule(y)
     cols = y.shape[1]
     # A symbolic column count may be 0: then nothing in a row reads the row's max and sum, and
