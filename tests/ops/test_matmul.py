@@ -120,6 +120,8 @@ def test_wrong_operands_and_knobs_are_refused():
     C = ops.matmul(A, pl.placeholder((3, 6), "float32", name="B2"))
     with pytest.raises(pl.ScheduleError, match="mr must be a positive integer"):
         ops.schedule_matmul(C, mr=0)
+    with pytest.raises(pl.ScheduleError, match="lanes must be a positive integer"):
+        ops.schedule_matmul(C, lanes=0)          # 0 is refused, not taken as the default
     with pytest.raises(pl.ScheduleError, match="order must be 'panel' or 'kslice'"):
         ops.schedule_matmul(C, intrin=gemm_intrin("portable"), order="ij")
     relu = pl.compute((4, 6), lambda i, j: pl.maximum(C[i, j], 0.0), name="R")

@@ -121,7 +121,8 @@ def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int |
                       pack_in_panel=pack_in_panel, pack_a=pack_a)
         return sch
     _register_tile(sch, c.name, b.name, batch=False, mr=mr, nr_vectors=nr_vectors,
-                   lanes=lanes or default_lanes(str(c.dtype)), pack_in_panel=pack_in_panel)
+                   lanes=default_lanes(str(c.dtype)) if lanes is None else lanes,
+                   pack_in_panel=pack_in_panel)
     return sch
 
 
@@ -145,7 +146,8 @@ def schedule_batch_matmul_relu(d: Tensor, *, mr: int = 8, nr_vectors: int = 2,
     _, b = _operands(c, "schedule_batch_matmul_relu", 3)
     sch = Schedule(d)
     _register_tile(sch, c.name, b.name, batch=True, mr=mr, nr_vectors=nr_vectors,
-                   lanes=lanes or default_lanes(str(c.dtype)), pack_in_panel=pack_in_panel,
+                   lanes=default_lanes(str(c.dtype)) if lanes is None else lanes,
+                   pack_in_panel=pack_in_panel,
                    epilogue=d.name)
     return sch
 
