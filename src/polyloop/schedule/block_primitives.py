@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Block primitives of ``pl.Schedule``: where blocks are computed (compute_at, inlining,
+decompose_reduction), rewrites that add blocks or buffers (cache_read, cache_write, rfactor,
+transform_layout) and tensorize."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import ScheduleError
+from . import blocks, hints, rewrites
+from . import tensorize as tz
+from .core import ScheduleCore, _broken, _with_hint
+from .trace import BlockHandle, LoopHandle
+
+
+def _lambda_text(fn: Callable[..., Any], ndim: int) -> str:
+    """Replayable text of an index map: call it on named variables and print the result."""
+    from ..ir.expr import Var, as_expr
+    names = [f"x{k}" for k in range(ndim)]
+    out = fn(*[Var(n) for n in names])
+    out = out if isinstance(out, (tuple, list)) else (out,)
+    return f"lambda {', '.join(names)}: ({', '.join(str(as_expr(e)) for e in out)},)"
+
+
+class BlockPrimitives(ScheduleCore):
+    """Primitives that move or rewrite blocks (mixed into ``pl.Schedule``)."""
+
+    def compute_at(self, block: BlockHandle | str, loop: LoopHandle) -> None:
+        """Compute a producer inside a consumer's loop: each instance runs in the first iteration
+        that needs it (exact footprints, e.g. a convolution's halo)."""
+        name, node = self._block(block, "compute_at"), self._loop(loop, "compute_at")
+        try:
+            self._apply(blocks.compute_at(self._state, name, node), "compute_at",
+                        (BlockHandle(name), loop), {})
+        except ScheduleError as e:
+            if not _broken(e):
+                raise
+            raise _with_hint(e, hints.compute_at_hint(self._state, name, node,
+                                                      reverse=False)) from None
+
+    def reverse_compute_at(self, block: BlockHandle | str, loop: LoopHandle) -> None:
+        """Compute a consumer inside a producer's loop, right after what it reads is ready."""
+        name, node = self._block(block, "reverse_compute_at"), self._loop(loop, "reverse_compute_at")
+        try:
+            self._apply(blocks.reverse_compute_at(self._state, name, node), "reverse_compute_at",
+                        (BlockHandle(name), loop), {})
+        except ScheduleError as e:
+            if not _broken(e):
+                raise
+            raise _with_hint(e, hints.compute_at_hint(self._state, name, node,
+                                                      reverse=True)) from None
+
+    def decompose_reduction(self, block: BlockHandle | str, loop: LoopHandle) -> BlockHandle:
+        """Move a reduction's initialization right before ``loop`` (inside the loops above it);
+        returns the initialization block (``C_init``), whose loops can then be vectorized."""
+        name, node = self._block(block, "decompose_reduction"), self._loop(loop, "decompose_reduction")
+        new = blocks.decompose_reduction(self._state, name, node)
+        init = BlockHandle(next(s.name for s in blocks.block_statements(new, name) if s.is_init))
+        self._apply(new, "decompose_reduction", (BlockHandle(name), loop), {}, (init,))
+        return init
+
+    def compute_inline(self, block: BlockHandle | str) -> None:
+        """Substitute an elementwise block into its consumers; its buffer disappears."""
+        name = self._block(block, "compute_inline")
+        self._apply(blocks.compute_inline(self._state, name), "compute_inline",
+                    (BlockHandle(name),), {})
+
+    def reverse_compute_inline(self, block: BlockHandle | str) -> None:
+        """Substitute an elementwise consumer into its (only) producer."""
+        name = self._block(block, "reverse_compute_inline")
+        self._apply(blocks.reverse_compute_inline(self._state, name), "reverse_compute_inline",
+                    (BlockHandle(name),), {})
+
+    def cache_read(self, block: BlockHandle | str, buffer: str, scope: str) -> BlockHandle:
+        """Copy ``buffer`` into a new buffer of ``scope`` ("global", "shared", "local") that the
+        block reads instead; returns the copy block (move it with compute_at)."""
+        name = self._block(block, "cache_read")
+        new, copy = rewrites.cache_read(self._state, name, self._buffer(buffer, "cache_read"),
+                                          scope)
+        h = BlockHandle(copy)
+        self._apply(new, "cache_read", (BlockHandle(name), buffer, scope), {}, (h,))
+        return h
+
+    def cache_write(self, block: BlockHandle | str, scope: str) -> BlockHandle:
+        """Let the block write a new buffer of ``scope``, copied back afterwards; returns the
+        copy-back block (move it with reverse_compute_at)."""
+        name = self._block(block, "cache_write")
+        new, copy = rewrites.cache_write(self._state, name, scope)
+        h = BlockHandle(copy)
+        self._apply(new, "cache_write", (BlockHandle(name), scope), {}, (h,))
+        return h
+
+    def rfactor(self, loop: LoopHandle, factor_axis: int = 0) -> BlockHandle:
+        """Turn the reduction over ``loop`` into partial results indexed by the loop (which can
+        then run in parallel or vectorized) followed by a final reduction; returns the
+        partial-result block."""
+        node = self._loop(loop, "rfactor")
+        new, rf = rewrites.rfactor(self._state, node, factor_axis)
+        h = BlockHandle(rf)
+        self._apply(new, "rfactor", (loop,), {"factor_axis": factor_axis}, (h,))
+        return h
+
+    def transform_layout(self, block: BlockHandle | str, buffer: str,
+                         index_map: Callable[..., Any]) -> None:
+        """Store ``buffer`` in a new layout: ``lambda k, j: (j // 16, k, j % 16)`` packs B into
+        16-wide column panels. Arguments keep their layout outside the kernel (a packed copy is
+        made); the map must be one-to-one."""
+        self._block(block, "transform_layout")
+        buf = self._buffer(buffer, "transform_layout")
+        new, _ = rewrites.transform_layout(self._state, buf, index_map)
+        text = _lambda_text(index_map, self.program.buffer(buf).ndim)
+        self._apply(new, "transform_layout", (block if isinstance(block, BlockHandle)
+                                              else BlockHandle(block), buf, {"lambda": text}), {})
+
+    def tensorize(self, loop: LoopHandle, intrin: tz.TensorIntrin | str) -> None:
+        """Replace the loop nest under ``loop`` by a call of ``intrin`` (a ``pl.TensorIntrin``,
+        or the name of one already created), after checking that the nest computes exactly the
+        intrinsic's description. Where the problem size leaves a partial tile, the generated
+        code tests each tile: full tiles call the intrinsic, partial ones run the loops. C
+        target only. See ``polyloop.intrin.gemm_intrin`` for built-in micro-kernels."""
+        node = self._loop(loop, "tensorize")
+        it = tz.lookup(intrin)
+        self._apply(tz.tensorize(self._state, node, it), "tensorize",
+                    (loop, {"intrin": it.name}), {})
+
+    def _buffer(self, buffer: object, primitive: str) -> str:
+        name = getattr(buffer, "name", buffer)
+        if not isinstance(name, str) or not self.program.has_buffer(name):
+            raise ScheduleError(f"{primitive}: no buffer {buffer!r}; buffers: "
+                                + ", ".join(b.name for b in self.program.buffers))
+        return name

@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The part of ``pl.Schedule`` every primitive stands on: the state, the trace, argument checks
+and navigation (``get_block``, ``get_loops``, producers and consumers). The primitives live in
+``loop_primitives`` (loop structure and loop kinds) and ``block_primitives`` (moving and rewriting
+blocks); ``schedule.Schedule`` puts them together."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import PolyloopError, ScheduleError
+from ..ir.program import Program
+from ..poly.tree import LoopNode
+from . import blocks, state as st
+from .trace import BlockHandle, LoopHandle, Step, Trace, encode
+
+
+def _with_hint(e: ScheduleError, hint: str) -> ScheduleError:
+    text = str(e)
+    return ScheduleError(text + ("" if text.endswith(".") else ".") + hint + ".")
+
+
+def _broken(e: ScheduleError) -> bool:
+    """Was the primitive refused for a dependence (not for a wrong argument)?"""
+    return " would break " in str(e) or " would make " in str(e)
+
+
+def _call_text(primitive: str, args: tuple, kwargs: dict[str, Any]) -> str:
+    """``reorder(j, i)``: the call as the user wrote it, for error messages."""
+    def one(v: Any) -> str:
+        if isinstance(v, (LoopHandle, BlockHandle)):
+            return v.name
+        return repr(v)
+    parts = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()]
+    return f"{primitive}({', '.join(parts)})"
+
+
+class ScheduleCore:
+    """State, trace and navigation shared by all schedule primitives (see ``pl.Schedule``)."""
+
+    def __init__(self, *outputs: Any, args: Sequence[Any] | None = None,
+                 name: str | None = None):
+        if len(outputs) == 1 and isinstance(outputs[0], Program):
+            program = outputs[0]
+        elif outputs and hasattr(outputs[0], "to_program"):
+            # a front end's output (tensors): it knows how to become a Program
+            program = outputs[0].to_program(*outputs[1:], args=args, name=name)
+        else:
+            raise PolyloopError(f"Schedule() takes a Program or output tensors, got {outputs!r}")
+        self._state = st.initial(program)
+        self._origin = program
+        self.trace = Trace()
+
+    @property
+    def program(self) -> Program:
+        """The current program (statements change with inlining, caching and rfactor)."""
+        return self._state.program
+
+    @property
+    def original(self) -> Program:
+        """The program the schedule started from (its meaning never changes)."""
+        return self._origin
+
+    @property
+    def state(self) -> st.State:
+        return self._state
+
+    def _record(self, primitive: str, args: tuple, kwargs: dict[str, Any], results: tuple) -> None:
+        self.trace = self.trace.append(Step(primitive, tuple(encode(a) for a in args),
+                                            tuple((k, encode(v)) for k, v in kwargs.items()),
+                                            tuple(encode(r) for r in results)))
+
+    def _apply(self, new: st.State, primitive: str, args: tuple, kwargs: dict[str, Any],
+               results: tuple = ()) -> None:
+        st.verify(new, _call_text(primitive, args, kwargs))
+        self._state = new
+        self._record(primitive, args, kwargs, results)
+
+    def _loop(self, loop: LoopHandle, primitive: str) -> LoopNode:
+        if not isinstance(loop, LoopHandle):
+            raise ScheduleError(f"{primitive}: expected a loop from get_loops/split/..., got "
+                                f"{loop!r}")
+        node = self._state.loop(loop.id)
+        if node is None:
+            raise ScheduleError(f"{primitive}: loop '{loop.name}' is no longer in the schedule "
+                                "(a primitive replaced it, e.g. split or fuse); use the loops "
+                                "that primitive returned")
+        return node
+
+    def _block(self, block: BlockHandle | str, primitive: str) -> str:
+        name = block.name if isinstance(block, BlockHandle) else block
+        if not isinstance(name, str):
+            raise ScheduleError(f"{primitive}: expected a block from get_block, got {block!r}")
+        blocks.block_statements(self._state, name)
+        return name
+
+    @staticmethod
+    def _handle(n: LoopNode) -> LoopHandle:
+        return LoopHandle(n.id, n.name)
+
+    # navigation --------------------------------------------------------------------------------
+    def get_block(self, name: str) -> BlockHandle:
+        """The block computing tensor ``name``: ``sch.get_block("C")``."""
+        self._block(name, "get_block")
+        return BlockHandle(name)
+
+    def blocks(self) -> list[BlockHandle]:
+        """All blocks, in program order."""
+        return [BlockHandle(n) for n in dict.fromkeys(s.block_name for s in self.program.statements)]
+
+    def get_loops(self, block: BlockHandle | str) -> list[LoopHandle]:
+        """The loops around the block's main statement, outermost first."""
+        name = self._block(block, "get_loops")
+        main = blocks.main_statement(self._state, name)
+        result = [self._handle(n) for n in self._state.stmt_path(main.name)]
+        self._record("get_loops", (BlockHandle(name),), {}, tuple(result))
+        return result
+
+    def _neighbours(self, block: BlockHandle | str, producers: bool) -> list[BlockHandle]:
+        name = self._block(block, "get_producers" if producers else "get_consumers")
+        stmts = {s.name for s in blocks.block_statements(self._state, name)}
+        found: dict[str, None] = {}
+        for d in self._state.deps:
+            if d.kind.value != "RAW":
+                continue
+            if producers and d.sink in stmts and d.source not in stmts:
+                found.setdefault(self.program.statement(d.source).block_name)
+            if not producers and d.source in stmts and d.sink not in stmts:
+                found.setdefault(self.program.statement(d.sink).block_name)
+        return [BlockHandle(n) for n in found]
+
+    def get_producers(self, block: BlockHandle | str) -> list[BlockHandle]:
+        """Blocks whose results this block reads."""
+        return self._neighbours(block, True)
+
+    def get_consumers(self, block: BlockHandle | str) -> list[BlockHandle]:
+        """Blocks that read this block's results."""
+        return self._neighbours(block, False)

@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Loop primitives of ``pl.Schedule``: the loop structure (split, reorder, tile, fuse, skew,
+reverse, shift, merge, distribute) and how each loop runs (parallel, vectorize, unroll, bind,
+annotate)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import ScheduleError
+from ..ir.loops import LoopKind
+from . import fusion, hints, loops, state as st
+from .core import ScheduleCore, _broken, _with_hint
+from .trace import LoopHandle
+
+THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+               "threadIdx.z", "vthread")
+
+
+class LoopPrimitives(ScheduleCore):
+    """Primitives that change loops (mixed into ``pl.Schedule``)."""
+
+    def split(self, loop: LoopHandle, factors: Sequence[int | None], *,
+              names: Sequence[str] | None = None) -> list[LoopHandle]:
+        """Split a loop into nested loops of the given trip counts (one may be None: inferred).
+
+        Extents that do not divide and symbolic extents are exact: isl writes the bounds.
+        """
+        node = self._loop(loop, "split")
+        new, nodes = loops.split(self._state, node, list(factors), names)
+        result = [self._handle(n) for n in nodes]
+        kw = {"factors": list(factors)} | ({"names": list(names)} if names else {})
+        self._apply(new, "split", (loop,), kw, tuple(result))
+        return result
+
+    def reorder(self, *loops_: LoopHandle) -> None:
+        """Put perfectly nested loops in the given order (refused if a dependence would break)."""
+        nodes = [self._loop(x, "reorder") for x in loops_]
+        try:
+            self._apply(loops.reorder(self._state, nodes), "reorder", tuple(loops_), {})
+        except ScheduleError as e:
+            fix = hints.skew_for_interchange(self._state, nodes) if _broken(e) else None
+            if fix is None:
+                raise
+            raise _with_hint(e, f" It becomes legal after skew({fix[0]}, {fix[1]}, {fix[2]})"
+                             ) from None
+
+    def tile(self, loop_a: LoopHandle, loop_b: LoopHandle, ta: int, tb: int) -> list[LoopHandle]:
+        """2-D tiling: split both loops and reorder to (a0, b0, a1, b1)."""
+        # three recorded steps, applied all or nothing: a refused reorder undoes the splits
+        saved_state, saved_trace = self._state, self.trace
+        try:
+            a0, a1 = self.split(loop_a, [None, ta])
+            b0, b1 = self.split(loop_b, [None, tb])
+            self.reorder(a0, b0, a1, b1)
+        except ScheduleError as e:
+            self._state, self.trace = saved_state, saved_trace
+            hint = ""
+            if _broken(e):
+                f = hints.skew_for_tile(self._state, self._loop(loop_a, "tile"),
+                                        self._loop(loop_b, "tile"), ta, tb)
+                if f is not None:
+                    hint = (f" Tiling becomes legal after skew({loop_a.name}, {loop_b.name}, "
+                            f"{f}).")
+            raise ScheduleError(f"tile({loop_a.name}, {loop_b.name}, {ta}, {tb}): {e}{hint}"
+                                ) from None
+        return [a0, b0, a1, b1]
+
+    def fuse(self, *loops_: LoopHandle, name: str | None = None) -> LoopHandle:
+        """Fuse directly nested loops (outermost first) into one loop."""
+        nodes = [self._loop(x, "fuse") for x in loops_]
+        new, fused = loops.fuse(self._state, nodes, name)
+        h = self._handle(fused)
+        self._apply(new, "fuse", tuple(loops_), {"name": name} if name else {}, (h,))
+        return h
+
+    def skew(self, outer: LoopHandle, inner: LoopHandle, factor: int = 1) -> None:
+        """``inner += factor * outer``: the wavefront transformation that can make inner loops
+        parallel (seed 002)."""
+        o, i = self._loop(outer, "skew"), self._loop(inner, "skew")
+        self._apply(loops.skew(self._state, o, i, factor), "skew", (outer, inner),
+                    {"factor": factor})
+
+    def reverse(self, loop: LoopHandle) -> None:
+        """Run a loop backwards."""
+        node = self._loop(loop, "reverse")
+        self._apply(loops.reverse(self._state, node), "reverse", (loop,), {})
+
+    def shift(self, loop: LoopHandle, offset: int | str) -> None:
+        """Run a loop's iterations at ``value + offset`` for every statement below it (an int, or
+        an affine expression of size parameters such as ``"K - 1"``): lines nests up for
+        ``merge``."""
+        node = self._loop(loop, "shift")
+        self._apply(fusion.shift(self._state, node, offset), "shift", (loop, offset), {})
+
+    def merge(self, first: LoopHandle, second: LoopHandle) -> LoopHandle:
+        """Fuse two adjacent sibling loops into one that runs ``first``'s body, then
+        ``second``'s, at each value (classic loop fusion; ``fuse`` collapses nested loops).
+        Refused if a dependence would break: ``shift`` the second loop first to line them up."""
+        a, b = self._loop(first, "merge"), self._loop(second, "merge")
+        new, merged = fusion.merge(self._state, a, b, None)
+        h = self._handle(merged)
+        self._apply(new, "merge", (first, second), {}, (h,))
+        return h
+
+    def distribute(self, loop: LoopHandle, at: int = 1) -> tuple[LoopHandle, LoopHandle]:
+        """Loop fission, the inverse of ``merge``: split ``loop`` into two loops over the same
+        values, the first running its children before position ``at`` (its body's first ``at``
+        statements or loops), the second the rest. Refused if a dependence would break.
+
+        >>> import polyloop as pl
+        >>> @pl.script
+        ... def f(A: pl.Buffer[("n",), "float64"], B: pl.Buffer[("n",), "float64"]):
+        ...     for i in range(n):
+        ...         A[i] = 1.0
+        ...         B[i] = A[i] * 2.0
+        >>> sch = pl.Schedule(f)
+        >>> first, second = sch.distribute(sch.get_loops("A")[0], at=1)
+        >>> len(sch.state.root.children)
+        2
+        """
+        node = self._loop(loop, "distribute")
+        if isinstance(at, bool) or not isinstance(at, int):
+            raise ScheduleError(f"distribute: at is a child position (int), got {at!r}")
+        new, a, b = fusion.distribute(self._state, node, at, None)
+        ha, hb = self._handle(a), self._handle(b)
+        self._apply(new, "distribute", (loop,), {"at": at}, (ha, hb))
+        return ha, hb
+
+    def _exclusive(self, loop: LoopHandle, primitive: str, kind: LoopKind, **fields: Any) -> None:
+        node = self._loop(loop, primitive)
+        new = loops.set_kind(self._state, node, kind, **fields)
+        bad = st.check_parallel(new, new.loop(node.id))  # type: ignore[arg-type]
+        if bad is not None:
+            hint = ""
+            if bad.dependence.reduction:
+                hint = " It is a reduction loop: split it and use rfactor, or choose a spatial loop."
+            raise ScheduleError(f"cannot {primitive} loop '{node.name}': it carries "
+                                f"{bad.summary()}; for instance {bad.describe()}.{hint}")
+        return new  # type: ignore[return-value]
+
+    def parallel(self, loop: LoopHandle) -> None:
+        """Run the iterations of a loop on all cores (OpenMP). Refused if it carries a dependence."""
+        node = self._loop(loop, "parallelize")
+        for anc in self._state.path(node.id)[:-1]:
+            if anc.kind is LoopKind.PARALLEL:
+                raise ScheduleError(f"cannot parallelize loop '{node.name}': it is inside "
+                                    f"parallel loop '{anc.name}'; fuse them instead")
+        new = self._exclusive(loop, "parallelize", LoopKind.PARALLEL)
+        self._apply(new, "parallel", (loop,), {})  # type: ignore[arg-type]
+
+    def vectorize(self, loop: LoopHandle) -> None:
+        """Run an innermost loop with SIMD instructions. Refused if it carries a dependence."""
+        node = self._loop(loop, "vectorize")
+        inner = st.inner_loops(self._state, node)
+        if inner:
+            raise ScheduleError(f"cannot vectorize loop '{node.name}': it contains loop "
+                                f"'{inner[0].name}'; vectorize an innermost loop")
+        new = self._exclusive(loop, "vectorize", LoopKind.VECTORIZED)
+        self._apply(new, "vectorize", (loop,), {})  # type: ignore[arg-type]
+
+    def unroll(self, loop: LoopHandle, factor: int | None = None) -> None:
+        """Unroll a loop fully (``factor=None``) or by ``factor``."""
+        node = self._loop(loop, "unroll")
+        if factor is not None and (not isinstance(factor, int) or factor < 1):
+            raise ScheduleError(f"unroll factor must be a positive integer, got {factor!r}")
+        new = loops.set_kind(self._state, node, LoopKind.UNROLLED, unroll_factor=factor)
+        self._apply(new, "unroll", (loop,), {"factor": factor} if factor else {})
+
+    def bind(self, loop: LoopHandle, thread_axis: str) -> None:
+        """Map a loop onto a GPU index (``"blockIdx.x"``, ``"threadIdx.y"``, ...)."""
+        if thread_axis not in THREAD_AXES:
+            raise ScheduleError(f"unknown thread axis {thread_axis!r}; valid: "
+                                + ", ".join(THREAD_AXES))
+        new = self._exclusive(loop, "bind", LoopKind.THREAD, thread=thread_axis)
+        self._apply(new, "bind", (loop, thread_axis), {})  # type: ignore[arg-type]
+
+    def annotate(self, loop: LoopHandle, key: str, value: Any) -> None:
+        """Attach a key/value annotation to a loop (printed as a comment; read by targets)."""
+        node = self._loop(loop, "annotate")
+        ann = tuple((k, v) for k, v in node.annotations if k != key) + ((str(key), str(value)),)
+        new = loops.set_kind(self._state, node, node.kind, annotations=ann)
+        self._apply(new, "annotate", (loop, key, value), {})
