@@ -15,7 +15,8 @@ import polyloop as pl
 from polyloop.ir.expr import ReduceKind
 from polyloop.ir.program import BufferRole
 from polyloop.testing import interpret
-from seed_scripts import mm_relu, stencil  # tests/ is on sys.path (rootdir conftest)
+from polybench_scripts import fdtd_2d  # tests/ is on sys.path (rootdir conftest)
+from seed_scripts import mm_relu, stencil
 
 HALF = 0.5
 
@@ -202,24 +203,6 @@ def fdtd_loops(ex, ey, hz, fict, tmax, nx, ny):
                 ex[i, j] = ex[i, j] - 0.5 * (hz[i, j] - hz[i, j - 1])
         for i in range(nx - 1):
             for j in range(ny - 1):
-                hz[i, j] = hz[i, j] - 0.7 * (ex[i, j + 1] - ex[i, j] + ey[i + 1, j] - ey[i, j])
-
-
-@pl.script
-def fdtd_2d(ex: pl.Buffer[("nx", "ny"), "float64"], ey: pl.Buffer[("nx", "ny"), "float64"],
-            hz: pl.Buffer[("nx", "ny"), "float64"], fict: pl.Buffer[("tmax",), "float64"]):
-    assert nx >= 1  # noqa: F821 - ey[0, j] exists
-    for t in range(tmax):  # noqa: F821
-        for j in range(ny):  # noqa: F821
-            ey[0, j] = fict[t]
-        for i in range(1, nx):  # noqa: F821
-            for j in range(ny):  # noqa: F821
-                ey[i, j] = ey[i, j] - 0.5 * (hz[i, j] - hz[i - 1, j])
-        for i in range(nx):  # noqa: F821
-            for j in range(1, ny):  # noqa: F821
-                ex[i, j] = ex[i, j] - 0.5 * (hz[i, j] - hz[i, j - 1])
-        for i in range(nx - 1):  # noqa: F821
-            for j in range(ny - 1):  # noqa: F821
                 hz[i, j] = hz[i, j] - 0.7 * (ex[i, j + 1] - ex[i, j] + ey[i + 1, j] - ey[i, j])
 
 
