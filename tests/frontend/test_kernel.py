@@ -206,3 +206,56 @@ def test_isl_syntax_errors_point_at_the_suspect_token(domain, suspect):
         pl.make_kernel(domain, "out[i] = a[i]")
     lines = str(info.value).splitlines()
     assert lines[2].index("^") == lines[1].index(suspect)
+
+
+MATMUL_DOMAIN = "{ [i, j, k] : 0 <= i, j, k < n }"
+MATMUL = "c[i, j] = sum(k, a[i, k]*b[k, j])"
+
+
+def test_a_reduction_into_an_array_runs_on_a_private_accumulator():
+    knl = pl.make_kernel(MATMUL_DOMAIN, MATMUL)
+    p = knl.program
+    assert [s.name for s in p.statements] == ["insn_init", "insn", "insn_store"]
+    acc = p.buffer("acc_k")
+    assert (acc.role.value, acc.scope.value) == ("temp", "local")
+    # one nest: the accumulator is initialised, updated and stored inside loops i and j
+    assert knl.loops().splitlines()[2:] == [
+        "        acc_k[i, j] = 0.0",
+        "        for k in range(n):",
+        "            acc_k[i, j] += a[i, k] * b[k, j]",
+        "        c[i, j] = acc_k[i, j]"]
+
+
+@pytest.mark.parametrize("n", [1, 15, 17])
+def test_tiled_matmul_with_private_accumulator_matches_numpy(rng, n):
+    knl = pl.make_kernel(MATMUL_DOMAIN, MATMUL)
+    knl = pl.split_iname(knl, "i", 16)
+    knl = pl.split_iname(knl, "k", 4)
+    mod = pl.build(knl)
+    assert "c[" in mod.source and "+= a[" not in mod.source.replace("acc_k[0] +=", "")
+    a = rng.standard_normal((n, n), dtype="float32")
+    b = rng.standard_normal((n, n), dtype="float32")
+    c = np.full((n, n), np.nan, "float32")
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_reduction_result_read_whole_by_a_later_instruction(rng):
+    knl = pl.make_kernel(["{ [i, k] : 0 <= i, k < n }", "{ [i2] : 0 <= i2 < n }"], """
+        s[i] = max(k, a[i, k])
+        out[i2] = s[n - 1 - i2] * 2
+    """)
+    s, out = pl.build(knl)(a := rng.standard_normal((7, 7), dtype="float32"))
+    np.testing.assert_array_equal(s, a.max(axis=1))
+    np.testing.assert_array_equal(out, 2 * a.max(axis=1)[::-1])
+
+
+def test_a_parallel_tag_on_the_reduction_loop_is_still_refused():
+    knl = pl.make_kernel(MATMUL_DOMAIN, MATMUL)
+    with pytest.raises(pl.ScheduleError, match=r"cannot bind loop 'k' \(l.0\): it carries the "
+                       r"RAW dependence insn -> insn on buffer acc_k"):
+        pl.tag_inames(knl, {"i": "g.0", "k": "l.0"})
+    knl = pl.split_iname(knl, "i", 16, outer_tag="g.0", inner_tag="l.0")   # i, j stay legal
+    knl = pl.tag_inames(knl, {"j": "g.1"})
+    with pytest.raises(pl.ScheduleError, match="k_outer.*acc_k"):
+        pl.split_iname(knl, "k", 16, outer_tag="g.2")

@@ -353,6 +353,8 @@ class _Builder:
             init_dom = kd.statement_domain(self.doms, f"{ins.id}_init", loops, affine)
             upd_dom = kd.statement_domain(self.doms, ins.id, loops + red, affine)
             src = assign(target_dtype, value.source)
+            if ins.target not in self.temps:
+                return self._accumulated(ins, idx, value, src, loops, red, affine)
             init = Statement(f"{ins.id}_init", tuple(loops), init_dom, ins.target, idx,
                              identity(value.kind, target_dtype), block=ins.id, is_init=True)
             upd = Statement(ins.id, tuple(loops + red), upd_dom, ins.target, idx, src,
@@ -368,6 +370,38 @@ class _Builder:
         dom = kd.statement_domain(self.doms, ins.id, loops, affine)
         return [(Statement(ins.id, tuple(loops), dom, ins.target, idx, v, block=ins.id),
                  loops, False)]
+
+    def _accumulated(self, ins: Instruction, idx, value: Reduction, src: Expr,
+                     loops: list[str], red: list[str], affine: list[str]):
+        """A reduction into an array runs on a private accumulator, as Loo.py writes it:
+        ``acc = 0; for k: acc += ...; c[i, j] = acc``, all three inside the instruction's own
+        loops. Privatisation gives the accumulator one element per iteration of those loops,
+        so they carry no dependence through it and keep any g./l. tag; the reduction loops
+        still carry one (refused as parallel loops)."""
+        dtype = self.names.dtypes[ins.target]
+        assert dtype is not None
+        acc = self._fresh_temp("acc_" + "_".join(value.inames))
+        self.names.arrays[acc] = 0
+        self.names.dtypes[acc] = dtype
+        self.temps[acc] = dtype.value
+        names = (f"{ins.id}_init", ins.id, f"{ins.id}_store")
+        doms = [kd.statement_domain(self.doms, n, its, affine)
+                for n, its in zip(names, (loops, loops + red, loops))]
+        init = Statement(names[0], tuple(loops), doms[0], acc, (), identity(value.kind, dtype),
+                         block=ins.id, is_init=True)
+        upd = Statement(names[1], tuple(loops + red), doms[1], acc, (), src, value.kind,
+                        block=ins.id)
+        store = Statement(names[2], tuple(loops), doms[2], ins.target, idx, Load(acc, (), dtype),
+                          block=ins.id)
+        return [(init, loops, False), (upd, loops + red, False), (store, loops, False)]
+
+    def _fresh_temp(self, base: str) -> str:
+        taken = set(self.names.arrays) | self.inames | set(self.params) | \
+            {ins.id for ins in self.insns}
+        name, k = base, 1
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        return name
 
     def _buffers(self, statements: list[Statement]) -> list[Buffer]:
         accesses: dict[str, list[kd.ArrayAccess]] = {}

@@ -43,7 +43,11 @@ def _align(a, b):
 
 
 def _key_loops(program: Program, paths: dict[str, list[LoopNode]], stmts: list[str],
-               scope: MemScope) -> list[LoopNode] | str:
+               scope: MemScope) -> dict[str, list[LoopNode]] | str:
+    """Per statement, the loops whose iterations each get their own box: the loops common to
+    all accesses and, for private memory, the work-item loops of each statement below them
+    (a work-item keeps its private memory from one nest of the launch to the next, so
+    ``acc = 0`` and ``acc += ...`` under different ``l.0`` loops share the work-item's box)."""
     common = paths[stmts[0]]
     for s in stmts[1:]:
         p = paths[s]
@@ -51,6 +55,15 @@ def _key_loops(program: Program, paths: dict[str, list[LoopNode]], stmts: list[s
         while k < min(len(common), len(p)) and common[k].id == p[k].id:
             k += 1
         common = common[:k]
+    if scope is MemScope.LOCAL:
+        items = {s: sorted((n for n in paths[s][len(common):] if is_item(n)),
+                           key=lambda n: n.thread) for s in stmts}
+        axes = {tuple(n.thread for n in v) for v in items.values()}
+        if len(axes) > 1:
+            return ("its accesses run on different work-item axes "
+                    f"({' vs '.join(', '.join(a) or 'none' for a in sorted(axes))}), so private "
+                    "memory cannot hold what different work-items exchange")
+        return {s: common + items[s] for s in stmts}
     if scope is MemScope.SHARED:
         # a work-group's memory is shared by its work-items: one box for all of them
         cut = next((k for k, n in enumerate(common) if is_item(n)), len(common))
@@ -59,13 +72,7 @@ def _key_loops(program: Program, paths: dict[str, list[LoopNode]], stmts: list[s
         if parallel:
             return (f"it is shared by the threads of parallel loop '{parallel[0]}'; scope "
                     "'local' gives each thread its own copy")
-    else:
-        for s in stmts:
-            outside = [n.name for n in paths[s][len(common):] if is_item(n)]
-            if outside:
-                return (f"work-item loop '{outside[0]}' is inside its home loop, so private "
-                        "memory cannot hold what different work-items exchange")
-    return common
+    return {s: common for s in stmts}
 
 
 def _key_map(program: Program, stmt: str, key: list[LoopNode]) -> isl.Map:
@@ -90,7 +97,7 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     key = _key_loops(program, paths, stmts, scope)
     if isinstance(key, str):
         return key
-    keys = {s: _key_map(program, s, key) for s in stmts}
+    keys = {s: _key_map(program, s, key[s]) for s in stmts}
     reason = _values_stay(program, root, buffer, keys)
     if reason:
         return reason
@@ -131,7 +138,8 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
             except Exception:
                 return f"the corner of its footprint is piecewise for '{s}' ({off})"
         offsets[s] = tuple(per_dim)
-    return Compaction(buffer, key[-1].name if key else None, tuple(shape), offsets)
+    home = key[stmts[0]]
+    return Compaction(buffer, home[-1].name if home else None, tuple(shape), offsets)
 
 
 def _values_stay(program: Program, root: Root, buffer: str,

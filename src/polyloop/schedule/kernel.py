@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ScheduleError
 from ..poly import affine, kernel_params
-from ..poly.tree import LoopNode
+from ..poly.tree import LoopNode, statements_under
 from .kernel_tags import (Tag, TagKind, Work, apply_tag, apply_tags, chain_from, derive,
                           loops_named, parse_tag, require_loops, schedule_of, tag_pairs,
                           taken_names, with_state, work_of)
@@ -177,11 +177,11 @@ def _fetch_outer(work: Work, consumer: str, sweep: set[str]) -> list[LoopNode]:
     groups = [n for n in path if work.rank(n) == 0]
     if [n.id for n in path[:len(groups)]] != [n.id for n in groups]:
         raise ScheduleError("add_prefetch: work-group loops must be the outermost loops")
-    rest = path[len(groups):]
-    keep = [n for n in rest if work.rank(n) == 2 and n.name not in sweep]
-    items = [n for n in rest if work.rank(n) == 1]
-    swept = [n for n in rest if work.rank(n) == 2 and n.name in sweep]
-    wanted = keep + items + swept
+    rest, wanted, keep = _fetch_order(work, path[len(groups):], sweep)
+    moved = next((k for k, (a, b) in enumerate(zip(rest, wanted)) if a.id != b.id), None)
+    if moved is not None:
+        path = _alone_below(work, consumer, len(groups) + moved)
+        rest, wanted, keep = _fetch_order(work, path[len(groups):], sweep)
     if [n.id for n in wanted] != [n.id for n in rest]:
         try:
             sch.reorder(*[LoopHandle(n.id, n.name) for n in wanted])
@@ -194,6 +194,37 @@ def _fetch_outer(work: Work, consumer: str, sweep: set[str]) -> list[LoopNode]:
         raise ScheduleError("add_prefetch: every loop around the instruction is swept; split a "
                             "loop and keep its outer part out of sweep_inames")
     return [sch.state.loop(n.id) for n in outer]  # type: ignore[misc]
+
+
+def _fetch_order(work: Work, rest: list[LoopNode], sweep: set[str]
+                 ) -> tuple[list[LoopNode], list[LoopNode], list[LoopNode]]:
+    keep = [n for n in rest if work.rank(n) == 2 and n.name not in sweep]
+    items = [n for n in rest if work.rank(n) == 1]
+    swept = [n for n in rest if work.rank(n) == 2 and n.name in sweep]
+    return rest, keep + items + swept, keep
+
+
+def _alone_below(work: Work, consumer: str, depth: int) -> list[LoopNode]:
+    """Distribute the consumer's loops below the first ``depth`` (innermost first) until each
+    holds only the consumer's nest, so that they can be reordered: a reduction's
+    initialization and store (``acc = 0``, ``c[i, j] = acc``) get work-item loops of their
+    own. Each part keeps the loop's tag. Returns the consumer's new loop path."""
+    sch = work.sch
+    while True:
+        path = sch.state.stmt_path(consumer)
+        crowded = next((n for n in reversed(path[depth:-1]) if len(n.children) > 1), None)
+        if crowded is None:
+            return path
+        k = next(k for k, c in enumerate(crowded.children)
+                 if consumer in statements_under(c))
+        try:
+            _, second = sch.distribute(LoopHandle(crowded.id, crowded.name), max(k, 1))
+        except ScheduleError as e:
+            raise ScheduleError(f"add_prefetch: loop '{crowded.name}' holds other statements "
+                                f"next to '{consumer}' and cannot be split around it: {e}"
+                                ) from None
+        if crowded.id in work.tags:
+            work.tags[second.id] = work.tags[crowded.id]
 
 
 def _spread_over_items(work: Work, consumer: str, ids: list[int]) -> None:
