@@ -11,12 +11,13 @@ the dependence).
 from __future__ import annotations
 
 from ..errors import BuildError
-from ..ir.dtypes import DType
+from ..ir.dtypes import INDEX, DType
 from ..ir.expr import BinOpKind, Const, Expr, UnaryKind, binop
 from ..ir.loops import Barrier, For, LoopKind
 from ..ir.program import Buffer, BufferRole, MemScope
-from ..lower.launches import DeviceProgram, Launch
+from ..lower.launches import EXACT_GRID, DeviceProgram, Launch
 from .cfamily import CFamilyPrinter
+from .names import NameKind
 from .tables import C_KEYWORDS
 from .writer import CodeWriter
 
@@ -62,6 +63,19 @@ class OpenCLPrinter(CFamilyPrinter):
             raise BuildError(f"loop '{loop.var}' is bound to {loop.thread!r}, which OpenCL cannot "
                              "run; bind to blockIdx.x/y/z or threadIdx.x/y/z (tags g.N, l.N)")
         return f"(long){INDEX_FUNCTIONS[kind]}({'xyz'.index(axis)})"
+
+    def emit_thread_loop(self, w: CodeWriter, loop: For) -> None:
+        """A work-group loop that covers exactly the launched grid needs no guard on its id."""
+        if EXACT_GRID not in loop.annotations:
+            super().emit_thread_loop(w, loop)
+            return
+        var = self.names.ident(NameKind.ITERATOR, loop.var)
+        with w.block(""):
+            w.statement(f"const {self.type_name(INDEX)} {var} = {self.thread_index(loop)}")
+            self.emit_loop_body(w, loop, var)
+
+    def annotation_lines(self, loop: For) -> list[str]:
+        return [f"{k}: {v}" for k, v in loop.annotations if (k, v) != EXACT_GRID]
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.UNROLLED:

@@ -16,7 +16,7 @@ from itertools import count
 
 from ..errors import BuildError
 from ..ir.dtypes import DType
-from ..ir.expr import Const, Expr, loads
+from ..ir.expr import Const, Expr, free_vars, loads
 from ..ir.loops import Barrier, For, Kernel, LoopKind, Node, Store, iter_nodes, map_children
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly import gpu
@@ -25,6 +25,8 @@ from .lower import lower
 from .storage import place_temporaries
 
 BARRIER_BUFFER = "__barrier"
+# the annotation of a work-group loop whose values are exactly the launched work-group ids
+EXACT_GRID = ("grid", "exact")
 AXES = gpu.AXES
 
 
@@ -95,7 +97,7 @@ def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
     sub, _, notes = place_temporaries(sub, tree)
     tree, sub = _with_barriers(sub, tree)
     kernel = lower(sub, tree, name=name, compact=False)
-    body = _finish(kernel.body, items, groups)
+    body = _finish(sub, kernel.body, items, groups)
     scratch = tuple(b for b in kernel.temps if b.scope is MemScope.GLOBAL
                     and b.name != BARRIER_BUFFER and _uses(kernel.body, b.name))
     temps = tuple(b for b in kernel.temps if b.scope is not MemScope.GLOBAL)
@@ -179,9 +181,12 @@ def _insert(tree: Root, path: list[LoopNode], name: str, iters: tuple[str, ...],
     return Root(tuple(go(c) for c in tree.children))
 
 
-def _finish(body: Node, items: tuple[int, ...], groups: tuple[Expr, ...]) -> Node:
+def _finish(program: Program, body: Node, items: tuple[int, ...], groups: tuple[Expr, ...]
+            ) -> Node:
     """Barrier statements become Barrier nodes; a store outside the work-item (or work-group)
-    loop of an axis the launch spreads over runs on index 0 of that axis only."""
+    loop of an axis the launch spreads over runs on index 0 of that axis only; a work-group
+    loop that covers the whole grid is marked ``EXACT_GRID`` (its id needs no guard)."""
+    exact = {f"blockIdx.{a}": g for a, g in zip(AXES, groups)}
     wide = [f"threadIdx.{a}" for a, n in zip(AXES, items) if n > 1]
     wide += [f"blockIdx.{a}" for a, g in zip(AXES, groups)
              if not (isinstance(g, Const) and g.value == 1)]
@@ -197,8 +202,19 @@ def _finish(body: Node, items: tuple[int, ...], groups: tuple[Expr, ...]) -> Nod
                           Const(1, DType.INT64, True), out, LoopKind.THREAD, thread=axis)
             return out
         inner = bound | {n.thread} if isinstance(n, For) and n.thread else bound
-        return map_children(n, lambda c: go(c, inner))
+        out = map_children(n, lambda c: go(c, inner))
+        if isinstance(out, For) and _fills_grid(program, out, exact.get(out.thread or "")):
+            out = replace(out, annotations=out.annotations + (EXACT_GRID,))
+        return out
     return go(body, frozenset())
+
+
+def _fills_grid(program: Program, loop: For, count: Expr | None) -> bool:
+    """A work-group loop from 0 whose bound is at least the number of work-groups launched on
+    its axis: every work-group id is in range, so the id needs no guard."""
+    return (count is not None and loop.step == 1 and isinstance(loop.start, Const)
+            and loop.start.value == 0 and not free_vars(loop.stop) - set(program.params)
+            and gpu.at_least(program, loop.stop, count))
 
 
 def _uses(body: Node, buffer: str) -> bool:

@@ -21,7 +21,7 @@ from .access import domain
 from .affine import prefix_map, value_range
 from .access import Access, accesses
 from .deps import DepKind, Dependence
-from .isl_util import map_, params_prefix
+from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
 from .legality import carried_at
 from .regions import pw_aff_to_expr
 from .tree import LoopNode, Node, Root, StmtNode, loop_position, statements_under
@@ -250,6 +250,29 @@ def group_count(program: Program, node: LoopNode) -> Expr:
     ext = _align(hi, lo).sub(_align(lo, hi)).add_constant_val(isl.Val(1)).coalesce()
     return simplify(pw_aff_to_expr(ext, [], f"the extent of loop '{node.name}'",
                                    upper_bound=True))
+
+
+def at_least(program: Program, value: Expr, limit: Expr) -> bool:
+    """Is ``value >= limit`` for every value of the size parameters the program allows (both
+    expressions of the parameters only)? Used to see that a work-group loop's bound is the
+    grid's size, so that the work-group id needs no guard. False when isl cannot tell.
+
+    >>> from polyloop.ir.program import Program
+    >>> from polyloop.ir.expr import Var, VarKind, binop, BinOpKind
+    >>> p = Program("p", (), (), ("n",), ())
+    >>> n = Var("n", kind=VarKind.PARAM)
+    >>> at_least(p, binop(BinOpKind.ADD, n, 1), n), at_least(p, n, binop(BinOpKind.ADD, n, 1))
+    (True, False)
+    """
+    try:
+        below = f"{expr_to_isl(value)} < {expr_to_isl(limit)}"
+    except NotAffine:
+        return False
+    cons = " and ".join([f"{p} >= 0" for p in program.params] + [below])
+    bad = set_(f"{params_prefix(program.params)}{{ : {cons} }}")
+    if program.assumptions:
+        bad = bad.intersect(set_(program.assumptions).align_params(bad.get_space()))
+    return bool(bad.is_empty())
 
 
 def item_count(program: Program, node: LoopNode) -> int:

@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Reductions on the OpenCL target: one kernel per reduction, a private accumulator per
+work-item (``acc = 0; for k: acc += ...; c[i, j] = acc``) as Loo.py writes it, with and without
+``add_prefetch``; work-group guards that can never be false are left out, work-item guards of
+partial tiles stay. Run for real (PoCL); skipped only without an OpenCL platform."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyloop as pl
+from polyloop.runtime.opencl import platform_available
+
+AVAILABLE, WHY = platform_available()
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"OpenCL unavailable: {WHY}")
+
+
+def matmul(prefetch: bool):
+    knl = pl.make_kernel("{ [i, j, k] : 0 <= i, j, k < n }", "c[i, j] = sum(k, a[i, k]*b[k, j])")
+    knl = pl.split_iname(knl, "i", 16, outer_tag="g.1", inner_tag="l.1")
+    knl = pl.split_iname(knl, "j", 16, outer_tag="g.0", inner_tag="l.0")
+    knl = pl.split_iname(knl, "k", 16)
+    if prefetch:
+        knl = pl.add_prefetch(knl, "a", ["i_inner", "k_inner"])
+        knl = pl.add_prefetch(knl, "b", ["k_inner", "j_inner"])
+    return knl
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_matmul_is_one_kernel_with_a_private_accumulator(rng, prefetch):
+    mod = pl.build(matmul(prefetch), target="opencl")
+    src = mod.source
+    assert src.count("__kernel void") == 1
+    assert "float acc_k[1];" in src and "__global float *restrict acc_k" not in src
+    assert "acc_k[0] +=" in src and "c[(16 * i_outer + i_inner) * n + (16 * j_outer + j_inner)] = " \
+        "acc_k[0];" in src
+    assert ("__local float a_fetch[16][16];" in src) == prefetch
+    assert src.count("barrier(CLK_LOCAL_MEM_FENCE);") == (2 if prefetch else 0)
+    # the grid is sized exactly: no guard on the work-group ids; partial tiles keep theirs
+    assert "if (i_outer <" not in src and "if (j_outer <" not in src
+    assert "if (i_inner < pl_min_i64(16, n - 16 * i_outer))" in src
+    for n in (1, 15, 17, 100):
+        a = rng.standard_normal((n, n), dtype="float32")
+        b = rng.standard_normal((n, n), dtype="float32")
+        c = np.full((n, n), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_triangular_reduction_keeps_the_guards_it_needs(rng):
+    knl = pl.make_kernel("{ [i, k] : 0 <= i < n and 0 <= k <= i }", "s[i] = sum(k, a[i, k])")
+    knl = pl.split_iname(knl, "i", 8, outer_tag="g.0", inner_tag="l.0")
+    mod = pl.build(knl, target="opencl")
+    assert mod.source.count("__kernel void") == 1 and "float acc_k[1];" in mod.source
+    for n in (1, 7, 9):
+        a = rng.standard_normal((n, n), dtype="float32")
+        s = np.full(n, np.nan, "float32")
+        mod(a, s)
+        np.testing.assert_allclose(s, np.tril(a).sum(axis=1), rtol=1e-5, atol=1e-5)
