@@ -23,6 +23,7 @@ from .tables import MULTIPLICATIVE, UNARY
 from .vector import VectorLoopWriter
 from .vector_lib import VectorLibrary
 from .vector_plan import NotVectorized, plan_vector_loop
+from .vector_stream import StreamScopes
 from .writer import CodeWriter
 
 STACK_LIMIT_BYTES = 64 * 1024   # larger temporaries, or ones of symbolic shape, go on the heap
@@ -47,8 +48,17 @@ class CPrinter(CFamilyPrinter):
     def __init__(self, kernel: Kernel, isa: ISA | None = None) -> None:
         super().__init__(kernel)
         self.vectors = VectorLibrary(isa if isa is not None else host_isa(config.CONFIG.cc))
+        self.streams = StreamScopes(self.vectors)   # "nontemporal" annotations (vector_stream)
 
     def emit_for(self, w: CodeWriter, loop: For) -> None:
+        with self.streams.around(w, loop):
+            self._emit_for(w, loop)
+
+    def emit_loop_body(self, w: CodeWriter, loop: For, var: str) -> None:
+        super().emit_loop_body(w, loop, var)
+        self.streams.end_of_iteration(w, loop)
+
+    def _emit_for(self, w: CodeWriter, loop: For) -> None:
         if loop.kind is not LoopKind.VECTORIZED:
             super().emit_for(w, loop)
             return
@@ -64,7 +74,7 @@ class CPrinter(CFamilyPrinter):
         var = self.names.ident(NameKind.ITERATOR, loop.var)
         self.bound.setdefault(loop.var, []).append(var)
         try:
-            VectorLoopWriter(self, self.vectors, loop, plan).emit(w, var)
+            VectorLoopWriter(self, self.vectors, loop, plan, self.streams).emit(w, var)
         finally:
             self.bound[loop.var].pop()
 

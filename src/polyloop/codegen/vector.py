@@ -31,9 +31,12 @@ from .cfamily import CFamilyPrinter
 from .tables import ADDITIVE, C_OPERATORS, MULTIPLICATIVE, POSTFIX, UNARY
 from .vector_lib import VecType, VectorLibrary, VectorOp
 from .vector_plan import Epilogue, VectorPlan, body_stores, lane_condition, mentions
+from .vector_stream import StreamPlan, StreamScopes, plan_streams
 from .writer import CodeWriter
 
 REST = "pl_rest"      # lanes left for the epilogue; pl_ names never clash with user names
+GAP = "pl_gap"        # elements before the first streamed store is on a vector boundary
+HEAD_END = "pl_head_end"
 _UNARY_HELPERS = {UnaryKind.ABS: VectorOp.ABS, UnaryKind.SQRT: VectorOp.SQRT,
                   UnaryKind.EXP: VectorOp.EXP}
 _MINMAX = {BinOpKind.MIN: VectorOp.MIN, BinOpKind.MAX: VectorOp.MAX,
@@ -45,11 +48,14 @@ class VectorLoopWriter:
     """Writes one planned vector loop through the scalar printer of its kernel."""
 
     def __init__(self, printer: CFamilyPrinter, lib: VectorLibrary, loop: For,
-                 plan: VectorPlan) -> None:
+                 plan: VectorPlan, streams: StreamScopes | None = None) -> None:
         self.p, self.lib, self.loop, self.plan = printer, lib, loop, plan
         self.lanes = plan.lanes
+        self.streams = streams
         self.hoisted: dict[str, tuple[str, str]] = {}   # scalar text -> (name, declaration)
         self.masked = False
+        self.streaming: frozenset[int] = frozenset()   # ids of the stores written streamed
+        self.shifted = False    # printing the peeled loop: no access is known to be aligned
         self.guards: list[Expr] = []    # conditions of the Select branches being printed
         self.pending: list[str] = []    # mask declarations the store being printed needs
         self.mask_names: dict[str, str] = {}
@@ -58,19 +64,34 @@ class VectorLoopWriter:
     def emit(self, w: CodeWriter, var: str) -> None:
         """Write the loop, its iterator spelled ``var`` (already bound in the printer)."""
         stores = body_stores(self.loop.body) or []
-        full = [line for s in stores for line in self.store(s)]
+        wanted = self.streams.buffers() if self.streams is not None else frozenset()
+        stream = plan_streams(stores, wanted, self.plan, self.lib, self.p.buffers)
+        self.streaming = stream.direct
+        full = self._lines(stores)
+        masked_needed = self.plan.epilogue is Epilogue.MASKED or (
+            stream.anchor is not None and self._peel_epilogue() is Epilogue.MASKED)
         self.masked = True
-        masked = [line for s in stores for line in self.store(s)] \
-            if self.plan.epilogue is Epilogue.MASKED else []
+        masked = self._lines(stores) if masked_needed else []
         self.masked = False
+        streamed: list[str] = []
+        if stream.anchor is not None:
+            self.streaming, self.shifted = stream.direct | stream.peeled, True
+            streamed = self._lines(stores)
+            self.streaming, self.shifted = stream.direct, False
         p, loop, lanes, extent = self.p, self.loop, self.lanes, self.plan.extent
         start, stop = p.expr(loop.start), p.expr(loop.stop)
         w.comment(f"loop {var}: explicit vectors of {lanes} lanes "
                   f"({self.lib.isa.name}), {self._epilogue_words()}")
+        for note in stream.notes:
+            w.comment(note)
+        self._record_streams(stores, stream)
         guard = self.hoisted and not (extent is not None and extent > 0)
         with w.block(f"if ({start} < {stop})" if guard else ""):
             for _, declaration in self.hoisted.values():
                 w.statement(declaration)
+            if stream.anchor is not None:
+                self._emit_peeled(w, var, stream.anchor, full, masked, streamed)
+                return
             if extent == lanes:
                 w.statement(f"const int64_t {var} = {start}")
                 w.lines(f"{s};" for s in full)
@@ -81,10 +102,62 @@ class VectorLoopWriter:
                 return
             w.statement(f"int64_t {var} = {start}")
             if extent is None or extent >= lanes:
-                last = p.expr(simplify(binop(BinOpKind.SUB, loop.stop, Const(lanes, INDEX, True))))
-                with w.block(f"for (; {var} <= {last}; {var} += {lanes})"):
+                with w.block(f"for (; {var} <= {self._last()}; {var} += {lanes})"):
                     w.lines(f"{s};" for s in full)
             self._emit_epilogue(w, var, stop, masked)
+
+    def _lines(self, stores: list[Store]) -> list[str]:
+        return [line for s in stores for line in self.store(s)]
+
+    def _last(self) -> str:
+        """The last start of a whole vector: ``stop - lanes``."""
+        stop = simplify(binop(BinOpKind.SUB, self.loop.stop, Const(self.lanes, INDEX, True)))
+        return self.p.expr(stop)
+
+    def _peel_epilogue(self) -> Epilogue:
+        """The head and the remainder of a peeled loop: masked where the ISA allows."""
+        return Epilogue.MASKED if self.plan.maskable else Epilogue.SCALAR
+
+    def _record_streams(self, stores: list[Store], stream: StreamPlan) -> None:
+        if self.streams is not None:
+            for s in stores:
+                if id(s) in stream.direct | stream.peeled:
+                    self.streams.streamed(s.buffer)
+
+    def _emit_peeled(self, w: CodeWriter, var: str, anchor: Store, full: list[str],
+                     masked: list[str], streamed: list[str]) -> None:
+        """Head until the anchor store is on a vector boundary, whole streamed vectors, then an
+        ordinary vector loop (it runs only where the array is not aligned to its element) and
+        the remainder."""
+        p, lanes = self.p, self.lanes
+        stop, last = p.expr(self.loop.stop), self._last()
+        t = self.vtype(p.buffers[anchor.buffer].dtype)
+        w.statement(f"int64_t {var} = {p.expr(self.loop.start)}")
+        address = "&" + p.element(anchor.buffer, anchor.indices)
+        with w.block(""):
+            w.statement(f"const int64_t {GAP} = {self.lib.use(VectorOp.ALIGN_GAP, t)}({address})")
+            with w.block(f"if ({GAP} >= 0)"):
+                head = f"({GAP} < {stop} - {var} ? {GAP} : {stop} - {var})"
+                if self._peel_epilogue() is Epilogue.MASKED:
+                    with w.block(f"if ({GAP} > 0)"):
+                        w.statement(f"const int64_t {REST} = {head}")
+                        w.lines(f"{s};" for s in masked)
+                        w.statement(f"{var} += {REST}")
+                else:
+                    w.statement(f"const int64_t {HEAD_END} = {var} + {head}")
+                    with w.block(f"for (; {var} < {HEAD_END}; {var}++)"):
+                        p.emit(w, self.loop.body)
+                with w.block(f"for (; {var} <= {last}; {var} += {lanes})"):
+                    w.lines(f"{s};" for s in streamed)
+        with w.block(f"for (; {var} <= {last}; {var} += {lanes})"):
+            w.lines(f"{s};" for s in full)
+        if self._peel_epilogue() is Epilogue.SCALAR:
+            with w.block(f"for (; {var} < {stop}; {var}++)"):
+                p.emit(w, self.loop.body)
+            return
+        with w.block(f"if ({var} < {stop})"):
+            w.statement(f"const int64_t {REST} = {stop} - {var}")
+            w.lines(f"{s};" for s in masked)
 
     def _epilogue_words(self) -> str:
         return {Epilogue.NONE: "no remainder", Epilogue.MASKED: "masked remainder",
@@ -130,14 +203,19 @@ class VectorLoopWriter:
         address = "&" + self.p.element(s.buffer, s.indices)
         if self.masked:
             return f"{self.lib.use(VectorOp.STORE_MASKED, t)}({address}, {value}, {REST})"
-        op = VectorOp.STORE_ALIGNED if id(s) in self.plan.aligned else VectorOp.STORE
+        if id(s) in self.streaming:
+            return f"{self.lib.use(VectorOp.STORE_STREAM, t)}({address}, {value})"
+        op = VectorOp.STORE_ALIGNED if self._aligned(id(s)) else VectorOp.STORE
         return f"{self.lib.use(op, t)}({address}, {value})"
+
+    def _aligned(self, key: int) -> bool:
+        return key in self.plan.aligned and not self.shifted
 
     def _load(self, buffer: str, indices: tuple[Expr, ...], t: VecType, key: int) -> str:
         address = "&" + self.p.element(buffer, indices)
         if self.masked:
             return f"{self.lib.use(VectorOp.LOAD_MASKED, t)}({address}, {REST})"
-        op = VectorOp.LOAD_ALIGNED if key in self.plan.aligned else VectorOp.LOAD
+        op = VectorOp.LOAD_ALIGNED if self._aligned(key) else VectorOp.LOAD
         return f"{self.lib.use(op, t)}({address})"
 
     # values ------------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ _X86_TYPE = {(64, DType.FLOAT32): "__m512", (64, DType.FLOAT64): "__m512d",
              (16, DType.FLOAT32): "__m128", (16, DType.FLOAT64): "__m128d"}
 _X86_INT_TYPE = {64: "__m512i", 32: "__m256i", 16: "__m128i"}
 _SQRT_MACRO = {64: "__AVX512F__", 32: "__AVX__", 16: "__SSE2__"}
+_STREAM_MACRO = _SQRT_MACRO    # the streaming stores of each vector size come with the same ISA
+_X86_STREAM_INT = {64: "_mm512_stream_si512", 32: "_mm256_stream_si256", 16: "_mm_stream_si128"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,8 @@ class VectorOp(enum.Enum):
     STORE = "store"
     STORE_ALIGNED = "store_aligned"
     STORE_MASKED = "store_masked"
+    STORE_STREAM = "store_stream"
+    ALIGN_GAP = "align_gap"
     IOTA = "iota"
     LANE_OFFSET = "lane_offset"
     SELECT = "select"
@@ -99,7 +103,7 @@ _NEEDS = {VectorOp.MAX: (VectorOp.SELECT,), VectorOp.MIN: (VectorOp.SELECT,),
 _USES_MASK = frozenset({VectorOp.SELECT, VectorOp.MAX, VectorOp.MIN, VectorOp.ABS, VectorOp.EXP,
                         VectorOp.LOAD_WHERE, VectorOp.LOAD_WHERE_MASKED})
 _INTRINSICS = frozenset({VectorOp.LOAD_MASKED, VectorOp.STORE_MASKED, VectorOp.LOAD_WHERE,
-                         VectorOp.LOAD_WHERE_MASKED})
+                         VectorOp.LOAD_WHERE_MASKED, VectorOp.STORE_STREAM})
 _UNALIGNED = frozenset({VectorOp.LOAD, VectorOp.STORE})
 
 
@@ -130,6 +134,15 @@ class VectorLibrary:
             self.needs_immintrin = True
         self.helpers.add((op, t))
         return helper_name(op, t)
+
+    def streams(self, t: VecType) -> bool:
+        """Whether vectors of type ``t`` have a streaming (non-temporal) store on this ISA."""
+        return t.bytes in _STREAM_MACRO and self.isa.has(_STREAM_MACRO[t.bytes])
+
+    def fence(self) -> str:
+        """The statement that orders earlier streaming stores before every later store."""
+        self.needs_immintrin = True
+        return "_mm_sfence()"
 
     def emit_prelude(self, w: CodeWriter) -> None:
         """Type definitions, then helper definitions, in a fixed order."""
@@ -195,6 +208,23 @@ class VectorLibrary:
                     ["// few lanes: d clamped gives the same answers",
                      "const int64_t limit = (int64_t)1 << 30;",
                      f"return ({e})(d < -limit ? -limit : d > limit ? limit : d);"])
+        if op is VectorOp.STORE_STREAM:
+            if t.dtype.is_int:
+                cast = _X86_INT_TYPE[t.bytes]
+                call = f"{_X86_STREAM_INT[t.bytes]}(({cast} *)p, ({cast})x);"
+            else:
+                call = f"{_x86(t, 'stream')}(p, ({_X86_TYPE[(t.bytes, t.dtype)]})x);"
+            return (f"void {name}({e} *p, {v} x)",
+                    [f"// p is {t.bytes}-byte aligned: the line is written without being read",
+                     call])
+        if op is VectorOp.ALIGN_GAP:
+            return (f"int64_t {name}(const {e} *p)",
+                    [f"// elements from p to the next {t.bytes}-byte boundary; -1 if p is not "
+                     "aligned to its element, then it never reaches one",
+                     "const uintptr_t a = (uintptr_t)p;",
+                     f"if (a % sizeof({e}) != 0) return -1;",
+                     f"return (int64_t)(((uintptr_t){t.bytes} - a % {t.bytes}) % {t.bytes} "
+                     f"/ sizeof({e}));"])
         if op is VectorOp.STORE_MASKED:
             cast = _X86_TYPE.get((t.bytes, t.dtype), _X86_INT_TYPE[t.bytes])
             return (f"void {name}({e} *p, {v} x, int64_t n)",

@@ -67,6 +67,7 @@ class VectorPlan:
     aligned: frozenset[int]
     extent: int | None          # the constant trip count, if there is one
     guarded: frozenset[int] = frozenset()   # loads read under a lane condition: masked
+    maskable: bool = False      # the ISA masks this loop's vectors (a masked head or remainder)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,15 +110,17 @@ def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
     if guarded and not masked_epilogue_available(isa, dtypes, lanes):
         return NotVectorized(f"it reads {guarded[0].buffer} only under a condition on "
                              f"'{loop.var}', which needs AVX-512 masked loads")
+    maskable = masked_epilogue_available(isa, dtypes, lanes)
     if extent is not None and extent % lanes == 0:
         epilogue = Epilogue.NONE
-    elif masked_epilogue_available(isa, dtypes, lanes):
+    elif maskable:
         epilogue = Epilogue.MASKED
     else:
         epilogue = Epilogue.SCALAR
     aligned = frozenset(id(node) for node, indices in _contiguous_accesses(stores, loop.var)
                         if proven_aligned(indices, buffers[_buffer_of(node)], loop, lanes))
-    return VectorPlan(lanes, epilogue, aligned, extent, frozenset(id(ld) for ld in guarded))
+    return VectorPlan(lanes, epilogue, aligned, extent, frozenset(id(ld) for ld in guarded),
+                      maskable)
 
 
 def body_stores(body: Node) -> list[Store] | None:

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from ..errors import ScheduleError
 from ..ir.loops import LoopKind
+from ..ir.program import BufferRole
 from . import fusion, hints, loops, state as st
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import LoopHandle
@@ -175,8 +176,30 @@ class LoopPrimitives(ScheduleCore):
         self._apply(new, "bind", (loop, thread_axis), {})  # type: ignore[arg-type]
 
     def annotate(self, loop: LoopHandle, key: str, value: Any) -> None:
-        """Attach a key/value annotation to a loop (printed as a comment; read by targets)."""
+        """Attach a key/value annotation to a loop (printed as a comment; read by targets).
+
+        Keys the C target reads: ``"nontemporal"``, value a buffer name or several separated
+        by commas: the whole-vector stores of those buffers in the vectorized loops at or under
+        ``loop`` become streaming stores (no write-allocate; for outputs not read again soon),
+        followed by an ``sfence`` (see ``polyloop.codegen.vector_stream``).
+        """
         node = self._loop(loop, "annotate")
+        if str(key) == "nontemporal":
+            self._check_stored_buffers(str(value))
         ann = tuple((k, v) for k, v in node.annotations if k != key) + ((str(key), str(value)),)
         new = loops.set_kind(self._state, node, node.kind, annotations=ann)
         self._apply(new, "annotate", (loop, key, value), {})
+
+    def _check_stored_buffers(self, value: str) -> None:
+        """The buffers a ``nontemporal`` annotation names exist and are written."""
+        roles = {b.name: b.role for b in self.program.buffers}
+        names = [n.strip() for n in value.split(",")]
+        unknown = [n for n in names if n not in roles]
+        if unknown or not all(names):
+            raise ScheduleError(f"annotate 'nontemporal': unknown buffer(s) {unknown or names} "
+                                f"in {value!r}; give the names of written buffers, separated "
+                                f"by commas, from: {', '.join(sorted(roles))}")
+        inputs = [n for n in names if roles[n] is BufferRole.INPUT]
+        if inputs:
+            raise ScheduleError(f"annotate 'nontemporal': {', '.join(inputs)} is an input, which "
+                                "the program never stores; name an output or a temporary")
