@@ -87,6 +87,8 @@ def _step(e: Expr) -> Expr | None:
 
 def simplify(e: Expr) -> Expr:
     """Canonical, short form of an index expression."""
+    if isinstance(e, (Const, Var)):   # most loop bounds and indices: nothing to rewrite
+        return e
     return rewrite(e, _step)
 
 

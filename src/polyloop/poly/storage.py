@@ -145,6 +145,8 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
 def _values_stay(program: Program, root: Root, buffer: str,
                  keys: dict[str, isl.Map]) -> str | None:
     """None when every value read from ``buffer`` was written in the same key iteration."""
+    if _elements_stay(program, buffer, keys):
+        return None
     deps, _ = flow(program, flat_schedule(program, root), buffer)
     if deps is None or deps.is_empty():
         return None
@@ -158,6 +160,25 @@ def _values_stay(program: Program, root: Root, buffer: str,
     if deps.is_subset(same.align_params(deps.get_space())):
         return None
     return "a value written in one iteration of its home loop is read in another"
+
+
+def _elements_stay(program: Program, buffer: str, keys: dict[str, isl.Map]) -> bool:
+    """Does every write of ``buffer`` touch only elements that no other key iteration reads?
+    Then no value can flow between key iterations, whatever the order: a cheap sufficient
+    test (a private accumulator ``acc[i, j]``) before exact dataflow under the schedule."""
+    acc = [a for a in accesses(program) if a.buffer == buffer]
+    for w in acc:
+        if not w.is_write:
+            continue
+        for r in acc:
+            if r.is_write:
+                continue
+            pairs = w.relation.apply_range(_align(r.relation, w.relation).reverse())
+            kw, kr = keys[w.statement], keys[r.statement]
+            same = _align(kw, kr).apply_range(_align(kr, kw).reverse())
+            if not _align(pairs, same).is_subset(_align(same, pairs)):
+                return False
+    return True
 
 
 def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str, name: str,
