@@ -10,9 +10,10 @@ product, for AVX-512, AVX2 (FMA) and portable C; ``isa=None`` picks what the hos
 from __future__ import annotations
 
 import functools
+import re
 
 from .. import config
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ScheduleError
 from ..frontend import te
 from ..schedule.tensorize import TensorIntrin
 from ..util.isa import host_isa
@@ -104,4 +105,31 @@ def dot_intrin(isa: str | None = None) -> TensorIntrin:
     return TensorIntrin(dot_description(), sources.dot_source(kind), name=sources.dot_name(kind))
 
 
-__all__ = ["ISAS", "TILES", "dot_intrin", "gemm_intrin", "host_kind"]
+_GEMM_NAME = re.compile(r"pl_ukr_gemm_(?P<isa>[a-z0-9]+)_(?P<rows>\d+)x(?P<cols>\d+)(?P<pa>_pa)?\Z")
+_DOT_NAME = re.compile(r"pl_ukr_dot_(?P<isa>[a-z0-9]+)\Z")
+
+
+def builtin(name: str) -> TensorIntrin:
+    """The built-in micro-kernel called ``name``, rebuilt from the parameters its name encodes
+    (``Schedule.from_trace`` replays a ``tensorize`` step by the intrinsic's name).
+
+    >>> builtin("pl_ukr_gemm_portable_4x8").extents
+    (4, 8, None)
+    """
+    m = _GEMM_NAME.match(name)
+    try:
+        if m is not None:
+            return gemm_intrin(m["isa"], rows=int(m["rows"]), cols=int(m["cols"]),
+                               packed_a=m["pa"] is not None)
+        m = _DOT_NAME.match(name)
+        if m is not None:
+            return dot_intrin(m["isa"])
+    except ArgumentError as e:
+        raise ScheduleError(f"tensorize: intrinsic {name!r} names no built-in micro-kernel: "
+                            f"{e}") from None
+    raise ScheduleError(f"tensorize: unknown intrinsic {name!r}: built-in micro-kernels are "
+                        "named pl_ukr_gemm_<isa>_<rows>x<cols>[_pa] or pl_ukr_dot_<isa> "
+                        f"(isa: {', '.join(ISAS)})")
+
+
+__all__ = ["ISAS", "TILES", "builtin", "dot_intrin", "gemm_intrin", "host_kind"]

@@ -82,10 +82,16 @@ class Region:
 class Call(Node):
     """A call of a tensor intrinsic's implementation (``tensorize``): ``function(args)``.
 
-    ``source`` defines the function; code generation emits it once per module."""
+    ``source`` (or ``implementation``) defines the function; code generation emits it once per
+    module."""
     function: str
     args: tuple[Region | Expr, ...]
     source: str = ""
+    statement: str = ""           # the statement whose full tiles the call computes
+    # a polyloop-generated implementation: the function's own kernel (its args are the
+    # operands in call order, its params their strides then the trip counts); code generation
+    # prints it as ``source``
+    implementation: Kernel | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

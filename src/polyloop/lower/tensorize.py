@@ -18,6 +18,7 @@ from ..ir.program import Program
 from ..ir.simplify import simplify
 from ..poly.tree import Root
 from ..schedule.tensorize import ANNOTATION, Match, lookup, marked_loops, match
+from .function import function_kernel
 
 
 def apply_tensorize(program: Program, root: Root, body: Node) -> Node:
@@ -77,7 +78,9 @@ def _call_or_loops(loop: For, m: Match) -> Node:
             return _loops_only(loop, "loops (no full tile)")
         conds.append(binop(BinOpKind.GT, trip, 0) if want is None
                      else binop(BinOpKind.EQ, trip, want))
-    call = Call(m.intrin.name, _arguments(chain, store, m, symbolic), m.intrin.source)
+    generated = function_kernel(m.intrin) if m.intrin.generated else None
+    call = Call(m.intrin.name, _arguments(chain, store, m, symbolic), m.intrin.source,
+                statement=m.statement, implementation=generated)
     if not conds:
         return call
     test = conds[0]

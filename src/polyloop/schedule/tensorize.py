@@ -11,18 +11,21 @@ call and keeps the original loops for partial ones.
 """
 from __future__ import annotations
 
+import importlib
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from ..errors import ArgumentError, ScheduleError
 from ..ir.dtypes import INDEX
-from ..ir.expr import Const, Expr, Load, Var, loads
+from ..ir.expr import Const, Expr, loads
 from ..ir.program import Program, Statement
 from ..ir.simplify import simplify
 from ..poly.nest_shape import NestShape, nest_shape
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to
+from . import implementation as impl_check
 from . import loops as loop_edits
 from . import state as st
+from .intrin_body import check_operands, match_body
 
 ANNOTATION = "tensorize"
 _REGISTRY: dict[str, "TensorIntrin"] = {}
@@ -30,13 +33,19 @@ _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class TensorIntrin:
-    """A hardware (or hand-written) routine that computes a small tensor computation.
+    """A hardware (or hand-written, or polyloop-generated) routine that computes a small tensor
+    computation.
 
     ``description``: the output tensor of a ``pl.compute`` (one statement, every index a plain
     axis, each buffer accessed once), e.g. the update of a 6 x 32 tile of C over ``kc`` steps of
-    k (``kc`` may be a ``pl.var``). ``implementation``: C source that defines (``static inline``)
-    the function ``name`` (default: the first function the source defines). It may start with
-    ``#include`` lines. The calling convention is::
+    k (``kc`` may be a ``pl.var``). ``implementation``: either C source that defines
+    (``static inline``) the function ``name`` (default: the first function the source defines;
+    it may start with ``#include`` lines), or a polyloop computation of the same statement: a
+    ``pl.Schedule`` (its schedule is kept: split, unroll, vectorize become the function's loops
+    and explicit vector code), a ``pl.compute`` tensor (the default schedule) or a Program.
+    polyloop then generates the function (named ``pl_gen_<output>_<hash>`` unless ``name`` is
+    given) after checking that it computes the description; a mismatch raises
+    ``ArgumentError``. The calling convention is::
 
         void name(T *out, const T *in_1, ..., const T *in_m,
                   int64_t <strides of out>, int64_t <strides of in_1>, ...,
@@ -46,7 +55,8 @@ class TensorIntrin:
     first appear in the body. Each is a pointer to the first element of its region. The
     strides of an operand of r dimensions are the element distances between consecutive
     indices of its first r - 1 dimensions (the row stride or leading dimension of a matrix);
-    its last dimension is contiguous (stride 1). The trip counts of the axes whose extent is
+    its last dimension is contiguous (stride 1). A dimension indexed by an axis of extent 1
+    has stride 0 (only its index 0 exists). The trip counts of the axes whose extent is
     symbolic follow, in the description's axis order (reduction axes last). A reduction
     description (``pl.sum``) means an *update*: the function adds to ``out``. The function
     must accept a trip count of 0.
@@ -65,21 +75,26 @@ class TensorIntrin:
     >>> dot = pl.TensorIntrin(d, src)
     >>> dot.name, dot.axes, dot.extents
     ('my_dot', ('k',), (None,))
+
+    The same computation, scheduled by polyloop, as the implementation of a 4 x 16 tile update
+    (k outermost, the 4 rows unrolled, the 16 columns one vector):
+
+    >>> a = pl.placeholder((4, kc), "float32", name="a")
+    >>> b = pl.placeholder((kc, 16), "float32", name="b")
+    >>> c = pl.compute((4, 16), lambda i, j: pl.sum(a[i, k] * b[k, j], axis=k), name="c")
+    >>> impl = pl.Schedule(c)
+    >>> i, j, kk = impl.get_loops("c")
+    >>> impl.reorder(kk, i, j); impl.unroll(i); impl.vectorize(j)
+    >>> tile = pl.TensorIntrin(c, impl, name="tile_4x16")
+    >>> tile.generated, tile.extents
+    (True, (4, 16, None))
     """
 
     def __init__(self, description: object, implementation: object, *, name: str | None = None):
         program = _as_program(description)
-        if not isinstance(implementation, str):
-            raise ArgumentError("TensorIntrin: implementation must be C source (a str) defining "
-                                f"the function; got {type(implementation).__name__}")
         self.program = program
         self.statement = _update_statement(program)
-        _check_description(program, self.statement)
-        self.source = implementation
-        self.name = name if name is not None else _first_function(implementation)
-        if not _C_NAME.match(self.name) or not re.search(rf"\b{self.name}\s*\(", implementation):
-            raise ArgumentError(f"TensorIntrin: the implementation does not define a C function "
-                                f"named {self.name!r}")
+        check_operands(self.statement)
         top = st.initial(program).stmt_path(self.statement.name)
         if not top:
             raise ArgumentError("TensorIntrin: the description has no loops; describe at least "
@@ -88,7 +103,37 @@ class TensorIntrin:
                                            self.statement.name)
         if not self.shape.is_box:
             raise ArgumentError("TensorIntrin: the description's domain must be a box")
+        self.implementation: impl_check.Implementation | None = None
+        if isinstance(implementation, str):
+            self.source = implementation
+            self.name = name if name is not None else _first_function(implementation)
+            if not _C_NAME.match(self.name) or not re.search(rf"\b{self.name}\s*\(",
+                                                             implementation):
+                raise ArgumentError(f"TensorIntrin: the implementation does not define a C "
+                                    f"function named {self.name!r}")
+        else:
+            self.source = ""
+            self.implementation = self._generated(implementation, name)
+            self.name = name if name is not None else \
+                f"pl_gen_{_c_part(self.statement.buffer)}_{self.implementation.fingerprint}"
+            if not _C_NAME.match(self.name):
+                raise ArgumentError(f"TensorIntrin: name {self.name!r} is not a C identifier")
         _REGISTRY[self.name] = self
+
+    def _generated(self, implementation: object, name: str | None) -> impl_check.Implementation:
+        found = impl_check.as_state(implementation)
+        if found is None:
+            raise ArgumentError("TensorIntrin: implementation must be C source (a str) defining "
+                                "the function, a pl.Schedule, a pl.compute tensor or a Program; "
+                                f"got {type(implementation).__name__}")
+        state, original, replay = found
+        return impl_check.check(self.program, self.statement, state, original, replay,
+                                name or self.statement.buffer)
+
+    @property
+    def generated(self) -> bool:
+        """True when polyloop generates the implementation (from a schedule)."""
+        return self.implementation is not None
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -110,15 +155,31 @@ class TensorIntrin:
         return f"TensorIntrin({self.name!r}: {ext})"
 
 
+# The built-in micro-kernels (``polyloop.intrin``, one layer up: it builds their descriptions
+# with the te front end) have names that encode their parameters; a trace replayed in a process
+# that never created one rebuilds it from the name through this late-bound lookup.
+BUILTIN_PREFIX = "pl_ukr_"
+BUILTIN_MODULE = "polyloop.intrin"
+
+
 def lookup(intrin: TensorIntrin | str) -> TensorIntrin:
-    """The intrinsic itself, or the one created under that name (traces record the name)."""
+    """The intrinsic itself, or the one created under that name (traces record the name);
+    a built-in micro-kernel's name (``pl_ukr_gemm_avx512_6x32``) rebuilds it."""
     if isinstance(intrin, TensorIntrin):
         return intrin
     if isinstance(intrin, str) and intrin in _REGISTRY:
         return _REGISTRY[intrin]
+    if isinstance(intrin, str) and intrin.startswith(BUILTIN_PREFIX):
+        return importlib.import_module(BUILTIN_MODULE).builtin(intrin)
     known = ", ".join(sorted(_REGISTRY)) or "none yet"
-    raise ScheduleError(f"tensorize: unknown intrinsic {intrin!r}; create it with "
-                        f"pl.TensorIntrin (or polyloop.intrin.gemm_intrin()) first. Known: {known}")
+    raise ScheduleError(f"tensorize: unknown intrinsic {intrin!r}: no pl.TensorIntrin of that "
+                        "name was created in this process (a trace records intrinsics by name; "
+                        "create the intrinsic again, with the same name, before replaying it). "
+                        f"Known: {known}")
+
+
+def _c_part(name: str) -> str:
+    return re.sub(r"\W", "_", name)
 
 
 def _as_program(description: object) -> Program:
@@ -136,19 +197,6 @@ def _update_statement(program: Program) -> Statement:
         raise ArgumentError(f"TensorIntrin: the description must be one pl.compute, got "
                             f"{len(main)} statements ({', '.join(s.name for s in main)})")
     return main[0]
-
-
-def _check_description(program: Program, s: Statement) -> None:
-    seen = set()
-    for ld in [s.target] + loads(s.value):
-        names = [i.name for i in ld.indices if isinstance(i, Var)]
-        if len(names) != len(ld.indices) or len(set(names)) != len(names):
-            raise ArgumentError(f"TensorIntrin: every index of the description must be a "
-                                f"distinct axis; {ld} is not")
-        if ld.buffer in seen:
-            raise ArgumentError(f"TensorIntrin: buffer '{ld.buffer}' is accessed twice in the "
-                                "description; each operand may appear once")
-        seen.add(ld.buffer)
 
 
 def _first_function(source: str) -> str:
@@ -204,7 +252,7 @@ def match(program: Program, root: Root, loop_id: int, intrin: TensorIntrin) -> M
     chain, stmt_name = _chain(path[-1])
     stmt = program.statement(stmt_name)
     desc = intrin.statement
-    _match_body(desc, stmt, intrin.name)
+    match_body(desc, stmt, intrin.name)
     names = [n.name for n in chain]
     shape = nest_shape(program, root, loop_id, stmt_name)
     want = intrin.shape
@@ -234,53 +282,6 @@ def match(program: Program, root: Root, loop_id: int, intrin: TensorIntrin) -> M
 
 def _access(stmt: Statement, a: int) -> str:
     return str(([stmt.target] + loads(stmt.value))[a])
-
-
-def _match_body(desc: Statement, stmt: Statement, name: str) -> dict[str, str]:
-    """description buffer -> actual buffer, if the bodies have the same structure."""
-    rename: dict[str, str] = {}
-
-    def fail(what: str) -> ScheduleError:
-        return ScheduleError(f"tensorize: body operator differs: statement '{stmt.name}' "
-                             f"computes {stmt.target} {_op(stmt)} {stmt.value}, intrinsic "
-                             f"'{name}' computes {desc.target} {_op(desc)} {desc.value} ({what})")
-
-    def bind(d: Load, a: Load) -> None:
-        if d.dtype is not a.dtype:
-            raise fail(f"{a.buffer} is {a.dtype}, {d.buffer} is {d.dtype}")
-        if rename.setdefault(d.buffer, a.buffer) != a.buffer:
-            raise fail(f"{d.buffer} stands for both {rename[d.buffer]} and {a.buffer}")
-
-    def same(d: Expr, a: Expr) -> None:
-        if type(d) is not type(a):
-            raise fail(f"{a} is not like {d}")
-        if isinstance(d, Load):
-            bind(d, a)  # type: ignore[arg-type]
-            return
-        if isinstance(d, Var):
-            raise fail(f"the body uses index {a}")
-        for f in fields(d):  # type: ignore[arg-type]
-            x, y = getattr(d, f.name), getattr(a, f.name)
-            if isinstance(x, Expr):
-                same(x, y)
-            elif isinstance(x, tuple) and x and isinstance(x[0], Expr):
-                for p, q in zip(x, y):
-                    same(p, q)
-            elif f.name != "weak" and x != y:
-                raise fail(f"{a} is not like {d}")
-
-    if desc.reduction != stmt.reduction:
-        raise fail("one is a reduction update, the other is not")
-    bind(desc.target, stmt.target)
-    same(desc.value, stmt.value)
-    if any(ld.buffer == stmt.buffer for ld in loads(stmt.value)):
-        raise ScheduleError(f"tensorize: statement '{stmt.name}' reads the buffer it writes "
-                            f"({stmt.buffer}); the operands of an intrinsic must not overlap")
-    return rename
-
-
-def _op(s: Statement) -> str:
-    return "=" if s.reduction is None else f"{s.reduction.value}="
 
 
 def _assign_axes(shape: NestShape, want: NestShape, names: list[str], intrin: TensorIntrin,
@@ -351,7 +352,7 @@ def _operands(program: Program, stmt: Statement, shape: NestShape, want: NestSha
                                     "intrinsic needs a contiguous last dimension (stride 1); "
                                     "change the layout with transform_layout")
             strides.append(stride)
-        # one region per described buffer: _check_description made them distinct
+        # one region per described buffer: check_operands made them distinct
         out.append(Operand(described[k], buffer, k, tuple(strides[:-1])))
     return tuple(out)
 
