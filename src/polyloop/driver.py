@@ -66,8 +66,10 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
     return Schedule(*outs, args=args, name=name)
 
 
-def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object):
+def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
+             profile: int = 0):
     from .codegen import generate_c
+    from .codegen.profile import profile_regions
     from .runtime import Module, compile_c
     if queue is not None:
         raise PolyloopError("queue= is an option of the 'opencl' target")
@@ -75,17 +77,41 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object)
     from .lower.hazards import negative_stride_reduction
     from .runtime.compiler import vectorizes_negative_step_reductions_wrongly
     kernel = lower(sch.program, sch.state.root, name=name)
-    source = generate_c(kernel)
+    regions = tuple(profile_regions(kernel.body, depth=profile))
+    source = generate_c(kernel, profile=regions) if regions else generate_c(kernel)
     extra: tuple[str, ...] = ()
     if negative_stride_reduction(kernel.body) and \
             vectorizes_negative_step_reductions_wrongly(CONFIG.cc):
         extra = ("-fno-tree-loop-vectorize",)   # a wrong-code bug of GCC 12.1/12.2
     library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
     return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
-                  source=source, target="c")
+                  source=source, target="c",
+                  profile=_profile_layout(sch.program, kernel, regions) if regions else None)
 
 
-def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: object):
+def _profile_layout(program: Program, kernel, regions: tuple):
+    """What the timers of ``regions`` measure, with their work counted by isl for the sizes of
+    a call (cached per sizes)."""
+    from .poly.nest_work import nest_work
+    from .runtime.profile import ProfileLayout
+    buffers = {b.name: b for b in (*kernel.args, *kernel.temps)}
+    cache: dict[tuple, list] = {}
+
+    def counts(sizes):
+        key = tuple(sorted(sizes.items()))
+        if key not in cache:
+            cache[key] = nest_work(program, buffers, kernel.params, kernel.body,
+                                   [r.node for r in regions], sizes)
+        return cache[key]
+    return ProfileLayout(tuple(r.label for r in regions), tuple(r.depth for r in regions),
+                         tuple(r.parallel for r in regions), counts)
+
+
+def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
+                  profile: int = 0):
+    if profile:
+        raise PolyloopError("profile= is an option of the 'c' target; the OpenCL target has "
+                            "no per-nest timers")
     from .codegen.opencl import generate_opencl
     from .lower.launches import lower_device
     from .runtime.opencl import LaunchSpec, OpenCLModule, default_queue
@@ -104,7 +130,7 @@ TARGETS = {"c": _build_c, "opencl": _build_opencl}
 
 def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = None,
           name: str | None = None, check: bool = False, fast_math: bool = False,
-          queue: object = None):
+          queue: object = None, profile: bool | int = False):
     """Compile a schedule (or tensors/program with the default schedule) into a callable module.
 
     >>> import numpy as np, polyloop as pl
@@ -118,6 +144,9 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     Targets: ``"c"`` (C with OpenMP) and ``"opencl"`` (PyOpenCL; ``queue=`` runs on a given
     command queue, else on the first device found). ``check=True`` runs the reference
     interpreter once on small random inputs and refuses to return a module whose results differ.
+    ``profile=True`` times each top-level loop nest of the C function (``profile=2``, ``3``...:
+    also the nests inside them, that many levels deep); ``mod.profile()`` then says where the
+    time of the calls went. Without it no timing code is generated.
     """
     if target not in TARGETS:
         raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
@@ -126,11 +155,21 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     if outside is not None:
         raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
                             "read with pl.where(condition, read, other)")
-    mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue)
+    mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
+                          profile=_profile_depth(profile))
     mod.schedule = sch
     if check:
         _check(sch, mod)
     return mod
+
+
+def _profile_depth(profile: object) -> int:
+    if isinstance(profile, bool):
+        return int(profile)
+    if isinstance(profile, int) and profile >= 0:
+        return profile
+    raise PolyloopError(f"profile={profile!r}: give True, False, or the number of nest levels "
+                        "to time (1: the top-level nests)")
 
 
 def _random_inputs(program: Program, rng: np.random.Generator, sizes: dict[str, int]):

@@ -38,7 +38,7 @@ class Workload:
     group: str                                 # "matmul", "conv2d", ...
     shape: str
     inputs: Callable[[np.random.Generator], list[np.ndarray]]
-    make: Callable[[], Module] | None
+    make: Callable[..., Module] | None         # make(profile=...): options of build()
     reference: Callable[..., np.ndarray]       # NumPy: the checked result
     numpy_timed: bool                          # is ``reference`` a fair NumPy timing?
     torch: Callable[..., object] | None        # (torch, *tensors) -> tensor
@@ -79,17 +79,17 @@ def numpy_softmax(x: np.ndarray) -> np.ndarray:
 
 def _builder(op: str, schedule: str, shapes: Sequence[tuple[int, ...]],
              knobs: Callable[[], dict[str, object]] = dict,
-             **kwargs: object) -> Callable[[], Module] | None:
+             **kwargs: object) -> Callable[..., Module] | None:
     """``build(schedule(op(*placeholders, **kwargs), **knobs()))``, or None when
     ``polyloop.ops`` lacks the op."""
     make_op, make_sch = getattr(ops, op, None), getattr(ops, schedule, None)
     if make_op is None or make_sch is None:
         return None
 
-    def make() -> Module:
+    def make(**options: object) -> Module:
         names = "ABCDEFGH"
         args = [te.placeholder(s, "float32", name=names[i]) for i, s in enumerate(shapes)]
-        return build(make_sch(make_op(*args, **kwargs), **knobs()))
+        return build(make_sch(make_op(*args, **kwargs), **knobs()), **options)
     return make
 
 

@@ -13,13 +13,14 @@ import math
 from .. import config
 from ..errors import BuildError
 from ..ir.expr import Const
-from ..ir.loops import Barrier, Call, For, Kernel, LoopKind, Region
+from ..ir.loops import Barrier, Call, For, Kernel, LoopKind, Node, Region
 from ..ir.program import Buffer
 from ..util.isa import ISA, host_isa
 from .cfamily import CFamilyPrinter
 from .function import InlineFunction
 from .helpers import HelperKind
 from .names import NameKind, is_c_identifier
+from .profile import ProfileRegion, emit_profile_prelude, emit_timed
 from .tables import MULTIPLICATIVE, UNARY
 from .vector import VectorLoopWriter
 from .vector_lib import VectorLibrary
@@ -46,10 +47,19 @@ class CPrinter(CFamilyPrinter):
 
     target = "c"
 
-    def __init__(self, kernel: Kernel, isa: ISA | None = None) -> None:
+    def __init__(self, kernel: Kernel, isa: ISA | None = None,
+                 profile: tuple[ProfileRegion, ...] = ()) -> None:
         super().__init__(kernel)
         self.vectors = VectorLibrary(isa if isa is not None else host_isa(config.CONFIG.cc))
+        self.profiled = {id(r.node): r for r in profile}   # node -> its timer (profile.py)
         self.streams = StreamScopes(self.vectors)   # "nontemporal" annotations (vector_stream)
+
+    def emit(self, w: CodeWriter, node: Node) -> None:
+        region = self.profiled.get(id(node))
+        if region is None:
+            super().emit(w, node)
+        else:
+            emit_timed(w, region, lambda: super(CPrinter, self).emit(w, node))
 
     def emit_for(self, w: CodeWriter, loop: For) -> None:
         with self.streams.around(w, loop):
@@ -161,7 +171,6 @@ class InlineFunctionPrinter(InlineFunction, CPrinter):
     """A polyloop-generated tensor intrinsic: its signature and strided operands from
     ``codegen.function``, its loops and vector code from ``CPrinter``."""
 
-
 def on_stack(buffer: Buffer) -> bool:
     """A temporary of constant shape and at most STACK_LIMIT_BYTES lives on the stack."""
     if not all(isinstance(s, Const) for s in buffer.shape):
@@ -193,11 +202,13 @@ def _emit_notes(w: CodeWriter, kernel: Kernel) -> None:
     w.line()
 
 
-def generate_c(kernel: Kernel, *, isa: ISA | None = None) -> str:
+def generate_c(kernel: Kernel, *, isa: ISA | None = None,
+               profile: tuple[ProfileRegion, ...] = ()) -> str:
     """The C translation unit of a kernel: notes, includes, helpers, the entry function.
 
     Vectorized loops use the vector unit of ``isa`` (default: the host's, as ``CONFIG.cc
-    -march=native`` sees it).
+    -march=native`` sees it). ``profile``: regions of ``kernel.body`` to time (``profile.py``);
+    none, the default, emits no profiling code at all.
 
     >>> from polyloop.ir.dtypes import DType
     >>> from polyloop.ir.expr import Var, VarKind
@@ -222,7 +233,7 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None) -> str:
     }
     """
     _check_name(kernel)
-    printer = CPrinter(kernel, isa)
+    printer = CPrinter(kernel, isa, tuple(profile))
     function = CodeWriter()
     printer.emit_function(function)  # first: it records the helpers the prelude must define
     w = CodeWriter()
@@ -233,6 +244,8 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None) -> str:
     w.line()
     printer.vectors.emit_prelude(w)
     printer.emit_prelude(w)
+    if profile:
+        emit_profile_prelude(w, list(profile))
     w.lines(function.text().splitlines())
     return w.text()
 

@@ -94,6 +94,20 @@ class Call(Node):
     implementation: Kernel | None = None
 
 
+@_node
+class Prefetch(Node):
+    """A software prefetch hint (``Schedule.prefetch``): bring the ``count`` consecutive
+    elements of ``buffer`` that start at ``buffer[indices]`` (along its last dimension) into the
+    cache, for reading or, with ``write``, for writing; ``locality`` 0..3 says how long they
+    should stay (3: in every cache level). It never changes a result: a target may spell it as
+    one instruction per cache line, as a single call, or not at all."""
+    buffer: str
+    indices: tuple[Expr, ...]
+    count: Expr
+    write: bool = False
+    locality: int = 3
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Kernel:
     """A whole function: arguments in call order, size parameters, temporaries, the body."""

@@ -17,7 +17,8 @@ from ..ir.loops import Call, For, If, Node, Region, Store, map_children
 from ..ir.program import Program
 from ..ir.simplify import simplify
 from ..poly.tree import Root
-from ..schedule.tensorize import ANNOTATION, Match, lookup, marked_loops, match
+from ..schedule.tensorize import (ANNOTATION, PART, Match, lookup, marked_loops, match,
+                                  nest_part)
 from .function import function_kernel
 
 
@@ -26,37 +27,54 @@ def apply_tensorize(program: Program, root: Root, body: Node) -> Node:
     marked = marked_loops(root)
     if not marked:
         return body
-    matches: dict[str, Match] = {}
+    matches: dict[int, Match] = {}
     for loop_id, name in marked.items():
         try:
             m = match(program, root, loop_id, lookup(name))
         except ScheduleError as e:
             raise BuildError(f"tensorize with '{name}' no longer applies after the later "
                              f"schedule steps: {e}") from None
-        matches[f"{name} #{loop_id}"] = m
+        matches[loop_id] = m
     return _rewrite(body, matches)
 
 
-def _rewrite(node: Node, matches: dict[str, Match]) -> Node:
+def _rewrite(node: Node, matches: dict[int, Match]) -> Node:
     if isinstance(node, For):
-        key = dict(node.annotations).get(ANNOTATION)
-        if key in matches:
-            return _call_or_loops(node, matches[key])
+        part = nest_part(node.annotations)
+        if part is not None and part[0] in matches:
+            # the outermost loop isl wrote for the nest (one of extent 1 has none)
+            return _call_or_loops(node, matches[part[0]])
     return map_children(node, lambda c: _rewrite(c, matches))
 
 
-def _loops_only(loop: For, why: str) -> For:
-    ann = tuple((k, v) for k, v in loop.annotations if k != ANNOTATION)
-    return replace(loop, annotations=ann + (("tensorize_fallback", why),))
+def _unmarked(loop: For) -> For:
+    return replace(loop, annotations=tuple((k, v) for k, v in loop.annotations if k != PART))
+
+
+def _loops_only(loop: For, why: str) -> Node:
+    ann = tuple((k, v) for k, v in loop.annotations if k not in (ANNOTATION, PART))
+    top = replace(loop, annotations=ann + (("tensorize_fallback", why),))
+    return map_children(top, _strip_parts)
+
+
+def _strip_parts(node: Node) -> Node:
+    node = _unmarked(node) if isinstance(node, For) else node
+    return map_children(node, _strip_parts)
 
 
 def _call_or_loops(loop: For, m: Match) -> Node:
+    top = nest_part(loop.annotations)[0]  # type: ignore[index]
     chain: list[For] = [loop]
-    while len(chain) < len(m.loops) and isinstance(chain[-1].body, For):
+    while isinstance(chain[-1].body, For) and (nest_part(chain[-1].body.annotations) or
+                                               (None,))[0] == top:
         chain.append(chain[-1].body)  # type: ignore[arg-type]
     store = chain[-1].body
-    if len(chain) != len(m.loops) or not isinstance(store, Store) or store.statement != m.statement:
-        # isl wrote no loop for an axis that always has one iteration: no tile is full
+    if not isinstance(store, Store) or store.statement != m.statement:
+        return _loops_only(loop, "loops (no full tile)")
+    present = [nest_part(f.annotations)[1] for f in chain]  # type: ignore[index]
+    missing = [t for t in range(len(m.loops)) if t not in present]
+    if any(m.intrin.extents[m.axis_of_loop[t]] != 1 for t in missing):
+        # isl wrote no loop for an axis that has one iteration here: not a full tile
         return _loops_only(loop, "loops (no full tile)")
     inner = {f.var for f in chain}
     for f in chain:
@@ -68,7 +86,7 @@ def _call_or_loops(loop: For, m: Match) -> Node:
     extents = m.intrin.extents
     conds: list[Expr] = []
     symbolic: dict[int, Expr] = {}
-    for trip, axis in zip(trips, m.axis_of_loop):
+    for trip, axis in zip(trips, [m.axis_of_loop[t] for t in present]):
         want = extents[axis]
         if want is None:
             symbolic[axis] = trip

@@ -18,6 +18,7 @@ from ..util.highlight import to_html
 from .binding import Binder, shape_to_str
 from .compiler import Library
 from .header import STATUS_CODES, header_lines
+from .profile import Profile, ProfileLayout, make_profile, openmp_threads, read_counters
 
 # Calibration stops growing the number of calls per timing here, even for an empty kernel.
 _MAX_CALLS_PER_TIMING = 1_000_000
@@ -37,7 +38,8 @@ class Module:
     """
 
     def __init__(self, library: Library, *, entry: str, args: tuple[Buffer, ...],
-                 params: tuple[str, ...], source: str, target: str = "c") -> None:
+                 params: tuple[str, ...], source: str, target: str = "c",
+                 profile: ProfileLayout | None = None) -> None:
         self.library = library
         self.entry = entry
         self.args = tuple(args)
@@ -48,6 +50,8 @@ class Module:
         self._binder = Binder(entry, self.args, self.params)
         self._args_type = ctypes.c_void_p * len(self.args)
         self._fn = _load(library, entry)
+        self._profile = profile
+        self._last_params: ctypes.Array | None = None   # the sizes of the latest call
 
     @property
     def cache_hit(self) -> bool:
@@ -56,6 +60,7 @@ class Module:
 
     def __call__(self, *positional: object, **named: object) -> object:
         arrays, pointers, plan = self._binder.bind(positional, named)
+        self._last_params = plan.params
         status = self._fn(self._args_type(*pointers), plan.params)
         if status:
             raise self._failure(status)
@@ -80,6 +85,7 @@ class Module:
             raise PolyloopError(f"benchmark() needs repeat >= 1, warmup >= 0 and min_time >= 0, "
                                 f"got repeat={repeat}, warmup={warmup}, min_time={min_time}")
         arrays, pointers, plan = self._binder.bind(positional, named)
+        self._last_params = plan.params
         fn, args_c, params_c = self._fn, self._args_type(*pointers), plan.params
         for _ in range(warmup):
             self._check(fn(args_c, params_c))
@@ -93,6 +99,25 @@ class Module:
             self._check(status)
         del arrays  # kept alive until here: the C function holds their pointers
         return statistics.median(times)
+
+    def profile(self, *, reset: bool = False) -> Profile:
+        """Where the time of the calls so far went, nest by nest (build with ``profile=True``,
+        or ``profile=depth`` for the nests inside the top-level ones too). ``print()`` it for a
+        table. Flops and bytes are counted for the sizes of the latest call. ``reset=True``
+        zeroes the counters after reading them.
+
+        >>> mod = pl.build(sch, profile=True); mod(a, b, c)  # doctest: +SKIP
+        >>> print(mod.profile(reset=True))                   # doctest: +SKIP
+        """
+        if self._profile is None:
+            raise PolyloopError(f"module '{self.entry}' was built without profiling; build it "
+                                "with pl.build(..., profile=True)")
+        cdll = ctypes.CDLL(str(self.library.path))   # the same loaded library and counters
+        counters = read_counters(cdll, len(self._profile.labels), reset=reset)
+        values = list(self._last_params) if self._last_params is not None else []
+        sizes = dict(zip(self.params, (int(v) for v in values)))
+        return make_profile(self.entry, self._profile, counters, threads=openmp_threads(cdll),
+                            sizes=sizes)
 
     def export_library(self, path: str | PathLike) -> tuple[Path, Path]:
         """Copy the shared library to ``path`` and write a C header next to it.
