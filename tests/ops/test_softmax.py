@@ -32,7 +32,8 @@ def test_softmax_default_schedule_matches_numpy(rng, rows, cols):
     check(pl.build(ops.schedule_softmax(ops.softmax(X))), rng, rows, cols)
 
 
-@pytest.mark.parametrize("knobs", [dict(lanes=8), dict(rfactor=False), dict(lanes=5)])
+@pytest.mark.parametrize("knobs", [dict(lanes=8), dict(rfactor=False), dict(lanes=5),
+                                   dict(accumulators=3), dict(stream=False)])
 def test_softmax_knobs_keep_the_result(rng, knobs):
     X = pl.placeholder((6, 43), "float32", name="X")
     check(pl.build(ops.schedule_softmax(ops.softmax(X), **knobs)), rng, 6, 43)
@@ -42,12 +43,37 @@ def test_softmax_schedule_keeps_rows_in_cache():
     X = pl.placeholder((8, 64), "float32", name="X")
     sch = ops.schedule_softmax(ops.softmax(X), lanes=16)
     text = str(sch)
-    assert text.startswith("for i in parallel(8):")
-    assert "softmax_max_rf[i, k_1] = max(softmax_max_rf[i, k_1], X[i, 16 * k_0 + k_1])" in text
-    assert "for k_1 in vectorized(16):" in text
+    assert text.startswith("for i in parallel(8):  # nontemporal=softmax")
+    # two accumulator vectors per row reduction (64 columns: two whole pairs of vectors)
+    assert ("softmax_max_rf[i, 16 * k_1 + k_2] = max(softmax_max_rf[i, 16 * k_1 + k_2], "
+            "X[i, 32 * k_0 + 16 * k_1 + k_2])") in text
+    assert "for k_1 in unrolled(2):" in text and "for k_2 in vectorized(16):" in text
     # the exponentials live in one row-sized local buffer, never in a full-size temporary
     source = pl.build(sch).source
     assert "softmax_exp_local[64]" in source
+    unstreamed = str(ops.schedule_softmax(ops.softmax(X), lanes=16, stream=False))
+    assert "nontemporal" not in unstreamed
+
+
+def misaligned_poison(rows, cols):
+    """A NaN-filled float32 output that starts one element after a 64-byte boundary."""
+    raw = np.empty(rows * cols + 32, np.float32)
+    start = (-raw.ctypes.data) % 64 // 4 + 1
+    y = raw[start:start + rows * cols].reshape(rows, cols)
+    y[...] = np.nan
+    return y
+
+
+@pytest.mark.parametrize("rows, cols", [(3, 1), (2, 15), (3, 17), (2, 97), (4, 256)])
+def test_softmax_streams_its_result_into_misaligned_outputs(rng, rows, cols):
+    X = pl.placeholder((rows, cols), "float32", name="X")
+    mod = pl.build(ops.schedule_softmax(ops.softmax(X)))
+    x = (rng.standard_normal((rows, cols)) * 8).astype(np.float32)
+    y = misaligned_poison(rows, cols)
+    mod(x, y)
+    np.testing.assert_allclose(y, numpy_softmax(x), rtol=1e-5, atol=1e-7)
+    if cols > ops.knobs.default_lanes("float32") and "avx" in mod.source:
+        assert "pl_store_stream_" in mod.source and "_mm_sfence();" in mod.source
 
 
 def test_softmax_symbolic_sizes_one_module_for_all(rng):
@@ -63,5 +89,7 @@ def test_softmax_bad_arguments_are_clear_errors():
     y = ops.softmax(pl.placeholder((3, 4), "float32", name="X"))
     with pytest.raises(pl.ScheduleError, match="lanes must be a positive integer"):
         ops.schedule_softmax(y, lanes=0)
+    with pytest.raises(pl.ScheduleError, match="accumulators must be a positive integer"):
+        ops.schedule_softmax(y, accumulators=0)
     with pytest.raises(pl.ScheduleError, match="expected the result of softmax"):
         ops.schedule_softmax(y.inputs[0])

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..ir.dtypes import DType
 from ..util.isa import ISA
 from .tables import C_TYPES
-from .vector_math import exp_body
+from .vector_math import exp_body, exp_body_avx512
 from .writer import CodeWriter
 
 SUFFIX = {DType.FLOAT32: "f", DType.FLOAT64: "d", DType.INT32: "i", DType.INT64: "l"}
@@ -105,6 +105,7 @@ _USES_MASK = frozenset({VectorOp.SELECT, VectorOp.MAX, VectorOp.MIN, VectorOp.AB
 _INTRINSICS = frozenset({VectorOp.LOAD_MASKED, VectorOp.STORE_MASKED, VectorOp.LOAD_WHERE,
                          VectorOp.LOAD_WHERE_MASKED, VectorOp.STORE_STREAM})
 _UNALIGNED = frozenset({VectorOp.LOAD, VectorOp.STORE})
+_AVX512_FLOAT_OPS = frozenset({VectorOp.MAX, VectorOp.MIN, VectorOp.EXP})   # fewer instructions
 
 
 class VectorLibrary:
@@ -130,7 +131,8 @@ class VectorLibrary:
         self.types.add(t)
         if op in _USES_MASK:
             self.types.add(t.mask)
-        if op in _INTRINSICS or op is VectorOp.SQRT and self._sqrt_intrinsic(t):
+        if op in _INTRINSICS or op is VectorOp.SQRT and self._sqrt_intrinsic(t) \
+                or op in _AVX512_FLOAT_OPS and self._avx512_float(t):
             self.needs_immintrin = True
         self.helpers.add((op, t))
         return helper_name(op, t)
@@ -230,6 +232,8 @@ class VectorLibrary:
             return (f"void {name}({e} *p, {v} x, int64_t n)",
                     [f"{_x86(t, 'mask_storeu')}(p, {_mask(t)}, ({cast})x);"])
         select = helper_name(VectorOp.SELECT, t)
+        if op in (VectorOp.MAX, VectorOp.MIN, VectorOp.EXP) and self._avx512_float(t):
+            return self._avx512_float_helper(op, t)
         if op in (VectorOp.MAX, VectorOp.MIN):
             cmp = ">=" if op is VectorOp.MAX else "<="
             if t.dtype.is_int:
@@ -255,6 +259,26 @@ class VectorLibrary:
             return (f"{v} {name}({v} x)",
                     exp_body(t.dtype, v, m, select, helper_name(VectorOp.BROADCAST, t)))
         raise AssertionError(op)
+
+    def _avx512_float(self, t: VecType) -> bool:
+        """AVX-512 instructions (masks, vscalef, vroundscale) for float vectors of type ``t``."""
+        return t.dtype.is_float and (t.bytes == 64 and self.isa.has("__AVX512F__")
+                                     or t.bytes in (16, 32) and self.isa.has("__AVX512VL__"))
+
+    def _avx512_float_helper(self, op: VectorOp, t: VecType) -> tuple[str, list[str]]:
+        v, name, x86 = t.name, helper_name(op, t), _X86_TYPE[(t.bytes, t.dtype)]
+        if op is VectorOp.EXP:
+            return f"{v} {name}({v} x)", exp_body_avx512(t.dtype, v, x86,
+                                                         _X86_PREFIX[t.bytes],
+                                                         _X86_SUFFIX[t.dtype])
+        # vmax(b, a) is b > a ? b : a, and a where either is NaN (the second operand): the
+        # same as a >= b || a != a ? a : b except where b is NaN, which the mask puts back
+        which = "max" if op is VectorOp.MAX else "min"
+        return (f"{v} {name}({v} a, {v} b)",
+                ["// NaN propagates, as in np.maximum / np.minimum",
+                 f"const {x86} m = {_x86(t, which)}(({x86})b, ({x86})a);",
+                 f"return ({v}){_x86(t, 'mask_mov')}(m, {_x86(t, 'cmp')}_mask(({x86})b, "
+                 f"({x86})b, _CMP_UNORD_Q), ({x86})b);"])
 
     def _sqrt_intrinsic(self, t: VecType) -> bool:
         return t.dtype.is_float and t.bytes in _SQRT_MACRO and self.isa.has(_SQRT_MACRO[t.bytes])

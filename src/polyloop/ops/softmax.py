@@ -9,10 +9,15 @@ result may differ from a division by one rounding).
 
 The schedule: rows in parallel; per row, max, exp, sum and the normalisation all run in the
 row's iteration (``compute_at``), the exponentials in a row-local buffer (``cache_write
-"local"``: one row per thread, in cache, never written to memory); the two row reductions are
-vectorized through ``rfactor`` by the vector width (``lanes`` partial maxima / sums, then a
-final reduction of the lanes: the sum is reassociated, the schedule's explicit choice), and the
-exponential and the normalisation are vectorized.
+"local"``: one row per thread, in cache, never written to memory): the row is read from memory
+once, by the max pass. The two row reductions are vectorized through ``rfactor`` into
+``accumulators`` vectors of ``lanes`` partial maxima / sums (independent chains: the latency of
+one max or add does not bound the pass), then a final reduction of the partials: the sum is
+reassociated, the schedule's explicit choice. The exponential and the normalisation are
+vectorized over the whole row (not a split-off vector), and the result is written with
+streaming stores (``nontemporal``): the output is not read again, so its lines are written
+without first being read (no write-allocate), a third less memory traffic; the vector loop is
+peeled at run time until the output row is on a vector boundary.
 
 >>> import numpy as np, polyloop as pl
 >>> from polyloop.ops import softmax, schedule_softmax
@@ -53,22 +58,25 @@ def softmax(x: Tensor) -> Tensor:
     return te.compute((rows, cols), lambda i, j: e[i, j] * (1.0 / total[i]), name=STAGES[3])
 
 
-def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = True) -> Schedule:
+def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = True,
+                     accumulators: int = 4, stream: bool = True) -> Schedule:
     """The row-in-cache schedule of ``y = softmax(x)`` (see the module docstring).
 
     ``lanes`` defaults to the host's float32 vector width; ``rfactor=False`` keeps the row
     reductions sequential (scalar, in the original order), as do rows of fewer than
-    ``2 * lanes`` columns.
+    ``2 * lanes`` columns. ``accumulators``: independent vectors of partial results per row
+    reduction (they hide the latency of the max and add chains). ``stream``: the result is
+    written with streaming stores (``nontemporal``: it is not read again by the kernel).
 
     >>> import polyloop as pl
     >>> sch = schedule_softmax(softmax(pl.placeholder((8, 40), name="X")), lanes=8)
     >>> [loop.name for loop in sch.get_loops("softmax_max_rf")]
-    ['i', 'i', 'k_0', 'k_1']
+    ['i', 'i', 'k_0', 'k_1', 'k_2']
     """
     if not isinstance(y, Tensor) or y.name != STAGES[3] or y.ndim != 2:
         raise ScheduleError(f"schedule_softmax: expected the result of softmax(x), got {y!r}")
     lanes = default_lanes(str(y.dtype)) if lanes is None else lanes
-    check_knobs("schedule_softmax", lanes=lanes)
+    check_knobs("schedule_softmax", lanes=lanes, accumulators=accumulators)
     sch = Schedule(y)
     cols = y.shape[1]
     # A symbolic column count may be 0: then nothing in a row reads the row's max and sum, and
@@ -76,6 +84,10 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
     in_row = isinstance(cols, Const) and cols.value > 0
     if isinstance(cols, Const) and cols.value < 2 * lanes:
         rfactor = False     # at most one vector of partial results: nothing to gain
+    if isinstance(cols, Const):
+        # no more accumulators than whole vectors in a row
+        accumulators = max(1, min(accumulators, cols.value // (2 * lanes)))
+    width = lanes * accumulators
     if in_row:
         # exponentials in a row-local buffer: the stage that held them disappears
         sch.compute_inline(sch.cache_write(STAGES[1], "local"))
@@ -83,23 +95,34 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
     if rfactor:
         # rfactor before compute_at: the consumers must not be inside the reduction's nest yet
         for stage in (STAGES[0], STAGES[2]):
-            _, k1 = sch.split(sch.get_loops(stage)[-1], factors=[None, lanes])
+            _, k1 = sch.split(sch.get_loops(stage)[-1], factors=[None, width])
             partials.append(sch.rfactor(k1, factor_axis=1))
     i, _ = sch.get_loops(STAGES[3])
     sch.parallel(i)
+    if stream:
+        sch.annotate(i, "nontemporal", STAGES[3])
     if in_row:
         for block in (STAGES[2], *partials[1:], STAGES[1], STAGES[0], *partials[:1]):
             sch.compute_at(block, i)
-        # compute_at gives each moved block fresh loops: split them now
-        for block in (STAGES[1], STAGES[3], *partials):
-            sch.vectorize(sch.split(sch.get_loops(block)[-1], factors=[None, lanes])[1])
+        # whole rows vectorized (not split): the vector loop peels to an aligned output
+        for block in (STAGES[1], STAGES[3]):
+            sch.vectorize(sch.get_loops(block)[-1])
+        for block in partials:
+            # compute_at gave the block one fresh loop over the row: vectors of
+            # ``accumulators x lanes`` columns, each vector into its own accumulator
+            _, k_acc, k_lane = sch.split(sch.get_loops(block)[-1],
+                                         factors=[None, accumulators, lanes])
+            sch.unroll(k_acc)
+            sch.vectorize(k_lane)
         return sch
     for block in (STAGES[1], STAGES[3]):
-        sch.vectorize(sch.split(sch.get_loops(block)[-1], factors=[None, lanes])[1])
+        sch.vectorize(sch.get_loops(block)[-1])
     for block in (STAGES[0], STAGES[1], STAGES[2], *partials):
         sch.parallel(sch.get_loops(block)[0])
     for block in partials:
         # partial results lane-innermost: the reduction over k_0 outside, the lanes vectorized
-        _, k0, k1 = sch.get_loops(block)
-        sch.vectorize(k1)
+        _, _, k1 = sch.get_loops(block)
+        k_acc, k_lane = sch.split(k1, factors=[accumulators, lanes])
+        sch.unroll(k_acc)
+        sch.vectorize(k_lane)
     return sch
