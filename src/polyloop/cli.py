@@ -326,6 +326,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if unknown:
         raise PolyloopError(f"--peers: unknown reference(s) {unknown}; choose among "
                             + ",".join(bench.run.PEERS))
+    if args.profile:
+        from .bench.profile import profile_benchmarks
+        print(profile_benchmarks(workloads, peers=peers, repeat=args.repeat,
+                                 threads=args.threads, quick=args.quick,
+                                 limits=not args.no_limits, perf=not args.no_perf))
+        return 0
     records, limits = bench.run_benchmarks(
         workloads, repeat=args.repeat, rounds=args.rounds, peers=peers, threads=args.threads,
         quick=args.quick, limits=not args.no_limits, stat=args.stat)
@@ -400,6 +406,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="threads for PyTorch, TVM and the limit programs (default: 2)")
     perf.add_argument("--no-limits", action="store_true",
                       help="skip measuring the FMA peak and triad bandwidth")
+    perf.add_argument("--profile", action="store_true",
+                      help="instead of the table: for each workload a roofline line, the "
+                           "per-nest profile of polyloop's module and perf's top symbols of "
+                           "polyloop and the reference")
+    perf.add_argument("--no-perf", action="store_true",
+                      help="with --profile: do not sample with perf record")
     perf.add_argument("--plot", default=None, metavar="PNG",
                       help="also draw a bar chart (speed relative to PyTorch) into this file")
     perf.set_defaults(run=cmd_bench)

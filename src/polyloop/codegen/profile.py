@@ -119,7 +119,10 @@ def region_label(node: Node) -> str:
         if isinstance(node, For):
             loops.append(f"{node.var} parallel" if node.kind is LoopKind.PARALLEL else node.var)
         node = node.then if isinstance(node, If) else node.body  # type: ignore[union-attr]
-    text = "/".join(names) or "(no statement)"
+    if len(names) > 3:   # a whole fused nest: its first and last statements
+        names = [names[0], "...", names[-1], f"({len(names)} statements)"]
+    text = "/".join(names[:3]) + (" " + names[3] if len(names) > 3 else "") \
+        if names else "(no statement)"
     return f"{text} [{', '.join(loops)}]" if loops else text
 
 

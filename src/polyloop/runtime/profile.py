@@ -83,19 +83,27 @@ class Profile:
     def __str__(self) -> str:
         head = (f"profile of {self.entry}: {self.calls} call(s), {_time(self.seconds)} in its "
                 f"nests ({_time(self.seconds / self.calls) if self.calls else '-'} a call)")
-        extras = [f"{self.threads} OpenMP thread(s)"]
+        averaged = any(r.thread_average for r in self.rows)
+        extras = [f"{self.threads} OpenMP threads"] if averaged else []
         if self.tick_hz:
             extras.append(f"time-stamp counter {self.tick_hz / 1e9:.2f} GHz")
         if self.sizes:
             extras.append("sizes " + ", ".join(f"{k}={v}" for k, v in self.sizes.items()))
-        lines = [head + "; " + "; ".join(extras)]
+        lines = ["; ".join([head, *extras])]
         cells = [("#", "nest", "runs", "time/call", "share", "GFLOP/s", "GB/s")]
+        pending: list[tuple[int, tuple[str, ...]]] = []   # rest rows, printed after the stages
         for k, r in enumerate(self.rows):
-            per_call = r.seconds / self.calls if self.calls else 0.0
-            cells.append((str(k), "  " * (r.depth - 1) + r.label, str(r.runs),
-                          _time(per_call) + ("*" if r.thread_average else ""),
-                          "-" if r.share is None else f"{r.share:.1%}", _rate(r.gflops),
-                          _rate(r.gbs)))
+            while pending and pending[-1][0] >= r.depth:
+                cells.append(pending.pop()[1])
+            cells.append(self._cells(str(k), r.depth, r.label, str(r.runs), r.seconds,
+                                     r.thread_average, r.share, _rate(r.gflops), _rate(r.gbs)))
+            rest = self._rest(k)
+            if rest is not None:
+                total = self.seconds
+                pending.append((r.depth, self._cells(
+                    "", r.depth + 1, f"(rest of {k}: around its stages: fork/join, waits, loop "
+                    "control)", "", rest, False, rest / total if total > 0 else None, "", "")))
+        cells += [row for _, row in reversed(pending)]
         widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
         for row in cells:
             lines.append("  ".join(c.ljust(w) if i == 1 else c.rjust(w)
@@ -105,6 +113,28 @@ class Profile:
         lines.append("GB/s counts each distinct element a nest reads from or writes to memory "
                      "once (a lower bound on its traffic); '-': not statically countable")
         return "\n".join(lines)
+
+
+    def _cells(self, number: str, depth: int, label: str, runs: str, seconds: float,
+               averaged: bool, share: float | None, gflops: str, gbs: str) -> tuple[str, ...]:
+        per_call = seconds / self.calls if self.calls else 0.0
+        return (number, "  " * (depth - 1) + label, runs,
+                _time(per_call) + ("*" if averaged else ""),
+                "-" if share is None else f"{share:.1%}", gflops, gbs)
+
+    def _rest(self, k: int) -> float | None:
+        """The part of region ``k``'s time its stages do not account for; None when it has
+        no stages (the rows after it, one level deeper, up to the next row at its depth)."""
+        depth = self.rows[k].depth
+        inside = 0.0
+        found = False
+        for r in self.rows[k + 1:]:
+            if r.depth <= depth:
+                break
+            if r.depth == depth + 1:
+                inside += r.seconds
+                found = True
+        return max(self.rows[k].seconds - inside, 0.0) if found else None
 
 
 def _time(seconds: float) -> str:
