@@ -89,7 +89,17 @@ def simplify(e: Expr) -> Expr:
     """Canonical, short form of an index expression."""
     if isinstance(e, (Const, Var)):   # most loop bounds and indices: nothing to rewrite
         return e
-    return rewrite(e, _step)
+    if _DONE.get(id(e)) is e:         # a result simplified again (lowering's second pass)
+        return e
+    out = rewrite(e, _step)
+    if len(_DONE) > 50_000:
+        _DONE.clear()
+    _DONE[id(out)] = out              # held, so that its id is not reused while remembered
+    return out
+
+
+# results of simplify (immutable, so a result stays simplified), by id
+_DONE: dict[int, Expr] = {}
 
 
 def linear_coefficient(e: Expr, var: str) -> int:
