@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import BuildError, ScheduleError
+from ..ir.dtypes import INDEX
 from ..ir.expr import BinOpKind, Const, Expr, Load, Var, binop, loads, substitute, walk
 from ..ir.loops import Call, For, If, Node, Region, Store, map_children
 from ..ir.program import Program
@@ -72,9 +73,10 @@ def _call_or_loops(loop: For, m: Match) -> Node:
     if not isinstance(store, Store) or store.statement != m.statement:
         return _loops_only(loop, "loops (no full tile)")
     present = [nest_part(f.annotations)[1] for f in chain]  # type: ignore[index]
-    missing = [t for t in range(len(m.loops)) if t not in present]
-    if any(m.intrin.extents[m.axis_of_loop[t]] != 1 for t in missing):
-        # isl wrote no loop for an axis that has one iteration here: not a full tile
+    # isl writes no loop for one that has exactly one iteration here: a full tile only on an
+    # axis of extent 1 or of symbolic extent (trip count 1)
+    missing = [m.axis_of_loop[t] for t in range(len(m.loops)) if t not in present]
+    if any(m.intrin.extents[a] not in (None, 1) for a in missing):
         return _loops_only(loop, "loops (no full tile)")
     inner = {f.var for f in chain}
     for f in chain:
@@ -85,7 +87,8 @@ def _call_or_loops(loop: For, m: Match) -> Node:
     trips = [simplify(binop(BinOpKind.SUB, f.stop, f.start)) for f in chain]
     extents = m.intrin.extents
     conds: list[Expr] = []
-    symbolic: dict[int, Expr] = {}
+    symbolic: dict[int, Expr] = {a: Const(1, INDEX, weak=True) for a in missing
+                                 if m.intrin.extents[a] is None}
     for trip, axis in zip(trips, [m.axis_of_loop[t] for t in present]):
         want = extents[axis]
         if want is None:

@@ -28,6 +28,7 @@ from . import state as st
 from .intrin_body import check_operands, match_body
 
 ANNOTATION = "tensorize"
+PART = "tensorize_loop"      # on every loop of a tensorized nest: "#<top id>.<position>"
 _REGISTRY: dict[str, "TensorIntrin"] = {}
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -309,6 +310,10 @@ def _assign_axes(shape: NestShape, want: NestShape, names: list[str], intrin: Te
     for t in range(len(names)):
         sig = moves(shape, t)
         candidates = [a for a in range(len(intrin.axes)) if a not in used and moves(want, a) == sig]
+        if not candidates and shape.extents[t] == 1:
+            # a loop of one iteration moves nothing: it can run any axis of a symbolic extent
+            candidates = [a for a in range(len(intrin.axes))
+                          if a not in used and want.extents[a] in (None, 1)]
         if not candidates:
             moved = [_access(stmt, k) for k, m in enumerate(sig) if m]
             raise ScheduleError(f"tensorize: access stride differs: loop '{names[t]}' moves "
@@ -343,8 +348,16 @@ def _operands(program: Program, stmt: Statement, shape: NestShape, want: NestSha
         ndim = len(want_row[0]) if want_row else 0  # type: ignore[arg-type]
         strides = []
         for dim in range(ndim):
-            axis = next(a for a, d in enumerate(want_row) if d[dim])  # type: ignore[index]
+            axis = next((a for a, d in enumerate(want_row) if d[dim]), None)  # type: ignore[index]
+            if axis is None:
+                # an axis of extent 1 indexes this dimension: only its index 0 exists
+                strides.append(Const(0, INDEX, weak=True))
+                continue
             t = loop_of_axis[axis]
+            if shape.extents[t] == 1 and not any(actual[t]):  # type: ignore[arg-type]
+                # the loop has one iteration: only index 0 of this dimension is touched
+                strides.append(Const(0, INDEX, weak=True))
+                continue
             stride = _linear(actual[t], program.buffer(buffer).shape)  # type: ignore[arg-type]
             if dim == ndim - 1 and not (isinstance(stride, Const) and stride.value == 1):
                 raise ScheduleError(f"tensorize: access stride differs: {_access(stmt, k)} moves "
@@ -367,9 +380,25 @@ def tensorize(state: st.State, node: LoopNode, intrin: TensorIntrin) -> st.State
         st.verify(loop_edits.reorder(state, in_order),  # type: ignore[arg-type]
                   f"tensorize: intrinsic '{intrin.name}' runs the nest in the order "
                   f"{', '.join(intrin.axes)}; that")
-    ann = tuple((k, v) for k, v in node.annotations if k != ANNOTATION)
-    ann += ((ANNOTATION, f"{intrin.name} #{node.id}"),)
-    return loop_edits.set_kind(state, node, node.kind, annotations=ann)
+    for t, loop_id in enumerate(m.loops):
+        # every loop of the nest names it: isl writes no loop for an axis of one iteration
+        # (extent 1), and lowering must still find the nest from the loops that remain
+        n = state.loop(loop_id)
+        ann = tuple((k, v) for k, v in n.annotations if k not in (ANNOTATION, PART))
+        if t == 0:
+            ann += ((ANNOTATION, f"{intrin.name} #{node.id}"),)
+        ann += ((PART, f"#{node.id}.{t}"),)
+        state = loop_edits.set_kind(state, n, n.kind, annotations=ann)  # type: ignore[arg-type]
+    return state
+
+
+def nest_part(annotations: tuple[tuple[str, str], ...]) -> tuple[int, int] | None:
+    """(id of the tensorized loop, position in its nest) of a loop of a tensorized nest."""
+    for k, v in annotations:
+        if k == PART:
+            top, t = v.lstrip("#").split(".")
+            return int(top), int(t)
+    return None
 
 
 def marked_loops(root: Root) -> dict[int, str]:
