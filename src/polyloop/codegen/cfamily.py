@@ -15,9 +15,10 @@ import numpy as np
 from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
 from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, ReduceKind, Select,
-                       Unary, UnaryKind, Var, VarKind)
-from ..ir.loops import Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Store
+                       Unary, UnaryKind, Var, VarKind, binop)
+from ..ir.loops import Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Prefetch, Store
 from ..ir.program import Buffer, BufferRole
+from ..ir.simplify import simplify
 from .helpers import Helper, HelperKind, emit_helper, helper
 from .names import NameKind, Names
 from .tables import (ADDITIVE, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS,
@@ -25,6 +26,8 @@ from .tables import (ADDITIVE, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_F
                      POSTFIX, REDUCTION_HELPERS, UNARY)
 from .temps import local_temp_homes
 from .writer import CodeWriter
+
+CACHE_LINE = 64    # bytes: one software prefetch per line
 
 
 class CFamilyPrinter:
@@ -105,6 +108,38 @@ class CFamilyPrinter:
         raise BuildError(f"kernel '{self.kernel.name}' calls tensor intrinsic '{node.function}' "
                          f"(tensorize), whose implementation is C: target '{self.target}' "
                          "cannot run it; build with target \"c\" or remove the tensorize step")
+
+    def emit_prefetch(self, w: CodeWriter, node: Prefetch) -> None:
+        """A software prefetch (``Schedule.prefetch``): GCC's ``__builtin_prefetch`` at the
+        first element and every ``CACHE_LINE`` bytes after it, plus the last element, so that
+        every line the ``count`` elements touch is requested whatever their alignment."""
+        flags = f"{int(node.write)}, {node.locality}"
+        if not node.indices:
+            w.statement(f"__builtin_prefetch(&{self.element(node.buffer, ())}, {flags})")
+            return
+        step = max(1, CACHE_LINE // self.buffers[node.buffer].dtype.itemsize)
+
+        def at(offset: Expr) -> str:
+            last = simplify(binop(BinOpKind.ADD, node.indices[-1], offset))
+            return f"__builtin_prefetch(&{self.element(node.buffer, node.indices[:-1] + (last,))}" \
+                   f", {flags})"
+        count = node.count
+        if isinstance(count, Const):
+            offsets = list(range(0, int(count.value), step))
+            if (int(count.value) - 1) % step:
+                offsets.append(int(count.value) - 1)
+            for k in offsets:
+                w.statement(at(Const(k, INDEX, weak=True)))
+            return
+        var = self.names.ident(NameKind.ITERATOR, "prefetch_at")
+        self.bound.setdefault("prefetch_at", []).append(var)
+        try:
+            below = self.expr(binop(BinOpKind.LT, Var("prefetch_at"), count))
+            with w.block(f"for ({self.type_name(INDEX)} {var} = 0; {below}; {var} += {step})"):
+                w.statement(at(Var("prefetch_at")))
+        finally:
+            self.bound["prefetch_at"].pop()
+        w.statement(at(simplify(binop(BinOpKind.SUB, count, 1))))
 
     # expressions -------------------------------------------------------------------------------
     def expr(self, e: Expr) -> str:
@@ -273,6 +308,8 @@ class CFamilyPrinter:
             w.statement(self.barrier(node))
         elif isinstance(node, Call):
             self.emit_call(w, node)
+        elif isinstance(node, Prefetch):
+            self.emit_prefetch(w, node)
         else:
             raise BuildError(f"cannot print loop-AST node {type(node).__name__}")
 

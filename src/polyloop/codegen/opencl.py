@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
 from ..ir.expr import BinOpKind, Const, Expr, UnaryKind, binop
-from ..ir.loops import Barrier, For, LoopKind
+from ..ir.loops import Barrier, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..lower.launches import EXACT_GRID, DeviceProgram, Launch
 from .cfamily import CFamilyPrinter
@@ -87,6 +87,16 @@ class OpenCLPrinter(CFamilyPrinter):
         if node.scope == "global":
             return "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"
         return "barrier(CLK_LOCAL_MEM_FENCE)"
+
+    def emit_prefetch(self, w: CodeWriter, node: Prefetch) -> None:
+        """OpenCL C's ``prefetch(const __global T *p, size_t n)`` for a global buffer; local
+        and private memory need none."""
+        b = self.buffers.get(node.buffer)
+        if b is None or b.scope is not MemScope.GLOBAL:
+            w.comment(f"prefetch of {node.buffer}: not in global memory, nothing to prefetch")
+            return
+        w.statement(f"prefetch(&{self.element(node.buffer, node.indices)}, "
+                    f"{self.expr(node.count)})")
 
     def _int_literal(self, c: Const) -> str:
         lo, hi, min_name = OPENCL_INT_LIMITS[c.dtype]

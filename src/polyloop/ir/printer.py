@@ -107,7 +107,7 @@ def _range_text(n: object) -> str:
 
 
 def _loop_lines(node: object, indent: int, out: list[str]) -> None:
-    from .loops import Barrier, Block, Call, For, If, Region, Store
+    from .loops import Barrier, Block, Call, For, If, Prefetch, Region, Store
     pad = "    " * indent
     if isinstance(node, Block):
         for c in node.body:
@@ -137,5 +137,9 @@ def _loop_lines(node: object, indent: int, out: list[str]) -> None:
         args = [f"&{a.buffer}[{', '.join(expr_to_str(i) for i in a.indices)}]"
                 if isinstance(a, Region) else expr_to_str(a) for a in node.args]
         out.append(f"{pad}{node.function}({', '.join(args)})")
+    elif isinstance(node, Prefetch):
+        at = f"{node.buffer}[{', '.join(expr_to_str(i) for i in node.indices)}]"
+        out.append(f"{pad}prefetch({at}, count={expr_to_str(node.count)}, "
+                   f"write={node.write}, locality={node.locality})")
     else:
         raise TypeError(f"unknown loop AST node {type(node).__name__}")

@@ -20,6 +20,7 @@ from ..poly.tree import Root
 from .storage import place_temporaries
 from ..ir.simplify import simplify
 from .names import kernel_name
+from .prefetch import apply_prefetch, mark_paths
 from .tensorize import apply_tensorize
 
 
@@ -64,7 +65,7 @@ def lower(program: Program, root: Root, *, name: str | None = None,
     else:
         temps = tuple(b for b in program.buffers if b.role is BufferRole.TEMP)
         notes = ()
-    body = build_ast(program, root, isolate=True)
+    body = build_ast(program, mark_paths(root), isolate=True)
     for step, fn in STEPS:
         try:
             body = fn(body)
@@ -75,6 +76,7 @@ def lower(program: Program, root: Root, *, name: str | None = None,
         if "lower" in config.CONFIG.dump:
             print(f"# --- after {step}\n{loops_to_str(body)}", file=sys.stderr)
     body = apply_tensorize(program, root, body)  # after simplify: it reads isl's loop bounds
+    body = apply_prefetch(program, root, body)   # after tensorize: its nests stay intact
     kname = kernel_name(name or program.name, {b.name for b in program.buffers}
                         | set(program.params))
     return Kernel(kname, tuple(program.arg_buffers()), program.params, temps, body, notes)

@@ -20,12 +20,13 @@ from ..poly.astgen import build_ast
 from ..util.highlight import to_html
 from .block_primitives import BlockPrimitives
 from .loop_primitives import THREAD_AXES, LoopPrimitives
+from .software_prefetch import PrefetchPrimitives
 from .trace import Trace, decode
 
 __all__ = ["Schedule", "THREAD_AXES"]
 
 
-class Schedule(LoopPrimitives, BlockPrimitives):
+class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives):
     """A program plus the order its statement instances run in.
 
     Every primitive either returns with the schedule changed and the change recorded in

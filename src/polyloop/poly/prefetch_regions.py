@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What a software prefetch brings in: the elements of a buffer that a block's accesses under a
+loop touch some iterations ahead (``Schedule.prefetch``), as exact isl sets, and the small loop
+nest that names them.
+
+For a loop ``L`` with the loops ``q0, ..., qk = L`` around it (outermost first), the footprint
+ahead is the relation ``[q0, ..., qk] -> buffer[x]`` of the elements that the block's statement
+instances at ``(q0, ..., qk + d * stride)`` access: only instances of the iteration domain
+count, so at the last ``d`` iterations of ``L`` the region is empty and nothing is prefetched.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Sequence
+
+import islpy as isl
+
+from ..ir.dtypes import INDEX
+from ..ir.expr import BinOpKind, Const, Expr, Var, binop
+from ..ir.loops import Block, For, If, Node, Prefetch
+from ..ir.program import Program
+from ..ir.simplify import simplify
+from .access import accesses, domain
+from .astgen import _Converter, context
+from .isl_util import map_, params_prefix
+
+LINE_BYTES = 64
+_PARAM = "_pf_loop"
+
+
+def _loop_map(program: Program, text: str) -> isl.Map:
+    if not text.lstrip().startswith("["):
+        text = params_prefix(program.params) + text
+    return map_(text)
+
+
+def _values(program: Program, path: Sequence[object], stmt: str) -> isl.Map:
+    """``S[i] -> [q0, ..., qk]``: the values of the loops of ``path`` at each instance of S."""
+    m = None
+    for node in path:
+        piece = _loop_map(program, node.expr(stmt))  # type: ignore[attr-defined]
+        m = piece if m is None else m.flat_range_product(piece)
+    assert m is not None
+    return m.intersect_domain(domain(program, program.statement(stmt)))
+
+
+def _relations(program: Program, path: Sequence[object], stmts: Sequence[str], buffer: str
+               ) -> tuple[isl.Map | None, isl.Set | None]:
+    """The footprint relation ``[q] -> buffer[x]`` per iteration and the set of iterations."""
+    rel, iterations = None, None
+    for s in stmts:
+        vals = _values(program, path, s)
+        iterations = vals.range() if iterations is None else iterations.union(vals.range())
+        for a in accesses(program):
+            if a.statement == s and a.buffer == buffer:
+                f = vals.reverse().apply_range(a.relation)
+                rel = f if rel is None else rel.union(f)
+    return rel, iterations
+
+
+def _ahead(program: Program, path: Sequence[object], stmts: Sequence[str], buffer: str,
+           distance: int) -> tuple[isl.Map, isl.Set] | None:
+    """The footprint ``distance`` iterations ahead, on the current iterations: (relation
+    ``[q] -> buffer[x]``, set of current iterations ``[q]``); None if nothing is accessed."""
+    rel, iterations = _relations(program, path, stmts, buffer)
+    if rel is None or iterations is None:
+        return None
+    rel, iterations = rel.coalesce(), iterations.coalesce()
+    k = len(path) - 1
+    stride = iterations.get_stride(k)
+    step = stride.to_python() if stride.is_int() and stride.to_python() > 0 else 1
+    qs = [f"q{j}" for j in range(k + 1)]
+    moved = qs[:-1] + [f"{qs[-1]} + {distance * step}"]
+    shift = map_(f"{params_prefix(program.params)}{{ [{', '.join(qs)}] -> "
+                 f"[{', '.join(moved)}] }}")
+    return shift.apply_range(rel).intersect_domain(iterations), iterations
+
+
+def lines_per_iteration(program: Program, path: Sequence[object], stmts: Sequence[str],
+                        buffer: str, distance: int) -> int | None:
+    """An upper bound on the cache lines of ``buffer`` that one iteration of the last loop of
+    ``path`` touches ``distance`` iterations ahead, for any sizes; None when it is unbounded
+    (it grows with a size parameter). Rows of the last dimension may start anywhere in a line."""
+    got = _ahead(program, path, stmts, buffer, distance)
+    if got is None:
+        return 0
+    ahead = got[0]
+    if ahead.is_empty():
+        return 0
+    n = ahead.dim(isl.dim_type.out)
+    if n == 0:
+        return 1
+    pairs = ahead.range_product(ahead).range().flatten()
+    space = isl.LocalSpace.from_space(pairs.get_space())
+    widths = []
+    for d in range(n):
+        diff = isl.Aff.var_on_domain(space, isl.dim_type.set, d).sub(
+            isl.Aff.var_on_domain(space, isl.dim_type.set, n + d))
+        top = pairs.max_val(diff)
+        if not top.is_int():
+            return None
+        widths.append(top.to_python() + 1)
+    size = program.buffer(buffer).dtype.itemsize
+    row_bytes = widths[-1] * size
+    per_row = -(-(LINE_BYTES - size + row_bytes) // LINE_BYTES)
+    return prod(widths[:-1]) * per_row
+
+
+def prefetch_nest(program: Program, path: Sequence[object], stmts: Sequence[str], buffer: str,
+                  distance: int, loop_values: dict[int, Expr], taken: set[str], *,
+                  write: bool, locality: int) -> Node | None:
+    """The loop nest of ``Prefetch`` nodes for the footprint ahead, as code placed at the top of
+    the last loop of ``path``. ``loop_values`` gives the value of each loop of ``path`` in the
+    generated code (by loop id); loops missing from it (isl wrote no loop: one value) are
+    projected out. Row loops get fresh names not in ``taken``. None when the region is empty
+    at every iteration."""
+    got = _ahead(program, path, stmts, buffer, distance)
+    if got is None:
+        return None
+    ahead, iterations = got
+    known = [j for j, node in enumerate(path) if node.id in loop_values]  # type: ignore[attr-defined]
+    for j in reversed(range(len(path))):
+        if j not in known:
+            ahead = ahead.project_out(isl.dim_type.in_, j, 1)
+            iterations = iterations.project_out(isl.dim_type.set, j, 1)
+    names = {}
+    for pos, j in enumerate(known):
+        pname = f"{_PARAM}{path[j].id}"  # type: ignore[attr-defined]
+        names[pname] = loop_values[path[j].id]  # type: ignore[attr-defined]
+        ahead = ahead.set_dim_name(isl.dim_type.in_, pos, pname)
+        iterations = iterations.set_dim_name(isl.dim_type.set, pos, pname)
+    nparams = ahead.dim(isl.dim_type.param)
+    region = ahead.move_dims(isl.dim_type.param, nparams, isl.dim_type.in_, 0, len(known)).range()
+    current = iterations.move_dims(isl.dim_type.param, nparams, isl.dim_type.set, 0,
+                                   len(known)).params()
+    ctx = current.intersect(context(program).align_params(current.get_space()))
+    region = region.intersect_params(ctx).coalesce()
+    if region.is_empty():
+        return None
+    return _Nest(program, region, ctx, names, taken, buffer, write, locality).build()
+
+
+class _Nest:
+    """isl's AST that scans the region; the loop over the buffer's last dimension (contiguous
+    elements) becomes one ``Prefetch`` of the row: from the loop's first value, as many
+    elements as its range spans (isl writes the bounds: ``min(n - 1, 16 * j0 + 47)``)."""
+
+    def __init__(self, program: Program, region: isl.Set, ctx: isl.Set, names: dict[str, Expr],
+                 taken: set[str], buffer: str, write: bool, locality: int):
+        self.region, self.ctx, self.names, self.taken = region, ctx, names, set(taken)
+        self.buffer, self.write, self.locality = buffer, write, locality
+        self.exprs = _Converter(program, {}, None, {}, frozenset())  # type: ignore[arg-type]
+        self.last = f"c{region.dim(isl.dim_type.set) - 1}"   # isl's iterator of the last dim
+
+    def build(self) -> Node:
+        schedule = isl.Map.identity(self.region.get_space().map_from_set())
+        schedule = schedule.intersect_domain(self.region).reset_tuple_id(isl.dim_type.out)
+        ast = isl.AstBuild.from_context(self.ctx).node_from_schedule_map(
+            isl.UnionMap.from_map(schedule))
+        return self.node(ast, dict(self.names))
+
+    def fresh(self) -> str:
+        k = 0
+        while f"pf_r{k}" in self.taken:
+            k += 1
+        self.taken.add(f"pf_r{k}")
+        return f"pf_r{k}"
+
+    def expr(self, e: isl.AstExpr, names: dict[str, Expr]) -> Expr:
+        return simplify(self.exprs.expr(e, names))
+
+    def node(self, n: isl.AstNode, names: dict[str, Expr]) -> Node:
+        t = n.get_type()
+        if t == isl.ast_node_type.for_:
+            return self.for_(n, names)
+        if t == isl.ast_node_type.if_:
+            other = self.node(n.if_get_else_node(), names) if n.if_has_else_node() else None
+            return If(self.expr(n.if_get_cond(), names), self.node(n.if_get_then_node(), names),
+                      other)
+        if t == isl.ast_node_type.block:
+            kids = n.block_get_children()
+            return Block(tuple(self.node(kids.get_at(k), names)
+                               for k in range(kids.n_ast_node())))
+        assert t == isl.ast_node_type.user, t
+        return self.prefetch(n, names, Const(1, INDEX, True))
+
+    def prefetch(self, user: isl.AstNode, names: dict[str, Expr], count: Expr) -> Prefetch:
+        e = user.user_get_expr()
+        at = tuple(self.expr(e.op_get_arg(k + 1), names) for k in range(e.op_get_n_arg() - 1))
+        return Prefetch(self.buffer, at, count, self.write, self.locality)
+
+    def for_(self, n: isl.AstNode, names: dict[str, Expr]) -> Node:
+        it = n.for_get_iterator().get_id().get_name()
+        start = self.expr(n.for_get_init(), names)
+        cond = n.for_get_cond()
+        stop = self.exprs.expr(cond.op_get_arg(1), names)
+        if cond.op_get_type() == isl.ast_expr_op_type.le:
+            stop = binop(BinOpKind.ADD, stop, 1)
+        body = n.for_get_body()
+        if it == self.last and body.get_type() == isl.ast_node_type.user:
+            # the row: its first element and how many follow (a strided row spans its gaps).
+            # isl guards no empty loop (it runs no iteration); a Prefetch needs the guard
+            count = simplify(binop(BinOpKind.SUB, stop, start))
+            row = self.prefetch(body, names | {it: start}, count)
+            if isinstance(count, Const) and count.value >= 1:
+                return row
+            return If(simplify(binop(BinOpKind.LT, start, stop)), row)
+        var = self.fresh()
+        return For(var, start, simplify(stop), self.node(body, names | {it: Var(var)}),
+                   step=n.for_get_inc().int_get_val().to_python())
+
+
+__all__ = ["LINE_BYTES", "lines_per_iteration", "prefetch_nest"]

@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``Schedule.prefetch``: a software prefetch hint on a loop (TVM's ``prefetch``, Halide's
+``Func::prefetch``).
+
+The hint is a loop annotation (key ``prefetch``) that names the block, the buffer, how many
+iterations ahead and how; lowering (``lower.prefetch``) computes the region with isl from the
+final program and loop tree and puts the prefetches at the top of the loop's body. Being an
+annotation, it lives as long as the loop node: ``reorder``, ``parallel``, ``unroll``,
+``annotate``, ``compute_at`` of other blocks and the rewriting primitives keep it (the region is
+recomputed for what the block then accesses), while ``split``, ``fuse`` or ``merge`` of the loop
+replace the node and drop the hint, as they drop every annotation: give the hint once the loop
+structure is final.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ScheduleError
+from ..ir.loops import LoopKind
+from ..poly.prefetch_regions import lines_per_iteration
+from ..poly.tree import LoopNode, statements_under
+from . import loops
+from .core import ScheduleCore
+from .state import State
+from .trace import BlockHandle, LoopHandle
+
+ANNOTATION = "prefetch"
+MAX_LINES = 64          # cache lines per iteration: more is a misplaced hint, not a prefetch
+_TEXT = re.compile(r"(\S+) for (\S+), (\d+) iterations? ahead, (read|write), locality ([0-3])")
+
+
+@dataclass(frozen=True, slots=True)
+class PrefetchHint:
+    """One prefetch request, as stored in a loop's annotations."""
+    buffer: str
+    block: str
+    distance: int
+    write: bool
+    locality: int
+
+    def text(self) -> str:
+        """``B for C, 1 iteration ahead, read, locality 3``: the annotation's value, printed by
+        ``sch.show()`` and as a comment above the loop in generated code."""
+        plural = "" if self.distance == 1 else "s"
+        return (f"{self.buffer} for {self.block}, {self.distance} iteration{plural} ahead, "
+                f"{'write' if self.write else 'read'}, locality {self.locality}")
+
+    @staticmethod
+    def parse(text: str) -> PrefetchHint | None:
+        m = _TEXT.fullmatch(text)
+        if m is None:
+            return None
+        return PrefetchHint(m[1], m[2], int(m[3]), m[4] == "write", int(m[5]))
+
+
+def hints_of(node: LoopNode) -> list[PrefetchHint]:
+    """The prefetch hints of a loop, in the order they were given."""
+    found = (PrefetchHint.parse(v) for k, v in node.annotations if k == ANNOTATION)
+    return [h for h in found if h is not None]
+
+
+def block_statements_under(state: State, node: LoopNode, block: str) -> list[str]:
+    """The statements of ``block`` inside loop ``node``."""
+    return [s for s in statements_under(node) if state.program.statement(s).block_name == block]
+
+
+def _buffer_name(buffer: Any) -> str:
+    name = buffer if isinstance(buffer, str) else getattr(buffer, "name", None)
+    if not isinstance(name, str):
+        raise ScheduleError(f"prefetch: expected a buffer name or tensor, got {buffer!r}")
+    return name
+
+
+class PrefetchPrimitives(ScheduleCore):
+    """The software prefetch hint (mixed into ``pl.Schedule``)."""
+
+    def prefetch(self, block: BlockHandle | str, buffer: Any, loop: LoopHandle,
+                 distance: int = 1, *, locality: int = 3, write: bool = False) -> None:
+        """At each iteration of ``loop``, prefetch the part of ``buffer`` that ``block``'s
+        accesses under ``loop`` touch ``distance`` iterations later.
+
+        The region is exact (isl) and clipped to the iteration domain: nothing is prefetched
+        at the last ``distance`` iterations, nor outside what the nest accesses. The C target
+        emits one ``__builtin_prefetch(&buf[...], write, locality)`` per 64-byte cache line,
+        OpenCL one ``prefetch(&buf[...], count)`` per row. It is a hint: results never change,
+        so no dependence is checked. Refused: a loop not above the block, a buffer the block
+        does not access there, ``distance < 1``, ``locality`` outside 0..3, a vectorized loop,
+        and a region of more than 64 cache lines per iteration (or one that grows with a size):
+        prefetch at an inner loop instead. A later ``split``/``fuse`` of ``loop`` drops the
+        hint (see the module docstring).
+
+        >>> import numpy as np, polyloop as pl
+        >>> n = pl.var("n")
+        >>> A = pl.placeholder((n, n), "float32", name="A")
+        >>> B = pl.compute((n, n), lambda i, j: A[i, j] * 2.0, name="B")
+        >>> sch = pl.Schedule(B)
+        >>> i, j = sch.get_loops("B")
+        >>> j0, j1 = sch.split(j, factors=[None, 16])
+        >>> sch.prefetch("B", "A", j0, distance=2)
+        >>> print(sch.show().splitlines()[1].strip())
+        for j_0 in range((n + 15) // 16):  # prefetch=A for B, 2 iterations ahead, read, locality 3
+        >>> mod = pl.build(sch)
+        >>> "__builtin_prefetch(&A[" in mod.source
+        True
+        >>> a = np.random.rand(37, 37).astype("float32")
+        >>> bool(np.allclose(mod(a), a * 2))
+        True
+        """
+        name = self._block(block, "prefetch")
+        node = self._loop(loop, "prefetch")
+        buf = _buffer_name(buffer)
+        hint = PrefetchHint(buf, name, distance, write, locality)
+        stmts = self._check_prefetch(hint, node)
+        path = self._state.path(node.id)
+        lines = lines_per_iteration(self.program, path, stmts, buf, distance)
+        if lines is None or lines > MAX_LINES:
+            size = "grows with the sizes" if lines is None else f"spans up to {lines} lines"
+            raise ScheduleError(
+                f"prefetch of '{buf}' for '{name}' at loop '{node.name}': the region one "
+                f"iteration touches {size}, more than {MAX_LINES} cache lines of "
+                f"{64} bytes; prefetch at an inner loop (or split this one) so that one "
+                "iteration touches a few lines")
+        kept = tuple((k, v) for k, v in node.annotations
+                     if not (k == ANNOTATION and (p := PrefetchHint.parse(v)) is not None
+                             and (p.buffer, p.block) == (buf, name)))
+        new = loops.set_kind(self._state, node, node.kind,
+                             annotations=kept + ((ANNOTATION, hint.text()),))
+        kw: dict[str, Any] = {"distance": distance, "locality": locality, "write": write}
+        self._apply(new, "prefetch", (BlockHandle(name), buf, loop), kw)
+
+    def _check_prefetch(self, hint: PrefetchHint, node: LoopNode) -> list[str]:
+        """The block's statements under the loop, after the argument checks."""
+        where = f"prefetch of '{hint.buffer}' for '{hint.block}' at loop '{node.name}'"
+        if isinstance(hint.distance, bool) or not isinstance(hint.distance, int) \
+                or hint.distance < 1:
+            raise ScheduleError(f"{where}: distance must be an integer >= 1 (iterations "
+                                f"ahead), got {hint.distance!r}")
+        if isinstance(hint.locality, bool) or hint.locality not in (0, 1, 2, 3):
+            raise ScheduleError(f"{where}: locality must be 0, 1, 2 or 3 (3: keep in every "
+                                f"cache level, 0: no temporal locality), got {hint.locality!r}")
+        if not isinstance(hint.write, bool):
+            raise ScheduleError(f"{where}: write must be True or False, got {hint.write!r}")
+        if node.kind is LoopKind.VECTORIZED:
+            raise ScheduleError(f"{where}: the loop is vectorized; prefetch at a loop around it")
+        if hint.buffer not in {b.name for b in self.program.buffers}:
+            raise ScheduleError(f"{where}: unknown buffer; the program's buffers are "
+                                + ", ".join(b.name for b in self.program.buffers))
+        stmts = block_statements_under(self._state, node, hint.block)
+        if not stmts:
+            inside = [p.name for p in self._state.stmt_path(
+                next(s.name for s in self.program.statements if s.block_name == hint.block))]
+            raise ScheduleError(f"{where}: the loop is not above block '{hint.block}' (its "
+                                f"loops: {', '.join(inside) or 'none'})")
+        used = {a for s in stmts for a in self._buffers_of(s)}
+        if hint.buffer not in used:
+            raise ScheduleError(f"{where}: block '{hint.block}' does not access "
+                                f"'{hint.buffer}' there; it accesses {', '.join(sorted(used))}")
+        return stmts
+
+    def _buffers_of(self, stmt: str) -> set[str]:
+        s = self.program.statement(stmt)
+        return {s.buffer} | {ld.buffer for ld in s.reads()}
