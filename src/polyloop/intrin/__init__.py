@@ -15,7 +15,7 @@ import re
 from .. import config
 from ..errors import ArgumentError, ScheduleError
 from ..frontend import te
-from ..schedule.tensorize import TensorIntrin
+from ..schedule.tensorize import BUILTIN_PREFIX, TensorIntrin, register_factory
 from ..util.isa import host_isa
 from . import sources
 
@@ -131,5 +131,7 @@ def builtin(name: str) -> TensorIntrin:
                         "named pl_ukr_gemm_<isa>_<rows>x<cols>[_pa] or pl_ukr_dot_<isa> "
                         f"(isa: {', '.join(ISAS)})")
 
+
+register_factory(BUILTIN_PREFIX, builtin)
 
 __all__ = ["ISAS", "TILES", "builtin", "dot_intrin", "gemm_intrin", "host_kind"]

@@ -11,9 +11,9 @@ call and keeps the original loops for partial ones.
 """
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from ..errors import ArgumentError, ScheduleError
 from ..ir.dtypes import INDEX
@@ -160,7 +160,14 @@ class TensorIntrin:
 # with the te front end) have names that encode their parameters; a trace replayed in a process
 # that never created one rebuilds it from the name through this late-bound lookup.
 BUILTIN_PREFIX = "pl_ukr_"
-BUILTIN_MODULE = "polyloop.intrin"
+# name prefix -> factory that rebuilds an intrinsic from its name (``Schedule.from_trace`` replays
+# ``tensorize`` by name); layers above register theirs (``polyloop.intrin`` its micro-kernels)
+_FACTORIES: dict[str, Callable[[str], "TensorIntrin"]] = {}
+
+
+def register_factory(prefix: str, factory: Callable[[str], "TensorIntrin"]) -> None:
+    """Let ``lookup`` rebuild intrinsics whose names start with ``prefix`` with ``factory``."""
+    _FACTORIES[prefix] = factory
 
 
 def lookup(intrin: TensorIntrin | str) -> TensorIntrin:
@@ -170,8 +177,9 @@ def lookup(intrin: TensorIntrin | str) -> TensorIntrin:
         return intrin
     if isinstance(intrin, str) and intrin in _REGISTRY:
         return _REGISTRY[intrin]
-    if isinstance(intrin, str) and intrin.startswith(BUILTIN_PREFIX):
-        return importlib.import_module(BUILTIN_MODULE).builtin(intrin)
+    for prefix, factory in _FACTORIES.items():
+        if isinstance(intrin, str) and intrin.startswith(prefix):
+            return factory(intrin)
     known = ", ".join(sorted(_REGISTRY)) or "none yet"
     raise ScheduleError(f"tensorize: unknown intrinsic {intrin!r}: no pl.TensorIntrin of that "
                         "name was created in this process (a trace records intrinsics by name; "
