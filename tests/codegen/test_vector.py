@@ -327,10 +327,31 @@ def test_index_conditions_guard_loads_with_lane_masks(build, rng):
         call([x, p], [rows, cols])
         np.testing.assert_array_equal(p, np.pad(x, 1))
     if masked_epilogue_available(HOST, {F32}, HOST.vector_bytes // 4):
-        assert "pl_load_where_v16f(&X[i - 1][j - 1], pl_m0)" in src
-        assert "pl_iota_v16i() + pl_lane_offset_v16i(j - 1) >= 0" in src
+        # AVX-512: the lane conditions become a scalar bit mask (a mask register), not vectors
+        assert "pl_load_where_bits_v16f(&X[i - 1][j - 1], pl_k0)" in src
+        assert "pl_lanes_below_v16i(-(j - 1))" in src and "pl_iota" not in src
     else:
         assert "AVX-512 masked loads" in src
+
+
+@pytest.mark.parametrize("cond", ["eq", "ne", "mirrored", "step2"])
+def test_every_kind_of_lane_condition(build, rng, cond):
+    """Bit masks for steps 1 and -1 (every comparison), vector masks for other steps."""
+    A, Y = buf("A", (n,), F32), buf("Y", (n,), F32, OUT)
+    test = {"eq": binop(BinOpKind.EQ, j, n - 20), "ne": binop(BinOpKind.NE, j + 3, n - 1),
+            "mirrored": binop(BinOpKind.LE, n - j, c(9, I64)) | (j < 2),
+            "step2": j * 2 >= n - 7}[cond]
+    body = Store("Y", (j,), select(test, A[j] * 2.0, c(-1.0, F32)))
+    call, src = build(Kernel("lanes", (A, Y), ("n",), (), loop("j", n, body, V)))
+    for size in (1, 15, 17, 40):
+        a, y = data(rng, size, "float32"), poison((size,), "float32")
+        call([a, y], [size])
+        jj = np.arange(size)
+        want = {"eq": jj == size - 20, "ne": jj + 3 != size - 1,
+                "mirrored": (size - jj <= 9) | (jj < 2), "step2": jj * 2 >= size - 7}[cond]
+        np.testing.assert_array_equal(y, np.where(want, a * 2, -1))
+    if HOST.name == "avx512":
+        assert ("pl_select_bits" in src) == (cond != "step2")
 
 
 def test_guarded_loads_need_avx512_masks_elsewhere():

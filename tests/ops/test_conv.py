@@ -87,10 +87,38 @@ def test_depthwise_default_schedule_matches_numpy(rng, n, c, h, w, r, pad):
 
 
 @pytest.mark.parametrize("knobs", [dict(x_vectors=1, pad_in_channel=False),
-                                   dict(lanes=4, x_vectors=3)])
+                                   dict(lanes=4, x_vectors=3), dict(stream=True)])
 def test_depthwise_knobs_keep_the_result(rng, knobs):
     mod = conv_case(rng, 1, 3, 7, 21, None, 3, 1, depthwise=True, **knobs)
     check(mod, rng, 1, 3, 7, 21, None, 3, 1, depthwise=True)
+
+
+@pytest.mark.parametrize("w", [1, 15, 17, 50])
+def test_depthwise_streamed_into_misaligned_output(rng, w):
+    """stream=True: the output rows (whole-row vector loops, peeled at run time) are written
+    with streaming stores; an output one element off a 64-byte boundary still comes out right."""
+    X = pl.placeholder((1, 3, 4, w), "float32", name="X")
+    Wt = pl.placeholder((3, 1, 3, 3), "float32", name="Wt")
+    sch = ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt), stream=True)
+    mod = pl.build(sch)
+    x = rng.standard_normal((1, 3, 4, w), dtype=np.float32)
+    wt = rng.standard_normal((3, 1, 3, 3), dtype=np.float32)
+    raw = np.empty(12 * w + 32, np.float32)
+    start = (-raw.ctypes.data) % 64 // 4 + 1
+    out = raw[start:start + 12 * w].reshape(1, 3, 4, w)
+    out[...] = np.nan
+    mod(x, wt, out)
+    np.testing.assert_allclose(out, conv_reference(x, wt, 1, True), rtol=1e-4, atol=1e-4)
+    assert "nontemporal" in str(sch)
+    if w > 16 and "avx512" in mod.source:
+        assert "pl_store_stream_v16f(&dwconv" in mod.source
+
+
+def test_depthwise_row_tile_is_the_whole_row():
+    X = pl.placeholder((1, 2, 4, 96), "float32", name="X")
+    Wt = pl.placeholder((2, 1, 3, 3), "float32", name="Wt")
+    text = str(ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt), lanes=16))
+    assert "for x_1 in unrolled(6):" in text and "nontemporal" not in text
 
 
 def test_depthwise_rows_widened_to_whole_vectors():

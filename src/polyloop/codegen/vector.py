@@ -42,6 +42,8 @@ _UNARY_HELPERS = {UnaryKind.ABS: VectorOp.ABS, UnaryKind.SQRT: VectorOp.SQRT,
 _MINMAX = {BinOpKind.MIN: VectorOp.MIN, BinOpKind.MAX: VectorOp.MAX,
            ReduceKind.MIN: VectorOp.MIN, ReduceKind.MAX: VectorOp.MAX}
 _MASK_OPS = {BinOpKind.AND: "&", BinOpKind.OR: "|"}
+_MIRRORED = {BinOpKind.LT: BinOpKind.GT, BinOpKind.LE: BinOpKind.GE, BinOpKind.GT: BinOpKind.LT,
+             BinOpKind.GE: BinOpKind.LE, BinOpKind.EQ: BinOpKind.EQ, BinOpKind.NE: BinOpKind.NE}
 
 
 class VectorLoopWriter:
@@ -247,8 +249,12 @@ class VectorLoopWriter:
         if isinstance(e, Cast):
             return f"__builtin_convertvector({self.value(e.value)}, {t.name})", POSTFIX
         if isinstance(e, Select):
-            mask = self._named(self.mask(e.cond, t.mask), t.mask)
-            helper = self.lib.use(VectorOp.SELECT, t)
+            bits = self.bit_mask(e.cond)
+            if bits is not None:
+                mask, helper = self._named_bits(bits), self.lib.use(VectorOp.SELECT_BITS, t)
+            else:
+                mask = self._named(self.mask(e.cond, t.mask), t.mask)
+                helper = self.lib.use(VectorOp.SELECT, t)
             if_true = self._branch(e.true_value, e.cond)
             if_false = self._branch(e.false_value, Unary(UnaryKind.NOT, e.cond, DType.BOOL))
             return f"{helper}({mask}, {if_true}, {if_false})", POSTFIX
@@ -266,8 +272,14 @@ class VectorLoopWriter:
         condition = self.guards[0]
         for g in self.guards[1:]:
             condition = BinOp(BinOpKind.AND, condition, g, DType.BOOL)
-        mask = self._named(self.mask(condition, t.mask), t.mask)
         address = "&" + self.p.element(e.buffer, e.indices)
+        bits = self.bit_mask(condition)
+        if bits is not None:
+            mask = self._named_bits(bits)
+            if self.masked:
+                mask = f"{mask} & {self._lanes_below(REST)}"
+            return f"{self.lib.use(VectorOp.LOAD_WHERE_BITS, t)}({address}, {mask})"
+        mask = self._named(self.mask(condition, t.mask), t.mask)
         if self.masked:
             return f"{self.lib.use(VectorOp.LOAD_WHERE_MASKED, t)}({address}, {mask}, {REST})"
         return f"{self.lib.use(VectorOp.LOAD_WHERE, t)}({address}, {mask})"
@@ -288,6 +300,52 @@ class VectorLoopWriter:
         if isinstance(e, Const):
             return self.p.literal(e)
         return self._value(e)
+
+    def bit_mask(self, e: Expr) -> str | None:
+        """Condition ``e`` as a scalar lane bit mask (bit ``l`` set where lane ``l`` holds),
+        for AVX-512's mask registers: a few integer instructions instead of vector compares.
+        None where ``e`` compares vector values, or the loop's vectors have no mask registers."""
+        if not self.plan.maskable:
+            return None
+        every = f"{(1 << self.lanes) - 1}u"
+        if not mentions(e, self.loop.var):
+            return f"(({self.p.expr(e)}) ? {every} : 0u)"
+        if isinstance(e, BinOp) and e.op in _MASK_OPS:
+            parts = [self.bit_mask(x) for x in (e.lhs, e.rhs)]
+            if None in parts:
+                return None
+            return f"({parts[0]} {_MASK_OPS[e.op]} {parts[1]})"
+        if isinstance(e, Unary) and e.op is UnaryKind.NOT:
+            inner = self.bit_mask(e.operand)
+            return None if inner is None else f"(~{inner} & {every})"
+        if not (isinstance(e, BinOp) and e.op.is_comparison):
+            return None
+        step = lane_condition(e, self.loop.var)
+        if step not in (1, -1):
+            return None
+        # lane l holds where d + step * l CMP 0; with m = -d (step 1): l CMP m
+        op, d = e.op, self.p.expr(simplify(binop(BinOpKind.SUB, e.lhs, e.rhs)))
+        if step == -1:     # d - l CMP 0  <=>  l CMP' d, the comparison mirrored
+            op, m = _MIRRORED[op], f"({d})"
+        else:
+            m = f"-({d})"
+        below, below_next = self._lanes_below(m), self._lanes_below(f"{m} + 1")
+        return {BinOpKind.LT: below, BinOpKind.LE: below_next,
+                BinOpKind.GE: f"({every} & ~{below})", BinOpKind.GT: f"({every} & ~{below_next})",
+                BinOpKind.EQ: f"({below_next} & ~{below})",
+                BinOpKind.NE: f"({every} & ~({below_next} & ~{below}))"}[op]
+
+    def _lanes_below(self, n: str) -> str:
+        """Bits of the lanes ``l < n`` (n clamped to [0, lanes])."""
+        return f"{self.lib.use(VectorOp.LANES_BELOW, VecType(DType.INT32, self.lanes))}({n})"
+
+    def _named_bits(self, bits: str) -> str:
+        if bits not in self.mask_names:
+            name = f"pl_k{self.mask_count}"
+            self.mask_count += 1
+            self.mask_names[bits] = name
+            self.pending.append(f"const uint32_t {name} = {bits}")
+        return self.mask_names[bits]
 
     def mask(self, e: Expr, mt: VecType) -> str:
         """Condition ``e`` as an integer vector of type ``mt``: -1 where true, 0 where false."""

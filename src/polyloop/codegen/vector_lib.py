@@ -85,6 +85,9 @@ class VectorOp(enum.Enum):
     STORE_ALIGNED = "store_aligned"
     STORE_MASKED = "store_masked"
     STORE_STREAM = "store_stream"
+    LANES_BELOW = "lanes_below"
+    LOAD_WHERE_BITS = "load_where_bits"
+    SELECT_BITS = "select_bits"
     ALIGN_GAP = "align_gap"
     IOTA = "iota"
     LANE_OFFSET = "lane_offset"
@@ -103,7 +106,8 @@ _NEEDS = {VectorOp.MAX: (VectorOp.SELECT,), VectorOp.MIN: (VectorOp.SELECT,),
 _USES_MASK = frozenset({VectorOp.SELECT, VectorOp.MAX, VectorOp.MIN, VectorOp.ABS, VectorOp.EXP,
                         VectorOp.LOAD_WHERE, VectorOp.LOAD_WHERE_MASKED})
 _INTRINSICS = frozenset({VectorOp.LOAD_MASKED, VectorOp.STORE_MASKED, VectorOp.LOAD_WHERE,
-                         VectorOp.LOAD_WHERE_MASKED, VectorOp.STORE_STREAM})
+                         VectorOp.LOAD_WHERE_MASKED, VectorOp.STORE_STREAM,
+                         VectorOp.LOAD_WHERE_BITS, VectorOp.SELECT_BITS})
 _UNALIGNED = frozenset({VectorOp.LOAD, VectorOp.STORE})
 _AVX512_FLOAT_OPS = frozenset({VectorOp.MAX, VectorOp.MIN, VectorOp.EXP})   # fewer instructions
 
@@ -210,6 +214,20 @@ class VectorLibrary:
                     ["// few lanes: d clamped gives the same answers",
                      "const int64_t limit = (int64_t)1 << 30;",
                      f"return ({e})(d < -limit ? -limit : d > limit ? limit : d);"])
+        if op is VectorOp.LANES_BELOW:
+            return ("uint32_t " + name + "(int64_t n)",
+                    [f"// bit l set for the lanes l < n, n clamped to [0, {t.lanes}]",
+                     f"const int64_t c = n < 0 ? 0 : n > {t.lanes} ? {t.lanes} : n;",
+                     "return (uint32_t)(((uint64_t)1 << c) - 1);"])
+        if op is VectorOp.LOAD_WHERE_BITS:
+            return (f"{v} {name}(const {e} *p, uint32_t k)",
+                    ["// lanes whose bit is clear read nothing (no fault) and are 0",
+                     f"return ({v}){_x86(t, 'maskz_loadu')}(({_kmask(t)})k, p);"])
+        if op is VectorOp.SELECT_BITS:
+            cast = _X86_TYPE.get((t.bytes, t.dtype), _X86_INT_TYPE[t.bytes])
+            return (f"{v} {name}(uint32_t k, {v} a, {v} b)",
+                    ["// a where the lane's bit is set, else b",
+                     f"return ({v}){_x86(t, 'mask_blend')}(({_kmask(t)})k, ({cast})b, ({cast})a);"])
         if op is VectorOp.STORE_STREAM:
             if t.dtype.is_int:
                 cast = _X86_INT_TYPE[t.bytes]
@@ -292,6 +310,9 @@ def _x86(t: VecType, what: str) -> str:
     return f"{_X86_PREFIX[t.bytes]}_{what}_{_X86_SUFFIX[t.dtype]}"
 
 
+def _kmask(t: VecType) -> str:
+    return "__mmask16" if t.lanes > 8 else "__mmask8"
+
+
 def _mask(t: VecType) -> str:
-    kind = "__mmask16" if t.lanes > 8 else "__mmask8"
-    return f"({kind})((1u << n) - 1u)"
+    return f"({_kmask(t)})((1u << n) - 1u)"
