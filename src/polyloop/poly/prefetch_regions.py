@@ -150,13 +150,25 @@ class _Nest:
         self.region, self.ctx, self.names, self.taken = region, ctx, names, set(taken)
         self.buffer, self.write, self.locality = buffer, write, locality
         self.exprs = _Converter(program, {}, None, {}, frozenset())  # type: ignore[arg-type]
-        self.last = f"c{region.dim(isl.dim_type.set) - 1}"   # isl's iterator of the last dim
+        self.last = f"c{region.dim(isl.dim_type.set)}"   # isl's iterator of the last dim
 
     def build(self) -> Node:
-        schedule = isl.Map.identity(self.region.get_space().map_from_set())
-        schedule = schedule.intersect_domain(self.region).reset_tuple_id(isl.dim_type.out)
-        ast = isl.AstBuild.from_context(self.ctx).node_from_schedule_map(
-            isl.UnionMap.from_map(schedule))
+        """isl's AST of ``region[x] -> [0, x]``. The constant first dimension and
+        ``exploit_nested_bounds`` off make isl guard every row by the exact condition that it
+        is not empty (by default it leaves that to the innermost loop, which would run no
+        iteration; a ``Prefetch`` of the row needs the guard)."""
+        n = self.region.dim(isl.dim_type.set)
+        xs = ", ".join(f"x{k}" for k in range(n))
+        schedule = map_(f"{{ {self.buffer}[{xs}] -> [0{', ' if n else ''}{xs}] }}")
+        schedule = schedule.align_params(self.region.get_space()).intersect_domain(self.region)
+        ctx = self.ctx.get_ctx()
+        saved = ctx.get_ast_build_exploit_nested_bounds()
+        ctx.set_ast_build_exploit_nested_bounds(0)
+        try:
+            ast = isl.AstBuild.from_context(self.ctx).node_from_schedule_map(
+                isl.UnionMap.from_map(schedule))
+        finally:
+            ctx.set_ast_build_exploit_nested_bounds(saved)
         return self.node(ast, dict(self.names))
 
     def fresh(self) -> str:
@@ -198,13 +210,10 @@ class _Nest:
             stop = binop(BinOpKind.ADD, stop, 1)
         body = n.for_get_body()
         if it == self.last and body.get_type() == isl.ast_node_type.user:
-            # the row: its first element and how many follow (a strided row spans its gaps).
-            # isl guards no empty loop (it runs no iteration); a Prefetch needs the guard
+            # the row: its first element and how many follow (a strided row spans its gaps);
+            # isl's guards around it (see ``build``) make it non-empty
             count = simplify(binop(BinOpKind.SUB, stop, start))
-            row = self.prefetch(body, names | {it: start}, count)
-            if isinstance(count, Const) and count.value >= 1:
-                return row
-            return If(simplify(binop(BinOpKind.LT, start, stop)), row)
+            return self.prefetch(body, names | {it: start}, count)
         var = self.fresh()
         return For(var, start, simplify(stop), self.node(body, names | {it: Var(var)}),
                    step=n.for_get_inc().int_get_val().to_python())
