@@ -31,8 +31,8 @@ def matmul_relu_schedule(n_sym: bool):
     return sch
 
 
-@pytest.mark.parametrize("sizes", [(1, 1), (15, 17), (17, 15), (37, 45)])
-@pytest.mark.parametrize("depth", [True, 3])
+@pytest.mark.parametrize("sizes, depth", [((1, 1), True), ((15, 17), 3), ((17, 15), True),
+                                          ((37, 45), 3)])
 def test_profiled_module_equals_numpy_and_counts_calls(sizes, depth):
     n, m = sizes
     sch = matmul_relu_schedule(n_sym=True)

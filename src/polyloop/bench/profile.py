@@ -77,7 +77,7 @@ def sample_symbols(fn: Callable[[], object], *, seconds: float = PERF_SECONDS,
         rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-p",
                                 str(os.getpid()), "-o", data], stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
-        time.sleep(0.3)   # perf attaches to the threads that exist now
+        time.sleep(0.5)   # perf attaches (to the threads that exist now) before the loop
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             fn()
@@ -222,7 +222,7 @@ def _perf_lines(perf: tuple[bool, str], plain, inputs: list[np.ndarray], out: np
         rows = sample_symbols(fn)
         lines.append(f"perf record -e cpu-clock, {name} ({PERF_SECONDS:g} s of calls), top "
                      "symbols:")
-        lines += [f"  {p:5.1f}%  {sym}  [{dso}]" for p, sym, dso in rows] or ["  (no samples)"]
+        lines += [f"  {p:5.1f}%  {sym}  [{dso}]" for p, sym, dso in rows] or ["  (no samples: perf attached too late for so short a run)"]
     return lines
 
 
