@@ -60,10 +60,9 @@ def polyloop_source(kernel: str) -> str:
 
 
 def clear_polyloop_caches() -> None:
-    from polyloop.poly import access, isl_util, tree
-    for fn in (isl_util.set_, isl_util.map_, isl_util.union_map, access._accesses_cached):
-        fn.cache_clear()
-    tree.clear_caches()
+    from polyloop.poly import access, tree
+    access._accesses_cached.cache_clear()
+    tree.clear_caches()     # the schedule maps, and isl_util's parsed and printed objects
 
 
 # Loo.py -------------------------------------------------------------------------------------

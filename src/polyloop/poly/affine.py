@@ -8,7 +8,7 @@ import islpy as isl
 
 from ..ir.program import Program
 from .access import accesses, domain, footprint
-from .isl_util import map_, params_prefix
+from .isl_util import map_, params_prefix, printed
 
 
 def _full(program: Program, text: str) -> isl.Map:
@@ -18,7 +18,7 @@ def _full(program: Program, text: str) -> isl.Map:
 
 
 def _text(m: isl.Map) -> str:
-    return str(m.coalesce())
+    return printed(m.coalesce())
 
 
 def combine(program: Program, exprs: Sequence[str], formula: str) -> str:

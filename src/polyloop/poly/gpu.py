@@ -21,7 +21,7 @@ from .access import domain
 from .affine import prefix_map, value_range
 from .access import Access, accesses
 from .deps import DepKind, Dependence
-from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
+from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, printed, set_
 from .legality import carried_at
 from .regions import pw_aff_to_expr
 from .tree import LoopNode, Node, Root, StmtNode, loop_position, statements_under
@@ -233,7 +233,7 @@ def barrier_domain(program: Program, path: list[LoopNode], name: str) -> tuple[s
     region = region.coalesce().set_tuple_name(name)
     for k, it in enumerate(iters):
         region = region.set_dim_name(isl.dim_type.set, k, it)
-    return str(region), iters
+    return printed(region), iters
 
 
 def group_count(program: Program, node: LoopNode) -> Expr:

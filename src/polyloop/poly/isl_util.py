@@ -22,19 +22,49 @@ def _parse(kind: type, text: str) -> object:
         raise ParseError(f"invalid ISL {kind.__name__.lower()}: {text!r}\n  isl says: {e}") from None
 
 
+# isl objects whose text polyloop printed itself (a loop expression made by a primitive): the
+# text is kept in the tree, and reading it back returns the object instead of parsing it
+_PRINTED: dict[str, object] = {}
+_PRINTED_LIMIT = 16384
+
+
+def printed(obj: isl.Set | isl.Map) -> str:
+    """``str(obj)``, remembered so that ``set_``/``map_`` of that text return ``obj`` without
+    parsing (the tree holds loop expressions as text; the primitives make them as objects).
+
+    >>> m = isl.Map("{ S[i] -> [(i + 1)] }")
+    >>> map_(printed(m)) is m
+    True
+    """
+    text = str(obj)
+    if len(_PRINTED) >= _PRINTED_LIMIT:
+        _PRINTED.clear()
+    _PRINTED.setdefault(text, obj)
+    return text
+
+
 @lru_cache(maxsize=4096)
 def set_(text: str) -> isl.Set:
-    return _parse(isl.Set, text)  # type: ignore[return-value]
+    got = _PRINTED.get(text)
+    return got if isinstance(got, isl.Set) else _parse(isl.Set, text)  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=4096)
 def map_(text: str) -> isl.Map:
-    return _parse(isl.Map, text)  # type: ignore[return-value]
+    got = _PRINTED.get(text)
+    return got if isinstance(got, isl.Map) else _parse(isl.Map, text)  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=4096)
 def union_map(text: str) -> isl.UnionMap:
     return _parse(isl.UnionMap, text)  # type: ignore[return-value]
+
+
+def clear_caches() -> None:
+    """Forget parsed and printed objects (for timing code generation from scratch)."""
+    for fn in (set_, map_, union_map):
+        fn.cache_clear()
+    _PRINTED.clear()
 
 
 def params_prefix(params: tuple[str, ...] | list[str]) -> str:

@@ -106,6 +106,33 @@ def lex_negative(deltas: isl.Set, *, or_zero: bool) -> bool:
     return or_zero and not rest.is_empty()
 
 
+def verdicts(deltas: isl.Set) -> tuple[bool, tuple[bool, ...]]:
+    """Everything a schedule's time deltas of one dependence say, in one pass over the
+    dimensions: is the order broken (some delta lexicographically negative or zero), and, per
+    dimension, does a loop there carry the dependence (some pair agrees on the dimensions
+    before it and differs at it)? Same answers as ``lex_negative(deltas, or_zero=True)`` and
+    ``carries(deltas, p)`` for every ``p``, from one small set.
+
+    >>> verdicts(isl.Set("{ [d0, d1] : d0 = 0 and 1 <= d1 <= 3 }"))
+    (False, (False, True))
+    """
+    ctx = deltas.get_ctx()
+    minus_one, one = isl.Val.int_from_si(ctx, -1), isl.Val.int_from_si(ctx, 1)
+    t = isl.dim_type.set
+    n = deltas.dim(t)
+    broken = False
+    carried: list[bool] = []
+    rest = deltas
+    for k in range(n):
+        if rest.is_empty():
+            return broken, tuple(carried) + (False,) * (n - k)
+        negative = not rest.upper_bound_val(t, k, minus_one).is_empty()
+        broken = broken or negative
+        carried.append(negative or not rest.lower_bound_val(t, k, one).is_empty())
+        rest = rest.fix_val(t, k, 0)
+    return broken or not rest.is_empty(), tuple(carried)
+
+
 def carries(deltas: isl.Set, position: int) -> bool:
     """Do some pairs agree on the time dimensions before ``position`` and differ at it?"""
     ctx = deltas.get_ctx()

@@ -24,6 +24,7 @@ from .affine import prefix_map
 from .dataflow import flow
 from .deps import DepKind, Dependence
 from .gpu import is_item, statement_paths
+from .isl_util import printed, set_
 from .regions import pw_aff_to_expr
 from .tree import LoopNode, Root, flat_schedule
 
@@ -198,14 +199,14 @@ def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str,
     s = region.coalesce().wrap().flatten().set_tuple_name(name)
     for k, it in enumerate(outer + dims):
         s = s.set_dim_name(isl.dim_type.set, k, it)
-    return str(s)
+    return printed(s)
 
 
 def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
     """Loop expressions for the copy dimensions of a prefetch whose domain is
     ``P[outer..., dims...]``: each dimension counted from the corner of the box fetched for the
     outer values (``{ P[io, x0] -> [(x0 - 16*io)] }``), so the loops have constant extents."""
-    dom = isl.Set(domain_text)
+    dom = set_(domain_text)
     n = dom.dim(isl.dim_type.set)
     name = dom.get_tuple_name()
     names = [dom.get_dim_name(isl.dim_type.set, j) for j in range(n)]
@@ -221,7 +222,7 @@ def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
             isl.dim_type.out, 0, k)
         corner = outer.apply_range(mk.lexmin())
         x = isl.Map(head + f"[{names[n_outer + k]}] }}").intersect_domain(dom)
-        out.append(str(x.sum(_align(corner, x).neg()).coalesce()))
+        out.append(printed(x.sum(_align(corner, x).neg()).coalesce()))
     return out
 
 

@@ -64,7 +64,7 @@ def split(state: State, node: LoopNode, factors: Sequence[int | None],
     # instances keeps its relative order (the order verdict), and every exclusive loop (the
     # new loops are serial; the split loop's own kind is dropped) keeps the pairs on which
     # the dimensions above it agree (its carried verdict).
-    st.inherit_verdicts(state, new)
+    st.inherit_split(state, new, node, len(facs))
     return new, new_nodes
 
 
@@ -122,7 +122,9 @@ def reorder(state: State, nodes: Sequence[LoopNode]) -> State:
     for slot, n in zip(slots, nodes):
         new_seq[slot] = payload[n.id]
     rebuilt = _chain([replace(n, children=()) for n in new_seq], seg[-1].children)
-    return state.with_root(replace_node(state.root, seg[0].id, rebuilt))
+    new = state.with_root(replace_node(state.root, seg[0].id, rebuilt))
+    st.inherit_permutation(state, new, seg[0], len(seg))
+    return new
 
 
 def fuse(state: State, nodes: Sequence[LoopNode], name: str | None) -> tuple[State, LoopNode]:

@@ -22,10 +22,11 @@ from ..poly.tree import (LoopNode, Node, Root, StmtNode, flat_schedule, loop_pos
 class Memo:
     """Answers that depend only on a program, its dependences and the schedule's shape
     (sequence positions and loop expressions, not loop kinds or names), shared by every state
-    derived from one another by tree edits (``State.with_root``): the flat schedule, the time
-    deltas of each dependence and the legality verdicts. Setting a loop kind, renaming or
+    derived from one another by tree edits (``State.with_root``): the flat schedule, each
+    dependence's verdict (``Verdict``, from one delta set) and the verdicts per state and loop.
+    Setting a loop kind, renaming or
     re-checking a loop costs a dictionary look-up."""
-    __slots__ = ("program", "deps", "schedules", "maps", "deltas", "order", "carried")
+    __slots__ = ("program", "deps", "schedules", "maps", "verdicts", "order", "carried")
 
     def __init__(self, program: Program, deps: deps_mod.Dependences, like: Memo | None = None):
         self.program, self.deps = program, deps
@@ -33,7 +34,7 @@ class Memo:
         same = like is not None and like.program is program
         self.schedules: dict[tuple, dict] = like.schedules if same else {}  # type: ignore[union-attr]
         self.maps: dict[tuple, object] = like.maps if same else {}  # type: ignore[union-attr]
-        self.deltas: dict[tuple, object] = {}
+        self.verdicts: dict[tuple, Verdict] = {}
         self.order: dict[tuple, legality.Violation | None] = {}
         self.carried: dict[tuple, legality.Violation | None] = {}
 
@@ -264,17 +265,50 @@ class _LazySchedule(Mapping):
         return len(self._get())
 
 
-def _deltas(state: State, k: int, d: deps_mod.Dependence, items_a: tuple, items_b: tuple):
-    """Time deltas of ``d = deps[k]`` over the schedule dimensions given by the items."""
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the time deltas of one dependence say about a schedule (``legality.verdicts``):
+    ``broken``, some pair runs in the wrong order or at once; ``carried[p]``, a loop at flat
+    dimension ``p`` carries the dependence (None: not known, dimensions past the end: no)."""
+    broken: bool
+    carried: tuple[bool | None, ...]
+
+    def carries(self, pos: int) -> bool | None:
+        return self.carried[pos] if pos < len(self.carried) else False
+
+
+def _dep_key(k: int, a: tuple, b: tuple) -> tuple:
+    """What the verdict of ``deps[k]`` depends on: the two ends' schedule items, cut after the
+    first sequence position where they differ (the order is decided there; no loop below it
+    can carry the dependence) and with trailing zeros dropped (padding changes nothing)."""
+    for p, (x, y) in enumerate(zip(a, b)):
+        if isinstance(x, int) and isinstance(y, int) and x != y:
+            return (k, a[:p + 1], b[:p + 1])
+    n = max(len(a), len(b))
+    while n and a[n - 1:n] in ((0,), ()) and b[n - 1:n] in ((0,), ()):
+        n -= 1
+    return (k, a[:n] + (0,) * (n - len(a[:n])), b[:n] + (0,) * (n - len(b[:n])))
+
+
+def verdict(state: State, k: int, d: deps_mod.Dependence, a: tuple, b: tuple,
+            pos: int | None = None) -> Verdict:
+    """The verdict of ``d = deps[k]`` for source items ``a`` and sink items ``b``: one delta
+    set over the whole schedule vector gives the order and every loop's answer at once
+    (remembered per dependence and items, shared by every state and tag asking)."""
     memo = state.memo
     assert memo is not None
-    key = (k, items_a, items_b)
-    got = memo.deltas.get(key)
-    if got is None:
-        a = _time_map(state, d.source, items_a)
-        b = _time_map(state, d.sink, items_b)
-        got = memo.deltas[key] = legality.time_deltas(a, b, d)
-    return got
+    key = _dep_key(k, a, b)
+    v = memo.verdicts.get(key)
+    if v is None or (pos is not None and v.carries(pos) is None):
+        _, ka, kb = key
+        if ka and isinstance(ka[0], int) and isinstance(kb[0], int) and ka[0] != kb[0]:
+            v = Verdict(kb[0] < ka[0], (True,))   # different top-level nests
+        else:
+            deltas = legality.time_deltas(_time_map(state, d.source, ka),
+                                          _time_map(state, d.sink, kb), d)
+            v = Verdict(*legality.verdicts(deltas))
+        memo.verdicts[key] = v
+    return v
 
 
 def _time_map(state: State, stmt: str, items: tuple):
@@ -284,6 +318,59 @@ def _time_map(state: State, stmt: str, items: tuple):
     if got is None:
         got = memo.maps[(stmt, items)] = legality.time_map(state.program, stmt, items)
     return got
+
+
+def _inherit(old: State, new: State, position: int, under: set[str], width: int,
+             keep_order: bool) -> None:
+    """Carry the per-dependence verdicts of ``old`` over to ``new``, which differs from it in
+    the ``width`` flat dimensions from ``position`` (one loop there became ``width`` loops, or a
+    perfect chain of ``width`` loops was permuted) for the statements ``under`` them, and is
+    otherwise the same tree. A dependence with an end outside ``under`` is decided at a
+    sequence position above ``position``: its verdict does not change. One inside is computed
+    on ``old`` if need be (on the simpler schedule); if none of the old loops there carries
+    it, the new ones carry nothing either and everything else about it stays (see the callers
+    for why); otherwise the new loops' answers are left to be computed."""
+    memo = new.memo
+    assert memo is not None and old.memo is memo, "verdicts hold for one program and its deps"
+    old_items = dict(shape(old.program, old.root))
+    new_items = dict(shape(new.program, new.root))
+    old_width = width if keep_order else 1
+    for k, d in enumerate(old.deps):
+        if d.source not in under or d.sink not in under:
+            continue
+        v = verdict(old, k, d, old_items[d.source], old_items[d.sink])
+        quiet = all(v.carries(p) is False for p in range(position, position + old_width))
+        if keep_order and not quiet:
+            continue
+        here = (False,) * width if quiet else (None,) * width
+        carried = v.carried[:position] + here + v.carried[position + old_width:]
+        memo.verdicts.setdefault(_dep_key(k, new_items[d.source], new_items[d.sink]),
+                                 Verdict(v.broken, carried))
+
+
+def inherit_split(old: State, new: State, node: LoopNode, width: int) -> None:
+    """``new`` is ``old`` with loop ``node`` strip-mined into ``width`` nested loops (see
+    ``loops.split`` for why every pair of instances keeps its order and each loop below keeps
+    what it carries). The new loops carry nothing where ``node`` carried nothing."""
+    _inherit(old, new, loop_position(old.root, node.id), set(statements_under(node)), width,
+             keep_order=False)
+    _inherit_order(old, new)
+
+
+def inherit_permutation(old: State, new: State, top: LoopNode, width: int) -> None:
+    """``new`` is ``old`` with the perfect chain of ``width`` loops from ``top`` permuted. For a
+    dependence none of these loops carries, pairs that agree above the chain agree on all of
+    it, so they still do after the permutation: the verdict is unchanged."""
+    _inherit(old, new, loop_position(old.root, top.id), set(statements_under(top)), width,
+             keep_order=True)
+
+
+def _inherit_order(old: State, new: State) -> None:
+    memo = new.memo
+    assert memo is not None
+    old_sig = shape(old.program, old.root)
+    if old_sig in memo.order:
+        memo.order.setdefault(shape(new.program, new.root), memo.order[old_sig])
 
 
 def verify(state: State, primitive: str) -> None:
@@ -310,34 +397,10 @@ def check_order(state: State) -> legality.Violation | None:
         by_stmt = dict(sig)
 
         def broken(k: int, d: deps_mod.Dependence) -> bool:
-            a, b = by_stmt[d.source], by_stmt[d.sink]
-            return legality.breaks(d, a, b, lambda m: _deltas(state, k, d, a[:m], b[:m]))
+            return verdict(state, k, d, by_stmt[d.source], by_stmt[d.sink]).broken
         memo.order[sig] = legality.check_order(state.program, state.deps,
                                                _LazySchedule(state, sig), broken)
     return memo.order[sig]
-
-
-def inherit_verdicts(old: State, new: State) -> None:
-    """Give ``new`` the legality verdicts ``old`` already has, for a caller that has proved
-    that ``new`` runs every pair of statement instances in the same relative order as ``old``
-    (same sequence positions, loop values replaced by order-preserving tuples) and that each
-    exclusive loop of ``new`` is a loop of ``old`` (same id) over the same statements, whose
-    enclosing dimensions keep the same instance pairs equal. Only verdicts ``old`` has are
-    copied; anything else is still computed when asked for."""
-    memo = new.memo
-    assert memo is not None and old.memo is memo, "verdicts hold for one program and its deps"
-    old_sig = shape(old.program, old.root)
-    if old_sig not in memo.order:
-        return
-    memo.order.setdefault(shape(new.program, new.root), memo.order[old_sig])
-    for n in loops(new.root):
-        if n.kind not in _EXCLUSIVE:
-            continue
-        before = old.loop(n.id)
-        assert before is not None and before.kind is n.kind, n.name
-        old_key = _carried_key(old, before, old_sig)
-        if old_key in memo.carried:
-            memo.carried.setdefault(_carried_key(new, n), memo.carried[old_key])
 
 
 def _carried_key(state: State, node: LoopNode, sig: tuple | None = None) -> tuple:
@@ -360,8 +423,8 @@ def check_parallel(state: State, node: LoopNode) -> legality.Violation | None:
     key = _carried_key(state, node, sig)
     if key not in memo.carried:
         def carried(k: int, d: deps_mod.Dependence) -> bool:
-            a, b = by_stmt[d.source], by_stmt[d.sink]
-            return legality.carries(_deltas(state, k, d, a, b), pos)
+            return bool(verdict(state, k, d, by_stmt[d.source], by_stmt[d.sink], pos)
+                        .carries(pos))
         memo.carried[key] = legality.check_parallel(state.program, state.deps,
                                                     _LazySchedule(state, sig), set(stmts), pos,
                                                     carried)
