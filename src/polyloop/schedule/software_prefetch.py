@@ -100,7 +100,7 @@ class PrefetchPrimitives(ScheduleCore):
         >>> j0, j1 = sch.split(j, factors=[None, 16])
         >>> sch.prefetch("B", "A", j0, distance=2)
         >>> print(sch.show().splitlines()[1].strip())
-        for j_0 in range((n + 15) // 16):  # prefetch=A for B, 2 iterations ahead, read, locality 3
+        for j_0 in range((n - 1) // 16 + 1):  # prefetch=A for B, 2 iterations ahead, read, locality 3
         >>> mod = pl.build(sch)
         >>> "__builtin_prefetch(&A[" in mod.source
         True
