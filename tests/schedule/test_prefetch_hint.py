@@ -308,3 +308,23 @@ def test_prefetched_elements_are_exactly_those_touched_distance_iterations_later
             assert prefetched.get((key, v - distance)) == elements, (key, v)
     for (key, v), elements in prefetched.items():  # and nothing else, nothing past the end
         assert elements == touched.get((key, v + distance), set()), (key, v)
+
+
+def test_loads_under_where_never_prefetch_outside_the_buffer(rng):
+    """Padding reads A[i - 1] only where 1 <= i <= n: the region is clipped to A's box."""
+    n = pl.var("n")
+    A = pl.placeholder((n,), "float32", name="A")
+    P = pl.compute((n + 2,), lambda i: pl.where((i >= 1) & (i <= n), A[i - 1], 0.0), name="P")
+    sch = pl.Schedule(P)
+    i0, _ = sch.split(sch.get_loops("P")[0], factors=[None, 4])
+    sch.prefetch("P", "A", i0, distance=1)
+    for size in (1, 5, 18):
+        prefetched, _ = _walk_regions(sch, {"n": size}, "A")
+        everything = set().union(*prefetched.values()) if prefetched else set()
+        assert everything <= {(x,) for x in range(size)}
+        assert size < 4 or everything
+    mod = pl.build(sch)
+    a = rng.standard_normal(11, dtype="float32")
+    out = poisoned(13)
+    mod(a, out)
+    np.testing.assert_array_equal(out, np.concatenate([[0], a, [0]]).astype("float32"))

@@ -20,7 +20,7 @@ from ..ir.expr import BinOpKind, Const, Expr, Var, binop
 from ..ir.loops import Block, For, If, Node, Prefetch
 from ..ir.program import Program
 from ..ir.simplify import simplify
-from .access import accesses, domain
+from .access import accesses, buffer_box, domain
 from .astgen import _Converter, context
 from .isl_util import map_, params_prefix
 
@@ -65,6 +65,9 @@ def _ahead(program: Program, path: Sequence[object], stmts: Sequence[str], buffe
     rel, iterations = _relations(program, path, stmts, buffer)
     if rel is None or iterations is None:
         return None
+    # a load under ``where`` may name elements outside the buffer where it is not evaluated
+    # (the padding of a convolution): never prefetch those
+    rel = rel.intersect_range(buffer_box(program, buffer))
     rel, iterations = rel.coalesce(), iterations.coalesce()
     k = len(path) - 1
     stride = iterations.get_stride(k)
