@@ -143,7 +143,7 @@ def test_private_accumulator_lets_the_row_loop_run_on_work_items(rng, rows):
     """)
     knl = pl.split_iname(knl, "i", 32, outer_tag="g.0", inner_tag="l.0")
     mod = pl.build(knl, target="opencl")
-    assert "float acc[1];" in mod.source and "barrier" not in mod.source
+    assert "float acc;" in mod.source and "barrier" not in mod.source
     a = rng.standard_normal((rows, 9), dtype="float32")
     x = rng.standard_normal(9, dtype="float32")
     np.testing.assert_allclose(mod(a, x), a @ x, rtol=1e-5, atol=1e-5)

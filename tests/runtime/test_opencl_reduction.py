@@ -31,9 +31,11 @@ def test_matmul_is_one_kernel_with_a_private_accumulator(rng, prefetch):
     mod = pl.build(matmul(prefetch), target="opencl")
     src = mod.source
     assert src.count("__kernel void") == 1
-    assert "float acc_k[1];" in src and "__global float *restrict acc_k" not in src
-    assert "acc_k[0] +=" in src and "c[(16 * i_outer + i_inner) * n + (16 * j_outer + j_inner)] = " \
-        "acc_k[0];" in src
+    # the accumulator is a private scalar, one per work-item
+    assert "float acc_k;" in src and "__global float *restrict acc_k" not in src
+    assert "acc_k[" not in src and "acc_k += " in src
+    assert "c[(16 * i_outer + i_inner) * n + (16 * j_outer + j_inner)] = acc_k;" in src
+    assert "// temporary acc_k (scope local) is one element per work-item" in src
     assert ("__local float a_fetch[16][16];" in src) == prefetch
     assert src.count("barrier(CLK_LOCAL_MEM_FENCE);") == (2 if prefetch else 0)
     # the grid is sized exactly: no guard on the work-group ids; partial tiles keep theirs
@@ -51,7 +53,7 @@ def test_triangular_reduction_keeps_the_guards_it_needs(rng):
     knl = pl.make_kernel("{ [i, k] : 0 <= i < n and 0 <= k <= i }", "s[i] = sum(k, a[i, k])")
     knl = pl.split_iname(knl, "i", 8, outer_tag="g.0", inner_tag="l.0")
     mod = pl.build(knl, target="opencl")
-    assert mod.source.count("__kernel void") == 1 and "float acc_k[1];" in mod.source
+    assert mod.source.count("__kernel void") == 1 and "float acc_k;" in mod.source
     for n in (1, 7, 9):
         a = rng.standard_normal((n, n), dtype="float32")
         s = np.full(n, np.nan, "float32")

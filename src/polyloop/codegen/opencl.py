@@ -108,8 +108,11 @@ class OpenCLPrinter(CFamilyPrinter):
         return f"{v}L" if c.dtype is DType.INT64 and not -2**31 <= v < 2**31 else str(v)
 
     def element(self, buffer: str, indices: tuple[Expr, ...]) -> str:
-        """Global buffers are flat: ``A[i * n + j]``; local and private arrays keep [i][j]."""
+        """Global buffers are flat: ``A[i * n + j]``; local and private arrays keep [i][j];
+        a private temporary of one element is a scalar (``acc``)."""
         b = self.buffers.get(buffer)
+        if b is not None and _private_scalar(b) and not indices:
+            return self.buffer_name(buffer)
         if b is None or b.scope is not MemScope.GLOBAL or len(indices) < 2:
             return super().element(buffer, indices)
         if len(indices) != b.ndim:
@@ -121,7 +124,9 @@ class OpenCLPrinter(CFamilyPrinter):
         return f"{self.buffer_name(buffer)}[{self.expr(flat)}]"
 
     def array_declaration(self, buffer: Buffer, *, align: int = 64) -> str:
-        dims = "".join(f"[{self.expr(s)}]" for s in buffer.shape) or "[1]"
+        dims = "".join(f"[{self.expr(s)}]" for s in buffer.shape)
+        if not dims and not _private_scalar(buffer):
+            dims = "[1]"
         return f"{self.address_space(buffer)}{self.type_name(buffer.dtype)} " \
                f"{self.buffer_name(buffer.name)}{dims}"
 
@@ -151,6 +156,13 @@ class OpenCLPrinter(CFamilyPrinter):
             if self.function_temps:
                 w.blank()
             self.emit(w, k.body)
+
+
+def _private_scalar(buffer: Buffer) -> bool:
+    """A private temporary of one element (a reduction's accumulator): declared and used as a
+    plain variable, which every OpenCL compiler keeps in a register."""
+    return (buffer.role is BufferRole.TEMP and buffer.scope is MemScope.LOCAL
+            and not buffer.shape)
 
 
 def _check_constant_shape(buffer: Buffer, memory: str) -> None:

@@ -15,7 +15,8 @@ from ..ir.dtypes import INDEX
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.simplify import simplify
 from ..poly.storage import Compaction, compact
-from ..poly.tree import Root
+from ..poly.gpu import is_item
+from ..poly.tree import Root, loops
 
 
 def place_temporaries(program: Program, root: Root
@@ -40,11 +41,21 @@ def place_temporaries(program: Program, root: Root
         program = _shifted(_with_buffer(program, small), result, keep)
         temps.append(small)
         where = f"one iteration of loop '{result.home}'" if result.home else "the program"
-        if not _same_shape(small.shape, b.shape):
-            box = "x".join(str(result.shape[d]) for d in keep) or "1"
+        if not _same_shape(small.shape, b.shape) and keep:
+            box = "x".join(str(result.shape[d]) for d in keep)
             notes.append(f"temporary {b.name} (scope {b.scope.value}) holds the {box} "
                          f"elements used in {where}")
+        elif not _same_shape(small.shape, b.shape):
+            owner = ("one element per work-item" if _item_loop(root, result.home) else
+                     f"one element, reused by every iteration of loop '{result.home}'"
+                     if result.home else "one element")
+            notes.append(f"temporary {b.name} (scope {b.scope.value}) is {owner}")
     return program, tuple(temps), tuple(notes)
+
+
+def _item_loop(root: Root, name: str | None) -> bool:
+    """Is the loop called ``name`` bound to a work-item (GPU thread) index?"""
+    return name is not None and any(n.name == name and is_item(n) for n in loops(root))
 
 
 def _with_buffer(program: Program, buffer: Buffer) -> Program:
