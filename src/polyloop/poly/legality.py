@@ -106,12 +106,15 @@ def lex_negative(deltas: isl.Set, *, or_zero: bool) -> bool:
     return or_zero and not rest.is_empty()
 
 
-def verdicts(deltas: isl.Set) -> tuple[bool, tuple[bool, ...]]:
+def verdicts(deltas: isl.Set, zero: Sequence[bool] = ()) -> tuple[bool, tuple[bool, ...]]:
     """Everything a schedule's time deltas of one dependence say, in one pass over the
     dimensions: is the order broken (some delta lexicographically negative or zero), and, per
     dimension, does a loop there carry the dependence (some pair agrees on the dimensions
     before it and differs at it)? Same answers as ``lex_negative(deltas, or_zero=True)`` and
     ``carries(deltas, p)`` for every ``p``, from one small set.
+
+    ``zero[k]`` says that dimension ``k`` is known to be 0 in every delta (the same sequence
+    position at both ends): nothing to ask isl there.
 
     >>> verdicts(isl.Set("{ [d0, d1] : d0 = 0 and 1 <= d1 <= 3 }"))
     (False, (False, True))
@@ -124,6 +127,9 @@ def verdicts(deltas: isl.Set) -> tuple[bool, tuple[bool, ...]]:
     carried: list[bool] = []
     rest = deltas
     for k in range(n):
+        if k < len(zero) and zero[k]:
+            carried.append(False)
+            continue
         if rest.is_empty():
             return broken, tuple(carried) + (False,) * (n - k)
         negative = not rest.upper_bound_val(t, k, minus_one).is_empty()

@@ -306,7 +306,8 @@ def verdict(state: State, k: int, d: deps_mod.Dependence, a: tuple, b: tuple,
         else:
             deltas = legality.time_deltas(_time_map(state, d.source, ka),
                                           _time_map(state, d.sink, kb), d)
-            v = Verdict(*legality.verdicts(deltas))
+            zero = [isinstance(x, int) and x == y for x, y in zip(ka, kb)]
+            v = Verdict(*legality.verdicts(deltas, zero))
         memo.verdicts[key] = v
     return v
 
