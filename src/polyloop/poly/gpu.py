@@ -22,7 +22,7 @@ from .affine import prefix_map, value_range
 from .access import Access, accesses
 from .deps import DepKind, Dependence
 from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, printed, set_
-from .legality import carried_at
+from .legality import time_deltas
 from .regions import pw_aff_to_expr
 from .tree import LoopNode, Node, Root, StmtNode, loop_position, statements_under
 
@@ -74,18 +74,6 @@ def item_map(program: Program, path: list[LoopNode], stmt: str) -> isl.Map:
         m = piece if m is None else _align(m, piece).flat_range_product(_align(piece, m))
     assert m is not None
     return m.intersect_domain(_align(domain(program, s), m))
-
-
-def _equal_prefix(schedule: dict[str, isl.Map], rel: isl.Map, source: str, sink: str,
-                  n: int) -> isl.Map:
-    """The pairs of ``rel`` whose schedule values agree on the first ``n`` dimensions."""
-    a, b = schedule[source], schedule[sink]
-    dims = a.dim(isl.dim_type.out)
-    eq = isl.Map.universe(isl.Space.alloc(a.get_ctx(), 0, dims, dims))
-    for k in range(n):
-        eq = eq.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
-    pairs = a.apply_range(_align(eq, a)).apply_range(b.reverse())
-    return rel.intersect(_align(pairs, rel))
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +132,38 @@ def barrier_gaps(program: Program, root: Root, deps: list[Dependence],
     dependences between different work-items (``cross_item_dependences``)."""
     if not deps:
         return []
-    cross = [(d, d.relation) for d in deps]
+    cross = [(d, _Profile(time_deltas(schedule[d.source], schedule[d.sink], d))) for d in deps]
     out: list[Gap] = []
     for node, depth in _group_level(root):
-        out += _gaps_at(program, root, node, depth, cross, schedule)
+        out += _gaps_at(program, root, node, depth, cross)
     return out
+
+
+class _Profile:
+    """What the barrier placement asks about one dependence, from its time deltas (one set,
+    computed once): do some of its pairs agree on the first ``n`` schedule dimensions
+    (``agree(n)``), and does the loop at dimension ``p`` carry some (``carried(p)``)?"""
+
+    def __init__(self, deltas: isl.Set):
+        self.levels = [deltas]        # deltas with the first k dimensions fixed to 0
+
+    def _level(self, k: int) -> isl.Set:
+        while len(self.levels) <= k:
+            j = len(self.levels) - 1
+            self.levels.append(self.levels[j].fix_val(isl.dim_type.set, j, 0))
+        return self.levels[k]
+
+    def agree(self, n: int) -> bool:
+        return not self._level(n).is_empty()
+
+    def carried(self, p: int) -> bool:
+        same = self._level(p)
+        if same.is_empty():
+            return False
+        ctx = same.get_ctx()
+        t = isl.dim_type.set
+        return not (same.lower_bound_val(t, p, isl.Val.int_from_si(ctx, 1)).is_empty()
+                    and same.upper_bound_val(t, p, isl.Val.int_from_si(ctx, -1)).is_empty())
 
 
 def _group_level(root: Root) -> list[tuple[LoopNode | Root, int]]:
@@ -170,8 +185,7 @@ def _group_level(root: Root) -> list[tuple[LoopNode | Root, int]]:
 
 
 def _gaps_at(program: Program, root: Root, node: LoopNode | Root, _: int,
-             cross: list[tuple[Dependence, isl.Map]],
-             schedule: dict[str, isl.Map]) -> list[Gap]:
+             cross: list[tuple[Dependence, _Profile]]) -> list[Gap]:
     kids = node.children
     where = {s: k for k, c in enumerate(kids) for s in statements_under(c)}
     loop_id = node.id if isinstance(node, LoopNode) else None
@@ -183,16 +197,14 @@ def _gaps_at(program: Program, root: Root, node: LoopNode | Root, _: int,
             continue
         i, j = where[d.source], where[d.sink]
         glob = program.buffer(d.buffer).scope.value == "global"
-        same = _equal_prefix(schedule, x, d.source, d.sink, n_equal)
-        if not same.is_empty():
+        if x.agree(n_equal):
             if i == j:
                 if isinstance(kids[i], LoopNode) and is_item(kids[i]):
                     _inside_items(kids[i], d)
             else:
                 linear.append((i + 1, j, glob))
         if isinstance(node, LoopNode) and not is_group(node):
-            carried = carried_at(schedule, d, loop_position(root, node.id))
-            if not carried.intersect(_align(x, carried)).is_empty():
+            if x.carried(loop_position(root, node.id)):
                 wrap.append((i + 1, j, glob))
     chosen: dict[int, bool] = {}
     for lo, hi, glob in sorted(linear, key=lambda t: t[1]):
