@@ -34,6 +34,7 @@ from .ir.elementwise import exp, maximum
 from .runtime import Module
 from .runtime.compiler import compiler_version
 from .schedule import Schedule
+from .util.units import format_time
 
 RULE = "=" * 96
 
@@ -190,12 +191,6 @@ def source_of(fn: Callable[..., object]) -> str:
         return f"{fn.__qualname__} (source not available)"
 
 
-def format_seconds(s: float) -> str:
-    if s >= 1.0:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} us"
 
 
 def format_speed(r: float) -> str:
@@ -208,7 +203,7 @@ def table(timings: Sequence[Timing], work: float, unit: str) -> list[str]:
     width = max(len(t.label) for t in timings)
     lines = [f"  {'implementation':<{width}}  {'time':>12}  {unit:>9}  {'vs NumPy':>9}"]
     for t in timings:
-        lines.append(f"  {t.label:<{width}}  {format_seconds(t.seconds):>12}  "
+        lines.append(f"  {t.label:<{width}}  {format_time(t.seconds):>12}  "
                      f"{work / t.seconds / 1e9:>9.3g}  {format_speed(base / t.seconds):>9}")
     return lines
 

@@ -54,3 +54,18 @@ def run_kernel(compile_c: Callable[..., tuple[Path, str]]) -> Callable[..., int]
         return fn(args, values)
     return run
 
+
+@pytest.fixture
+def build(compile_c: Callable[..., tuple]) -> Callable[..., tuple[Callable[..., None], str]]:
+    """build(kernel, isa=None) -> (call(arrays, params), C source), compiled for ``isa``."""
+    def compile_for(kernel: Kernel, isa=None) -> tuple[Callable[..., None], str]:
+        source = generate_c(kernel, isa=isa)
+        fn = getattr(ctypes.CDLL(str(compile_c(source)[0])), kernel.name)
+        fn.restype = ctypes.c_int32
+
+        def call(arrays: Sequence[np.ndarray], params: Sequence[int] = ()) -> None:
+            args = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+            values = (ctypes.c_int64 * max(1, len(params)))(*params)
+            assert fn(args, values) == 0
+        return call, source
+    return compile_for

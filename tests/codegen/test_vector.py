@@ -5,14 +5,12 @@ dtype, with broadcast operands, masked (AVX-512) or scalar (other ISAs) remainde
 vector form falls back to ``#pragma omp simd`` and says why."""
 from __future__ import annotations
 
-import ctypes
 import re
 from typing import Callable, Sequence
 
 import numpy as np
 import pytest
 
-from polyloop.codegen import generate_c
 from polyloop.codegen.vector_plan import (Epilogue, NotVectorized, VectorPlan, choose_lanes,
                                           masked_epilogue_available, plan_vector_loop,
                                           proven_aligned)
@@ -34,22 +32,6 @@ AVX512 = classify(frozenset({"__AVX512F__", "__AVX512VL__", "__AVX2__", "__AVX__
 HOST = host_isa(CONFIG.cc)
 NP = {F32: "float32", F64: "float64", I32: "int32", I64: "int64"}
 ODD_SIZES = [1, 15, 16, 17, 33]
-
-
-@pytest.fixture
-def build(compile_c: Callable[..., tuple]) -> Callable[..., tuple[Callable[..., None], str]]:
-    """build(kernel, isa=None) -> (call(arrays, params), C source), compiled for ``isa``."""
-    def compile_for(kernel: Kernel, isa=None) -> tuple[Callable[..., None], str]:
-        source = generate_c(kernel, isa=isa)
-        fn = getattr(ctypes.CDLL(str(compile_c(source)[0])), kernel.name)
-        fn.restype = ctypes.c_int32
-
-        def call(arrays: Sequence[np.ndarray], params: Sequence[int] = ()) -> None:
-            args = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
-            values = (ctypes.c_int64 * max(1, len(params)))(*params)
-            assert fn(args, values) == 0
-        return call, source
-    return compile_for
 
 
 @pytest.fixture

@@ -4,9 +4,7 @@ stores, peeled at run time to a vector boundary where alignment is not proven, w
 after the streamed nest; results equal NumPy at odd row lengths and misaligned arrays."""
 from __future__ import annotations
 
-import ctypes
 import re
-from typing import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -41,21 +39,6 @@ def misaligned(shape: tuple[int, ...], dtype: str, offset: int) -> np.ndarray:
     a = raw[start:start + size].view(dtype).reshape(shape)
     a[...] = poison(shape, dtype)
     return a
-
-
-@pytest.fixture
-def build(compile_c: Callable[..., tuple]) -> Callable[..., tuple[Callable[..., None], str]]:
-    def compile_for(kernel: Kernel, isa=None) -> tuple[Callable[..., None], str]:
-        source = generate_c(kernel, isa=isa)
-        fn = getattr(ctypes.CDLL(str(compile_c(source)[0])), kernel.name)
-        fn.restype = ctypes.c_int32
-
-        def call(arrays: Sequence[np.ndarray], params: Sequence[int] = ()) -> None:
-            args = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-            values = (ctypes.c_int64 * max(1, len(params)))(*params)
-            assert fn(args, values) == 0
-        return call, source
-    return compile_for
 
 
 def rows_kernel(rows, cols, dtype=F32, kind=P, annotations=NT) -> Kernel:

@@ -12,20 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import PolyloopError
+from ..util.units import format_time
 from .limits import Limits
 from .run import PEERS, Record
 
 _LABELS = {"torch": "PyTorch", "numpy": "NumPy", "tvm": "TVM"}
 
 
-def format_time(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds >= 1.0:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.1f} us"
 
 
 def _ratio(value: float | None) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..errors import PolyloopError
+from ..util.units import format_time
 
 # Per region and per call of the kernel: (flops, bytes moved), None where not countable.
 Counts = Callable[[Mapping[str, int]], list[tuple[float | None, float | None]]]
@@ -81,8 +82,8 @@ class Profile:
         return sum(r.seconds for r in self.rows if r.depth == 1)
 
     def __str__(self) -> str:
-        head = (f"profile of {self.entry}: {self.calls} call(s), {_time(self.seconds)} in its "
-                f"nests ({_time(self.seconds / self.calls) if self.calls else '-'} a call)")
+        head = (f"profile of {self.entry}: {self.calls} call(s), {format_time(self.seconds)} in its "
+                f"nests ({format_time(self.seconds / self.calls) if self.calls else '-'} a call)")
         averaged = any(r.thread_average for r in self.rows)
         extras = [f"{self.threads} OpenMP threads"] if averaged else []
         if self.tick_hz:
@@ -119,7 +120,7 @@ class Profile:
                averaged: bool, share: float | None, gflops: str, gbs: str) -> tuple[str, ...]:
         per_call = seconds / self.calls if self.calls else 0.0
         return (number, "  " * (depth - 1) + label, runs,
-                _time(per_call) + ("*" if averaged else ""),
+                format_time(per_call) + ("*" if averaged else ""),
                 "-" if share is None else f"{share:.1%}", gflops, gbs)
 
     def _rest(self, k: int) -> float | None:
@@ -137,12 +138,6 @@ class Profile:
         return max(self.rows[k].seconds - inside, 0.0) if found else None
 
 
-def _time(seconds: float) -> str:
-    if seconds >= 1.0:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds * 1e6:.1f} us"
 
 
 def _rate(value: float | None) -> str:
