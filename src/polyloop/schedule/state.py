@@ -241,8 +241,21 @@ _EXCLUSIVE = (LoopKind.PARALLEL, LoopKind.VECTORIZED, LoopKind.THREAD)
 def shape(program: Program, root: Root) -> tuple:
     """What the flat schedule of ``root`` depends on: for each statement, its sequence
     positions and loop expressions, outermost first, padded with zeros as in
-    ``tree.flat_schedule``. Equal shapes give equal flat schedules."""
-    return tuple(schedule_items(program, root).items())
+    ``tree.flat_schedule``. Equal shapes give equal flat schedules. Remembered for the last
+    few (program, tree) pairs: both are immutable, and the legality checks of one primitive
+    ask for the same tree's shape many times."""
+    key = (id(program), id(root))
+    got = _SHAPES.get(key)
+    if got is not None and got[0] is program and got[1] is root:
+        return got[2]
+    sig = tuple(schedule_items(program, root).items())
+    if len(_SHAPES) >= 256:
+        _SHAPES.clear()
+    _SHAPES[key] = (program, root, sig)     # held alive: the ids stay theirs
+    return sig
+
+
+_SHAPES: dict[tuple[int, int], tuple[Program, Root, tuple]] = {}
 
 
 class _LazySchedule(Mapping):
