@@ -114,6 +114,54 @@ def test_depthwise_streamed_into_misaligned_output(rng, w):
         assert "pl_store_stream_v16f(&dwconv" in mod.source
 
 
+# the padding inlined into the sum (masked loads of the input in place): 1-row and 2-row images,
+# widths 1, lanes - 1, lanes + 1, odd heights, a 5 x 5 window, no padding
+@pytest.mark.parametrize("n, c, h, w, r, pad", [(1, 3, 1, 1, 3, 1), (1, 2, 2, 15, 3, 1),
+                                                 (2, 3, 17, 17, 3, 1), (1, 2, 15, 33, 5, 2),
+                                                 (1, 3, 5, 15, 3, 0)])
+def test_depthwise_inline_pad_matches_numpy(rng, n, c, h, w, r, pad):
+    mod = conv_case(rng, n, c, h, w, None, r, pad, depthwise=True, inline_pad=True)
+    check(mod, rng, n, c, h, w, None, r, pad, depthwise=True)
+
+
+def test_depthwise_whole_padding_pass_symbolic_sizes(rng):
+    """Symbolic sizes inline the padding by default; the padded input made whole first, in
+    parallel, stays a choice."""
+    sizes = tuple(pl.var(v) for v in ("N", "C", "H", "Wd"))
+    X = pl.placeholder(sizes, "float32", name="X")
+    Wt = pl.placeholder((sizes[1], 1, 3, 3), "float32", name="Wt")
+    sch = ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt),
+                                             pad_in_channel=False, x_vectors=1)
+    assert "X_pad[" in str(sch)
+    mod = pl.build(sch)
+    for n, c, h, w in [(1, 2, 1, 1), (1, 3, 2, 17), (2, 2, 15, 16)]:
+        check(mod, rng, n, c, h, w, None, 3, 1, depthwise=True)
+
+
+def test_depthwise_default_padding_by_plane_size():
+    """A padded plane that fits in L1 is made per channel; a bigger one is not made at all."""
+    def text(hw):
+        X = pl.placeholder((1, 2, hw, hw), "float32", name="X")
+        Wt = pl.placeholder((2, 1, 3, 3), "float32", name="Wt")
+        return str(ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt),
+                                                      lanes=16))
+    small, big = text(32), text(96)
+    assert "X_pad_local[" in small
+    assert "X_pad" not in big and "where(" in big and "X[0, ch, y + ry - 1" in big
+
+
+def test_depthwise_inline_pad_loads_are_zero_masked_without_blend(rng):
+    """AVX-512: where(inside, X[...], 0) is one zero-masking load (no blend with zeros)."""
+    X = pl.placeholder((1, 2, 6, 40), "float32", name="X")
+    Wt = pl.placeholder((2, 1, 3, 3), "float32", name="Wt")
+    mod = pl.build(ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt),
+                                                      inline_pad=True))
+    check(mod, rng, 1, 2, 6, 40, None, 3, 1, depthwise=True)
+    if "avx512" in mod.source:
+        assert "pl_load_where_bits_v16f(&X[" in mod.source
+        assert "pl_select_bits" not in mod.source
+
+
 def test_depthwise_row_tile_is_the_whole_row():
     X = pl.placeholder((1, 2, 4, 96), "float32", name="X")
     Wt = pl.placeholder((2, 1, 3, 3), "float32", name="Wt")
@@ -153,3 +201,6 @@ def test_conv_bad_arguments_are_clear_errors():
         ops.schedule_conv2d_nchw(conv, parallel="x")
     with pytest.raises(pl.ScheduleError, match="expected the result of depthwise_conv2d_nchw"):
         ops.schedule_depthwise_conv2d_nchw(conv)
+    dw = ops.depthwise_conv2d_nchw(X, pl.placeholder((3, 1, 3, 3), "float32", name="Wt"))
+    with pytest.raises(pl.ScheduleError, match="inline_pad and pad_in_channel exclude"):
+        ops.schedule_depthwise_conv2d_nchw(dw, inline_pad=True, pad_in_channel=True)

@@ -250,6 +250,9 @@ class VectorLoopWriter:
             return f"__builtin_convertvector({self.value(e.value)}, {t.name})", POSTFIX
         if isinstance(e, Select):
             bits = self.bit_mask(e.cond)
+            if bits is not None and self._zero_else_load(e):
+                # a zero-masking load already holds 0 where the condition fails: no blend
+                return self._branch(e.true_value, e.cond), POSTFIX
             if bits is not None:
                 mask, helper = self._named_bits(bits), self.lib.use(VectorOp.SELECT_BITS, t)
             else:
@@ -259,6 +262,12 @@ class VectorLoopWriter:
             if_false = self._branch(e.false_value, Unary(UnaryKind.NOT, e.cond, DType.BOOL))
             return f"{helper}({mask}, {if_true}, {if_false})", POSTFIX
         raise AssertionError(f"the plan admitted {e}, which has no vector form")
+
+    def _zero_else_load(self, e: Select) -> bool:
+        """``where(cond, load, 0)`` with the load guarded by ``cond`` (padding read in place)."""
+        other, load = e.false_value, e.true_value
+        return (isinstance(other, Const) and other.value == 0 and isinstance(load, Load)
+                and id(load) in self.plan.guarded and mentions(load, self.loop.var))
 
     def _branch(self, e: Expr, condition: Expr) -> str:
         """A branch of a select; its guarded loads read only the lanes where it is taken."""

@@ -17,11 +17,12 @@ The conv2d recipe (register tiles, the matmul recipe applied to the convolution)
   feed ``w_block * k_vectors`` FMAs, all in registers;
 - the loop over channel blocks is parallel (each thread owns whole output planes).
 
-The depthwise recipe: the channel loop is parallel, the padded plane of a channel is made by the
-thread that uses it, right before (``compute_at``), and each output row is computed in vectors
+The depthwise recipe: the channel loop is parallel and each output row is computed in vectors
 along the row, ``x_vectors`` vectors unrolled (by default the whole row, up to 8 vectors: as many
-independent FMA chains), each input row read from the cached plane by the three output rows that
-use it. Streaming stores of the output are a knob (``stream``), off by default: measured slower
+independent FMA chains). Where a channel's padded plane fits in L1 it is made by the thread that
+uses it, right before (``compute_at``), and each input row is read from it by the three output
+rows that use it; a bigger plane is not made at all: the padding is inlined into the sum, whose
+loads read the input in place under lane masks (zeros outside the image). Streaming stores of the output are a knob (``stream``), off by default: measured slower
 while input and output stay in the last-level cache between calls (up to 96 x 96 x 256).
 
 >>> import numpy as np, polyloop as pl
@@ -212,17 +213,24 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
 def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
                                    x_vectors: int | None = None,
                                    pad_in_channel: bool | None = None,
+                                   inline_pad: bool | None = None,
                                    stream: bool = False) -> Schedule:
     """The schedule of ``out = depthwise_conv2d_nchw(data, weight, pad)``: channels in
     parallel; each (widened) output row is accumulated in a row-local buffer in vectors of
     ``lanes`` pixels, ``x_vectors`` of them unrolled, all nine taps unrolled, then copied into
     ``out``. ``x_vectors`` defaults to the whole widened row, up to 8 vectors (independent FMA
     chains: a row of 6 vectors keeps 6 in flight where 2 would wait on the FMA latency).
-    With ``pad_in_channel`` the padded plane of a channel is made in a channel-local
-    buffer by the thread that uses it, right before (in cache); otherwise the padded input is
-    made whole first, in parallel. The default pads in the channel when the output height and
-    width are constants (a symbolic size may be 0: then nothing under the channel loop reads the
-    plane, and compute_at rightly refuses to move the padding there). ``stream``: the output
+    The padding, three ways. With ``inline_pad`` there is no padded plane: the sum reads the
+    input in place, its border conditions become lane masks of the loads (AVX-512: zero-masking
+    loads, no fault outside the image), so each input row comes from the cache hierarchy once
+    per channel and no plane is written or re-read. With ``pad_in_channel`` the padded plane of a
+    channel is made in a channel-local buffer by the thread that uses it, right before; otherwise
+    the padded input is made whole first, in parallel. The default inlines the padding when a
+    channel's padded plane is larger than ``_PLANE_IN_L1`` elements (16 KB of float32: a bigger
+    plane leaves L1, and making it then costs more than masking: 1.0 vs 2.4 ms at 96 x 96 x 256
+    on one thread) or a size is symbolic, and pads in the channel otherwise (a plane that stays
+    in L1 is cheaper than masks that change with the row: 0.076 vs 0.10 ms at 32 x 32 x 256).
+    ``stream``: the output
     is written with streaming stores (``nontemporal``); worth it only when the output does not
     stay in the last-level cache between uses.
 
@@ -264,6 +272,14 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
         sch.vectorize(sch.split(sch.get_loops(out.name)[-1], factors=[None, lanes])[1])
     if padded is None:
         return sch
+    if inline_pad is None:
+        inline_pad = pad_in_channel is None and _plane_leaves_l1(padded)
+    if inline_pad and pad_in_channel:
+        raise ScheduleError(f"{who}: inline_pad and pad_in_channel exclude each other (the "
+                            "padding is either read in place or made per channel); give one")
+    if inline_pad:
+        sch.compute_inline(padded.name)
+        return sch
     if pad_in_channel is None:
         pad_in_channel = all(isinstance(d, Const) and d.value > 0 for d in out.shape[2:])
     if pad_in_channel:
@@ -274,6 +290,17 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
     else:
         sch.parallel(sch.get_loops(padded.name)[1])
     return sch
+
+
+_PLANE_IN_L1 = 4096    # elements of a padded plane made per channel (16 KB of float32)
+
+
+def _plane_leaves_l1(padded: Tensor) -> bool:
+    """Whether a channel's padded plane is too big for L1 (or of symbolic size)."""
+    rows, cols = padded.shape[2:]
+    if not (isinstance(rows, Const) and isinstance(cols, Const)):
+        return True
+    return rows.value * cols.value > _PLANE_IN_L1
 
 
 def _row_vectors(width: object, lanes: int, most: int = 8) -> int:
