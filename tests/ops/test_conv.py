@@ -145,7 +145,7 @@ def test_depthwise_default_padding_by_plane_size():
         Wt = pl.placeholder((2, 1, 3, 3), "float32", name="Wt")
         return str(ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt),
                                                       lanes=16))
-    small, big = text(32), text(96)
+    small, big = text(64), text(96)
     assert "X_pad_local[" in small
     assert "X_pad" not in big and "where(" in big and "X[0, ch, y + ry - 1" in big
 

@@ -226,10 +226,11 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
     per channel and no plane is written or re-read. With ``pad_in_channel`` the padded plane of a
     channel is made in a channel-local buffer by the thread that uses it, right before; otherwise
     the padded input is made whole first, in parallel. The default inlines the padding when a
-    channel's padded plane is larger than ``_PLANE_IN_L1`` elements (16 KB of float32: a bigger
-    plane leaves L1, and making it then costs more than masking: 1.0 vs 2.4 ms at 96 x 96 x 256
-    on one thread) or a size is symbolic, and pads in the channel otherwise (a plane that stays
-    in L1 is cheaper than masks that change with the row: 0.076 vs 0.10 ms at 32 x 32 x 256).
+    channel's padded plane is larger than ``_PLANE_IN_L1`` elements (24 KB of float32: a bigger
+    plane leaves L1, and making it then costs more than masking: 0.87 vs 1.7 ms at 96 x 96 x 256
+    and 0.55 vs 0.79 ms at 80 x 80, one thread) or a size is symbolic, and pads in the channel
+    otherwise (a plane that stays in L1 is cheaper than masks that change with the row: 0.073
+    vs 0.10 ms at 32 x 32 x 256; even at 64 x 64, a 17 KB plane, within noise).
     ``stream``: the output
     is written with streaming stores (``nontemporal``); worth it only when the output does not
     stay in the last-level cache between uses.
@@ -292,7 +293,7 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
     return sch
 
 
-_PLANE_IN_L1 = 4096    # elements of a padded plane made per channel (16 KB of float32)
+_PLANE_IN_L1 = 6144    # elements of a padded plane made per channel (24 KB of float32)
 
 
 def _plane_leaves_l1(padded: Tensor) -> bool:
