@@ -40,9 +40,9 @@ def _reference(state: st.State) -> tuple[bool, dict[int, bool]]:
     return broken, carried
 
 
-def _states(name: str):
+def _states(name: str, kernels=KERNELS):
     """The kernel's initial state, split, and every order of each perfect nest (legal or not)."""
-    domain, insns = KERNELS[name]
+    domain, insns = kernels[name]
     base = pl.Schedule(pl.make_kernel(domain, insns).program).state
     first = next(loops(base.root))
     split, _ = loops_mod.split(base, first, [None, 4], ["o", "i4"])
@@ -109,3 +109,53 @@ def test_split_inherits_exact_verdicts(name):
                     assert (st.check_parallel(new, new.loop(n.id)) is not None) == carried[n.id]
                     checked += 1
     assert checked
+
+
+# distribute ---------------------------------------------------------------------------------
+
+DISTRIBUTE = dict(KERNELS, **{
+    # s2 writes b[i] that s1 reads at i + 1: distributing s1 before s2 reverses the flow
+    "backward flow": ("{ [i] : 1 <= i < n }", "a[i] = b[i - 1] {id=s1}\nb[i] = 2*c[i] {id=s2}"),
+    "forward flow": ("{ [i] : 1 <= i < n }", "b[i] = 2*c[i] {id=s2}\na[i] = b[i - 1] {id=s1}"),
+})
+
+
+@pytest.mark.parametrize("name", sorted(DISTRIBUTE))
+def test_distribute_inherits_exact_verdicts(name):
+    """Distribution passes the verdicts it can prove from the schedule items on
+    (``state.transfer_verdict``): the order and every loop's carried verdict of the result
+    agree with isl, with verdicts of the old state known (all of them) or not."""
+    from polyloop.ir.loops import LoopKind
+    from polyloop.schedule import fusion
+    checked = passed = 0
+    for state in _states(name, DISTRIBUTE):
+        for n in list(loops(state.root)):
+            par = loops_mod.set_kind(state, n, LoopKind.PARALLEL)
+            st.check_order(par)
+            for m in loops(par.root):
+                st.check_parallel(par, m)
+            for target in loops(par.root):
+                for at in range(1, len(target.children)):
+                    before = len(par.memo.verdicts)
+                    new, _, _ = fusion.distribute(par, target, at, None)
+                    passed += len(new.memo.verdicts) > before
+                    broken, carried = _reference(new)
+                    assert (st.check_order(new) is not None) == broken
+                    for m in loops(new.root):
+                        assert (st.check_parallel(new, m) is not None) == carried[m.id], m.name
+                    checked += 1
+    if name in ("two statements", "backward flow", "forward flow"):
+        assert checked and passed
+
+
+def test_distribute_refusal_unchanged():
+    """A distribution that reverses a flow is refused with the dependence and an instance."""
+    knl = pl.make_kernel(*DISTRIBUTE["backward flow"])
+    sch = pl.Schedule(knl.program)
+    with pytest.raises(pl.ScheduleError, match=r"distribute\(i, at=1\) would break the RAW dependence "
+                       r"s2 -> s1 on buffer b.*s1\(i=\d+\) reads b\[\d+\] written by s2"):
+        sch.distribute(sch.get_loops("s1")[0], at=1)
+    knl = pl.make_kernel(*DISTRIBUTE["forward flow"])
+    sch = pl.Schedule(knl.program)
+    sch.distribute(sch.get_loops("s1")[0], at=1)
+    assert len(sch.state.root.children) == 2

@@ -227,10 +227,12 @@ def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
 
 
 def fetch_dependence(program: Program, copy: str, consumer: str,
-                     schedule: dict[str, isl.Map]) -> Dependence | None:
+                     schedule: dict[str, isl.Map] | None = None) -> Dependence | None:
     """The RAW dependence from a prefetch's copy statement (which writes the buffer named like
     it) to its consumer, under ``schedule``: the only dependence a prefetch adds when the
-    buffer it copies from is never written."""
+    buffer it copies from is never written. Without ``schedule``, every pair that touches one
+    element (for a schedule that runs each copy instance before every read of its element,
+    as ``add_prefetch``'s does: then the order restricts nothing)."""
     acc = accesses(program)
     writes = [a.relation for a in acc if a.statement == copy and a.is_write]
     reads = [a.relation for a in acc if a.statement == consumer and a.buffer == copy
@@ -242,7 +244,9 @@ def fetch_dependence(program: Program, copy: str, consumer: str,
             rel = m if rel is None else _align(rel, m).union(_align(m, rel))
     if rel is None:
         return None
-    rel = rel.intersect(_align(schedule[copy].lex_lt_map(schedule[consumer]), rel)).coalesce()
+    if schedule is not None:
+        rel = rel.intersect(_align(schedule[copy].lex_lt_map(schedule[consumer]), rel))
+    rel = rel.coalesce()
     return None if rel.is_empty() else Dependence(DepKind.RAW, copy, consumer, copy, rel)
 
 

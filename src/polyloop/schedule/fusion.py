@@ -10,6 +10,7 @@ from dataclasses import replace
 from ..errors import ParseError, ScheduleError
 from ..poly import affine
 from ..poly.tree import LoopNode, Root, statements_under
+from . import state as st
 from .state import State, replace_node
 
 
@@ -63,7 +64,14 @@ def distribute(state: State, node: LoopNode, at: int,
     first = part(node.id, head, node.name)
     second = part(state.next_id, tail, name or node.name)
     root = replace_node(state.root, node.id, (first, second))
-    return state.with_root(root, state.next_id + 1), first, second
+    new = state.with_root(root, state.next_id + 1)
+    # Every statement keeps its loops and their expressions; only sequence positions change:
+    # the loop's place among its siblings (or a new sequence where it had none) and the
+    # children's positions below it. Two statements left in one part keep the relative order
+    # of their positions; two put in different parts are now ordered by the parts.
+    # ``state.transfer_verdict`` says why the verdicts follow from these items alone.
+    st.inherit_sequence_edit(state, new)
+    return new, first, second
 
 
 def _siblings(root: Root, loop_id: int) -> tuple:

@@ -17,7 +17,8 @@ from ..poly import affine, regions, storage
 from ..poly.gpu import loop_upper_bound
 from ..poly.deps import Dependences
 from ..poly.tree import LoopNode, StmtNode, statements_under
-from .state import State, add_exprs, insert_children, rebase, verify
+from .state import (State, add_exprs, inherit_sequence_edit, insert_children, rebase,
+                    verify)
 
 
 def _fresh(program: Program, base: str) -> str:
@@ -91,9 +92,16 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
     if any(s.buffer == buffer for s in program.statements):
         new = rebase(state.with_root(root, nid + len(dims)), new_program, root)
     else:   # the copy reads a buffer nothing writes: its flow to the consumer is all that is new
-        bare = State(new_program, root, state.deps, nid + len(dims))
-        dep = storage.fetch_dependence(new_program, fname, consumer, bare.schedule_map())
+        # The copy's element indices start with the values ``o`` of the ``outer`` loops and
+        # the consumer reads it at those loops' values, so a copy instance and a read of its
+        # element share every outer loop value; the copy is the first child of the innermost
+        # one, before the consumer's nest: every such pair runs copy first, and the
+        # dependence is all of them (no schedule needed). The old dependences keep their
+        # relations and the statements their loop expressions: only sequence positions
+        # changed below ``outer[-1]``, so their verdicts pass on (``inherit_sequence_edit``).
+        dep = storage.fetch_dependence(new_program, fname, consumer)
         deps = Dependences(tuple(state.deps) + ((dep,) if dep is not None else ()))
-        new = State(new_program, root, deps, nid + len(dims), bare.memo)
+        new = State(new_program, root, deps, nid + len(dims))
+        inherit_sequence_edit(state, new)
     verify(new, "add_prefetch")
     return new, fname, ids

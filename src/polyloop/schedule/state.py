@@ -379,6 +379,94 @@ def inherit_permutation(old: State, new: State, top: LoopNode, width: int) -> No
              keep_order=True)
 
 
+def inherit_sequence_edit(old: State, new: State) -> None:
+    """Carry the per-dependence verdicts ``old`` knows over to ``new``, a tree that differs
+    from it only in sequences: children moved into new sibling loops over the same values
+    (``fusion.distribute``) or a new sibling inserted (``prefetch``'s copy), so that every
+    statement keeps its loop expressions, in order, and only its sequence positions change.
+    ``new`` may be for another program with the same statements' iterators and ``old``'s
+    dependences first, in order (a prefetch adds one at the end). A verdict is passed on where
+    ``transfer_verdict`` can prove it from the items alone; the others are computed when asked."""
+    old_memo, memo = old.memo, new.memo
+    assert old_memo is not None and memo is not None
+    old_items = dict(shape(old.program, old.root))
+    new_items = dict(shape(new.program, new.root))
+    for k, d in enumerate(old.deps):
+        if d.source not in new_items or d.sink not in new_items:
+            continue
+        new_key = _dep_key(k, new_items[d.source], new_items[d.sink])
+        if new_key in memo.verdicts:
+            continue
+        old_key = _dep_key(k, old_items[d.source], old_items[d.sink])
+        v = old_memo.verdicts.get(old_key)
+        if v is None:
+            continue
+        got = transfer_verdict(old_key[1:], new_key[1:], v)
+        if got is not None:
+            memo.verdicts[new_key] = got
+
+
+def _columns(a: tuple, b: tuple) -> list[tuple[int, object, object]]:
+    """The (position, source item, sink item) of a dependence's key items, without the
+    columns where both ends sit at one sequence position (their delta is 0 for every pair)."""
+    n = max(len(a), len(b))
+    a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+    return [(p, x, y) for p, (x, y) in enumerate(zip(a, b))
+            if not (isinstance(x, int) and isinstance(y, int) and x == y)]
+
+
+def transfer_verdict(old: tuple[tuple, tuple], new: tuple[tuple, tuple], v: Verdict
+                     ) -> Verdict | None:
+    """The verdict of a dependence for the (cut, ``_dep_key``) items ``new`` of its two ends,
+    given verdict ``v`` for the items ``old`` of the same statements, when the items alone
+    decide it; else None.
+
+    Proof. The time deltas of a dependence are the sink's schedule vector minus the source's
+    over its instance pairs. A column where both ends have the same sequence position is 0 in
+    every delta: it changes neither the lexicographic sign of any delta nor which pairs agree
+    before a column, and no loop sits there (carried: False). Dropping these columns from both
+    item lists, if what is left of ``new`` is what is left of ``old`` column for column (the
+    same pair of loop expressions: the same delta values; or two sequence positions whose
+    difference has the same sign: a constant of that sign in every delta), then the two delta
+    sets are the same up to zero columns and the scaling of constant columns, which no
+    lexicographic question can tell apart: same order verdict, and each column carries what
+    its old column carried.
+
+    The one other case: ``new`` ends (it is cut there) in sequence positions that differ by a
+    constant ``c`` (statements moved into different sibling loops) right after a prefix of
+    ``old``'s columns. Pairs that agree on that prefix are then decided by ``c``: some pair
+    is reversed if ``c < 0`` and such pairs exist, and the column carries the dependence if
+    they exist. When ``old`` is not broken (no delta lexicographically <= 0, so none negative
+    on the prefix), every pair agreeing on the prefix differs at a later column of ``old``,
+    where it is carried: such pairs exist exactly when a later column of ``old`` carries."""
+    ca, cb = _columns(*old), _columns(*new)
+    if len(cb) > len(ca) + 1:
+        return None
+    carried: dict[int, bool | None] = {}
+    for (p, x, y), (q, x2, y2) in zip(ca, cb):
+        same = (x, y) == (x2, y2) if isinstance(x, str) or isinstance(y, str) else (
+            isinstance(x2, int) and isinstance(y2, int) and (y > x) == (y2 > x2))
+        if not same:
+            break
+        carried[q] = v.carries(p)
+    else:
+        if len(cb) == len(ca):
+            n = max(len(new[0]), len(new[1]))
+            return Verdict(v.broken, tuple(carried.get(q, False) for q in range(n)))
+    m = len(carried)          # the columns before ``new``'s last one matched
+    if m != len(cb) - 1 or v.broken:
+        return None
+    q, x, y = cb[-1]
+    if not (isinstance(x, int) and isinstance(y, int)):
+        return None
+    later = [v.carries(p) for p, _, _ in ca[m:]]
+    if None in later:
+        return None
+    rest = any(later)
+    flags = tuple(carried.get(k, False) for k in range(q)) + (rest,)
+    return Verdict(rest and y < x, flags)
+
+
 def _inherit_order(old: State, new: State) -> None:
     memo = new.memo
     assert memo is not None
