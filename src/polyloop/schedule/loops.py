@@ -123,7 +123,8 @@ def reorder(state: State, nodes: Sequence[LoopNode]) -> State:
         new_seq[slot] = payload[n.id]
     rebuilt = _chain([replace(n, children=()) for n in new_seq], seg[-1].children)
     new = state.with_root(replace_node(state.root, seg[0].id, rebuilt))
-    st.inherit_permutation(state, new, seg[0], len(seg))
+    old_slot = {n.id: k for k, n in enumerate(seg)}
+    st.inherit_permutation(state, new, seg[0], len(seg), [old_slot[n.id] for n in new_seq])
     return new
 
 

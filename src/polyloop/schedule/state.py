@@ -6,7 +6,7 @@ A state is a Program, its loop tree, and the dependences every later schedule mu
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..errors import ScheduleError
@@ -335,15 +335,18 @@ def _time_map(state: State, stmt: str, items: tuple):
 
 
 def _inherit(old: State, new: State, position: int, under: set[str], width: int,
-             keep_order: bool) -> None:
+             keep_order: bool, perm: Sequence[int] | None = None) -> None:
     """Carry the per-dependence verdicts of ``old`` over to ``new``, which differs from it in
     the ``width`` flat dimensions from ``position`` (one loop there became ``width`` loops, or a
-    perfect chain of ``width`` loops was permuted) for the statements ``under`` them, and is
-    otherwise the same tree. A dependence with an end outside ``under`` is decided at a
-    sequence position above ``position``: its verdict does not change. One inside is computed
-    on ``old`` if need be (on the simpler schedule); if none of the old loops there carries
-    it, the new ones carry nothing either and everything else about it stays (see the callers
-    for why); otherwise the new loops' answers are left to be computed."""
+    perfect chain of ``width`` loops was permuted, new slot ``j`` holding old slot
+    ``perm[j]``) for the statements ``under`` them, and is otherwise the same tree. A
+    dependence with an end outside ``under`` is decided at a sequence position above
+    ``position``: its verdict does not change. One inside is computed on ``old`` if need be
+    (on the simpler schedule); if none of the old loops there carries it, the new ones carry
+    nothing either and everything else about it stays (see the callers for why); otherwise
+    the new loops' answers are left to be computed, except for a permutation that keeps the
+    relative order of the chain's loops on which the dependence's pairs may differ (see
+    ``_permuted``)."""
     memo = new.memo
     assert memo is not None and old.memo is memo, "verdicts hold for one program and its deps"
     old_items = dict(shape(old.program, old.root))
@@ -355,11 +358,38 @@ def _inherit(old: State, new: State, position: int, under: set[str], width: int,
         v = verdict(old, k, d, old_items[d.source], old_items[d.sink])
         quiet = all(v.carries(p) is False for p in range(position, position + old_width))
         if keep_order and not quiet:
+            got = _permuted(v, position, perm) if perm is not None else None
+            if got is not None:
+                memo.verdicts.setdefault(_dep_key(k, new_items[d.source], new_items[d.sink]),
+                                         got)
             continue
         here = (False,) * width if quiet else (None,) * width
         carried = v.carried[:position] + here + v.carried[position + old_width:]
         memo.verdicts.setdefault(_dep_key(k, new_items[d.source], new_items[d.sink]),
                                  Verdict(v.broken, carried))
+
+
+def _permuted(v: Verdict, position: int, perm: Sequence[int]) -> Verdict | None:
+    """The verdict after permuting the chain of loops at flat dimensions ``position`` ..
+    ``position + len(perm) - 1`` (new slot ``j`` holds old slot ``perm[j]``), or None.
+
+    Proof. If no dimension before ``p`` carries the dependence (``carried`` False, known,
+    for all of them), every pair agrees on all of them: a pair differing first at some
+    dimension would be carried there. So the leading dimensions with carried False are 0 in
+    every delta. Columns that are 0 in every delta change neither any delta's lexicographic
+    sign nor which pairs agree before another column. If the chain's other columns keep their
+    relative order, every delta keeps its sign (order verdict) and each of those columns
+    carries what it carried, as do the columns below the chain; the zero ones carry nothing."""
+    zero = 0
+    while zero < position + len(perm) and v.carries(zero) is False:
+        zero += 1
+    moving = [p for p in perm if position + p >= zero]
+    if moving != sorted(moving):
+        return None
+    chain = tuple(v.carries(position + p) if position + p >= zero else False for p in perm)
+    n = max(len(v.carried), position + len(perm))
+    rest = tuple(v.carries(p) for p in range(position + len(perm), n))
+    return Verdict(v.broken, tuple(v.carries(p) for p in range(position)) + chain + rest)
 
 
 def inherit_split(old: State, new: State, node: LoopNode, width: int) -> None:
@@ -371,12 +401,14 @@ def inherit_split(old: State, new: State, node: LoopNode, width: int) -> None:
     _inherit_order(old, new)
 
 
-def inherit_permutation(old: State, new: State, top: LoopNode, width: int) -> None:
-    """``new`` is ``old`` with the perfect chain of ``width`` loops from ``top`` permuted. For a
-    dependence none of these loops carries, pairs that agree above the chain agree on all of
-    it, so they still do after the permutation: the verdict is unchanged."""
+def inherit_permutation(old: State, new: State, top: LoopNode, width: int,
+                        perm: Sequence[int] | None = None) -> None:
+    """``new`` is ``old`` with the perfect chain of ``width`` loops from ``top`` permuted (new
+    slot ``j`` holding old slot ``perm[j]``, when given). For a dependence none of these loops
+    carries, pairs that agree above the chain agree on all of it, so they still do after the
+    permutation: the verdict is unchanged. For others see ``_permuted``."""
     _inherit(old, new, loop_position(old.root, top.id), set(statements_under(top)), width,
-             keep_order=True)
+             keep_order=True, perm=perm)
 
 
 def inherit_sequence_edit(old: State, new: State) -> None:
