@@ -38,9 +38,12 @@ def test_matmul_is_one_kernel_with_a_private_accumulator(rng, prefetch):
     assert "// temporary acc_k (scope local) is one element per work-item" in src
     assert ("__local float a_fetch[16][16];" in src) == prefetch
     assert src.count("barrier(CLK_LOCAL_MEM_FENCE);") == (2 if prefetch else 0)
-    # the grid is sized exactly: no guard on the work-group ids; partial tiles keep theirs
+    # the grid is sized exactly: no guard on the work-group ids; partial tiles keep theirs,
+    # as conditions on the ids (isl does not generate the work-group and work-item loops)
     assert "if (i_outer <" not in src and "if (j_outer <" not in src
-    assert "if (i_inner < pl_min_i64(16, n - 16 * i_outer))" in src
+    assert "const long i_inner = (long)get_local_id(1);" in src
+    assert "if (16 * i_outer + i_inner < n && 16 * j_outer + j_inner < n)" in src
+    assert "pl_min_i64(16, n - 16 * i_outer)" not in src
     for n in (1, 15, 17, 100):
         a = rng.standard_normal((n, n), dtype="float32")
         b = rng.standard_normal((n, n), dtype="float32")

@@ -65,14 +65,33 @@ class OpenCLPrinter(CFamilyPrinter):
         return f"(long){INDEX_FUNCTIONS[kind]}({'xyz'.index(axis)})"
 
     def emit_thread_loop(self, w: CodeWriter, loop: For) -> None:
-        """A work-group loop that covers exactly the launched grid needs no guard on its id."""
+        """A work-group or work-item loop whose values are the launched ids (from its start)
+        needs no guard on its id: ``const long i_inner = get_local_id(1);``."""
         if EXACT_GRID not in loop.annotations:
             super().emit_thread_loop(w, loop)
             return
-        var = self.names.ident(NameKind.ITERATOR, loop.var)
         with w.block(""):
-            w.statement(f"const {self.type_name(INDEX)} {var} = {self.thread_index(loop)}")
+            self._declare_ids(w, loop)
+
+    def _declare_ids(self, w: CodeWriter, loop: For) -> None:
+        """The id of an ``EXACT_GRID`` loop, and those of the ones directly inside it, in one
+        scope: ``const long i_outer = get_group_id(1); const long i_inner = ...``."""
+        var = self.names.ident(NameKind.ITERATOR, loop.var)
+        value = self.thread_index(loop)
+        if not (isinstance(loop.start, Const) and loop.start.value == 0):
+            value = f"{self.expr(loop.start)} + {value}"
+        w.statement(f"const {self.type_name(INDEX)} {var} = {value}")
+        inner = loop.body
+        if not (isinstance(inner, For) and inner.kind is LoopKind.THREAD
+                and EXACT_GRID in inner.annotations and not self.annotation_lines(inner)
+                and not self.local_temps.get(id(loop))):
             self.emit_loop_body(w, loop, var)
+            return
+        self.bound.setdefault(loop.var, []).append(var)
+        try:
+            self._declare_ids(w, inner)
+        finally:
+            self.bound[loop.var].pop()
 
     def annotation_lines(self, loop: For) -> list[str]:
         return [f"{k}: {v}" for k, v in loop.annotations if (k, v) != EXACT_GRID]

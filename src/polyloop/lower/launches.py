@@ -17,16 +17,20 @@ from itertools import count
 from ..errors import BuildError
 from ..ir.dtypes import DType
 from ..ir.expr import Const, Expr, free_vars, loads
-from ..ir.loops import Barrier, For, Kernel, LoopKind, Node, Store, iter_nodes, map_children
+from ..ir.loops import (Barrier, Block, For, If, Kernel, LoopKind, Node, Store, iter_nodes,
+                        map_children)
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly import gpu
-from ..poly.tree import LoopNode, Root, StmtNode, flat_schedule, path_to, statements_under
+from ..poly.astgen import HARDWARE_ID, HardwareLoop
+from ..poly.tree import (LoopNode, Root, StmtNode, flat_schedule, loops, path_to,
+                         statements_under)
 from .lower import lower
 from .storage import place_temporaries
 
 BARRIER_BUFFER = "__barrier"
-# the annotation of a work-group loop whose values are exactly the launched work-group ids
-EXACT_GRID = ("grid", "exact")
+# the annotation of a work-group or work-item loop whose values are the launched ids (plus its
+# start): its id needs no guard
+EXACT_GRID = HARDWARE_ID
 AXES = gpu.AXES
 
 
@@ -96,8 +100,11 @@ def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
     # compact first: reusing one box in every iteration is what creates the barriers' work
     sub, _, notes = place_temporaries(sub, tree)
     tree, sub = _with_barriers(sub, tree)
-    kernel = lower(sub, tree, name=name, compact=False)
-    body = _finish(sub, kernel.body, items, groups)
+    hardware = _hardware_loops(sub, tree, groups, items)
+    kernel = lower(sub, tree, name=name, compact=False, hardware=hardware)
+    if hardware and not _barriers_uniform(kernel.body):
+        kernel = lower(sub, tree, name=name, compact=False)
+    body = _finish(sub, tree, kernel.body, items, groups)
     scratch = tuple(b for b in kernel.temps if b.scope is MemScope.GLOBAL
                     and b.name != BARRIER_BUFFER and _uses(kernel.body, b.name))
     temps = tuple(b for b in kernel.temps if b.scope is not MemScope.GLOBAL)
@@ -135,6 +142,54 @@ def _sizes(program: Program, top: LoopNode | StmtNode) -> tuple[tuple[Expr, Expr
     one = Const(1, DType.INT64, True)
     return (tuple(groups.get(a, one) for a in AXES),  # type: ignore[return-value]
             tuple(items.get(a, 1) for a in AXES))  # type: ignore[return-value]
+
+
+def _hardware_loops(program: Program, tree: Root, groups: tuple[Expr, ...],
+                    items: tuple[int, ...]) -> dict[int, HardwareLoop]:
+    """The work-group and work-item loops of a launch that isl need not generate: each runs
+    ``start + id`` for the ids the launch has on its axis (every value of the loop among
+    them). A work-group loop whose values the grid does not cover from a constant start is
+    left to isl."""
+    out: dict[int, HardwareLoop] = {}
+    for n in loops(tree):
+        if not (gpu.is_group(n) or gpu.is_item(n)):
+            continue
+        axis = AXES.index(n.thread[-1])  # type: ignore[index]
+        start = gpu.loop_start(program, n)
+        if start is None:
+            continue
+        if gpu.is_item(n):
+            out[n.id] = HardwareLoop(start, Const(items[axis], DType.INT64, True))
+        elif gpu.covers(program, n, start, groups[axis]):
+            out[n.id] = HardwareLoop(start, groups[axis])
+    return out
+
+
+def _barriers_uniform(body: Node) -> bool:
+    """Does every work-item of a group reach the same barriers (no condition or loop bound on
+    a work-item index above one)? isl could, in principle, write the bounds of a loop that
+    holds a barrier with the work-item parameters; the caller then lets isl build the
+    work-item loops instead."""
+    def go(n: Node, items: frozenset[str], divergent: bool) -> bool:
+        if isinstance(n, Store):
+            return not (divergent and n.buffer == BARRIER_BUFFER)
+        if isinstance(n, For):
+            if n.thread and n.thread.startswith("threadIdx."):
+                items = items | {n.var}
+            else:
+                divergent = divergent or bool((free_vars(n.start) | free_vars(n.stop)) & items)
+        elif isinstance(n, If):
+            divergent = divergent or bool(free_vars(n.cond) & items)
+        return all(go(c, items, divergent) for c in _children(n))
+    return go(body, frozenset(), False)
+
+
+def _children(n: Node) -> tuple[Node, ...]:
+    if isinstance(n, For):
+        return (n.body,)
+    if isinstance(n, If):
+        return (n.then,) if n.otherwise is None else (n.then, n.otherwise)
+    return n.body if isinstance(n, Block) else ()
 
 
 def _all_loops(n: LoopNode):
@@ -181,15 +236,18 @@ def _insert(tree: Root, path: list[LoopNode], name: str, iters: tuple[str, ...],
     return Root(tuple(go(c) for c in tree.children))
 
 
-def _finish(program: Program, body: Node, items: tuple[int, ...], groups: tuple[Expr, ...]
-            ) -> Node:
-    """Barrier statements become Barrier nodes; a store outside the work-item (or work-group)
-    loop of an axis the launch spreads over runs on index 0 of that axis only; a work-group
-    loop that covers the whole grid is marked ``EXACT_GRID`` (its id needs no guard)."""
+def _finish(program: Program, tree: Root, body: Node, items: tuple[int, ...],
+            groups: tuple[Expr, ...]) -> Node:
+    """Barrier statements become Barrier nodes; a statement outside the work-item (or
+    work-group) loops of an axis the launch spreads over (in the loop tree: the kernel body
+    may declare every id at its top) runs on index 0 of that axis only; a work-group loop
+    that covers the whole grid is marked ``EXACT_GRID`` (its id needs no guard)."""
     exact = {f"blockIdx.{a}": g for a, g in zip(AXES, groups)}
     wide = [f"threadIdx.{a}" for a, n in zip(AXES, items) if n > 1]
     wide += [f"blockIdx.{a}" for a, g in zip(AXES, groups)
              if not (isinstance(g, Const) and g.value == 1)]
+    under = {s: frozenset(n.thread for n in path if n.thread)
+             for s, path in gpu.statement_paths(tree).items()}
     fresh = count()
 
     def go(n: Node, bound: frozenset[str]) -> Node:
@@ -197,13 +255,15 @@ def _finish(program: Program, body: Node, items: tuple[int, ...], groups: tuple[
             if n.buffer == BARRIER_BUFFER:
                 return Barrier("global" if "__barrier_g" in n.statement else "local")
             out: Node = n
-            for axis in reversed([a for a in wide if a not in bound]):
+            axes = under.get(n.statement, bound)
+            for axis in reversed([a for a in wide if a not in axes]):
                 out = For(f"_single_{next(fresh)}", Const(0, DType.INT64, True),
                           Const(1, DType.INT64, True), out, LoopKind.THREAD, thread=axis)
             return out
         inner = bound | {n.thread} if isinstance(n, For) and n.thread else bound
         out = map_children(n, lambda c: go(c, inner))
-        if isinstance(out, For) and _fills_grid(program, out, exact.get(out.thread or "")):
+        if (isinstance(out, For) and EXACT_GRID not in out.annotations
+                and _fills_grid(program, out, exact.get(out.thread or ""))):
             out = replace(out, annotations=out.annotations + (EXACT_GRID,))
         return out
     return go(body, frozenset())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Mapping
 
 from .. import config
 from ..errors import PolyloopError
@@ -15,7 +15,7 @@ from ..ir.expr import Expr
 from ..ir.loops import Block, For, If, Kernel, Node, Store, map_children
 from ..ir.printer import loops_to_str
 from ..ir.program import BufferRole, Program
-from ..poly.astgen import build_ast
+from ..poly.astgen import HardwareLoop, build_ast
 from ..poly.tree import Root
 from .storage import place_temporaries
 from ..ir.simplify import simplify
@@ -57,15 +57,17 @@ STEPS: tuple[tuple[str, Callable[[Node], Node]], ...] = (
 
 
 def lower(program: Program, root: Root, *, name: str | None = None,
-          compact: bool = True) -> Kernel:
+          compact: bool = True, hardware: Mapping[int, HardwareLoop] | None = None) -> Kernel:
     """The Kernel for ``program`` scheduled by the loop tree ``root``. With ``compact=False``
-    the temporaries are taken as they are (a caller that placed them already)."""
+    the temporaries are taken as they are (a caller that placed them already). ``hardware``:
+    the loops a GPU runs as work-groups and work-items, which isl does not generate
+    (``poly.astgen.build_ast``)."""
     if compact:
         program, temps, notes = place_temporaries(program, root)
     else:
         temps = tuple(b for b in program.buffers if b.role is BufferRole.TEMP)
         notes = ()
-    body = build_ast(program, mark_paths(root), isolate=True)
+    body = build_ast(program, mark_paths(root), isolate=True, hardware=hardware)
     for step, fn in STEPS:
         try:
             body = fn(body)

@@ -287,6 +287,29 @@ def at_least(program: Program, value: Expr, limit: Expr) -> bool:
     return bool(bad.is_empty())
 
 
+def loop_start(program: Program, node: LoopNode) -> int | None:
+    """The smallest value the loop takes, over all its statements and parameter values, when
+    it is a constant (the value that id 0 of a GPU axis stands for)."""
+    los = [value_range(program, s, node.expr(s))[0] for s in statements_under(node)]
+    return None if not los or None in los else min(los)  # type: ignore[type-var]
+
+
+def covers(program: Program, node: LoopNode, start: int, count: Expr) -> bool:
+    """Do the values ``start .. start + count - 1`` hold every value of the loop, for every
+    value of the size parameters? (``count``: an expression of the parameters.)"""
+    try:
+        top = f"{start} + {expr_to_isl(count)}"
+    except NotAffine:
+        return False
+    for s in statements_under(node):
+        m = _full(program, node.expr(s))
+        img = m.intersect_domain(_align(domain(program, program.statement(s)), m)).range()
+        beyond = set_(f"{params_prefix(program.params)}{{ [v] : v >= {top} }}")
+        if not img.intersect(_align(beyond, img)).is_empty():
+            return False
+    return True
+
+
 def item_count(program: Program, node: LoopNode) -> int:
     """The number of values of a work-item loop, which must be a constant."""
     los, his = [], []

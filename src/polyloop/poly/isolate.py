@@ -38,25 +38,32 @@ True
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 import islpy as isl
 
 from ..ir.loops import LoopKind
 from ..ir.program import Program
 from .affine import prefix_map
 from .gpu import statement_paths
-from .tree import LoopNode, Root, loops, statements_under
+from .tree import LoopNode, Root, loops, path_to, statements_under
 
 ANNOTATION = "isolate"
 _TILE_KINDS = (LoopKind.UNROLLED, LoopKind.VECTORIZED)
 
 
 def isolate_full_tiles(program: Program, root: Root, schedule: isl.Schedule,
-                       context: isl.Set) -> isl.Schedule:
+                       context: isl.Set, hardware: Mapping[int, str] | None = None
+                       ) -> isl.Schedule:
     """``schedule`` (the isl schedule tree of ``root``, one band under a mark ``L<id>`` per loop)
-    with the ``isolate`` option on each isolation loop's band (see the module docstring)."""
+    with the ``isolate`` option on each isolation loop's band (see the module docstring).
+    ``hardware``: loop id -> the build parameter that stands for a loop without a band (a GPU
+    index, ``astgen.build_ast``); the full-tile sets say it through that parameter."""
     plan = isolation_plan(program, root, context)
     if not plan:
         return schedule
+    if hardware:
+        plan = {k: _as_parameters(root, k, full, hardware) for k, full in plan.items()}
 
     def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
         if node.get_type() != isl.schedule_node_type.band or not node.has_parent():
@@ -83,6 +90,22 @@ def isolation_plan(program: Program, root: Root, context: isl.Set) -> dict[int, 
         loop_id, full = found
         plan[loop_id] = plan[loop_id].intersect(full) if loop_id in plan else full
     return plan
+
+
+def _as_parameters(root: Root, loop_id: int, full: isl.Set, hardware: Mapping[int, str]
+                   ) -> isl.Set:
+    """The full-tile set of an isolation loop with the dimensions of hardware loops (the
+    loops from the outermost down to it) turned into their parameters."""
+    path = path_to(root, loop_id)
+    assert path is not None and len(path) == full.dim(isl.dim_type.set)
+    for k in reversed(range(len(path))):
+        name = hardware.get(path[k].id)
+        if name is None:
+            continue
+        at = full.dim(isl.dim_type.param)
+        full = full.move_dims(isl.dim_type.param, at, isl.dim_type.set, k, 1)
+        full = full.set_dim_name(isl.dim_type.param, at, name)
+    return full
 
 
 def _options(full: isl.Set) -> isl.UnionSet:
