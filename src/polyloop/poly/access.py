@@ -66,17 +66,43 @@ def _relation(program: Program, stmt: Statement, load: Load) -> tuple[isl.Map, b
 def _accesses_cached(program: Program) -> tuple[Access, ...]:
     out: list[Access] = []
     for s in program.statements:
-        target = s.target
-        rel, exact = _relation(program, s, target)
-        acc = s.reduction is not None
-        out.append(Access(s.name, s.buffer, True, acc, exact, rel))
-        if acc:
-            out.append(Access(s.name, s.buffer, False, True, exact, rel))
-        value_reads = loads(s.value) + [ld for ix in s.indices for ld in loads(ix)]
-        for ld in value_reads:
-            r, ex = _relation(program, s, ld)
-            out.append(Access(s.name, ld.buffer, False, False, ex, r))
+        out.extend(_statement_accesses(program, s))
     return tuple(out)
+
+
+# A statement's exact accesses depend only on it and the size parameters: remembered per
+# statement object (immutable, held alive so that its id stays its own), so that a program
+# rewritten in one statement (a prefetch, a compacted temporary) re-derives only that one.
+_BY_STATEMENT: dict[tuple, tuple[Statement, tuple[Access, ...]]] = {}
+
+
+def _statement_accesses(program: Program, s: Statement) -> tuple[Access, ...]:
+    key = (tuple(program.params), id(s))
+    got = _BY_STATEMENT.get(key)
+    if got is not None and got[0] is s:
+        return got[1]
+    out: list[Access] = []
+    rel, exact = _relation(program, s, s.target)
+    acc = s.reduction is not None
+    out.append(Access(s.name, s.buffer, True, acc, exact, rel))
+    if acc:
+        out.append(Access(s.name, s.buffer, False, True, exact, rel))
+    value_reads = loads(s.value) + [ld for ix in s.indices for ld in loads(ix)]
+    for ld in value_reads:
+        r, ex = _relation(program, s, ld)
+        out.append(Access(s.name, ld.buffer, False, False, ex, r))
+    result = tuple(out)
+    if all(a.exact for a in result):     # an inexact one is the buffer's box: the program's
+        if len(_BY_STATEMENT) >= 4096:
+            _BY_STATEMENT.clear()
+        _BY_STATEMENT[key] = (s, result)
+    return result
+
+
+def clear_caches() -> None:
+    """Forget the remembered accesses (for timing code generation from scratch)."""
+    _accesses_cached.cache_clear()
+    _BY_STATEMENT.clear()
 
 
 def accesses(program: Program) -> tuple[Access, ...]:

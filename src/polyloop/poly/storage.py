@@ -109,7 +109,7 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     assert footprint is not None
     footprint = footprint.coalesce()
     nd = footprint.dim(isl.dim_type.out)
-    shape, corners = [], []
+    shape, corners = [], None
     for d in range(nd):
         fd = footprint.project_out(isl.dim_type.out, d + 1, nd - d - 1).project_out(
             isl.dim_type.out, 0, d)
@@ -125,15 +125,20 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
         if len(vals) != 1:
             return f"its footprint in dimension {d} has no constant size"
         shape.append(vals.pop() + 1)
-        corners.append(isl.PwMultiAff.from_map(corner).get_pw_aff(0))
+        corners = corner if corners is None else _align(corners, corner).flat_range_product(
+            _align(corner, corners))
+    assert corners is not None
+    # every dimension's corner at once: one pullback and one gist per statement
+    corner_all = isl.PwMultiAff.from_map(corners)
     offsets = {}
     for s in stmts:
         st = program.statement(s)
         pma = isl.PwMultiAff.from_map(keys[s])
+        off_all = _align(corner_all, pma).pullback_pw_multi_aff(_align(pma, corner_all))
+        off_all = off_all.coalesce().gist(_align(keys[s].domain(), off_all))
         per_dim = []
-        for c in corners:
-            off = _align(c, pma).pullback_pw_multi_aff(_align(pma, c)).coalesce()
-            off = off.gist(_align(keys[s].domain(), off))
+        for d in range(nd):
+            off = off_all.get_pw_aff(d).coalesce()
             try:
                 per_dim.append(simplify(pw_aff_to_expr(off, st.iters, "a footprint corner")))
             except Exception:
