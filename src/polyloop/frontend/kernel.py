@@ -308,6 +308,7 @@ class _Builder:
     # the program -----------------------------------------------------------------------------------
     def build(self, name: str) -> Program:
         self._weak: dict[str, DType] = {}
+        self._accumulators: dict[str, tuple[str, ...]] = {}
         self._infer_dtypes()
         converted = [self._exprs(ins) for ins in self.insns]
         own = [self._own_inames(*c) for c in converted]
@@ -327,7 +328,7 @@ class _Builder:
                           kd.assumptions_text(self.params, self.assumptions)
                           if self.assumptions else "",
                           nesting=tuple((st.name, where[st.name]) for st in statements))
-        program = privatized(program)
+        program = privatized(program, self._accumulators)
         return with_roles(program, {n: k for k, n in enumerate(self.decl)})
 
     def _statements(self, ins: Instruction, idx, value, conds, inames: set[str]):
@@ -384,6 +385,7 @@ class _Builder:
         self.names.arrays[acc] = 0
         self.names.dtypes[acc] = dtype
         self.temps[acc] = dtype.value
+        self._accumulators[acc] = tuple(loops)
         names = (f"{ins.id}_init", ins.id, f"{ins.id}_store")
         doms = [kd.statement_domain(self.doms, n, its, affine)
                 for n, its in zip(names, (loops, loops + red, loops))]

@@ -4,13 +4,15 @@ the loop nest the instructions spell (``Program.nesting``), private temporaries,
 arrays are inputs, outputs or updated in place."""
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from ..ir.dtypes import DType
 from ..ir.expr import Const, Expr, Load, ReduceKind, Var, cast, const, loads, rewrite
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly.dataflow import reads_initial_values
-from ..poly.gpu import loop_extent
+from ..poly.gpu import loop_extent, statement_paths
 from ..poly.order import original_tree
 from ..poly.storage import private_loops
 from ..poly.tree import flat_schedule
@@ -80,16 +82,28 @@ def nesting(items: list[tuple[Statement, list[str], bool]]) -> dict[str, tuple[i
     return out
 
 
-def privatized(program: Program) -> Program:
+def privatized(program: Program,
+               accumulators: Mapping[str, tuple[str, ...]] | None = None) -> Program:
     """Each private temporary gets one element per iteration of the loops around its uses whose
     iterations exchange no value through it (``acc`` in ``acc = 0; acc = acc + a[i, k];
     y[i] = acc`` gets one per i), so that those loops carry no dependence on it and can run in
-    parallel. Lowering shrinks it back to what one iteration needs."""
+    parallel. Lowering shrinks it back to what one iteration needs.
+
+    ``accumulators`` names the scalar accumulators the front end made for reductions into
+    arrays, with the loops of their instruction: ``acc = 0`` at the start of each iteration of
+    those loops, the updates inside it, the store last. When these loops are all the loops
+    around its three statements, every read of the accumulator in an iteration follows that
+    iteration's ``acc = 0`` (its only element): no value flows between iterations, which is
+    what the dataflow of ``private_loops`` would find, without computing it."""
     root = original_tree(program)[0]
+    paths = statement_paths(root)
+    accumulators = accumulators or {}
     for b in program.buffers:
         if b.role is not BufferRole.TEMP or b.scope is not MemScope.LOCAL:
             continue
-        loops = private_loops(program, root, b.name)
+        loops = _common_loops(paths, program, b.name) if b.name in accumulators else None
+        if loops is None or [n.name for n in loops] != list(accumulators[b.name]):
+            loops = private_loops(program, root, b.name)
         users = [s for s in program.statements
                  if s.buffer == b.name or any(ld.buffer == b.name for ld in s.reads())]
         extents = [loop_extent(program, n) for n in loops]
@@ -110,6 +124,21 @@ def privatized(program: Program) -> Program:
         program = program.replace(statements=statements, buffers=tuple(
             wide if x.name == b.name else x for x in program.buffers))
     return program
+
+
+def _common_loops(paths: Mapping[str, list], program: Program, buffer: str) -> list | None:
+    """The loops around every statement that accesses ``buffer``, outermost first."""
+    users = [s.name for s in program.statements
+             if s.buffer == buffer or any(ld.buffer == buffer for ld in s.reads())]
+    if not users or any(u not in paths for u in users):
+        return None
+    common = paths[users[0]]
+    for u in users[1:]:
+        k = 0
+        while k < min(len(common), len(paths[u])) and common[k].id == paths[u][k].id:
+            k += 1
+        common = common[:k]
+    return common
 
 
 def with_roles(program: Program, declared: dict[str, int]) -> Program:

@@ -22,7 +22,7 @@ import islpy as isl
 
 from ..errors import ParseError
 from ..ir.expr import BinOp, BinOpKind, Expr, Unary, UnaryKind
-from .isl_util import NotAffine, expr_to_isl, params_prefix
+from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
 from .regions import pw_aff_to_expr
 
 # Words of isl's set syntax that are not names of dimensions or parameters.
@@ -296,22 +296,28 @@ def infer_extents(array: str, ndim: int, accesses: Sequence[ArrayAccess],
                              f"{array}[{', '.join(str(i) for i in a.indices)}] is not affine; "
                              f"declare it with args=[pl.ArrayArg({array!r}, dtype, shape=...)]"
                              ) from None
-        dom = isl.Set(a.domain)
-        m = isl.Map(f"{params_prefix(list(params))}{{ {dom.get_tuple_name()}"
-                    f"[{', '.join(a.iters)}] -> {array}[{idx}] }}")
+        dom = set_(a.domain)
+        m = map_(f"{params_prefix(list(params))}{{ {dom.get_tuple_name()}"
+                 f"[{', '.join(a.iters)}] -> {array}[{idx}] }}")
         img = _align(m, dom).intersect_domain(_align(dom, m)).range()
         region = img if region is None else _union(region, img)
     if region is None:
         return []
     region = _align(region, ctx).intersect_params(_align(ctx, region))
     dims = [f"x{k}" for k in range(ndim)]
+    head = f"{{ {array}[{', '.join(dims)}] : "
+    negative = isl.Set(head + " or ".join(f"x{k} < 0" for k in range(ndim)) + " }")
+    if not _align(region, negative).intersect(_align(negative, region)).is_empty():
+        for k in range(ndim):   # which dimension, for the message
+            below = isl.Set(head + f"x{k} < 0 }}")
+            if not _align(region, below).intersect(_align(below, region)).is_empty():
+                raise ParseError(f"an index of '{array}' in dimension {k} may be negative; "
+                                 "indices must be >= 0 (add an assumption or shift the index)")
+    region = region.coalesce()
+    known = _align(ctx, region)
     extents: list[Expr] = []
     for k in range(ndim):
-        below = isl.Set(f"{{ {array}[{', '.join(dims)}] : x{k} < 0 }}")
-        if not _align(region, below).intersect(_align(below, region)).is_empty():
-            raise ParseError(f"an index of '{array}' in dimension {k} may be negative; "
-                             "indices must be >= 0 (add an assumption or shift the index)")
-        hi = _single_piece(region.coalesce().dim_max(k).gist_params(_align(ctx, region)))
+        hi = _single_piece(region.dim_max(k).gist_params(known))
         extents.append(pw_aff_to_expr(hi.add_constant_val(isl.Val(1)), [],
                                       f"the extent of '{array}'", upper_bound=True))
     return extents
