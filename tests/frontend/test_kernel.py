@@ -259,3 +259,24 @@ def test_a_parallel_tag_on_the_reduction_loop_is_still_refused():
     knl = pl.tag_inames(knl, {"j": "g.1"})
     with pytest.raises(pl.ScheduleError, match="k_outer.*acc_k"):
         pl.split_iname(knl, "k", 16, outer_tag="g.2")
+
+
+@pytest.mark.parametrize("domain, insns", [
+    ("{ [i, j, k] : 0 <= i, j, k < n }", "c[i, j] = sum(k, a[i, k]*b[k, j])"),
+    ("{ [i, k] : 0 <= i < n and 0 <= k <= i }", "y[i] = max(k, a[i, k])"),
+    ("{ [i, j, k] : 0 <= i < n and 0 <= j < m and 0 <= k < j }",
+     "t[i] = 2*a[i, 0] {id=s1}\nc[i, j] = sum(k, t[i]*b[k, j]) {id=s2, dep=s1}"),
+])
+def test_accumulator_privatized_as_dataflow_says(monkeypatch, domain, insns):
+    """make_kernel privatizes its reduction accumulators without dataflow; the program is the
+    one the dataflow test (``private_loops``) gives."""
+    from polyloop.frontend import kernel_program
+    fast = pl.make_kernel(domain, insns).program
+    plain = kernel_program.privatized
+    monkeypatch.setattr(kernel_program, "privatized", lambda p, accumulators=None: plain(p))
+    from polyloop.frontend import kernel as kernel_mod
+    monkeypatch.setattr(kernel_mod, "privatized", lambda p, accumulators=None: plain(p))
+    slow = pl.make_kernel(domain, insns).program
+    assert [str(b) for b in fast.buffers] == [str(b) for b in slow.buffers]
+    assert [str(s) for s in fast.statements] == [str(s) for s in slow.statements]
+    assert any(b.name.startswith("acc_") and b.shape for b in fast.buffers)
