@@ -2,13 +2,14 @@
 """Arithmetic on loop expressions (isl maps ``S[i, ...] -> [value]``) for the schedule primitives."""
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 import islpy as isl
 
 from ..ir.program import Program
 from .access import accesses, domain, footprint
-from .isl_util import map_, params_prefix, printed
+from .isl_util import map_, params_prefix, printed, set_
 
 
 def _full(program: Program, text: str) -> isl.Map:
@@ -32,14 +33,29 @@ def combine(program: Program, exprs: Sequence[str], formula: str) -> str:
 
 def value_range(program: Program, stmt: str, expr: str) -> tuple[int | None, int | None]:
     """Bounds on a loop expression over the statement's domain and all parameter values, when
-    they are finite (e.g. ``k mod 4`` lies in [0, 3] whatever n is)."""
-    img = _full(program, expr).intersect_domain(domain(program, program.statement(stmt))).range()
+    they are finite (e.g. ``k mod 4`` lies in [0, 3] whatever n is). Remembered by value: the
+    primitives and the lowering ask about the same loops many times."""
+    return _value_range(tuple(program.params), program.statement(stmt).domain, expr)
+
+
+@lru_cache(maxsize=4096)
+def _value_range(params: tuple[str, ...], domain_text: str, expr: str
+                 ) -> tuple[int | None, int | None]:
+    dom = domain_text if domain_text.lstrip().startswith("[") else \
+        params_prefix(params) + domain_text
+    text = expr if expr.lstrip().startswith("[") else params_prefix(params) + expr
+    img = map_(text).intersect_domain(set_(dom)).range()
     if img.is_empty():
         return None, None
     # the optimum over the integer points of the set, parameters included: what the minimum
     # of the parametric minimum (``dim_min``) would give, without computing that
     value = isl.Aff.var_on_domain(isl.LocalSpace.from_space(img.get_space()), isl.dim_type.set, 0)
     return _finite(img.min_val(value)), _finite(img.max_val(value))
+
+
+def clear_caches() -> None:
+    """Forget remembered value ranges (for timing code generation from scratch)."""
+    _value_range.cache_clear()
 
 
 def _finite(v: isl.Val) -> int | None:
