@@ -171,20 +171,25 @@ def _values_stay(program: Program, root: Root, buffer: str,
 def _elements_stay(program: Program, buffer: str, keys: dict[str, isl.Map]) -> bool:
     """Does every write of ``buffer`` touch only elements that no other key iteration reads?
     Then no value can flow between key iterations, whatever the order: a cheap sufficient
-    test (a private accumulator ``acc[i, j]``) before exact dataflow under the schedule."""
-    acc = [a for a in accesses(program) if a.buffer == buffer]
-    for w in acc:
-        if not w.is_write:
+    test (a private accumulator ``acc[i, j]``) before exact dataflow under the schedule.
+
+    Asked in the key space: with each access's ``element -> key`` relation (the key maps are
+    functions of the instance), the pairs (write key, read key) of instances that touch one
+    element must all be equal keys, for all writes and reads at once."""
+    written = read = None
+    for a in accesses(program):
+        if a.buffer != buffer:
             continue
-        for r in acc:
-            if r.is_write:
-                continue
-            pairs = w.relation.apply_range(_align(r.relation, w.relation).reverse())
-            kw, kr = keys[w.statement], keys[r.statement]
-            same = _align(kw, kr).apply_range(_align(kr, kw).reverse())
-            if not _align(pairs, same).is_subset(_align(same, pairs)):
-                return False
-    return True
+        k = keys[a.statement]
+        e = _align(a.relation, k).reverse().apply_range(_align(k, a.relation))
+        if a.is_write:
+            written = e if written is None else _align(written, e).union(_align(e, written))
+        else:
+            read = e if read is None else _align(read, e).union(_align(e, read))
+    if written is None or read is None:
+        return True
+    pairs = _align(written, read).reverse().apply_range(_align(read, written))
+    return bool(pairs.is_subset(isl.Map.identity(pairs.get_space())))
 
 
 def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str, name: str,

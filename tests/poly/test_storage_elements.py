@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``storage._elements_stay`` (asked once in the key space) answers as the pairwise test it
+replaced (every write/read pair of instances on one element in one key iteration), on the
+temporaries of kernels where it holds and where it does not."""
+from __future__ import annotations
+
+import polyloop as pl
+from polyloop.poly import storage
+from polyloop.poly.access import accesses
+from polyloop.poly.affine import prefix_map
+
+def _pairwise(program, buffer, keys) -> bool:
+    acc = [a for a in accesses(program) if a.buffer == buffer]
+    al = storage._align
+    for w in acc:
+        for r in acc:
+            if not w.is_write or r.is_write:
+                continue
+            pairs = w.relation.apply_range(al(r.relation, w.relation).reverse())
+            kw, kr = keys[w.statement], keys[r.statement]
+            same = al(kw, kr).apply_range(al(kr, kw).reverse())
+            if not al(pairs, same).is_subset(al(same, pairs)):
+                return False
+    return True
+
+
+def _kernels():
+    mm = pl.make_kernel("{ [i, j, k] : 0 <= i, j, k < n }", "c[i, j] = sum(k, a[i, k]*b[k, j])")
+    mm = pl.split_iname(mm, "i", 16, outer_tag="g.1", inner_tag="l.1")
+    mm = pl.split_iname(mm, "j", 16, outer_tag="g.0", inner_tag="l.0")
+    mm = pl.split_iname(mm, "k", 16)
+    yield mm
+    yield pl.add_prefetch(pl.add_prefetch(mm, "a", ["i_inner", "k_inner"]), "b",
+                          ["k_inner", "j_inner"])
+    # a private scalar that carries a value from one iteration to the next
+    yield pl.make_kernel("{ [i] : 0 <= i < n }", "<> s = 2*a[i] {id=s1}\n"
+                         "out[i] = s + 1 {id=s2, dep=s1}")
+    yield pl.make_kernel("{ [i, j] : 0 <= i < n and 0 <= j < i }",
+                         "<> t = a[i, j] {id=s1}\nout[i, j] = t*t {id=s2, dep=s1}")
+
+
+def test_key_space_test_matches_pairwise(monkeypatch):
+    seen = []
+    plain = storage._elements_stay
+
+    def record(program, buffer, keys):
+        got = plain(program, buffer, keys)
+        assert got == _pairwise(program, buffer, keys), buffer
+        seen.append(got)
+        return got
+    monkeypatch.setattr(storage, "_elements_stay", record)
+    for knl in _kernels():
+        _lower(knl)
+    # and with keys that separate iterations the values cross (loop i of a recurrence)
+    p = pl.make_kernel("{ [i] : 1 <= i < n }", "b[i] = b[i - 1] + a[i]").program
+    key = prefix_map(p, "insn", ["{ insn[i] -> [(i)] }"])
+    assert not plain(p, "b", {"insn": key}) and not _pairwise(p, "b", {"insn": key})
+    assert True in seen and False in seen
+
+
+def _lower(knl):
+    from polyloop.codegen.opencl import generate_opencl
+    from polyloop.lower.launches import lower_device
+    from polyloop.schedule.kernel import schedule_of
+    sch = schedule_of(knl)
+    return generate_opencl(lower_device(sch.program, sch.state.root))
