@@ -101,13 +101,18 @@ def compute(program: Program, schedule: dict[str, isl.Map]) -> Dependences:
         by_buffer.setdefault(a.buffer, []).append(a)
     found: dict[tuple, isl.Map] = {}
     index = {id(a): k for k, a in enumerate(acc)}
+    orders: dict[tuple[str, str], isl.Map] = {}     # one lexicographic order per statement pair
     for buf, group in by_buffer.items():
         for a in group:
             for b in group:
                 if not (a.is_write or b.is_write):
                     continue
                 rel = a.relation.apply_range(b.relation.reverse())
-                before = schedule[a.statement].lex_lt_map(schedule[b.statement])
+                pair = (a.statement, b.statement)
+                before = orders.get(pair)
+                if before is None:
+                    before = orders[pair] = schedule[a.statement].lex_lt_map(
+                        schedule[b.statement])
                 rel = rel.intersect(before)
                 if rel.is_empty():
                     continue
