@@ -9,7 +9,7 @@ sequence. This is the whole schedule: ``flat_schedule`` turns it into one map pe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterator, Union
 
@@ -61,7 +61,11 @@ class LoopNode:
         raise KeyError(statement)
 
     def with_children(self, children: tuple["Node", ...]) -> "LoopNode":
-        return replace(self, children=children)
+        if len(children) == len(self.children) and all(
+                a is b for a, b in zip(children, self.children)):
+            return self     # immutable: an unchanged subtree is shared
+        return LoopNode(self.id, self.name, self.exprs, children, self.kind, self.unroll_factor,
+                        self.thread, self.annotations, self.collapse)
 
 
 @dataclass(frozen=True, slots=True)
