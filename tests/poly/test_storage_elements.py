@@ -64,3 +64,18 @@ def _lower(knl):
     from polyloop.schedule.kernel import schedule_of
     sch = schedule_of(knl)
     return generate_opencl(lower_device(sch.program, sch.state.root))
+
+
+def test_compact_scalar_and_box_offsets(monkeypatch):
+    """A scalar temporary compacts to a scalar (no dimension, no offsets); a private array
+    indexed by its loops compacts to one element whose corner is the loop value."""
+    from polyloop.frontend import kernel as kernel_mod
+    from polyloop.poly.order import original_tree
+    insns = "<> s = 2*a[i] {id=s1}\nout[i] = s + 1 {id=s2, dep=s1}"
+    wide = pl.make_kernel("{ [i] : 0 <= i < n }", insns).program
+    got = storage.compact(wide, original_tree(wide)[0], "s")
+    assert got.shape == (1,) and [str(o[0]) for o in got.offsets.values()] == ["i", "i"]
+    monkeypatch.setattr(kernel_mod, "privatized", lambda p, accumulators=None: p)
+    scalar = pl.make_kernel("{ [i] : 0 <= i < n }", insns).program
+    got = storage.compact(scalar, original_tree(scalar)[0], "s")
+    assert got.shape == () and got.offsets == {"s1": (), "s2": ()} and got.home == "i"

@@ -127,25 +127,41 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
         shape.append(vals.pop() + 1)
         corners = corner if corners is None else _align(corners, corner).flat_range_product(
             _align(corner, corners))
-    assert corners is not None
-    # every dimension's corner at once: one pullback and one gist per statement
-    corner_all = isl.PwMultiAff.from_map(corners)
-    offsets = {}
-    for s in stmts:
-        st = program.statement(s)
-        pma = isl.PwMultiAff.from_map(keys[s])
-        off_all = _align(corner_all, pma).pullback_pw_multi_aff(_align(pma, corner_all))
-        off_all = off_all.coalesce().gist(_align(keys[s].domain(), off_all))
-        per_dim = []
-        for d in range(nd):
-            off = off_all.get_pw_aff(d).coalesce()
-            try:
-                per_dim.append(simplify(pw_aff_to_expr(off, st.iters, "a footprint corner")))
-            except Exception:
-                return f"the corner of its footprint is piecewise for '{s}' ({off})"
-        offsets[s] = tuple(per_dim)
+    # every dimension's corner at once, composed with each statement's key map
+    offsets: dict[str, tuple[Expr, ...]] = {s: () for s in stmts}
+    for s in stmts if corners is not None else ():
+        per_dim = _offsets(program, s, keys[s], corners, nd, pullback=False)
+        if isinstance(per_dim, str):    # piecewise: try the other formulation before refusing
+            per_dim = _offsets(program, s, keys[s], corners, nd, pullback=True)
+        if isinstance(per_dim, str):
+            return per_dim
+        offsets[s] = per_dim
     home = key[stmts[0]]
     return Compaction(buffer, home[-1].name if home else None, tuple(shape), offsets)
+
+
+def _offsets(program: Program, stmt: str, key: isl.Map, corners: isl.Map, nd: int, *,
+             pullback: bool) -> tuple[Expr, ...] | str:
+    """The footprint's corner for each instance of ``stmt`` (``corners`` of its key values), one
+    expression of its iterators per dimension, or why not (a piecewise corner). Composed as
+    maps and simplified on the key's domain, or (``pullback``) as piecewise affine functions."""
+    st = program.statement(stmt)
+    if pullback:
+        pma = isl.PwMultiAff.from_map(key)
+        corner_all = isl.PwMultiAff.from_map(corners)
+        off_all = _align(corner_all, pma).pullback_pw_multi_aff(_align(pma, corner_all))
+        off_all = off_all.coalesce().gist(_align(key.domain(), off_all))
+    else:
+        off_all = isl.PwMultiAff.from_map(
+            key.apply_range(_align(corners, key)).gist_domain(key.domain()))
+    per_dim = []
+    for d in range(nd):
+        off = off_all.get_pw_aff(d).coalesce()
+        try:
+            per_dim.append(simplify(pw_aff_to_expr(off, st.iters, "a footprint corner")))
+        except Exception:
+            return f"the corner of its footprint is piecewise for '{stmt}' ({off})"
+    return tuple(per_dim)
 
 
 def _values_stay(program: Program, root: Root, buffer: str,
