@@ -50,16 +50,22 @@ def buffer_box(program: Program, name: str) -> isl.Set:
 
 
 def _relation(program: Program, stmt: Statement, load: Load) -> tuple[isl.Map, bool]:
-    dom = domain(program, stmt)
     head = f"{params_prefix(program.params)}{{ {stmt.name}[{', '.join(stmt.iters)}] -> "
     try:
         idx = ", ".join(expr_to_isl(i) for i in load.indices)
-        rel = map_(f"{head}{load.buffer}[{idx}] }}")
-        return rel.intersect_domain(dom), True
     except NotAffine:
         box = buffer_box(program, load.buffer)
-        rel = isl.Map.from_domain_and_range(dom, box)
+        rel = isl.Map.from_domain_and_range(domain(program, stmt), box)
         return rel, False
+    return _on_domain(f"{head}{load.buffer}[{idx}] }}", _with_params(program, stmt.domain)), True
+
+
+@lru_cache(maxsize=4096)
+def _on_domain(relation: str, domain_text: str) -> isl.Map:
+    """An access relation's text restricted to a statement domain's text, remembered: the
+    rewrites of lowering (a temporary compacted, a load redirected) make new statements
+    whose other accesses are unchanged."""
+    return map_(relation).intersect_domain(set_(domain_text))
 
 
 @lru_cache(maxsize=1024)
@@ -102,6 +108,7 @@ def _statement_accesses(program: Program, s: Statement) -> tuple[Access, ...]:
 def clear_caches() -> None:
     """Forget the remembered accesses (for timing code generation from scratch)."""
     _accesses_cached.cache_clear()
+    _on_domain.cache_clear()
     _BY_STATEMENT.clear()
 
 
