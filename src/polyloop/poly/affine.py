@@ -56,6 +56,7 @@ def _value_range(params: tuple[str, ...], domain_text: str, expr: str
 def clear_caches() -> None:
     """Forget remembered value ranges (for timing code generation from scratch)."""
     _value_range.cache_clear()
+    _prefix_map.cache_clear()
 
 
 def _finite(v: isl.Val) -> int | None:
@@ -95,14 +96,22 @@ def placement(program: Program, relation: isl.UnionMap | isl.Map, stmt: str, *,
 
 
 def prefix_map(program: Program, stmt: str, exprs: Sequence[str]) -> isl.Map:
-    """``stmt[...] -> [v0, ..., vd]``: the values of the given loop expressions, on the domain."""
-    s = program.statement(stmt)
+    """``stmt[...] -> [v0, ..., vd]``: the values of the given loop expressions, on the domain
+    (remembered by value: a prefetch and the compaction of its copy ask for the same)."""
+    assert exprs
+    return _prefix_map(tuple(program.params), program.statement(stmt).domain, tuple(exprs))
+
+
+@lru_cache(maxsize=4096)
+def _prefix_map(params: tuple[str, ...], domain_text: str, exprs: tuple[str, ...]) -> isl.Map:
     m = None
     for e in exprs:
-        piece = _full(program, e)
+        piece = map_(e if e.lstrip().startswith("[") else params_prefix(params) + e)
         m = piece if m is None else m.flat_range_product(piece)
     assert m is not None
-    return m.intersect_domain(domain(program, s))
+    dom = domain_text if domain_text.lstrip().startswith("[") else \
+        params_prefix(params) + domain_text
+    return m.intersect_domain(set_(dom))
 
 
 def fixed_by(program: Program, stmt: str, outer: Sequence[str], expr: str) -> bool:
