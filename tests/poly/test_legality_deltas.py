@@ -159,3 +159,22 @@ def test_distribute_refusal_unchanged():
     sch = pl.Schedule(knl.program)
     sch.distribute(sch.get_loops("s1")[0], at=1)
     assert len(sch.state.root.children) == 2
+
+
+@pytest.mark.parametrize("fetch", [("a",), ("a", "b")])
+def test_prefetch_kernel_verdicts_match_isl(fetch):
+    """add_prefetch distributes, reorders and inserts the copy, passing verdicts on at each
+    step: the tagged result's order and every loop's carried verdict agree with isl."""
+    knl = pl.make_kernel(*KERNELS["matmul"])
+    knl = pl.split_iname(knl, "i", 16, outer_tag="g.1", inner_tag="l.1")
+    knl = pl.split_iname(knl, "j", 16, outer_tag="g.0", inner_tag="l.0")
+    knl = pl.split_iname(knl, "k", 16)
+    sweeps = {"a": ["i_inner", "k_inner"], "b": ["k_inner", "j_inner"]}
+    for name in fetch:
+        knl = pl.add_prefetch(knl, name, sweeps[name])
+    state = schedule_of(knl).state
+    broken, carried = _reference(state)
+    assert not broken and st.check_order(state) is None
+    for n in loops(state.root):
+        assert (st.check_parallel(state, n) is not None) == carried[n.id], n.name
+    assert carried[next(n.id for n in loops(state.root) if n.name == "k_outer")]
