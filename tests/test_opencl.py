@@ -11,6 +11,7 @@ import pytest
 
 import polyloop as pl
 from polyloop.runtime.opencl import platform_available
+from seed_kernels import tiled_matmul  # tests/ is on sys.path (rootdir conftest)
 
 AVAILABLE, WHY = platform_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"OpenCL unavailable: {WHY}")
@@ -19,17 +20,6 @@ pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"OpenCL unavailable: {WHY
 def double_kernel():
     knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")
     return pl.split_iname(knl, "i", 128, outer_tag="g.0", inner_tag="l.0")
-
-
-def matmul_kernel(prefetch: bool):
-    knl = pl.make_kernel("{ [i, j, k] : 0 <= i, j, k < n }", "c[i, j] = sum(k, a[i, k]*b[k, j])")
-    knl = pl.split_iname(knl, "i", 16, outer_tag="g.1", inner_tag="l.1")
-    knl = pl.split_iname(knl, "j", 16, outer_tag="g.0", inner_tag="l.0")
-    knl = pl.split_iname(knl, "k", 16)
-    if prefetch:
-        knl = pl.add_prefetch(knl, "a", ["i_inner", "k_inner"])
-        knl = pl.add_prefetch(knl, "b", ["k_inner", "j_inner"])
-    return knl
 
 
 @pytest.mark.parametrize("n", [1, 127, 1000, 1025])
@@ -77,7 +67,7 @@ def test_transpose_then_scale_runs_as_two_launches(rng):
 
 @pytest.mark.parametrize("n", [100, 256])
 def test_matmul_16x16_work_groups_with_both_inputs_prefetched(rng, n):
-    mod = pl.build(matmul_kernel(prefetch=True), target="opencl")
+    mod = pl.build(tiled_matmul(prefetch=True), target="opencl")
     src = mod.source
     assert "__local float a_fetch[16][16];" in src and "__local float b_fetch[16][16];" in src
     # one barrier after the copies, one before the next tile overwrites them: no more
@@ -88,7 +78,7 @@ def test_matmul_16x16_work_groups_with_both_inputs_prefetched(rng, n):
 
 
 def test_matmul_without_prefetch_needs_no_barrier(rng):
-    mod = pl.build(matmul_kernel(prefetch=False), target="opencl")
+    mod = pl.build(tiled_matmul(prefetch=False), target="opencl")
     assert "barrier" not in mod.source and "__local" not in mod.source
     a = rng.standard_normal((33, 33), dtype="float32")
     b = rng.standard_normal((33, 33), dtype="float32")

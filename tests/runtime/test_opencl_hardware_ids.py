@@ -14,6 +14,7 @@ from polyloop.ir.expr import BinOpKind, Const, Var, binop
 from polyloop.ir.loops import Block, For, If, LoopKind, Store
 from polyloop.lower.launches import BARRIER_BUFFER, _barriers_uniform
 from polyloop.runtime.opencl import platform_available
+from seed_kernels import tiled_matmul  # tests/ is on sys.path (rootdir conftest)
 
 AVAILABLE, WHY = platform_available()
 needs_opencl = pytest.mark.skipif(not AVAILABLE, reason=f"OpenCL unavailable: {WHY}")
@@ -40,18 +41,9 @@ def test_partial_tiles_are_conditions_on_the_ids(rng, n):
     np.testing.assert_array_equal(out, 2 * a)
 
 
-def _prefetched_matmul():
-    knl = pl.make_kernel("{ [i, j, k] : 0 <= i, j, k < n }", "c[i, j] = sum(k, a[i, k]*b[k, j])")
-    knl = pl.split_iname(knl, "i", 16, outer_tag="g.1", inner_tag="l.1")
-    knl = pl.split_iname(knl, "j", 16, outer_tag="g.0", inner_tag="l.0")
-    knl = pl.split_iname(knl, "k", 16)
-    knl = pl.add_prefetch(knl, "a", ["i_inner", "k_inner"])
-    return pl.add_prefetch(knl, "b", ["k_inner", "j_inner"])
-
-
 @needs_opencl
 def test_barriers_stay_in_the_sequential_loop_every_work_item_runs(rng):
-    mod = pl.build(_prefetched_matmul(), target="opencl")
+    mod = pl.build(tiled_matmul(prefetch=True), target="opencl")
     lines = _kernel_text(mod.source).splitlines()
     # one declaration per id, although the nest is split in three around the prefetches
     assert sum("const long i_inner = (long)get_local_id(1);" in x for x in lines) == 1

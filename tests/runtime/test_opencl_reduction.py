@@ -10,25 +10,15 @@ import pytest
 
 import polyloop as pl
 from polyloop.runtime.opencl import platform_available
+from seed_kernels import tiled_matmul  # tests/ is on sys.path (rootdir conftest)
 
 AVAILABLE, WHY = platform_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"OpenCL unavailable: {WHY}")
 
 
-def matmul(prefetch: bool):
-    knl = pl.make_kernel("{ [i, j, k] : 0 <= i, j, k < n }", "c[i, j] = sum(k, a[i, k]*b[k, j])")
-    knl = pl.split_iname(knl, "i", 16, outer_tag="g.1", inner_tag="l.1")
-    knl = pl.split_iname(knl, "j", 16, outer_tag="g.0", inner_tag="l.0")
-    knl = pl.split_iname(knl, "k", 16)
-    if prefetch:
-        knl = pl.add_prefetch(knl, "a", ["i_inner", "k_inner"])
-        knl = pl.add_prefetch(knl, "b", ["k_inner", "j_inner"])
-    return knl
-
-
 @pytest.mark.parametrize("prefetch", [False, True])
 def test_matmul_is_one_kernel_with_a_private_accumulator(rng, prefetch):
-    mod = pl.build(matmul(prefetch), target="opencl")
+    mod = pl.build(tiled_matmul(prefetch), target="opencl")
     src = mod.source
     assert src.count("__kernel void") == 1
     # the accumulator is a private scalar, one per work-item
