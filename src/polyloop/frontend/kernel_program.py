@@ -15,7 +15,7 @@ from ..poly.dataflow import reads_initial_values
 from ..poly.gpu import loop_extent, statement_paths
 from ..poly.order import original_tree
 from ..poly.storage import private_loops
-from ..poly.tree import flat_schedule
+from ..poly.tree import common_loops, flat_schedule
 from .kernel_exprs import Reduction
 
 
@@ -132,13 +132,7 @@ def _common_loops(paths: Mapping[str, list], program: Program, buffer: str) -> l
              if s.buffer == buffer or any(ld.buffer == buffer for ld in s.reads())]
     if not users or any(u not in paths for u in users):
         return None
-    common = paths[users[0]]
-    for u in users[1:]:
-        k = 0
-        while k < min(len(common), len(paths[u])) and common[k].id == paths[u][k].id:
-            k += 1
-        common = common[:k]
-    return common
+    return common_loops([paths[u] for u in users])
 
 
 def with_roles(program: Program, declared: dict[str, int]) -> Program:

@@ -26,7 +26,7 @@ from .deps import DepKind, Dependence
 from .gpu import is_item, statement_paths
 from .isl_util import printed, set_
 from .regions import pw_aff_to_expr
-from .tree import LoopNode, Root, flat_schedule
+from .tree import LoopNode, Root, common_loops, flat_schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,12 +284,7 @@ def private_loops(program: Program, root: Root, buffer: str) -> list[LoopNode]:
         return []
     paths = statement_paths(root)
     stmts = list(dict.fromkeys(a.statement for a in acc))
-    common = paths[stmts[0]]
-    for s in stmts[1:]:
-        k = 0
-        while k < min(len(common), len(paths[s])) and common[k].id == paths[s][k].id:
-            k += 1
-        common = common[:k]
+    common = common_loops([paths[s] for s in stmts])
     while common:
         keys = {s: _key_map(program, s, common) for s in stmts}
         if _values_stay(program, root, buffer, keys) is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterator, Union
+from typing import Iterator, Sequence, Union
 
 import islpy as isl
 
@@ -215,3 +215,17 @@ def loop_position(root: Root, loop_id: int) -> int:
     if r is None:
         raise KeyError(loop_id)
     return r
+
+
+def common_loops(paths: Sequence[Sequence[LoopNode]]) -> list[LoopNode]:
+    """The loops that head every one of ``paths`` (outermost first): the loops shared by the
+    statements whose loop paths these are."""
+    if not paths:
+        return []
+    common = list(paths[0])
+    for path in paths[1:]:
+        k = 0
+        while k < min(len(common), len(path)) and common[k].id == path[k].id:
+            k += 1
+        common = common[:k]
+    return common
