@@ -22,8 +22,7 @@ from ..ir.loops import (Barrier, Block, For, If, Kernel, LoopKind, Node, Store, 
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly import gpu
 from ..poly.astgen import HARDWARE_ID, HardwareLoop
-from ..poly.tree import (LoopNode, Root, StmtNode, flat_schedule, loops, path_to,
-                         statements_under)
+from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
 from .lower import lower
 from .storage import place_temporaries
 
@@ -200,8 +199,7 @@ def _all_loops(n: LoopNode):
 
 
 def _with_barriers(program: Program, tree: Root) -> tuple[Root, Program]:
-    fs = flat_schedule(program, tree)
-    gaps = gpu.barrier_gaps(program, tree, gpu.cross_item_dependences(program, tree, fs), fs)
+    gaps = gpu.barrier_gaps(program, tree)
     if not gaps:
         return tree, program
     program = program.replace(buffers=program.buffers + (

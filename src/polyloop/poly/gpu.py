@@ -20,11 +20,11 @@ from ..ir.simplify import simplify
 from .access import domain
 from .affine import prefix_map, value_range
 from .access import Access, accesses
-from .deps import DepKind, Dependence
+from .deps import DepKind
 from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, printed, set_
-from .legality import time_deltas
 from .regions import pw_aff_to_expr
-from .tree import LoopNode, Node, Root, StmtNode, loop_position, statements_under
+from .tree import (LoopNode, Node, Root, StmtNode, loop_position, schedule_items,
+                   statement_time_map, statements_under)
 
 AXES = ("x", "y", "z")
 
@@ -86,12 +86,47 @@ class Gap:
     global_memory: bool
 
 
-def cross_item_dependences(program: Program, root: Root,
-                           schedule: dict[str, isl.Map]) -> list[Dependence]:
-    """The dependences of one launch between instances run by different work-items (only
-    those: pairs of accesses that always meet on one work-item are never ordered)."""
+def barrier_gaps(program: Program, root: Root) -> list[Gap]:
+    """Where one launch (``root`` has one top-level nest) needs work-group barriers: wherever
+    two accesses to one element, one of them a write, run on different work-items of a group
+    in an order that only a barrier among the children of a group-level loop can enforce."""
+    levels = _group_level(root)
+    pairs = _cross_item_pairs(program, root, levels)
+    if not pairs:
+        return []
+    out: list[Gap] = []
+    for node in levels:
+        out += _gaps_at(program, root, node, pairs)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Pair:
+    """Two accesses (``a`` of statement ``first``, ``b`` of ``second``) that touch one element
+    from different work-items, with the time deltas of those instance pairs (second minus
+    first) on the schedule dimensions of the group-level loops."""
+    first: Access
+    second: Access
+    profile: _Profile
+    global_memory: bool
+
+
+def _cross_item_pairs(program: Program, root: Root,
+                      levels: list[LoopNode | Root]) -> list[_Pair]:
+    """Every pair of accesses to one buffer, one of them a write, that some pair of instances
+    run by different work-items reaches on one element; the dependence's direction is not
+    needed: between different children of a loop it is the children's order, and for a loop
+    that carries it the sign of its delta there.
+
+    Each access is first mapped to ``[t, item] -> element`` (``t``: the schedule dimensions
+    the group-level loops need, ``item``: the work-item index), so a pair costs one
+    composition and one delta set: the element is shared where both ends reach it, and the
+    work-items differ where the item part of the delta is not zero."""
+    depth = max((loop_position(root, n.id) + 1 for n in levels if isinstance(n, LoopNode)),
+                default=0)
     paths = statement_paths(root)
-    items = {s: item_map(program, p, s) for s, p in paths.items()}
+    items = schedule_items(program, root)
+    timed: dict[str, isl.Map] = {}
     by_buffer: dict[str, list[Access]] = {}
     for a in accesses(program):
         # private memory: every work-item has its own copy (storage placement made sure no
@@ -100,49 +135,57 @@ def cross_item_dependences(program: Program, root: Root,
             continue
         if a.statement in paths and not (a.is_accumulator and not a.is_write):
             by_buffer.setdefault(a.buffer, []).append(a)
-    out = []
+    out: list[_Pair] = []
     for buf, group in by_buffer.items():
         if not any(a.is_write for a in group):
             continue
+        glob = program.buffer(buf).scope is MemScope.GLOBAL
+        located = []
+        for a in group:
+            if a.statement not in timed:
+                timed[a.statement] = _time_and_item(program, a.statement, paths[a.statement],
+                                                   items[a.statement][:depth])
+            t = timed[a.statement]
+            located.append(a.relation.apply_domain(_align(t, a.relation)))
         for k, a in enumerate(group):
-            for b in group[k:]:
+            for m in range(k, len(group)):
+                b = group[m]
                 if not (a.is_write or b.is_write):
                     continue
-                touch = a.relation.apply_range(_align(b.relation, a.relation).reverse())
-                ia, ib = items[a.statement], items[b.statement]
-                same = _align(ia, ib).apply_range(_align(ib, ia).reverse())
-                cross = touch.subtract(_align(same, touch))
+                ea, eb = located[k], located[m]
+                deltas = ea.apply_range(_align(eb, ea).reverse()).deltas()
+                cross = deltas.subtract(_items_equal(deltas, depth))
                 if cross.is_empty():
                     continue
-                for x, y, rel in ((a, b, cross), (b, a, cross.reverse())):
-                    before = schedule[x.statement].lex_lt_map(schedule[y.statement])
-                    rel = rel.intersect(_align(before, rel))
-                    if not rel.is_empty():
-                        kind = (DepKind.WAW if x.is_write and y.is_write else
-                                DepKind.RAW if x.is_write else DepKind.WAR)
-                        out.append(Dependence(kind, x.statement, y.statement, buf, rel))
-                    if a is b:
-                        break
+                cross = cross.project_out(isl.dim_type.set, depth, len(AXES))
+                out.append(_Pair(a, b, _Profile(cross), glob))
     return out
 
 
-def barrier_gaps(program: Program, root: Root, deps: list[Dependence],
-                 schedule: dict[str, isl.Map]) -> list[Gap]:
-    """Where one launch (``root`` has one top-level nest) needs work-group barriers, given its
-    dependences between different work-items (``cross_item_dependences``)."""
-    if not deps:
-        return []
-    cross = [(d, _Profile(time_deltas(schedule[d.source], schedule[d.sink], d))) for d in deps]
-    out: list[Gap] = []
-    for node, depth in _group_level(root):
-        out += _gaps_at(program, root, node, depth, cross)
-    return out
+def _time_and_item(program: Program, stmt: str, path: list[LoopNode],
+                   items: tuple[int | str, ...]) -> isl.Map:
+    """``S[...] -> [t0, ..., x, y, z]``: the first schedule dimensions, then the work-item
+    index (``item_map``), on the statement's domain."""
+    s = program.statement(stmt)
+    ids = item_map(program, path, stmt)
+    t = statement_time_map(tuple(program.params), s.name, tuple(s.iters), items)
+    return _align(t, ids).flat_range_product(_align(ids, t))
+
+
+def _items_equal(deltas: isl.Set, depth: int) -> isl.Set:
+    """The deltas' space with the work-item part (the dimensions after ``depth``) zero."""
+    zero = isl.Set.universe(deltas.get_space())
+    for k in range(len(AXES)):
+        zero = zero.fix_val(isl.dim_type.set, depth + k, isl.Val.int_from_si(deltas.get_ctx(),
+                                                                             0))
+    return zero
 
 
 class _Profile:
-    """What the barrier placement asks about one dependence, from its time deltas (one set,
-    computed once): do some of its pairs agree on the first ``n`` schedule dimensions
-    (``agree(n)``), and does the loop at dimension ``p`` carry some (``carried(p)``)?"""
+    """What the barrier placement asks about one pair of accesses, from its time deltas (one
+    set, computed once): do some of its instance pairs agree on the first ``n`` schedule
+    dimensions (``agree(n)``), and which ways do they differ at dimension ``p`` when they
+    agree before it (``forward(p)``: the second access later, ``backward(p)``: earlier)?"""
 
     def __init__(self, deltas: isl.Set):
         self.levels = [deltas]        # deltas with the first k dimensions fixed to 0
@@ -156,25 +199,28 @@ class _Profile:
     def agree(self, n: int) -> bool:
         return not self._level(n).is_empty()
 
-    def carried(self, p: int) -> bool:
+    def forward(self, p: int) -> bool:
         same = self._level(p)
-        if same.is_empty():
-            return False
-        ctx = same.get_ctx()
-        t = isl.dim_type.set
-        return not (same.lower_bound_val(t, p, isl.Val.int_from_si(ctx, 1)).is_empty()
-                    and same.upper_bound_val(t, p, isl.Val.int_from_si(ctx, -1)).is_empty())
+        one = isl.Val.int_from_si(same.get_ctx(), 1)
+        return not (same.is_empty()
+                    or same.lower_bound_val(isl.dim_type.set, p, one).is_empty())
+
+    def backward(self, p: int) -> bool:
+        same = self._level(p)
+        minus_one = isl.Val.int_from_si(same.get_ctx(), -1)
+        return not (same.is_empty()
+                    or same.upper_bound_val(isl.dim_type.set, p, minus_one).is_empty())
 
 
-def _group_level(root: Root) -> list[tuple[LoopNode | Root, int]]:
+def _group_level(root: Root) -> list[LoopNode | Root]:
     """The nodes whose children run in sequence for the whole group: the root and every loop
     that is neither a work-item loop nor inside one."""
-    out: list[tuple[LoopNode | Root, int]] = [(root, 0)]
+    out: list[LoopNode | Root] = [root]
 
     def go(n: LoopNode) -> None:
         if is_item(n):
             return
-        out.append((n, 0))
+        out.append(n)
         for c in n.children:
             if isinstance(c, LoopNode):
                 go(c)
@@ -184,28 +230,35 @@ def _group_level(root: Root) -> list[tuple[LoopNode | Root, int]]:
     return out
 
 
-def _gaps_at(program: Program, root: Root, node: LoopNode | Root, _: int,
-             cross: list[tuple[Dependence, _Profile]]) -> list[Gap]:
+def _gaps_at(program: Program, root: Root, node: LoopNode | Root,
+             pairs: list[_Pair]) -> list[Gap]:
     kids = node.children
     where = {s: k for k, c in enumerate(kids) for s in statements_under(c)}
     loop_id = node.id if isinstance(node, LoopNode) else None
-    n_equal = loop_position(root, node.id) + 1 if isinstance(node, LoopNode) else 0
+    pos = loop_position(root, node.id) if isinstance(node, LoopNode) else -1
+    sequential = isinstance(node, LoopNode) and not is_group(node)
     linear: list[tuple[int, int, bool]] = []
     wrap: list[tuple[int, int, bool]] = []
-    for d, x in cross:
-        if d.source not in where or d.sink not in where:
+    for pr in pairs:
+        first, second = pr.first.statement, pr.second.statement
+        if first not in where or second not in where:
             continue
-        i, j = where[d.source], where[d.sink]
-        glob = program.buffer(d.buffer).scope.value == "global"
-        if x.agree(n_equal):
+        i, j = where[first], where[second]
+        glob, x = pr.global_memory, pr.profile
+        # the instance pairs in one iteration of every loop down to this node: the earlier
+        # child runs the source
+        if x.agree(pos + 1):
             if i == j:
                 if isinstance(kids[i], LoopNode) and is_item(kids[i]):
-                    _inside_items(kids[i], d)
+                    _inside_items(program, root, kids[i], pr)
             else:
-                linear.append((i + 1, j, glob))
-        if isinstance(node, LoopNode) and not is_group(node):
-            if x.carried(loop_position(root, node.id)):
+                linear.append((min(i, j) + 1, max(i, j), glob))
+        # the pairs in different iterations of this loop: the earlier iteration runs the source
+        if sequential:
+            if x.forward(pos):
                 wrap.append((i + 1, j, glob))
+            if pr.first is not pr.second and x.backward(pos):
+                wrap.append((j + 1, i, glob))
     chosen: dict[int, bool] = {}
     for lo, hi, glob in sorted(linear, key=lambda t: t[1]):
         hit = [g for g in chosen if lo <= g <= hi]
@@ -222,14 +275,42 @@ def _gaps_at(program: Program, root: Root, node: LoopNode | Root, _: int,
     return [Gap(loop_id, g, glob) for g, glob in sorted(chosen.items())]
 
 
-def _inside_items(child: LoopNode, d: Dependence) -> None:
+def _inside_items(program: Program, root: Root, child: LoopNode, pr: _Pair) -> None:
     """Two work-items linked inside one work-item region could only be ordered by a barrier
-    inside it, where work-items may have left: refuse."""
-    name = child.name
-    raise BuildError(f"{d.kind.value} dependence {d.source} -> {d.sink} on '{d.buffer}' links "
-                     f"different work-items inside loop '{name}' (a work-item loop or a loop "
-                     "under one), where no barrier can order them; move the sequential loops "
-                     "that carry it outside the work-item loops")
+    inside it, where work-items may have left: refuse (naming the dependence's source first:
+    the access whose instance runs first in a pair that agrees down to ``child``)."""
+    a, b = pr.first, pr.second
+    if not _runs_first(program, root, child, a, b):
+        a, b = b, a
+    kind = (DepKind.WAW if a.is_write and b.is_write else
+            DepKind.RAW if a.is_write else DepKind.WAR)
+    raise BuildError(f"{kind.value} dependence {a.statement} -> {b.statement} on '{a.buffer}' "
+                     f"links different work-items inside loop '{child.name}' (a work-item loop "
+                     "or a loop under one), where no barrier can order them; move the "
+                     "sequential loops that carry it outside the work-item loops")
+
+
+def _runs_first(program: Program, root: Root, child: LoopNode, a: Access, b: Access) -> bool:
+    """Does ``a`` run first in some pair of instances on different work-items that touch one
+    element and agree on every loop above ``child``? (Only for the error message.)"""
+    paths = statement_paths(root)
+    items = schedule_items(program, root)
+    ends = []
+    for x in (a, b):
+        t = _time_and_item(program, x.statement, paths[x.statement], items[x.statement])
+        ends.append(x.relation.apply_domain(_align(t, x.relation)))
+    deltas = ends[0].apply_range(_align(ends[1], ends[0]).reverse()).deltas()
+    depth = len(items[a.statement])
+    rest = deltas.subtract(_items_equal(deltas, depth))
+    rest = rest.project_out(isl.dim_type.set, depth, len(AXES))
+    one = isl.Val.int_from_si(rest.get_ctx(), 1)
+    for k in range(loop_position(root, child.id)):
+        rest = rest.fix_val(isl.dim_type.set, k, 0)
+    for k in range(loop_position(root, child.id), depth):
+        if not rest.lower_bound_val(isl.dim_type.set, k, one).is_empty():
+            return True
+        rest = rest.fix_val(isl.dim_type.set, k, 0)
+    return False
 
 
 def barrier_domain(program: Program, path: list[LoopNode], name: str) -> tuple[str, tuple[str, ...]]:
