@@ -10,6 +10,7 @@ barriers), and nowhere else (no needless ones). The other functions measure laun
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import islpy as isl
 
@@ -406,9 +407,19 @@ def item_count(program: Program, node: LoopNode) -> int:
 
 def loop_upper_bound(program: Program, stmt: str, expr: str) -> Expr:
     """One past the largest value a loop expression takes for ``stmt``, as an expression of
-    the size parameters."""
-    m = _full(program, expr)
-    img = m.intersect_domain(_align(domain(program, program.statement(stmt)), m)).range()
+    the size parameters. Remembered by (parameters, domain text, expression): a prefetch asks
+    it for the same loops several times (``clear_caches`` forgets)."""
+    return _upper_bound(tuple(program.params), program.statement(stmt).domain, expr)
+
+
+@lru_cache(maxsize=4096)
+def _upper_bound(params: tuple[str, ...], domain_text: str, expr: str) -> Expr:
+    def full(text: str):
+        return map_(text if text.lstrip().startswith("[") else params_prefix(params) + text)
+    m = full(expr)
+    dom = set_(domain_text if domain_text.lstrip().startswith("[") else
+               params_prefix(params) + domain_text)
+    img = m.intersect_domain(_align(dom, m)).range()
     hi = img.dim_max(0).add_constant_val(isl.Val(1)).coalesce()
     return simplify(pw_aff_to_expr(hi, [], "a loop bound", upper_bound=True))
 
@@ -429,3 +440,8 @@ def loop_extent(program: Program, node: LoopNode) -> Expr | None:
     assert hi is not None
     return simplify(pw_aff_to_expr(hi.add_constant_val(isl.Val(1)).coalesce(), [],
                                    f"the extent of loop '{node.name}'", upper_bound=True))
+
+
+def clear_caches() -> None:
+    """Forget remembered loop bounds (for timing code generation from scratch)."""
+    _upper_bound.cache_clear()
