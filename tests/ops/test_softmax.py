@@ -33,7 +33,9 @@ def test_softmax_default_schedule_matches_numpy(rng, rows, cols):
 
 
 @pytest.mark.parametrize("knobs", [dict(lanes=8), dict(rfactor=False), dict(lanes=5),
-                                   dict(accumulators=3), dict(stream=False)])
+                                   dict(accumulators=3), dict(stream=False),
+                                   dict(fuse_sum=False), dict(rows_per_task=1),
+                                   dict(rows_per_task=4, fuse_sum=False)])
 def test_softmax_knobs_keep_the_result(rng, knobs):
     X = pl.placeholder((6, 43), "float32", name="X")
     check(pl.build(ops.schedule_softmax(ops.softmax(X), **knobs)), rng, 6, 43)
@@ -48,6 +50,10 @@ def test_softmax_schedule_keeps_rows_in_cache():
     assert ("softmax_max_rf[i, 16 * k_1 + k_2] = max(softmax_max_rf[i, 16 * k_1 + k_2], "
             "X[i, 32 * k_0 + 16 * k_1 + k_2])") in text
     assert "for k_1 in unrolled(2):" in text and "for k_2 in vectorized(16):" in text
+    # fuse_sum (default): the exponentials and the sum's partials in one vector loop
+    assert ("softmax_exp_local[i, 32 * j_0 + 16 * j_1 + j_2] = exp(X[i, 32 * j_0 + 16 * j_1 + "
+            "j_2] - softmax_max[i])\n                softmax_sum_rf[i, 16 * j_1 + j_2] += "
+            "softmax_exp_local[i, 32 * j_0 + 16 * j_1 + j_2]") in text
     # the exponentials live in one row-sized local buffer, never in a full-size temporary
     source = pl.build(sch).source
     assert "softmax_exp_local[64]" in source
@@ -91,5 +97,33 @@ def test_softmax_bad_arguments_are_clear_errors():
         ops.schedule_softmax(y, lanes=0)
     with pytest.raises(pl.ScheduleError, match="accumulators must be a positive integer"):
         ops.schedule_softmax(y, accumulators=0)
+    with pytest.raises(pl.ScheduleError, match="rows_per_task must be a positive integer"):
+        ops.schedule_softmax(y, rows_per_task=0)
     with pytest.raises(pl.ScheduleError, match="expected the result of softmax"):
         ops.schedule_softmax(y.inputs[0])
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 97), (15, 33), (17, 63), (17, 131), (40, 65),
+                                        (33, 16)])
+@pytest.mark.parametrize("fuse_sum", [True, False])
+def test_softmax_row_tasks_and_fused_sum(rng, rows, cols, fuse_sum):
+    """Several rows per parallel task (a partial last task) and the fused exp + sum loop, at
+    row counts around the task size and widths that do not divide the vectors."""
+    X = pl.placeholder((rows, cols), "float32", name="X")
+    sch = ops.schedule_softmax(ops.softmax(X), rows_per_task=4, fuse_sum=fuse_sum)
+    if rows >= 32:
+        assert "for i_1 in range(" in str(sch)      # tasks of several rows
+    check(pl.build(sch), rng, rows, cols)
+    x = (rng.standard_normal((rows, cols)) * 8).astype(np.float32)
+    y = misaligned_poison(rows, cols)
+    pl.build(sch)(x, y)
+    np.testing.assert_allclose(y, numpy_softmax(x), rtol=1e-5, atol=1e-7)
+
+
+def test_softmax_row_tasks_with_symbolic_rows(rng):
+    X = pl.placeholder((pl.var("R"), 70), "float32", name="X")
+    sch = ops.schedule_softmax(ops.softmax(X), rows_per_task=16)
+    assert str(sch).startswith("for i_0 in parallel((R - 1) // 16 + 1):")
+    mod = pl.build(sch)
+    for rows in (1, 15, 16, 17, 40):
+        check(mod, rng, rows, 70)

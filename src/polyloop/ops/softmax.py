@@ -35,6 +35,7 @@ from ..frontend.te import Tensor
 from ..ir.elementwise import exp
 from ..ir.expr import Const
 from ..schedule import Schedule
+from ..schedule.trace import BlockHandle
 from .knobs import check_knobs, default_lanes
 
 STAGES = ("softmax_max", "softmax_exp", "softmax_sum", "softmax")
@@ -59,7 +60,8 @@ def softmax(x: Tensor) -> Tensor:
 
 
 def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = True,
-                     accumulators: int = 4, stream: bool = True) -> Schedule:
+                     accumulators: int = 4, stream: bool = True, rows_per_task: int = 16,
+                     fuse_sum: bool = True) -> Schedule:
     """The row-in-cache schedule of ``y = softmax(x)`` (see the module docstring).
 
     ``lanes`` defaults to the host's float32 vector width; ``rfactor=False`` keeps the row
@@ -67,6 +69,10 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
     ``2 * lanes`` columns. ``accumulators``: independent vectors of partial results per row
     reduction (they hide the latency of the max and add chains). ``stream``: the result is
     written with streaming stores (``nontemporal``: it is not read again by the kernel).
+    ``rows_per_task``: consecutive rows per iteration of the parallel loop (the streaming
+    stores are fenced once per iteration, not once per row). ``fuse_sum``: the row sum's
+    partial results are accumulated in the exponential's vector loop (one pass over the row
+    instead of two; needs ``rfactor`` and a constant column count).
 
     >>> import polyloop as pl
     >>> sch = schedule_softmax(softmax(pl.placeholder((8, 40), name="X")), lanes=8)
@@ -76,7 +82,8 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
     if not isinstance(y, Tensor) or y.name != STAGES[3] or y.ndim != 2:
         raise ScheduleError(f"schedule_softmax: expected the result of softmax(x), got {y!r}")
     lanes = default_lanes(str(y.dtype)) if lanes is None else lanes
-    check_knobs("schedule_softmax", lanes=lanes, accumulators=accumulators)
+    check_knobs("schedule_softmax", lanes=lanes, accumulators=accumulators,
+                rows_per_task=rows_per_task)
     sch = Schedule(y)
     cols = y.shape[1]
     # A symbolic column count may be 0: then nothing in a row reads the row's max and sum, and
@@ -98,15 +105,26 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
             _, k1 = sch.split(sch.get_loops(stage)[-1], factors=[None, width])
             partials.append(sch.rfactor(k1, factor_axis=1))
     i, _ = sch.get_loops(STAGES[3])
-    sch.parallel(i)
+    task = i
+    rows = y.shape[0]
+    if isinstance(rows, Const):
+        # at least 16 tasks (or one row each) for the threads to share
+        rows_per_task = max(1, min(rows_per_task, rows.value // 16))
+    if in_row and rows_per_task > 1:
+        task, i = sch.split(i, factors=[None, rows_per_task])
+    sch.parallel(task)
     if stream:
-        sch.annotate(i, "nontemporal", STAGES[3])
+        sch.annotate(task, "nontemporal", STAGES[3])
     if in_row:
         for block in (STAGES[2], *partials[1:], STAGES[1], STAGES[0], *partials[:1]):
             sch.compute_at(block, i)
-        # whole rows vectorized (not split): the vector loop peels to an aligned output
-        for block in (STAGES[1], STAGES[3]):
-            sch.vectorize(sch.get_loops(block)[-1])
+        if fuse_sum and partials:
+            _fuse_exp_and_sum(sch, partials[1], accumulators, lanes)
+            partials = partials[:1]
+        else:
+            # whole rows vectorized (not split): the vector loop peels to an aligned output
+            sch.vectorize(sch.get_loops(STAGES[1])[-1])
+        sch.vectorize(sch.get_loops(STAGES[3])[-1])
         for block in partials:
             # compute_at gave the block one fresh loop over the row: vectors of
             # ``accumulators x lanes`` columns, each vector into its own accumulator
@@ -126,3 +144,18 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
         sch.unroll(k_acc)
         sch.vectorize(k_lane)
     return sch
+
+
+def _fuse_exp_and_sum(sch: Schedule, sum_partials: BlockHandle, accumulators: int,
+                      lanes: int) -> None:
+    """One vector loop per row computes the exponentials and adds them to the sum's partial
+    results (``merge`` of the two row loops; the partials' initialisation moved before it)."""
+    # compute_at gave each block a loop over its row (one value), then one over the columns:
+    # merge the row loops (with the partials' initialisation between them), then the columns
+    row = sch.merge(sch.get_loops(STAGES[1])[-2], sch.get_loops(f"{sum_partials.name}_init")[-2])
+    row = sch.merge(row, sch.get_loops(sum_partials)[-2])
+    sch.decompose_reduction(sum_partials, row)
+    cols = sch.merge(sch.get_loops(STAGES[1])[-1], sch.get_loops(sum_partials)[-1])
+    _, k_acc, k_lane = sch.split(cols, factors=[None, accumulators, lanes])
+    sch.unroll(k_acc)
+    sch.vectorize(k_lane)
