@@ -328,3 +328,96 @@ def test_loads_under_where_never_prefetch_outside_the_buffer(rng):
     out = poisoned(13)
     mod(a, out)
     np.testing.assert_array_equal(out, np.concatenate([[0], a, [0]]).astype("float32"))
+
+
+# -- along an enclosing loop: another block's accesses, some iterations of that loop later -------
+
+def row_max_shift():
+    """M[i] = max_k A[i, k]; C[i, j] = A[i, j] - M[i]."""
+    n = pl.var("n")
+    A = pl.placeholder((n, n), "float32", name="A")
+    k = pl.reduce_axis((0, n), name="k")
+    M = pl.compute((n,), lambda i: pl.max(A[i, k], axis=k), name="M")
+    return pl.compute((n, n), lambda i, j: A[i, j] - M[i], name="C")
+
+
+def row_max_then_shift(split_k=True):
+    """M computed in C's row i (its own loop over the row, split by 16 with ``split_k``), C's
+    columns split by 16."""
+    sch = pl.Schedule(row_max_shift())
+    i, j = sch.get_loops("C")
+    sch.compute_at("M", i)
+    if split_k:
+        sch.split(sch.get_loops("M")[-1], factors=[None, 16])
+    j0, j1 = sch.split(j, factors=[None, 16])
+    return sch, i, j0, j1
+
+
+def along_rows(distance: int) -> pl.Schedule:
+    sch, i, j0, _ = row_max_then_shift()
+    sch.prefetch("M", "A", j0, distance, along=i, locality=2)
+    return sch
+
+
+@pytest.mark.parametrize("distance", [1, 3])
+@pytest.mark.parametrize("n", [1, 15, 17, 40])
+def test_prefetch_along_the_row_loop_gives_numpy_results(rng, distance, n):
+    mod = pl.build(along_rows(distance))
+    a = rng.standard_normal((n, n), dtype="float32")
+    out = poisoned((n, n))
+    mod(a, out)
+    np.testing.assert_array_equal(out, a - a.max(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("n, distance", [(1, 1), (15, 1), (17, 2), (33, 1), (40, 3)])
+def test_along_prefetches_exactly_the_other_blocks_chunk_rows_ahead(n, distance):
+    """At (i, j0) of C: the elements M reads at row i + d, chunk k0 = j0; none past the end."""
+    prefetched, _ = _walk_regions(along_rows(distance), {"n": n}, "A")
+    expected = {}
+    for i in range(n - distance):
+        for j0 in range(-(-n // 16)):
+            expected[i, j0] = {(i + distance, c) for c in range(16 * j0, min(n, 16 * j0 + 16))}
+    got = {(dict(key)["i"], v): e for (key, v), e in prefetched.items() if e}
+    assert got == expected
+
+
+def test_along_source_text_show_and_trace_replay():
+    sch = along_rows(2)
+    assert "# prefetch=A for M, 2 iterations ahead along loop i (#" in sch.show()
+    src = pl.build(sch).source
+    assert "if (n >= i + 3) {" in src
+    assert "__builtin_prefetch(&A[i + 2][16 * j_0 + prefetch_at], 0, 2);" in src
+    again = pl.Schedule.from_trace(row_max_shift(), sch.trace.to_json())
+    assert again.show() == sch.show()
+    assert pl.build(again).source == src
+
+
+def test_along_loop_moved_inside_keeps_a_comment_and_changes_nothing(rng):
+    sch = pl.Schedule(scale())
+    i, j = sch.get_loops("B")
+    j0, _ = sch.split(j, factors=[None, 16])
+    sch.prefetch("B", "A", j0, along=i)
+    assert "__builtin_prefetch(&A[i + 1][16 * j_0 + prefetch_at], 0, 3);" in pl.build(sch).source
+    sch.reorder(j0, i)      # i is inside j0 now: nothing to look along
+    mod = pl.build(sch)
+    assert "__builtin_prefetch" not in mod.source
+    assert "(not emitted: loop 'i' no longer encloses this loop)" in mod.source
+    a = rng.standard_normal((19, 19), dtype="float32")
+    out = poisoned((19, 19))
+    mod(a, out)
+    np.testing.assert_array_equal(out, a * 2)
+
+
+def test_along_refusals():
+    sch, i, j0, j1 = row_max_then_shift(split_k=False)
+    before = sch.show()
+    with pytest.raises(pl.ScheduleError, match="along loop 'j_1' does not enclose it"):
+        sch.prefetch("M", "A", j0, along=j1)
+    with pytest.raises(pl.ScheduleError, match="along loop 'j_0' does not enclose it"):
+        sch.prefetch("M", "A", j0, along=j0)
+    with pytest.raises(pl.ScheduleError, match="fewer than the 2 it should follow"):
+        sch.prefetch("M", "A", j1, along=i)
+    with pytest.raises(pl.ScheduleError, match="expected a loop"):
+        sch.prefetch("M", "A", j0, along="i")
+    assert sch.show() == before and "prefetch" not in str(sch.trace)
+    sch.prefetch("M", "A", j0, along=i)      # M's one chunk loop k follows j0

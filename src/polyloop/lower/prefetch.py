@@ -6,7 +6,7 @@ function of the values of the loops around the hinted one. To know, in isl's AST
 is which loop of the tree, the loops on the way to a hinted loop carry a marker annotation
 through AST generation (``mark_paths``); ``apply_prefetch`` reads and removes the markers. A
 hint that no longer applies (the block left the loop, a rewrite replaced the buffer, the loop
-became vectorized) is kept as a comment that says so, never an error: a hint changes no result.
+became vectorized, the loop looked ``along`` no longer encloses it) is kept as a comment that says so, never an error: a hint changes no result.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import replace
 from ..ir.expr import Expr, Var
 from ..ir.loops import Block, For, Node, iter_nodes, map_children
 from ..ir.program import BufferRole, MemScope, Program
-from ..poly.prefetch_regions import prefetch_nest
+from ..poly.prefetch_regions import Along, along_fits, prefetch_nest, statement_paths
 from ..poly.tree import LoopNode, Root, loops, path_to, statements_under
 from ..schedule.software_prefetch import ANNOTATION, PrefetchHint, hints_of
 from ..schedule.state import map_tree
@@ -87,7 +87,24 @@ class _Pass:
         if loop.kind.value == "vectorized":
             return None, "the loop is vectorized"
         node = self.hinted[loop_id]
-        stmts = _block_statements(self.program, node, hint.block)
+        path = path_to(self.root, loop_id) or []
+        spec = None
+        if hint.along is not None:
+            ids = [p.id for p in path[:-1]]
+            if hint.along[1] not in ids:
+                return None, f"loop '{hint.along[0]}' no longer encloses this loop"
+            index = ids.index(hint.along[1])
+            stmts = _block_statements(self.program, path[index], hint.block)
+            if not stmts:
+                return None, f"block '{hint.block}' is no longer inside loop '{hint.along[0]}'"
+            here = tuple(s for s in statements_under(node)
+                         if s in {st.name for st in self.program.statements})
+            spec = Along(index, statement_paths(path[:index + 1], stmts), here)
+            why = along_fits(self.program, path, spec, hint.buffer)
+            if why:
+                return None, why
+        else:
+            stmts = _block_statements(self.program, node, hint.block)
         if not stmts:
             return None, f"block '{hint.block}' is no longer inside this loop"
         used = {b for s in stmts for b in _buffers(self.program, s)}
@@ -96,9 +113,8 @@ class _Pass:
         buf = self.program.buffer(hint.buffer)
         if buf.role is BufferRole.TEMP and buf.scope is not MemScope.GLOBAL:
             return None, f"'{hint.buffer}' is a {buf.scope.value} temporary"
-        path = path_to(self.root, loop_id) or []
         nest = prefetch_nest(self.program, path, stmts, hint.buffer, hint.distance, values,
-                             self.taken, write=hint.write, locality=hint.locality)
+                             self.taken, write=hint.write, locality=hint.locality, along=spec)
         for f in iter_nodes(nest) if nest is not None else ():
             if isinstance(f, For):
                 self.taken.add(f.var)

@@ -7,9 +7,19 @@ For a loop ``L`` with the loops ``q0, ..., qk = L`` around it (outermost first),
 ahead is the relation ``[q0, ..., qk] -> buffer[x]`` of the elements that the block's statement
 instances at ``(q0, ..., qk + d * stride)`` access: only instances of the iteration domain
 count, so at the last ``d`` iterations of ``L`` the region is empty and nothing is prefetched.
+
+Along an enclosing loop ``A = qa`` (``Along``): the block need not be under ``L``; its
+instances that count are those at ``qa + d * stride`` with the same values of the loops
+``q0, ..., q(a-1)`` and, below ``A``, loop by loop *by position* the same values as the loops
+between ``A`` and ``L`` (inclusive of ``L``), its deeper loops taking every value. Loops that
+hold one value once the loops around them are fixed (a ``compute_at``'s loop over one row,
+``L``'s or the block's) take no part in the correspondence: they follow the loops around them.
+E.g. in an exp loop ``j0`` of row ``i``, ``along=i``: the block's loop ``k0`` of the next row
+at ``k0 = j0``, and everything under ``k0``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 from typing import Sequence
 
@@ -23,6 +33,7 @@ from ..ir.simplify import simplify
 from .access import accesses, buffer_box, domain
 from .astgen import _Converter, context
 from .isl_util import map_, params_prefix
+from .tree import LoopNode, StmtNode
 
 LINE_BYTES = 64
 _PARAM = "_pf_loop"
@@ -58,10 +69,121 @@ def _relations(program: Program, path: Sequence[object], stmts: Sequence[str], b
     return rel, iterations
 
 
+@dataclass(frozen=True)
+class Along:
+    """A prefetch along an enclosing loop: ``index`` of that loop in the hinted loop's path,
+    the block's statements under it with their loop paths (outermost first, from the root),
+    and the statements under the hinted loop (its iterations are theirs)."""
+    index: int
+    block_paths: dict[str, tuple[LoopNode, ...]]
+    here: tuple[str, ...]
+
+
+def statement_paths(along_path: Sequence[LoopNode], stmts: Sequence[str]
+                    ) -> dict[str, tuple[LoopNode, ...]]:
+    """The loop path of each statement of ``stmts`` under the last loop of ``along_path``."""
+    out: dict[str, tuple[LoopNode, ...]] = {}
+
+    def go(n: object, acc: tuple[LoopNode, ...]) -> None:
+        if isinstance(n, StmtNode):
+            if n.statement in stmts:
+                out[n.statement] = acc
+            return
+        assert isinstance(n, LoopNode)
+        for c in n.children:
+            go(c, acc + (c,) if isinstance(c, LoopNode) else acc)
+    go(along_path[-1], tuple(along_path))
+    return out
+
+
+def _moving(values: isl.Set, start: int) -> list[int]:
+    """The dimensions from ``start`` on of a set of loop values that take more than one value
+    once the dimensions before them are fixed."""
+    n = values.dim(isl.dim_type.set)
+    out = []
+    for t in range(start, n):
+        upto = values.project_out(isl.dim_type.set, t + 1, n - t - 1)
+        m = isl.Map.from_range(upto).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, t)
+        if not m.is_single_valued():
+            out.append(t)
+    return out
+
+
+def _shift(program: Program, k: int, m: int, fixed: Sequence[tuple[int, int]], moved: int,
+           by: int) -> isl.Map:
+    """``[q0..qk] -> [w0..wm]`` with ``w_moved = q_moved + by`` and ``w_b = q_a`` for each
+    ``(a, b)`` of ``fixed``; the other ``w`` are free."""
+    qs = ", ".join(f"q{j}" for j in range(k + 1))
+    ws = ", ".join(f"w{j}" for j in range(m + 1))
+    eqs = [f"w{moved} = q{moved} + {by}"] + [f"w{b} = q{a}" for a, b in fixed]
+    return map_(f"{params_prefix(program.params)}{{ [{qs}] -> [{ws}] : "
+                f"{' and '.join(eqs)} }}")
+
+
+def _ahead_along(program: Program, path: Sequence[object], buffer: str, distance: int,
+                 along: Along) -> tuple[isl.Map, isl.Set] | None:
+    iterations = None
+    for s in along.here:
+        r = _values(program, path, s).range()
+        iterations = r if iterations is None else iterations.union(r)
+    if iterations is None:
+        return None
+    iterations = iterations.coalesce()
+    a, k = along.index, len(path) - 1
+    mine = _moving(iterations, a + 1)
+    stride = iterations.get_stride(a)
+    step = stride.to_python() if stride.is_int() and stride.to_python() > 0 else 1
+    box = buffer_box(program, buffer)
+    rel = None
+    using = {acc.statement for acc in accesses(program) if acc.buffer == buffer}
+    for s, spath in along.block_paths.items():
+        if s not in using:
+            continue
+        vals = _values(program, spath, s)
+        theirs = _moving(vals.range().coalesce(), a + 1)
+        if len(theirs) < len(mine):
+            return None     # along_fits says why
+        fixed = [(j, j) for j in range(a)] + list(zip(mine, theirs))
+        shift = _shift(program, k, len(spath) - 1, fixed, a, distance * step)
+        for acc in accesses(program):
+            if acc.statement == s and acc.buffer == buffer:
+                f = shift.apply_range(vals.reverse().apply_range(acc.relation))
+                rel = f if rel is None else rel.union(f)
+    if rel is None:
+        return None
+    rel = rel.intersect_range(box).intersect_domain(iterations).coalesce()
+    return rel, iterations
+
+
+def along_fits(program: Program, path: Sequence[object], along: Along, buffer: str) -> str:
+    """Why the loops below the enclosing loop of the block's statements that access
+    ``buffer`` cannot follow the hinted loop's, or ''."""
+    iterations = None
+    for s in along.here:
+        r = _values(program, path, s).range()
+        iterations = r if iterations is None else iterations.union(r)
+    if iterations is None:
+        return "nothing runs under the loop"
+    mine = _moving(iterations.coalesce(), along.index + 1)
+    using = {a.statement for a in accesses(program) if a.buffer == buffer}
+    for s, spath in along.block_paths.items():
+        if s not in using:
+            continue
+        theirs = _moving(_values(program, spath, s).range().coalesce(), along.index + 1)
+        if len(theirs) < len(mine):
+            names = [str(getattr(path[j], "name", j)) for j in mine]
+            return (f"statement {s} has {len(theirs)} loop(s) of more than one value under the "
+                    f"enclosing loop, fewer than the {len(mine)} it should follow "
+                    f"({', '.join(names)})")
+    return ""
+
+
 def _ahead(program: Program, path: Sequence[object], stmts: Sequence[str], buffer: str,
-           distance: int) -> tuple[isl.Map, isl.Set] | None:
+           distance: int, along: Along | None = None) -> tuple[isl.Map, isl.Set] | None:
     """The footprint ``distance`` iterations ahead, on the current iterations: (relation
     ``[q] -> buffer[x]``, set of current iterations ``[q]``); None if nothing is accessed."""
+    if along is not None:
+        return _ahead_along(program, path, buffer, distance, along)
     rel, iterations = _relations(program, path, stmts, buffer)
     if rel is None or iterations is None:
         return None
@@ -80,11 +202,11 @@ def _ahead(program: Program, path: Sequence[object], stmts: Sequence[str], buffe
 
 
 def lines_per_iteration(program: Program, path: Sequence[object], stmts: Sequence[str],
-                        buffer: str, distance: int) -> int | None:
+                        buffer: str, distance: int, along: Along | None = None) -> int | None:
     """An upper bound on the cache lines of ``buffer`` that one iteration of the last loop of
     ``path`` touches ``distance`` iterations ahead, for any sizes; None when it is unbounded
     (it grows with a size parameter). Rows of the last dimension may start anywhere in a line."""
-    got = _ahead(program, path, stmts, buffer, distance)
+    got = _ahead(program, path, stmts, buffer, distance, along)
     if got is None:
         return 0
     ahead = got[0]
@@ -111,13 +233,13 @@ def lines_per_iteration(program: Program, path: Sequence[object], stmts: Sequenc
 
 def prefetch_nest(program: Program, path: Sequence[object], stmts: Sequence[str], buffer: str,
                   distance: int, loop_values: dict[int, Expr], taken: set[str], *,
-                  write: bool, locality: int) -> Node | None:
+                  write: bool, locality: int, along: Along | None = None) -> Node | None:
     """The loop nest of ``Prefetch`` nodes for the footprint ahead, as code placed at the top of
     the last loop of ``path``. ``loop_values`` gives the value of each loop of ``path`` in the
     generated code (by loop id); loops missing from it (isl wrote no loop: one value) are
     projected out. Row loops get fresh names not in ``taken``. None when the region is empty
-    at every iteration."""
-    got = _ahead(program, path, stmts, buffer, distance)
+    at every iteration. ``along``: the footprint along an enclosing loop (module docstring)."""
+    got = _ahead(program, path, stmts, buffer, distance, along)
     if got is None:
         return None
     ahead, iterations = got
@@ -222,4 +344,5 @@ class _Nest:
                    step=n.for_get_inc().int_get_val().to_python())
 
 
-__all__ = ["LINE_BYTES", "lines_per_iteration", "prefetch_nest"]
+__all__ = ["LINE_BYTES", "Along", "along_fits", "lines_per_iteration", "prefetch_nest",
+           "statement_paths"]

@@ -10,6 +10,12 @@ annotation, it lives as long as the loop node: ``reorder``, ``parallel``, ``unro
 recomputed for what the block then accesses), while ``split``, ``fuse`` or ``merge`` of the loop
 replace the node and drop the hint, as they drop every annotation: give the hint once the loop
 structure is final.
+
+``along=<an enclosing loop>`` looks ahead along that loop instead, for a block that may sit
+elsewhere under it (``poly.prefetch_regions``): e.g. in the exponential's chunk loop of one
+row, the chunk of the *next* row that the max pass will read at the same chunk index. The
+annotation names the enclosing loop by its id (``along loop i_1 (#7)``); if at lowering that
+loop no longer encloses the hinted one, the hint becomes a comment saying so.
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from typing import Any
 
 from ..errors import ScheduleError
 from ..ir.loops import LoopKind
-from ..poly.prefetch_regions import lines_per_iteration
+from ..poly.prefetch_regions import Along, along_fits, lines_per_iteration, statement_paths
 from ..poly.tree import LoopNode, statements_under
 from . import loops
 from .core import ScheduleCore
@@ -28,7 +34,8 @@ from .trace import BlockHandle, LoopHandle
 
 ANNOTATION = "prefetch"
 MAX_LINES = 64          # cache lines per iteration: more is a misplaced hint, not a prefetch
-_TEXT = re.compile(r"(\S+) for (\S+), (\d+) iterations? ahead, (read|write), locality ([0-3])")
+_TEXT = re.compile(r"(\S+) for (\S+), (\d+) iterations? ahead(?: along loop (\S+) \(#(\d+)\))?, "
+                   r"(read|write), locality ([0-3])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,20 +46,23 @@ class PrefetchHint:
     distance: int
     write: bool
     locality: int
+    along: tuple[str, int] | None = None    # (name, id) of the enclosing loop looked along
 
     def text(self) -> str:
         """``B for C, 1 iteration ahead, read, locality 3``: the annotation's value, printed by
         ``sch.show()`` and as a comment above the loop in generated code."""
         plural = "" if self.distance == 1 else "s"
-        return (f"{self.buffer} for {self.block}, {self.distance} iteration{plural} ahead, "
-                f"{'write' if self.write else 'read'}, locality {self.locality}")
+        along = "" if self.along is None else f" along loop {self.along[0]} (#{self.along[1]})"
+        return (f"{self.buffer} for {self.block}, {self.distance} iteration{plural} ahead"
+                f"{along}, {'write' if self.write else 'read'}, locality {self.locality}")
 
     @staticmethod
     def parse(text: str) -> PrefetchHint | None:
         m = _TEXT.fullmatch(text)
         if m is None:
             return None
-        return PrefetchHint(m[1], m[2], int(m[3]), m[4] == "write", int(m[5]))
+        along = None if m[4] is None else (m[4], int(m[5]))
+        return PrefetchHint(m[1], m[2], int(m[3]), m[6] == "write", int(m[7]), along)
 
 
 def hints_of(node: LoopNode) -> list[PrefetchHint]:
@@ -66,6 +76,14 @@ def block_statements_under(state: State, node: LoopNode, block: str) -> list[str
     return [s for s in statements_under(node) if state.program.statement(s).block_name == block]
 
 
+def along_spec(path: list[LoopNode], outer: LoopNode, stmts: list[str]) -> Along:
+    """The ``Along`` of a hint at the last loop of ``path`` along its enclosing ``outer``,
+    for the block's statements ``stmts`` (all under ``outer``)."""
+    index = [p.id for p in path].index(outer.id)
+    return Along(index, statement_paths(path[:index + 1], stmts),
+                 tuple(statements_under(path[-1])))
+
+
 def _buffer_name(buffer: Any) -> str:
     name = buffer if isinstance(buffer, str) else getattr(buffer, "name", None)
     if not isinstance(name, str):
@@ -77,7 +95,8 @@ class PrefetchPrimitives(ScheduleCore):
     """The software prefetch hint (mixed into ``pl.Schedule``)."""
 
     def prefetch(self, block: BlockHandle | str, buffer: Any, loop: LoopHandle,
-                 distance: int = 1, *, locality: int = 3, write: bool = False) -> None:
+                 distance: int = 1, *, along: LoopHandle | None = None, locality: int = 3,
+                 write: bool = False) -> None:
         """At each iteration of ``loop``, prefetch the part of ``buffer`` that ``block``'s
         accesses under ``loop`` touch ``distance`` iterations later.
 
@@ -90,6 +109,16 @@ class PrefetchPrimitives(ScheduleCore):
         and a region of more than 64 cache lines per iteration (or one that grows with a size):
         prefetch at an inner loop instead. A later ``split``/``fuse`` of ``loop`` drops the
         hint (see the module docstring).
+
+        ``along``: a loop enclosing ``loop`` (and ``block``, which then need not be under
+        ``loop``): at each iteration of ``loop``, prefetch what ``block`` touches ``distance``
+        iterations of ``along`` later, at the same values of the loops outside ``along`` and,
+        matched by position below ``along``, of the loops down to ``loop`` (the block's deeper
+        loops take all their values; loops of one value, like a ``compute_at`` loop over one
+        row, are not matched). E.g. the next row's chunk of a max pass, prefetched in the
+        chunk loop of this row's exponentials: ``sch.prefetch("max", "X", j0, along=i)``,
+        ``j0`` matched with the max pass's chunk loop. Also refused: ``along`` not enclosing
+        ``loop`` or the block, and a block with fewer loops below ``along`` than ``loop`` has.
 
         >>> import numpy as np, polyloop as pl
         >>> n = pl.var("n")
@@ -107,31 +136,52 @@ class PrefetchPrimitives(ScheduleCore):
         >>> a = np.random.rand(37, 37).astype("float32")
         >>> bool(np.allclose(mod(a), a * 2))
         True
+        >>> sch.prefetch("B", "A", j0, along=i)     # the next row's chunk j0 instead
+        >>> "__builtin_prefetch(&A[i + 1][16 * j_0" in pl.build(sch).source
+        True
         """
         name = self._block(block, "prefetch")
         node = self._loop(loop, "prefetch")
         buf = _buffer_name(buffer)
-        hint = PrefetchHint(buf, name, distance, write, locality)
-        stmts = self._check_prefetch(hint, node)
         path = self._state.path(node.id)
-        lines = lines_per_iteration(self.program, path, stmts, buf, distance)
+        outer = None
+        if along is not None:
+            outer = self._loop(along, "prefetch")
+            if outer.id not in [p.id for p in path[:-1]]:
+                raise ScheduleError(
+                    f"prefetch of '{buf}' for '{name}' at loop '{node.name}': along loop "
+                    f"'{outer.name}' does not enclose it (its enclosing loops: "
+                    f"{', '.join(p.name for p in path[:-1]) or 'none'})")
+        hint = PrefetchHint(buf, name, distance, write, locality,
+                            None if outer is None else (outer.name, outer.id))
+        stmts = self._check_prefetch(hint, node, outer)
+        spec = None if outer is None else along_spec(path, outer, stmts)
+        where = f"prefetch of '{buf}' for '{name}' at loop '{node.name}'"
+        if spec is not None:
+            why = along_fits(self.program, path, spec, buf)
+            if why:
+                raise ScheduleError(f"{where} along '{outer.name}': {why}")  # type: ignore
+        lines = lines_per_iteration(self.program, path, stmts, buf, distance, spec)
         if lines is None or lines > MAX_LINES:
             size = "grows with the sizes" if lines is None else f"spans up to {lines} lines"
             raise ScheduleError(
-                f"prefetch of '{buf}' for '{name}' at loop '{node.name}': the region one "
-                f"iteration touches {size}, more than {MAX_LINES} cache lines of "
-                f"{64} bytes; prefetch at an inner loop (or split this one) so that one "
-                "iteration touches a few lines")
+                f"{where}: the region one iteration touches {size}, more than {MAX_LINES} "
+                f"cache lines of {64} bytes; prefetch at an inner loop (or split this one) so "
+                "that one iteration touches a few lines")
         kept = tuple((k, v) for k, v in node.annotations
                      if not (k == ANNOTATION and (p := PrefetchHint.parse(v)) is not None
                              and (p.buffer, p.block) == (buf, name)))
         new = loops.set_kind(self._state, node, node.kind,
                              annotations=kept + ((ANNOTATION, hint.text()),))
         kw: dict[str, Any] = {"distance": distance, "locality": locality, "write": write}
+        if along is not None:
+            kw["along"] = along
         self._apply(new, "prefetch", (BlockHandle(name), buf, loop), kw)
 
-    def _check_prefetch(self, hint: PrefetchHint, node: LoopNode) -> list[str]:
-        """The block's statements under the loop, after the argument checks."""
+    def _check_prefetch(self, hint: PrefetchHint, node: LoopNode,
+                        outer: LoopNode | None = None) -> list[str]:
+        """The block's statements under the loop (under ``outer``, the loop looked along, when
+        given), after the argument checks."""
         where = f"prefetch of '{hint.buffer}' for '{hint.block}' at loop '{node.name}'"
         if isinstance(hint.distance, bool) or not isinstance(hint.distance, int) \
                 or hint.distance < 1:
@@ -147,11 +197,13 @@ class PrefetchPrimitives(ScheduleCore):
         if hint.buffer not in {b.name for b in self.program.buffers}:
             raise ScheduleError(f"{where}: unknown buffer; the program's buffers are "
                                 + ", ".join(b.name for b in self.program.buffers))
-        stmts = block_statements_under(self._state, node, hint.block)
+        scope = node if outer is None else outer
+        stmts = block_statements_under(self._state, scope, hint.block)
         if not stmts:
             inside = [p.name for p in self._state.stmt_path(
                 next(s.name for s in self.program.statements if s.block_name == hint.block))]
-            raise ScheduleError(f"{where}: the loop is not above block '{hint.block}' (its "
+            what = "the loop" if outer is None else f"along loop '{outer.name}'"
+            raise ScheduleError(f"{where}: {what} is not above block '{hint.block}' (its "
                                 f"loops: {', '.join(inside) or 'none'})")
         used = {a for s in stmts for a in self._buffers_of(s)}
         if hint.buffer not in used:
