@@ -35,7 +35,8 @@ def test_softmax_default_schedule_matches_numpy(rng, rows, cols):
 @pytest.mark.parametrize("knobs", [dict(lanes=8), dict(rfactor=False), dict(lanes=5),
                                    dict(accumulators=3), dict(stream=False),
                                    dict(fuse_sum=False), dict(rows_per_task=1),
-                                   dict(rows_per_task=4, fuse_sum=False)])
+                                   dict(rows_per_task=4, fuse_sum=False),
+                                   dict(prefetch_next_row=False)])
 def test_softmax_knobs_keep_the_result(rng, knobs):
     X = pl.placeholder((6, 43), "float32", name="X")
     check(pl.build(ops.schedule_softmax(ops.softmax(X), **knobs)), rng, 6, 43)
@@ -127,3 +128,20 @@ def test_softmax_row_tasks_with_symbolic_rows(rng):
     mod = pl.build(sch)
     for rows in (1, 15, 16, 17, 40):
         check(mod, rng, rows, 70)
+
+
+@pytest.mark.parametrize("rows_per_task, row", [(2, "2 * i_0 + 1"), (1, "i + 1")])
+def test_softmax_prefetches_the_next_rows_chunk_in_the_exp_loop(rng, rows_per_task, row):
+    """The exp chunk j_0 of a row prefetches X[next row][16 j_0 : 16 j_0 + 16] (what the max
+    pass reads there), clipped to the 131 columns; off with prefetch_next_row=False."""
+    X = pl.placeholder((40, 131), "float32", name="X")
+    knobs = dict(lanes=8, accumulators=2, rows_per_task=rows_per_task)
+    sch = ops.schedule_softmax(ops.softmax(X), **knobs)
+    assert "# prefetch=X for softmax_max_rf, 1 iteration ahead along loop i" in str(sch)
+    mod = pl.build(sch)
+    assert f"__builtin_prefetch(&X[{row}][16 * j_0 + prefetch_at], 0, 2);" in mod.source
+    assert f"__builtin_prefetch(&X[{row}][pl_min_i64(131, 16 * j_0 + 16) - 1], 0, 2);" \
+        in mod.source
+    check(mod, rng, 40, 131)
+    off = ops.schedule_softmax(ops.softmax(X), prefetch_next_row=False, **knobs)
+    assert "__builtin_prefetch" not in pl.build(off).source
