@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from ..errors import ParseError
 from ..ir.dtypes import DType, as_dtype
-from ..ir.expr import Expr, Load, Var, const, free_vars, select
+from ..ir.expr import Expr, Load, Var, const, free_vars, reduce_identity, select
 from ..ir.printer import loops_to_str
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.simplify import simplify
@@ -30,7 +30,7 @@ from ..poly.order import original_tree
 from .kernel_exprs import Converter, Names, Reduction, join_dtypes
 from .kernel_parse import (ExprParser, Instruction, SyntaxErrorAt, error_at, parse_instructions,
                            tokenize)
-from .kernel_program import assign, identity, nesting, privatized, reads_of, with_roles
+from .kernel_program import assign, nesting, privatized, reads_of, with_roles
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +357,7 @@ class _Builder:
             if ins.target not in self.temps:
                 return self._accumulated(ins, idx, value, src, loops, red, affine)
             init = Statement(f"{ins.id}_init", tuple(loops), init_dom, ins.target, idx,
-                             identity(value.kind, target_dtype), block=ins.id, is_init=True)
+                             reduce_identity(value.kind, target_dtype), block=ins.id, is_init=True)
             upd = Statement(ins.id, tuple(loops + red), upd_dom, ins.target, idx, src,
                             value.kind, block=ins.id)
             # Separate nests (all initializations, then all updates) only when each element of
@@ -389,7 +389,7 @@ class _Builder:
         names = (f"{ins.id}_init", ins.id, f"{ins.id}_store")
         doms = [kd.statement_domain(self.doms, n, its, affine)
                 for n, its in zip(names, (loops, loops + red, loops))]
-        init = Statement(names[0], tuple(loops), doms[0], acc, (), identity(value.kind, dtype),
+        init = Statement(names[0], tuple(loops), doms[0], acc, (), reduce_identity(value.kind, dtype),
                          block=ins.id, is_init=True)
         upd = Statement(names[1], tuple(loops + red), doms[1], acc, (), src, value.kind,
                         block=ins.id)

@@ -1,15 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How a kernel's statements become a Program: assignment conversions, reduction identities,
-the loop nest the instructions spell (``Program.nesting``), private temporaries, and which
-arrays are inputs, outputs or updated in place."""
+"""How a kernel's statements become a Program: assignment conversions, the loop nest the
+instructions spell (``Program.nesting``), private temporaries, and which arrays are inputs,
+outputs or updated in place. Reductions start from ``ir.expr.reduce_identity``."""
 from __future__ import annotations
 
 from typing import Mapping
 
-import numpy as np
-
 from ..ir.dtypes import DType
-from ..ir.expr import Const, Expr, Load, ReduceKind, Var, cast, const, loads, rewrite
+from ..ir.expr import Expr, Load, Var, cast, loads, rewrite
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly.dataflow import reads_initial_values
 from ..poly.gpu import loop_extent, statement_paths
@@ -31,15 +29,6 @@ def reads_of(c) -> set[str]:
 def assign(dtype: DType, value: Expr) -> Expr:
     """Assignment converts the value to the target's dtype, as ``out[...] = value`` in NumPy."""
     return value if value.dtype is dtype and not value.weak else cast(dtype, value)
-
-
-def identity(kind: ReduceKind, d: DType) -> Const:
-    if kind is ReduceKind.SUM:
-        return const(0, d)
-    if d.is_float:
-        return const(float("-inf") if kind is ReduceKind.MAX else float("inf"), d)
-    info = np.iinfo(d.numpy)
-    return const(int(info.min) if kind is ReduceKind.MAX else int(info.max), d)
 
 
 class _Open:
