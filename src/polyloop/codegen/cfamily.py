@@ -48,6 +48,8 @@ class CFamilyPrinter:
     operators: Mapping[BinOpKind, tuple[str, int]] = C_OPERATORS
     math_functions: Mapping[tuple[UnaryKind, DType], str] = C_MATH_FUNCTIONS
     libm_suffix: Mapping[DType, str] = C_LIBM_SUFFIX
+    # (lowest, highest, the name of the lowest): the lowest has no literal of its own
+    int_limits: Mapping[DType, tuple[int, int, str]] = C_INT_LIMITS
     restrict = "restrict"
     helper_qualifier = "static inline"
     kernel_prefix = ""
@@ -209,15 +211,19 @@ class CFamilyPrinter:
         return text, UNARY if text[0] in "-(" else POSTFIX
 
     def _int_literal(self, c: Const) -> str:
-        lo, hi, min_name = C_INT_LIMITS[c.dtype]
+        lo, hi, min_name = self.int_limits[c.dtype]
         v = int(c.value)
         if not lo <= v <= hi:
             raise BuildError(f"constant {v} does not fit in {c.dtype}")
         if v == lo:
             return min_name  # -2**63 has no literal: 2**63 overflows before the minus applies
         if c.dtype is DType.INT64 and not -2**31 <= v < 2**31:
-            return f"INT64_C({v})"
+            return self._wide_int64(v)
         return str(v)
+
+    def _wide_int64(self, v: int) -> str:
+        """An int64 literal outside the int range (C: ``INT64_C``)."""
+        return f"INT64_C({v})"
 
     def _float_literal(self, c: Const) -> str:
         with np.errstate(over="ignore"):

@@ -51,6 +51,7 @@ class OpenCLPrinter(CFamilyPrinter):
     unsigned_types = OPENCL_UNSIGNED_TYPES
     math_functions = OPENCL_MATH_FUNCTIONS
     libm_suffix = {DType.FLOAT32: "", DType.FLOAT64: ""}
+    int_limits = OPENCL_INT_LIMITS
     reserved = OPENCL_KEYWORDS | {"args", "params"}
     kernel_prefix = "__kernel void "
 
@@ -117,14 +118,8 @@ class OpenCLPrinter(CFamilyPrinter):
         w.statement(f"prefetch(&{self.element(node.buffer, node.indices)}, "
                     f"{self.expr(node.count)})")
 
-    def _int_literal(self, c: Const) -> str:
-        lo, hi, min_name = OPENCL_INT_LIMITS[c.dtype]
-        v = int(c.value)
-        if not lo <= v <= hi:
-            raise BuildError(f"constant {v} does not fit in {c.dtype}")
-        if v == lo:
-            return min_name
-        return f"{v}L" if c.dtype is DType.INT64 and not -2**31 <= v < 2**31 else str(v)
+    def _wide_int64(self, v: int) -> str:
+        return f"{v}L"
 
     def element(self, buffer: str, indices: tuple[Expr, ...]) -> str:
         """Global buffers are flat: ``A[i * n + j]``; local and private arrays keep [i][j];
