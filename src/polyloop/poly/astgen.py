@@ -500,31 +500,38 @@ class _Converter:
         return Store(stmt.buffer, target, simplify(value), stmt.reduction, stmt.name)
 
     def expr(self, e: isl.AstExpr, names: dict[str, Expr]) -> Expr:
-        t = e.get_type()
-        if t == isl.ast_expr_type.id:
-            name = e.get_id().get_name()
-            if name in names:
-                return names[name]
-            return Var(name, kind=VarKind.PARAM)
-        if t == isl.ast_expr_type.int:
-            return Const(e.int_get_val().to_python(), INDEX, weak=True)
-        op = e.op_get_type()
-        args = [self.expr(e.op_get_arg(k), names) for k in range(e.op_get_n_arg())]
-        if op == isl.ast_expr_op_type.minus:
-            return Unary(UnaryKind.NEG, args[0], args[0].dtype, weak=True)
-        if op in (isl.ast_expr_op_type.cond, isl.ast_expr_op_type.select):
-            return Select(args[0], args[1], args[2], args[1].dtype, weak=True)
-        kind = _OPS.get(op)
-        if kind is None:
-            raise PolyloopError(f"unsupported isl AST operation {op}")
-        if self.strict_bounds and kind in (BinOpKind.GE, BinOpKind.LE):
-            tidy = _strict(kind, args[0], args[1])
-            if tidy is not None:
-                return tidy
-        out = args[0]
-        for a in args[1:]:
-            out = binop(kind, out, a)
-        return out
+        return ast_expr(e, names, strict_bounds=self.strict_bounds)
+
+
+def ast_expr(e: isl.AstExpr, names: dict[str, Expr], *, strict_bounds: bool = False) -> Expr:
+    """polyloop's expression for an isl AST expression: isl identifiers become ``names[id]``
+    (size parameters otherwise); with ``strict_bounds``, ``n >= x + 1`` is written ``x < n``."""
+    t = e.get_type()
+    if t == isl.ast_expr_type.id:
+        name = e.get_id().get_name()
+        if name in names:
+            return names[name]
+        return Var(name, kind=VarKind.PARAM)
+    if t == isl.ast_expr_type.int:
+        return Const(e.int_get_val().to_python(), INDEX, weak=True)
+    op = e.op_get_type()
+    args = [ast_expr(e.op_get_arg(k), names, strict_bounds=strict_bounds)
+            for k in range(e.op_get_n_arg())]
+    if op == isl.ast_expr_op_type.minus:
+        return Unary(UnaryKind.NEG, args[0], args[0].dtype, weak=True)
+    if op in (isl.ast_expr_op_type.cond, isl.ast_expr_op_type.select):
+        return Select(args[0], args[1], args[2], args[1].dtype, weak=True)
+    kind = _OPS.get(op)
+    if kind is None:
+        raise PolyloopError(f"unsupported isl AST operation {op}")
+    if strict_bounds and kind in (BinOpKind.GE, BinOpKind.LE):
+        tidy = _strict(kind, args[0], args[1])
+        if tidy is not None:
+            return tidy
+    out = args[0]
+    for a in args[1:]:
+        out = binop(kind, out, a)
+    return out
 
 
 def _statements_in(n: isl.AstNode) -> set[str]:

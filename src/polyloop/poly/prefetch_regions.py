@@ -31,7 +31,7 @@ from ..ir.loops import Block, For, If, Node, Prefetch
 from ..ir.program import Program
 from ..ir.simplify import simplify
 from .access import accesses, buffer_box, domain
-from .astgen import _Converter, context
+from .astgen import ast_expr, context
 from .isl_util import map_, params_prefix
 from .tree import LoopNode, StmtNode
 
@@ -262,7 +262,7 @@ def prefetch_nest(program: Program, path: Sequence[object], stmts: Sequence[str]
     region = region.intersect_params(ctx).coalesce()
     if region.is_empty():
         return None
-    return _Nest(program, region, ctx, names, taken, buffer, write, locality).build()
+    return _Nest(region, ctx, names, taken, buffer, write, locality).build()
 
 
 class _Nest:
@@ -270,11 +270,10 @@ class _Nest:
     elements) becomes one ``Prefetch`` of the row: from the loop's first value, as many
     elements as its range spans (isl writes the bounds: ``min(n - 1, 16 * j0 + 47)``)."""
 
-    def __init__(self, program: Program, region: isl.Set, ctx: isl.Set, names: dict[str, Expr],
+    def __init__(self, region: isl.Set, ctx: isl.Set, names: dict[str, Expr],
                  taken: set[str], buffer: str, write: bool, locality: int):
         self.region, self.ctx, self.names, self.taken = region, ctx, names, set(taken)
         self.buffer, self.write, self.locality = buffer, write, locality
-        self.exprs = _Converter(program, {}, None, {}, frozenset())  # type: ignore[arg-type]
         self.last = f"c{region.dim(isl.dim_type.set)}"   # isl's iterator of the last dim
 
     def build(self) -> Node:
@@ -304,7 +303,7 @@ class _Nest:
         return f"pf_r{k}"
 
     def expr(self, e: isl.AstExpr, names: dict[str, Expr]) -> Expr:
-        return simplify(self.exprs.expr(e, names))
+        return simplify(ast_expr(e, names))
 
     def node(self, n: isl.AstNode, names: dict[str, Expr]) -> Node:
         t = n.get_type()
@@ -330,7 +329,7 @@ class _Nest:
         it = n.for_get_iterator().get_id().get_name()
         start = self.expr(n.for_get_init(), names)
         cond = n.for_get_cond()
-        stop = self.exprs.expr(cond.op_get_arg(1), names)
+        stop = ast_expr(cond.op_get_arg(1), names)
         if cond.op_get_type() == isl.ast_expr_op_type.le:
             stop = binop(BinOpKind.ADD, stop, 1)
         body = n.for_get_body()
