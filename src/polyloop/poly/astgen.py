@@ -135,6 +135,8 @@ def isl_schedule(program: Program, root: Root, plain: frozenset[int] = frozenset
     for node in loops(root):
         if node.id in hardware:
             doms = _fix_hardware(program, node, hardware[node.id], doms)
+    if hardware:    # i = 16*g + l rather than i mod 16 = l: simpler sets for the build
+        doms = {s: d.detect_equalities() for s, d in doms.items()}
     every = None
     for d in doms.values():
         u = isl.UnionSet.from_set(d)
