@@ -351,13 +351,27 @@ def select(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
 
 # traversal ------------------------------------------------------------------------------------
 
-def children(e: Expr) -> Iterator[Expr]:
-    for f in fields(e):  # type: ignore[arg-type]
-        v = getattr(e, f.name)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(t: type) -> tuple[str, ...]:
+    """The field names of an expression class (``dataclasses.fields`` rebuilds its tuple on
+    every call; traversals ask for it once per node)."""
+    names = _FIELD_NAMES.get(t)
+    if names is None:
+        names = _FIELD_NAMES[t] = tuple(f.name for f in fields(t))
+    return names
+
+
+def children(e: Expr) -> list[Expr]:
+    out: list[Expr] = []
+    for name in _field_names(type(e)):
+        v = getattr(e, name)
         if isinstance(v, Expr):
-            yield v
+            out.append(v)
         elif isinstance(v, tuple):
-            yield from (x for x in v if isinstance(x, Expr))
+            out.extend(x for x in v if isinstance(x, Expr))
+    return out
 
 
 def walk(e: Expr) -> Iterator[Expr]:
@@ -366,25 +380,28 @@ def walk(e: Expr) -> Iterator[Expr]:
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(reversed(list(children(n))))
+        kids = children(n)
+        kids.reverse()
+        stack.extend(kids)
 
 
 def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     """Rebuild e bottom-up; fn returns a replacement for a node or None to keep it."""
     def go(n: Expr) -> Expr:
         changes = {}
-        for f in fields(n):  # type: ignore[arg-type]
-            v = getattr(n, f.name)
+        names = _field_names(type(n))
+        for name in names:
+            v = getattr(n, name)
             if isinstance(v, Expr):
                 nv = go(v)
                 if nv is not v:
-                    changes[f.name] = nv
+                    changes[name] = nv
             elif isinstance(v, tuple) and any(isinstance(x, Expr) for x in v):
                 nt = tuple(go(x) if isinstance(x, Expr) else x for x in v)
                 if any(a is not b for a, b in zip(nt, v)):
-                    changes[f.name] = nt
+                    changes[name] = nt
         if changes:
-            n = type(n)(**{f.name: changes.get(f.name, getattr(n, f.name)) for f in fields(n)})  # type: ignore[arg-type]
+            n = type(n)(**{k: changes.get(k, getattr(n, k)) for k in names})
         r = fn(n)
         return n if r is None else r
     return go(e)
@@ -396,19 +413,20 @@ def rewrite_topdown(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     if r is not None:
         return r
     changes = {}
-    for f in fields(e):  # type: ignore[arg-type]
-        v = getattr(e, f.name)
+    names = _field_names(type(e))
+    for name in names:
+        v = getattr(e, name)
         if isinstance(v, Expr):
             nv = rewrite_topdown(v, fn)
             if nv is not v:
-                changes[f.name] = nv
+                changes[name] = nv
         elif isinstance(v, tuple) and any(isinstance(x, Expr) for x in v):
             nt = tuple(rewrite_topdown(x, fn) if isinstance(x, Expr) else x for x in v)
             if any(a is not b for a, b in zip(nt, v)):
-                changes[f.name] = nt
+                changes[name] = nt
     if not changes:
         return e
-    return type(e)(**{f.name: changes.get(f.name, getattr(e, f.name)) for f in fields(e)})  # type: ignore[arg-type]
+    return type(e)(**{k: changes.get(k, getattr(e, k)) for k in names})
 
 
 def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
@@ -432,8 +450,8 @@ def same(a: Expr, b: Expr) -> bool:
     """Structural equality."""
     if type(a) is not type(b):
         return False
-    for f in fields(a):  # type: ignore[arg-type]
-        x, y = getattr(a, f.name), getattr(b, f.name)
+    for name in _field_names(type(a)):
+        x, y = getattr(a, name), getattr(b, name)
         if isinstance(x, Expr):
             if not same(x, y):
                 return False
