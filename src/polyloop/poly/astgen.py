@@ -27,6 +27,7 @@ from ..ir.loops import Block, For, If, Node, Store
 from ..ir.simplify import simplify
 from ..ir.program import Program
 from .access import domain
+from .affine import prefix_map
 from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
 from .gpu import statement_paths
 from .isolate import isolate_full_tiles
@@ -132,11 +133,8 @@ def isl_schedule(program: Program, root: Root, plain: frozenset[int] = frozenset
     text: the maps are parsed once, for legality, and reused here."""
     hardware = hardware or {}
     doms = {s.name: domain(program, s) for s in program.statements}
-    for node in loops(root):
-        if node.id in hardware:
-            doms = _fix_hardware(program, node, hardware[node.id], doms)
-    if hardware:    # i = 16*g + l rather than i mod 16 = l: simpler sets for the build
-        doms = {s: d.detect_equalities() for s, d in doms.items()}
+    if hardware:
+        doms = _fix_hardware(program, root, hardware, doms)
     every = None
     for d in doms.values():
         u = isl.UnionSet.from_set(d)
@@ -147,17 +145,28 @@ def isl_schedule(program: Program, root: Root, plain: frozenset[int] = frozenset
     return _insert(program, top, root.children, plain, doms, hardware).get_schedule()
 
 
-def _fix_hardware(program: Program, node: LoopNode, p: str, doms: dict[str, isl.Set]
-                  ) -> dict[str, isl.Set]:
-    """``doms`` with the instances of the statements under ``node`` limited to those where
-    the loop's value is the parameter ``p``."""
-    value = set_(f"[{p}] -> {{ [v] : v = {p} }}")
+def _fix_hardware(program: Program, root: Root, hardware: Mapping[int, str],
+                  doms: dict[str, isl.Set]) -> dict[str, isl.Set]:
+    """``doms`` with each statement's instances limited to those where every hardware loop
+    around it has the value of its parameter (one intersection per statement, with its
+    equalities detected: ``i = 16*g + l`` rather than ``i mod 16 = l``, simpler for the
+    build)."""
+    fixed: dict[str, list[tuple[str, str]]] = {}
+    for node in loops(root):
+        if node.id in hardware:
+            for stmt, text in node.exprs:
+                if stmt in doms:
+                    fixed.setdefault(stmt, []).append((text, hardware[node.id]))
     out = dict(doms)
-    for stmt, text in node.exprs:
-        if stmt in out:
-            d = out[stmt]
-            at = _map(program, text).intersect_range(value.align_params(d.get_space()))
-            out[stmt] = d.align_params(at.get_space()).intersect(at.domain())
+    for stmt, pairs in fixed.items():
+        names = list(dict.fromkeys(p for _, p in pairs))
+        values = ", ".join(f"v{k}" for k in range(len(pairs)))
+        cons = " and ".join(f"v{k} = {p}" for k, (_, p) in enumerate(pairs))
+        at = set_(f"[{', '.join(names)}] -> {{ [{values}] : {cons} }}")
+        m = prefix_map(program, stmt, [t for t, _ in pairs])
+        m = m.align_params(at.get_space()).intersect_range(at.align_params(m.get_space()))
+        d = out[stmt]
+        out[stmt] = d.align_params(m.get_space()).intersect(m.domain()).detect_equalities()
     return out
 
 

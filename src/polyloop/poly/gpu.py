@@ -330,17 +330,32 @@ def barrier_domain(program: Program, path: list[LoopNode], name: str) -> tuple[s
     return printed(region), iters
 
 
+def loop_image(program: Program, node: LoopNode) -> isl.Set:
+    """``{ [v] }``: every value the loop takes, over all its statements (remembered by the
+    statements' domains and expressions: the launch's sizes, its hardware loops and the
+    extents of arrays indexed by the loop all ask)."""
+    return _image(tuple(program.params), tuple(
+        (program.statement(s).domain, node.expr(s)) for s in statements_under(node)))
+
+
+@lru_cache(maxsize=4096)
+def _image(params: tuple[str, ...], parts: tuple[tuple[str, str], ...]) -> isl.Set:
+    img = None
+    for domain_text, expr in parts:
+        m = map_(expr if expr.lstrip().startswith("[") else params_prefix(params) + expr)
+        d = set_(domain_text if domain_text.lstrip().startswith("[") else
+                 params_prefix(params) + domain_text)
+        r = m.intersect_domain(_align(d, m)).range()
+        img = r if img is None else _align(img, r).union(_align(r, img))
+    assert img is not None
+    return img.coalesce()
+
+
 def group_count(program: Program, node: LoopNode) -> Expr:
     """How many values the loop takes at most (the number of work-groups on its axis), as an
     expression of the size parameters."""
-    lo = hi = None
-    for s in statements_under(node):
-        img = _full(program, node.expr(s)).intersect_domain(
-            _align(domain(program, program.statement(s)), _full(program, node.expr(s)))).range()
-        a, b = img.dim_min(0), img.dim_max(0)
-        lo = a if lo is None else _align(lo, a).min(_align(a, lo))
-        hi = b if hi is None else _align(hi, b).max(_align(b, hi))
-    assert lo is not None and hi is not None
+    img = loop_image(program, node)
+    lo, hi = img.dim_min(0), img.dim_max(0)
     ext = _align(hi, lo).sub(_align(lo, hi)).add_constant_val(isl.Val(1)).coalesce()
     return simplify(pw_aff_to_expr(ext, [], f"the extent of loop '{node.name}'",
                                    upper_bound=True))
@@ -383,13 +398,9 @@ def covers(program: Program, node: LoopNode, start: int, count: Expr) -> bool:
         top = f"{start} + {expr_to_isl(count)}"
     except NotAffine:
         return False
-    for s in statements_under(node):
-        m = _full(program, node.expr(s))
-        img = m.intersect_domain(_align(domain(program, program.statement(s)), m)).range()
-        beyond = set_(f"{params_prefix(program.params)}{{ [v] : v >= {top} }}")
-        if not img.intersect(_align(beyond, img)).is_empty():
-            return False
-    return True
+    img = loop_image(program, node)
+    beyond = set_(f"{params_prefix(program.params)}{{ [v] : v >= {top} }}")
+    return bool(img.intersect(_align(beyond, img)).is_empty())
 
 
 def item_count(program: Program, node: LoopNode) -> int:
@@ -431,13 +442,7 @@ def loop_extent(program: Program, node: LoopNode) -> Expr | None:
         lo, _ = value_range(program, s, node.expr(s))
         if lo is None or lo < 0:
             return None
-    hi = None
-    for s in statements_under(node):
-        m = _full(program, node.expr(s))
-        img = m.intersect_domain(_align(domain(program, program.statement(s)), m)).range()
-        h = img.dim_max(0)
-        hi = h if hi is None else _align(hi, h).max(_align(h, hi))
-    assert hi is not None
+    hi = loop_image(program, node).dim_max(0)
     return simplify(pw_aff_to_expr(hi.add_constant_val(isl.Val(1)).coalesce(), [],
                                    f"the extent of loop '{node.name}'", upper_bound=True))
 
@@ -445,3 +450,4 @@ def loop_extent(program: Program, node: LoopNode) -> Expr | None:
 def clear_caches() -> None:
     """Forget remembered loop bounds (for timing code generation from scratch)."""
     _upper_bound.cache_clear()
+    _image.cache_clear()
