@@ -79,3 +79,39 @@ def test_compact_scalar_and_box_offsets(monkeypatch):
     scalar = pl.make_kernel("{ [i] : 0 <= i < n }", insns).program
     got = storage.compact(scalar, original_tree(scalar)[0], "s")
     assert got.shape == () and got.offsets == {"s1": (), "s2": ()} and got.home == "i"
+
+
+def test_one_element_shortcut_matches_the_box(monkeypatch):
+    """Where each key iteration touches one element named one way by each statement, the
+    compaction takes each statement's indices as the corner; the general box computation
+    (per-dimension minimum and width, composed corners) gives the same shape and corners."""
+    from polyloop.ir.simplify import simplify
+    from polyloop.schedule.kernel import schedule_of
+    from polyloop.ir.program import BufferRole
+    plain = storage._one_element
+    calls = []
+
+    def record(*args):
+        got = plain(*args)
+        calls.append(got)
+        return got
+    monkeypatch.setattr(storage, "_one_element", record)
+    taken, general = [], 0
+    for knl in _kernels():
+        sch = schedule_of(knl)
+        for b in sch.program.buffers:
+            if b.role is BufferRole.TEMP:
+                calls.clear()
+                got = storage.compact(sch.program, sch.state.root, b.name)
+                general += 1
+                if calls and calls[-1] is not None:
+                    taken.append((knl, b.name, got))
+    assert taken and len(taken) < general      # both paths are exercised
+    monkeypatch.setattr(storage, "_one_element", lambda *a: None)
+    for knl, name, fast in taken:
+        sch = schedule_of(knl)
+        slow = storage.compact(sch.program, sch.state.root, name)
+        assert fast.shape == slow.shape and fast.home == slow.home, name
+        for stmt, corner in slow.offsets.items():
+            assert [str(simplify(x)) for x in fast.offsets[stmt]] == \
+                [str(simplify(x)) for x in corner], (name, stmt)

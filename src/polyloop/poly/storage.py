@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..ir.expr import Expr
+from ..ir.expr import Expr, loads, same
 from ..ir.loops import LoopKind
 from ..ir.program import MemScope, Program
 from ..ir.simplify import simplify
@@ -109,6 +109,10 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     assert footprint is not None
     footprint = footprint.coalesce()
     nd = footprint.dim(isl.dim_type.out)
+    single = _one_element(program, buffer, stmts, footprint)
+    if single is not None:
+        home = key[stmts[0]]
+        return Compaction(buffer, home[-1].name if home else None, (1,) * nd, single)
     shape, corners = [], None
     for d in range(nd):
         fd = footprint.project_out(isl.dim_type.out, d + 1, nd - d - 1).project_out(
@@ -138,6 +142,25 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
         offsets[s] = per_dim
     home = key[stmts[0]]
     return Compaction(buffer, home[-1].name if home else None, tuple(shape), offsets)
+
+
+def _one_element(program: Program, buffer: str, stmts: list[str], footprint: isl.Map
+                 ) -> dict[str, tuple[Expr, ...]] | None:
+    """Where each key iteration touches one element (a private accumulator ``acc[i, j]``
+    under the loops of i and j) and each statement names it one way, the corner is that
+    element: each statement's own indices. None otherwise (the general box is computed)."""
+    offsets: dict[str, tuple[Expr, ...]] = {}
+    for name in stmts:
+        st = program.statement(name)
+        found = ([st.indices] if st.buffer == buffer else []) + [
+            ld.indices for ld in loads(st.value) if ld.buffer == buffer]
+        if not found or any(len(f) != len(found[0]) or not all(
+                same(x, y) for x, y in zip(f, found[0])) for f in found[1:]):
+            return None
+        offsets[name] = tuple(found[0])
+    if not footprint.is_single_valued():
+        return None
+    return offsets
 
 
 def _offsets(program: Program, stmt: str, key: isl.Map, corners: isl.Map, nd: int, *,
