@@ -68,50 +68,29 @@ def _lower(knl):
 
 def test_compact_scalar_and_box_offsets(monkeypatch):
     """A scalar temporary compacts to a scalar (no dimension, no offsets); a private array
-    indexed by its loops compacts to one element whose corner is the loop value."""
+    indexed by its loops compacts to one element (index 0: no corner to subtract)."""
     from polyloop.frontend import kernel as kernel_mod
     from polyloop.poly.order import original_tree
     insns = "<> s = 2*a[i] {id=s1}\nout[i] = s + 1 {id=s2, dep=s1}"
     wide = pl.make_kernel("{ [i] : 0 <= i < n }", insns).program
     got = storage.compact(wide, original_tree(wide)[0], "s")
-    assert got.shape == (1,) and [str(o[0]) for o in got.offsets.values()] == ["i", "i"]
+    assert got.shape == (1,) and got.offsets == {"s1": (), "s2": ()}
     monkeypatch.setattr(kernel_mod, "privatized", lambda p, accumulators=None: p)
     scalar = pl.make_kernel("{ [i] : 0 <= i < n }", insns).program
     got = storage.compact(scalar, original_tree(scalar)[0], "s")
     assert got.shape == () and got.offsets == {"s1": (), "s2": ()} and got.home == "i"
 
 
-def test_one_element_shortcut_matches_the_box(monkeypatch):
-    """Where each key iteration touches one element named one way by each statement, the
-    compaction takes each statement's indices as the corner; the general box computation
-    (per-dimension minimum and width, composed corners) gives the same shape and corners."""
-    from polyloop.ir.simplify import simplify
-    from polyloop.schedule.kernel import schedule_of
-    from polyloop.ir.program import BufferRole
-    plain = storage._one_element
-    calls = []
 
-    def record(*args):
-        got = plain(*args)
-        calls.append(got)
-        return got
-    monkeypatch.setattr(storage, "_one_element", record)
-    taken, general = [], 0
-    for knl in _kernels():
-        sch = schedule_of(knl)
-        for b in sch.program.buffers:
-            if b.role is BufferRole.TEMP:
-                calls.clear()
-                got = storage.compact(sch.program, sch.state.root, b.name)
-                general += 1
-                if calls and calls[-1] is not None:
-                    taken.append((knl, b.name, got))
-    assert taken and len(taken) < general      # both paths are exercised
-    monkeypatch.setattr(storage, "_one_element", lambda *a: None)
-    for knl, name, fast in taken:
-        sch = schedule_of(knl)
-        slow = storage.compact(sch.program, sch.state.root, name)
-        assert fast.shape == slow.shape and fast.home == slow.home, name
-        for stmt, corner in slow.offsets.items():
-            assert [str(simplify(x)) for x in fast.offsets[stmt]] == \
-                [str(simplify(x)) for x in corner], (name, stmt)
+def test_offsets_only_for_dimensions_of_several_elements():
+    """A prefetch buffer (declared over every loop) keeps the two dimensions of its tile, each
+    with a corner per statement; an accumulator keeps none (one element per work-item)."""
+    from polyloop.schedule.kernel import schedule_of
+    mm, pf = list(_kernels())[:2]
+    sch = schedule_of(pf)
+    got = storage.compact(sch.program, sch.state.root, "a_fetch")
+    assert got.shape == (1, 1, 1, 16, 16) and got.home == "k_outer"
+    assert {len(c) for c in got.offsets.values()} == {2}
+    sch = schedule_of(mm)
+    got = storage.compact(sch.program, sch.state.root, "acc_k")
+    assert set(got.shape) == {1} and set(got.offsets.values()) == {()}

@@ -69,7 +69,8 @@ def _same_shape(a: tuple[Expr, ...], b: tuple[Expr, ...]) -> bool:
 
 def _shift(indices: tuple[Expr, ...], corner: tuple[Expr, ...],
            keep: tuple[int, ...]) -> tuple[Expr, ...]:
-    return tuple(simplify(binop(BinOpKind.SUB, indices[d], corner[d])) for d in keep)
+    """The indices of the dimensions kept, less the box's corner (one per kept dimension)."""
+    return tuple(simplify(binop(BinOpKind.SUB, indices[d], c)) for d, c in zip(keep, corner))
 
 
 def _shifted(program: Program, c: Compaction, keep: tuple[int, ...]) -> Program:

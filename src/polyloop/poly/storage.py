@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..ir.expr import Expr, loads, same
+from ..ir.expr import Expr
 from ..ir.loops import LoopKind
 from ..ir.program import MemScope, Program
 from ..ir.simplify import simplify
@@ -31,8 +31,9 @@ from .tree import LoopNode, Root, common_loops, flat_schedule
 
 @dataclass(frozen=True, slots=True)
 class Compaction:
-    """The compacted shape and, per statement, the corner of the box it accesses (an
-    expression of the statement's iterators) to subtract from each index."""
+    """The compacted shape and, per statement, the corner of the box it accesses in each
+    dimension of more than one element (an expression of the statement's iterators, to
+    subtract from that index; a dimension of one element is indexed 0)."""
     buffer: str
     home: str | None                           # the home loop's name, None: the whole program
     shape: tuple[int, ...]
@@ -109,14 +110,17 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     assert footprint is not None
     footprint = footprint.coalesce()
     nd = footprint.dim(isl.dim_type.out)
-    single = _one_element(program, buffer, stmts, footprint)
-    if single is not None:
-        home = key[stmts[0]]
-        return Compaction(buffer, home[-1].name if home else None, (1,) * nd, single)
-    shape, corners = [], None
+    home = key[stmts[0]]
+    home_name = home[-1].name if home else None
+    if footprint.is_single_valued():    # one element per key iteration (an accumulator)
+        return Compaction(buffer, home_name, (1,) * nd, {s: () for s in stmts})
+    shape, corners, kept = [], None, 0
     for d in range(nd):
         fd = footprint.project_out(isl.dim_type.out, d + 1, nd - d - 1).project_out(
             isl.dim_type.out, 0, d)
+        if fd.is_single_valued():       # one index per key iteration: 0 once compacted
+            shape.append(1)
+            continue
         corner = fd.lexmin().coalesce()
         width = fd.sum(_align(corner, fd).neg()).range()
         # the largest width over all parameter values: a constant when the box has one
@@ -129,38 +133,19 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
         if len(vals) != 1:
             return f"its footprint in dimension {d} has no constant size"
         shape.append(vals.pop() + 1)
+        kept += 1
         corners = corner if corners is None else _align(corners, corner).flat_range_product(
             _align(corner, corners))
-    # every dimension's corner at once, composed with each statement's key map
+    # the corners of the dimensions kept, at once, composed with each statement's key map
     offsets: dict[str, tuple[Expr, ...]] = {s: () for s in stmts}
     for s in stmts if corners is not None else ():
-        per_dim = _offsets(program, s, keys[s], corners, nd, pullback=False)
+        per_dim = _offsets(program, s, keys[s], corners, kept, pullback=False)
         if isinstance(per_dim, str):    # piecewise: try the other formulation before refusing
-            per_dim = _offsets(program, s, keys[s], corners, nd, pullback=True)
+            per_dim = _offsets(program, s, keys[s], corners, kept, pullback=True)
         if isinstance(per_dim, str):
             return per_dim
         offsets[s] = per_dim
-    home = key[stmts[0]]
-    return Compaction(buffer, home[-1].name if home else None, tuple(shape), offsets)
-
-
-def _one_element(program: Program, buffer: str, stmts: list[str], footprint: isl.Map
-                 ) -> dict[str, tuple[Expr, ...]] | None:
-    """Where each key iteration touches one element (a private accumulator ``acc[i, j]``
-    under the loops of i and j) and each statement names it one way, the corner is that
-    element: each statement's own indices. None otherwise (the general box is computed)."""
-    offsets: dict[str, tuple[Expr, ...]] = {}
-    for name in stmts:
-        st = program.statement(name)
-        found = ([st.indices] if st.buffer == buffer else []) + [
-            ld.indices for ld in loads(st.value) if ld.buffer == buffer]
-        if not found or any(len(f) != len(found[0]) or not all(
-                same(x, y) for x, y in zip(f, found[0])) for f in found[1:]):
-            return None
-        offsets[name] = tuple(found[0])
-    if not footprint.is_single_valued():
-        return None
-    return offsets
+    return Compaction(buffer, home_name, tuple(shape), offsets)
 
 
 def _offsets(program: Program, stmt: str, key: isl.Map, corners: isl.Map, nd: int, *,
