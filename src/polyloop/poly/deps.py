@@ -102,19 +102,25 @@ def compute(program: Program, schedule: dict[str, isl.Map]) -> Dependences:
     found: dict[tuple, isl.Map] = {}
     index = {id(a): k for k, a in enumerate(acc)}
     orders: dict[tuple[str, str], isl.Map] = {}     # one lexicographic order per statement pair
+    # the read and the write of an update (``acc[i] += ...``) are one relation: each pair of
+    # relations is composed and ordered once, whatever the kinds of its accesses
+    ordered: dict[tuple[int, int, str, str], isl.Map | None] = {}
     for buf, group in by_buffer.items():
         for a in group:
             for b in group:
                 if not (a.is_write or b.is_write):
                     continue
-                rel = a.relation.apply_range(b.relation.reverse())
                 pair = (a.statement, b.statement)
-                before = orders.get(pair)
-                if before is None:
-                    before = orders[pair] = schedule[a.statement].lex_lt_map(
-                        schedule[b.statement])
-                rel = rel.intersect(before)
-                if rel.is_empty():
+                memo = (id(a.relation), id(b.relation)) + pair
+                if memo not in ordered:
+                    before = orders.get(pair)
+                    if before is None:
+                        before = orders[pair] = schedule[a.statement].lex_lt_map(
+                            schedule[b.statement])
+                    got = a.relation.apply_range(b.relation.reverse()).intersect(before)
+                    ordered[memo] = None if got.is_empty() else got
+                rel = ordered[memo]
+                if rel is None:
                     continue
                 red = (a.is_accumulator and b.is_accumulator and a.statement == b.statement)
                 # one dependence per pair of accesses, so each has its own distance vector
