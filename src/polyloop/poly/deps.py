@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import islpy as isl
@@ -126,11 +127,20 @@ def compute(program: Program, schedule: dict[str, isl.Map]) -> Dependences:
                 # one dependence per pair of accesses, so each has its own distance vector
                 key = (_kind(a, b), a.statement, b.statement, buf, red, index[id(a)], index[id(b)])
                 found[key] = found[key].union(rel).coalesce() if key in found else rel.coalesce()
-    order = {s.name: k for k, s in enumerate(program.statements)}
     deps = [Dependence(k[0], k[1], k[2], k[3], rel, k[4]) for k, rel in found.items()]
-    deps.sort(key=lambda d: (order[d.source], order[d.sink], d.buffer, d.kind.value,
-                             d.distance or ()))
-    return Dependences(deps)
+    return _in_order(deps, program)
+
+
+def _in_order(deps: list[Dependence], program: Program) -> Dependences:
+    """By source, sink, buffer and kind in program order; dependences that tie on those by
+    distance (computed only for them: a delta set each)."""
+    order = {s.name: k for k, s in enumerate(program.statements)}
+
+    def primary(d: Dependence) -> tuple:
+        return (order[d.source], order[d.sink], d.buffer, d.kind.value)
+    ties = Counter(primary(d) for d in deps)
+    return Dependences(sorted(deps, key=lambda d: primary(d) + (
+        (d.distance or ()) if ties[primary(d)] > 1 else (),)))
 
 
 def direct(deps: Dependences, program: Program) -> Dependences:
@@ -158,10 +168,7 @@ def direct(deps: Dependences, program: Program) -> Dependences:
                 continue
             m = isl.Map.from_union_map(kept.intersect(isl.UnionMap.from_map(d.relation)))
             out.append(Dependence(d.kind, d.source, d.sink, d.buffer, m.coalesce(), d.reduction))
-    order = {s.name: k for k, s in enumerate(program.statements)}
-    out.sort(key=lambda d: (order[d.source], order[d.sink], d.buffer, d.kind.value,
-                            d.distance or ()))
-    return Dependences(out)
+    return _in_order(out, program)
 
 
 def _union_of(deps: list[Dependence]) -> isl.UnionMap | None:
