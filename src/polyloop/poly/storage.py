@@ -115,10 +115,14 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     if footprint.is_single_valued():    # one element per key iteration (an accumulator)
         return Compaction(buffer, home_name, (1,) * nd, {s: () for s in stmts})
     shape, corners, kept = [], None, 0
+    fixed = _fixed_by_key(footprint)
     for d in range(nd):
+        if d in fixed:                  # one index per key iteration: 0 once compacted
+            shape.append(1)
+            continue
         fd = footprint.project_out(isl.dim_type.out, d + 1, nd - d - 1).project_out(
             isl.dim_type.out, 0, d)
-        if fd.is_single_valued():       # one index per key iteration: 0 once compacted
+        if fd.is_single_valued():
             shape.append(1)
             continue
         corner = fd.lexmin().coalesce()
@@ -146,6 +150,24 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
             return per_dim
         offsets[s] = per_dim
     return Compaction(buffer, home_name, tuple(shape), offsets)
+
+
+def _fixed_by_key(footprint: isl.Map) -> set[int]:
+    """The element dimensions the key iteration determines through an equality of the
+    footprint's affine hull (``x0 = k0``: a prefetch buffer indexed by the outer loops), found
+    at once; the others are asked one by one."""
+    hull = footprint.affine_hull()
+    nd = footprint.dim(isl.dim_type.out)
+    out: set[int] = set()
+    for c in hull.get_constraints():
+        if not c.is_equality():
+            continue
+        dims = [d for d in range(nd) if not c.get_coefficient_val(isl.dim_type.out, d).is_zero()]
+        divs = c.get_local_space().dim(isl.dim_type.div)
+        if len(dims) == 1 and c.get_coefficient_val(isl.dim_type.out, dims[0]).abs().is_one() \
+                and not (divs and c.involves_dims(isl.dim_type.div, 0, divs)):
+            out.add(dims[0])
+    return out
 
 
 def _offsets(program: Program, stmt: str, key: isl.Map, corners: isl.Map, nd: int, *,
