@@ -66,11 +66,21 @@ def _align(a, b):
 def item_map(program: Program, path: list[LoopNode], stmt: str) -> isl.Map:
     """``S[...] -> [x, y, z]``: the work-item index that runs each instance (0 on axes without
     a work-item loop)."""
+    return _axis_map(program, path, stmt, "threadIdx")
+
+
+def group_map(program: Program, path: list[LoopNode], stmt: str) -> isl.Map:
+    """``S[...] -> [x, y, z]``: the work-group index that runs each instance (0 on axes
+    without a work-group loop)."""
+    return _axis_map(program, path, stmt, "blockIdx")
+
+
+def _axis_map(program: Program, path: list[LoopNode], stmt: str, kind: str) -> isl.Map:
     s = program.statement(stmt)
     head = f"{{ {s.name}[{', '.join(s.iters)}] -> "
     m = None
     for axis in AXES:
-        loops = [n for n in path if n.thread == f"threadIdx.{axis}"]
+        loops = [n for n in path if n.thread == f"{kind}.{axis}"]
         piece = _full(program, loops[0].expr(stmt)) if loops else _full(program, head + "[0] }")
         m = piece if m is None else _align(m, piece).flat_range_product(_align(piece, m))
     assert m is not None
@@ -147,7 +157,12 @@ def _cross_item_pairs(program: Program, root: Root,
                 timed[a.statement] = _time_and_item(program, a.statement, paths[a.statement],
                                                    items[a.statement][:depth])
             t = timed[a.statement]
-            located.append(a.relation.apply_domain(_align(t, a.relation)))
+            rel = a.relation
+            if not glob:    # local memory: each work-group has its own, so an element is
+                # also named by the group (pairs of instances in different groups share none)
+                g = group_map(program, paths[a.statement], a.statement)
+                rel = _align(rel, g).flat_range_product(_align(g, rel))
+            located.append(rel.apply_domain(_align(t, rel)))
         for k, a in enumerate(group):
             for m in range(k, len(group)):
                 b = group[m]
