@@ -150,6 +150,8 @@ def _cross_item_pairs(program: Program, root: Root,
     for buf, group in by_buffer.items():
         if not any(a.is_write for a in group):
             continue
+        if len(group) == 1 and group[0].relation.is_injective():
+            continue    # one write, each element by one instance: a pair is one instance
         glob = program.buffer(buf).scope is MemScope.GLOBAL
         located = []
         for a in group:
