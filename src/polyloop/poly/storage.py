@@ -100,15 +100,18 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     if isinstance(key, str):
         return key
     keys = {s: _key_map(program, s, key[s]) for s in stmts}
-    reason = _values_stay(program, root, buffer, keys)
-    if reason:
-        return reason
     footprint = None
     for a in acc:
         f = keys[a.statement].reverse().apply_range(_align(a.relation, keys[a.statement]))
         footprint = f if footprint is None else _align(footprint, f).union(_align(f, footprint))
     assert footprint is not None
     footprint = footprint.coalesce()
+    # no element touched by two key iterations (an accumulator per work-item, a prefetch
+    # buffer indexed by its outer loops): no value can pass from one to another
+    if not footprint.is_injective():
+        reason = _values_stay(program, root, buffer, keys)
+        if reason:
+            return reason
     nd = footprint.dim(isl.dim_type.out)
     home = key[stmts[0]]
     home_name = home[-1].name if home else None
