@@ -102,3 +102,15 @@ def test_offsets_only_for_dimensions_of_several_elements():
     sch = schedule_of(mm)
     got = storage.compact(sch.program, sch.state.root, "acc_k")
     assert set(got.shape) == {1} and set(got.offsets.values()) == {()}
+
+
+def test_a_value_read_one_iteration_later_keeps_the_temporary_whole():
+    """``t[i]`` written in iteration i and read in iteration i + 1 of its home loop: the
+    footprints of two iterations overlap (not injective), the dataflow check runs and finds
+    the value crossing, so there is no compaction."""
+    from polyloop.poly.order import original_tree
+    knl = pl.make_kernel("{ [i] : 1 <= i < n }",
+                         "<> t[i] = 2*a[i] {id=w}\nout[i] = t[i] + t[i - 1] {dep=w}")
+    p = knl.program
+    got = storage.compact(p, original_tree(p)[0], "t")
+    assert got == "a value written in one iteration of its home loop is read in another"
