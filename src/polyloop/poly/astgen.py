@@ -28,7 +28,7 @@ from ..ir.simplify import simplify
 from ..ir.program import Program
 from .access import domain
 from .affine import prefix_map
-from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
+from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_, solved_dim
 from .gpu import statement_paths
 from .isolate import isolate_full_tiles
 from .tree import LoopNode, Root, StmtNode, loops, statements_under
@@ -340,11 +340,7 @@ def _hardware_only_in_equalities(d: isl.Set, hardware: set[str]) -> bool:
     for c in pieces[0].get_constraints():
         if all(c.get_coefficient_val(isl.dim_type.param, k).is_zero() for k in params):
             continue
-        divs = c.get_local_space().dim(isl.dim_type.div)
-        if not c.is_equality() or (divs and c.involves_dims(isl.dim_type.div, 0, divs)):
-            return False
-        iters = [k for k in range(n) if not c.get_coefficient_val(isl.dim_type.set, k).is_zero()]
-        if len(iters) != 1 or not c.get_coefficient_val(isl.dim_type.set, iters[0]).abs().is_one():
+        if solved_dim(c, isl.dim_type.set, n) is None:
             return False
     return True
 

@@ -67,6 +67,26 @@ def clear_caches() -> None:
     _PRINTED.clear()
 
 
+def solved_dim(c: isl.Constraint, kind: isl.dim_type, n: int) -> int | None:
+    """The one dimension of ``kind`` (of ``n``) that the equality ``c`` gives a value as a
+    function of the others (coefficient 1 or -1, no other dimension of that kind, no
+    division), or None.
+
+    >>> m = isl.Map("[n] -> { [k] -> [x, y] : x = k + n and 2y = k }")
+    >>> sorted(str(solved_dim(c, isl.dim_type.out, 2)) for c in m.affine_hull().get_constraints())
+    ['0', 'None']
+    """
+    if not c.is_equality():
+        return None
+    divs = c.get_local_space().dim(isl.dim_type.div)
+    if divs and c.involves_dims(isl.dim_type.div, 0, divs):
+        return None
+    dims = [d for d in range(n) if not c.get_coefficient_val(kind, d).is_zero()]
+    if len(dims) != 1 or not c.get_coefficient_val(kind, dims[0]).abs().is_one():
+        return None
+    return dims[0]
+
+
 def params_prefix(params: tuple[str, ...] | list[str]) -> str:
     return f"[{', '.join(params)}] -> " if params else ""
 

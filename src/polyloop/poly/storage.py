@@ -24,7 +24,7 @@ from .affine import prefix_map
 from .dataflow import flow
 from .deps import DepKind, Dependence
 from .gpu import is_item, statement_paths
-from .isl_util import printed, set_
+from .isl_util import printed, set_, solved_dim
 from .regions import pw_aff_to_expr
 from .tree import LoopNode, Root, common_loops, flat_schedule
 
@@ -161,16 +161,8 @@ def _fixed_by_key(footprint: isl.Map) -> set[int]:
     at once; the others are asked one by one."""
     hull = footprint.affine_hull()
     nd = footprint.dim(isl.dim_type.out)
-    out: set[int] = set()
-    for c in hull.get_constraints():
-        if not c.is_equality():
-            continue
-        dims = [d for d in range(nd) if not c.get_coefficient_val(isl.dim_type.out, d).is_zero()]
-        divs = c.get_local_space().dim(isl.dim_type.div)
-        if len(dims) == 1 and c.get_coefficient_val(isl.dim_type.out, dims[0]).abs().is_one() \
-                and not (divs and c.involves_dims(isl.dim_type.div, 0, divs)):
-            out.add(dims[0])
-    return out
+    found = (solved_dim(c, isl.dim_type.out, nd) for c in hull.get_constraints())
+    return {d for d in found if d is not None}
 
 
 def _offsets(program: Program, stmt: str, key: isl.Map, corners: isl.Map, nd: int, *,
