@@ -178,8 +178,7 @@ def _fix_hardware(program: Program, root: Root, hardware: Mapping[int, str],
         at = set_(f"[{', '.join(names)}] -> {{ [{values}] : {cons} }}")
         m = prefix_map(program, stmt, [t for t, _ in pairs])
         m = m.align_params(at.get_space()).intersect_range(at.align_params(m.get_space()))
-        d = out[stmt]
-        out[stmt] = d.align_params(m.get_space()).intersect(m.domain()).detect_equalities()
+        out[stmt] = m.domain().detect_equalities()  # prefix_map is on the domain already
     return out
 
 
