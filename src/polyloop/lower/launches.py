@@ -98,8 +98,9 @@ def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
     groups, items = _sizes(sub, top)
     # compact first: reusing one box in every iteration is what creates the barriers' work
     sub, _, notes = place_temporaries(sub, tree)
-    tree, sub = _with_barriers(sub, tree)
+    # before the barriers: they add no value to any loop, and the loops keep their ids
     hardware = _hardware_loops(sub, tree, groups, items)
+    tree, sub = _with_barriers(sub, tree)
     kernel = lower(sub, tree, name=name, compact=False, hardware=hardware)
     if hardware and not _barriers_uniform(kernel.body):
         kernel = lower(sub, tree, name=name, compact=False)
