@@ -304,13 +304,13 @@ def infer_extents(array: str, ndim: int, accesses: Sequence[ArrayAccess],
     if region is None:
         return []
     region = _align(region, ctx).intersect_params(_align(ctx, region))
-    dims = [f"x{k}" for k in range(ndim)]
-    head = f"{{ {array}[{', '.join(dims)}] : "
-    negative = isl.Set(head + " or ".join(f"x{k} < 0" for k in range(ndim)) + " }")
-    if not _align(region, negative).intersect(_align(negative, region)).is_empty():
+    nonneg = isl.Set.universe(region.get_space())
+    for k in range(ndim):
+        nonneg = nonneg.lower_bound_val(isl.dim_type.set, k, 0)
+    if not region.is_subset(nonneg):
         for k in range(ndim):   # which dimension, for the message
-            below = isl.Set(head + f"x{k} < 0 }}")
-            if not _align(region, below).intersect(_align(below, region)).is_empty():
+            below = isl.Set.universe(region.get_space()).upper_bound_val(isl.dim_type.set, k, -1)
+            if not region.intersect(below).is_empty():
                 raise ParseError(f"an index of '{array}' in dimension {k} may be negative; "
                                  "indices must be >= 0 (add an assumption or shift the index)")
     region = region.coalesce()
