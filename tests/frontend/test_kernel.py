@@ -280,3 +280,11 @@ def test_accumulator_privatized_as_dataflow_says(monkeypatch, domain, insns):
     assert [str(b) for b in fast.buffers] == [str(b) for b in slow.buffers]
     assert [str(s) for s in fast.statements] == [str(s) for s in slow.statements]
     assert any(b.name.startswith("acc_") and b.shape for b in fast.buffers)
+
+
+def test_an_index_that_may_be_negative_is_refused_naming_the_dimension():
+    with pytest.raises(pl.ParseError, match=r"index of 'a' in dimension 1 may be negative"):
+        pl.make_kernel("{ [i, j] : 0 <= i < n and 0 <= j < n }", "out[i, j] = a[i, j - 1]")
+    # the same index is fine where the domain keeps it in range
+    knl = pl.make_kernel("{ [i, j] : 0 <= i < n and 1 <= j < n }", "out[i, j] = a[i, j - 1]")
+    assert [str(d) for d in knl.program.buffer("a").shape] == ["n", "n - 1"]
