@@ -178,3 +178,31 @@ def test_prefetch_kernel_verdicts_match_isl(fetch):
     for n in loops(state.root):
         assert (st.check_parallel(state, n) is not None) == carried[n.id], n.name
     assert carried[next(n.id for n in loops(state.root) if n.name == "k_outer")]
+
+
+@pytest.mark.parametrize("sweep", [["i_inner", "k_inner"], ["k_inner"]])
+def test_prefetch_records_the_copy_verdict_isl_would_give(monkeypatch, sweep):
+    """add_prefetch records the verdict of the copy -> consumer dependence instead of
+    computing it (same outer loop values, copy first in the sequence): the recorded verdict is
+    the one the time deltas give."""
+    from polyloop.schedule import prefetch as prefetch_mod
+    seen = []
+    plain = st.record_first_in_sequence
+
+    def record(state, k):
+        got = plain(state, k)
+        seen.append((state, k, got))
+        return got
+    monkeypatch.setattr(prefetch_mod, "record_first_in_sequence", record)
+    knl = pl.make_kernel(*KERNELS["matmul"])
+    knl = pl.split_iname(knl, "i", 16, outer_tag="g.1", inner_tag="l.1")
+    knl = pl.split_iname(knl, "j", 16, outer_tag="g.0", inner_tag="l.0")
+    knl = pl.split_iname(knl, "k", 16)
+    pl.add_prefetch(knl, "a", sweep)
+    assert [got for _, _, got in seen] == [True]
+    state, k, _ = seen[0]
+    items = dict(st.shape(state.program, state.root))
+    d = state.deps[k]
+    key = st._dep_key(k, items[d.source], items[d.sink])
+    recorded = state.memo.verdicts.pop(key)
+    assert st.verdict(state, k, d, items[d.source], items[d.sink]) == recorded

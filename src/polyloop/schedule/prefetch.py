@@ -18,7 +18,7 @@ from ..poly.gpu import loop_upper_bound
 from ..poly.deps import Dependences
 from ..poly.tree import LoopNode, StmtNode, statements_under
 from .state import (State, add_exprs, inherit_sequence_edit, insert_children, rebase,
-                    verify)
+                    record_first_in_sequence, verify)
 
 
 def _fresh(program: Program, base: str) -> str:
@@ -103,5 +103,7 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
         deps = Dependences(tuple(state.deps) + ((dep,) if dep is not None else ()))
         new = State(new_program, root, deps, nid + len(dims))
         inherit_sequence_edit(state, new)
+        if dep is not None:     # copy first, at the same outer loop values: its verdict
+            record_first_in_sequence(new, len(deps) - 1)
     verify(new, "add_prefetch")
     return new, fname, ids

@@ -438,6 +438,28 @@ def inherit_sequence_edit(old: State, new: State) -> None:
             memo.verdicts[new_key] = got
 
 
+def record_first_in_sequence(state: State, k: int) -> bool:
+    """Record the verdict of ``deps[k]`` without computing it, for a dependence whose instance
+    pairs agree on every loop the two ends share and whose source sits at an earlier position
+    of the sequence below them: not broken, carried by none of those loops. The caller vouches
+    for the agreement (a prefetch's copy and the reads of what it copied share the outer loop
+    values by construction); the items must have the form (both ends under the same loops and
+    sequence positions, the cut key ending at their two positions, the source's the smaller).
+    Returns whether it was recorded."""
+    memo = state.memo
+    assert memo is not None
+    items = dict(shape(state.program, state.root))
+    d = state.deps[k]
+    key = _dep_key(k, items[d.source], items[d.sink])
+    _, ka, kb = key
+    if not (ka and len(ka) == len(kb) and isinstance(ka[-1], int) and isinstance(kb[-1], int)
+            and ka[-1] < kb[-1] and all(x == y if isinstance(x, int) else isinstance(y, str)
+                                        for x, y in zip(ka[:-1], kb[:-1]))):
+        return False
+    memo.verdicts.setdefault(key, Verdict(False, (False,) * (len(ka) - 1) + (True,)))
+    return True
+
+
 def _columns(a: tuple, b: tuple) -> list[tuple[int, object, object]]:
     """The (position, source item, sink item) of a dependence's key items, without the
     columns where both ends sit at one sequence position (their delta is 0 for every pair)."""
