@@ -3,6 +3,7 @@
 rewriting primitives (cache_read/cache_write, rfactor, transform_layout)."""
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 import islpy as isl
@@ -11,8 +12,8 @@ from ..errors import ScheduleError
 from ..ir.dtypes import INDEX
 from ..ir.expr import BinOpKind, Const, Expr, Var, VarKind, binop
 from ..ir.program import Program
-from .access import accesses, buffer_box, domain, footprint
-from .isl_util import NotAffine, expr_to_isl, map_, params_prefix
+from .access import accesses, buffer_box, footprint
+from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
 
 
 def aff_to_expr(aff: isl.Aff, names: Sequence[str]) -> Expr:
@@ -67,13 +68,24 @@ def pw_aff_to_expr(pa: isl.PwAff, names: Sequence[str], what: str, *,
 
 def loop_value_expr(program: Program, stmt: str, text: str) -> Expr:
     """The value of a loop expression ``{ S[i, ...] -> [(...)] }`` as an expression of S's
-    iterators."""
+    iterators (remembered by value: each prefetch of one reader asks for its outer loops)."""
     s = program.statement(stmt)
     if not text.lstrip().startswith("["):
         text = params_prefix(program.params) + text
-    m = map_(text).intersect_domain(domain(program, s))
+    dom = s.domain if s.domain.lstrip().startswith("[") else params_prefix(program.params) + s.domain
+    return _loop_value(text, dom, s.iters, stmt)
+
+
+@lru_cache(maxsize=4096)
+def _loop_value(text: str, domain_text: str, iters: tuple[str, ...], stmt: str) -> Expr:
+    m = map_(text).intersect_domain(set_(domain_text))
     pma = isl.PwMultiAff.from_map(m)
-    return pw_aff_to_expr(pma.get_pw_aff(0), s.iters, f"the value of a loop of '{stmt}'")
+    return pw_aff_to_expr(pma.get_pw_aff(0), iters, f"the value of a loop of '{stmt}'")
+
+
+def clear_caches() -> None:
+    """Forget remembered loop values (for timing code generation from scratch)."""
+    _loop_value.cache_clear()
 
 
 def read_region(program: Program, stmts: Sequence[str], buffer: str, name: str,
