@@ -72,7 +72,8 @@ def loop_value_expr(program: Program, stmt: str, text: str) -> Expr:
     s = program.statement(stmt)
     if not text.lstrip().startswith("["):
         text = params_prefix(program.params) + text
-    dom = s.domain if s.domain.lstrip().startswith("[") else params_prefix(program.params) + s.domain
+    dom = s.domain if s.domain.lstrip().startswith("[") else \
+        params_prefix(program.params) + s.domain
     return _loop_value(text, dom, s.iters, stmt)
 
 
