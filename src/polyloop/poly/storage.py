@@ -259,20 +259,19 @@ def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
     outer values (``{ P[io, x0] -> [(x0 - 16*io)] }``), so the loops have constant extents."""
     dom = set_(domain_text)
     n = dom.dim(isl.dim_type.set)
-    name = dom.get_tuple_name()
-    names = [dom.get_dim_name(isl.dim_type.set, j) for j in range(n)]
-    params = [dom.get_dim_name(isl.dim_type.param, j) for j in range(dom.dim(isl.dim_type.param))]
-    pre = f"[{', '.join(params)}] -> " if params else ""
-    head = f"{pre}{{ {name}[{', '.join(names)}] -> "
-    outer = isl.Map(head + f"[{', '.join(names[:n_outer])}] }}").intersect_domain(dom)
-    by_outer = outer.reverse().apply_range(
-        isl.Map(head + f"[{', '.join(names[n_outer:])}] }}").intersect_domain(dom))
+    same = dom.identity()    # P[x] -> P[x] on the domain; each map below keeps some of x
+
+    def keep(first: int, count: int) -> isl.Map:
+        m = same.project_out(isl.dim_type.out, first + count, n - first - count)
+        return m.project_out(isl.dim_type.out, 0, first).reset_tuple_id(isl.dim_type.out)
+    outer = keep(0, n_outer)
+    by_outer = outer.reverse().apply_range(keep(n_outer, n - n_outer))
     out = []
     for k in range(n - n_outer):
         mk = by_outer.project_out(isl.dim_type.out, k + 1, n - n_outer - k - 1).project_out(
             isl.dim_type.out, 0, k)
         corner = outer.apply_range(mk.lexmin())
-        x = isl.Map(head + f"[{names[n_outer + k]}] }}").intersect_domain(dom)
+        x = keep(n_outer + k, 1)
         out.append(printed(x.sum(_align(corner, x).neg()).coalesce()))
     return out
 
