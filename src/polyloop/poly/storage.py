@@ -125,9 +125,6 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
             continue
         fd = footprint.project_out(isl.dim_type.out, d + 1, nd - d - 1).project_out(
             isl.dim_type.out, 0, d)
-        if fd.is_single_valued():
-            shape.append(1)
-            continue
         corner = fd.lexmin().coalesce()
         width = fd.sum(_align(corner, fd).neg()).range()
         # the largest width over all parameter values: a constant when the box has one
@@ -140,6 +137,8 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
         if len(vals) != 1:
             return f"its footprint in dimension {d} has no constant size"
         shape.append(vals.pop() + 1)
+        if shape[-1] == 1:      # one index per key iteration after all: 0 once compacted
+            continue
         kept += 1
         corners = corner if corners is None else _align(corners, corner).flat_range_product(
             _align(corner, corners))
