@@ -10,7 +10,7 @@ import islpy as isl
 
 from ..ir.expr import Load, loads
 from ..ir.program import Program, Statement
-from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
+from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_, with_params
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,14 +24,7 @@ class Access:
 
 
 def domain(program: Program, stmt: Statement) -> isl.Set:
-    return set_(_with_params(program, stmt.domain))
-
-
-def _with_params(program: Program, text: str) -> str:
-    """Ensure the set text names all program params (isl aligns params by name)."""
-    if text.lstrip().startswith("["):
-        return text
-    return params_prefix(program.params) + text
+    return set_(with_params(program.params, stmt.domain))
 
 
 def buffer_box(program: Program, name: str) -> isl.Set:
@@ -57,7 +50,8 @@ def _relation(program: Program, stmt: Statement, load: Load) -> tuple[isl.Map, b
         box = buffer_box(program, load.buffer)
         rel = isl.Map.from_domain_and_range(domain(program, stmt), box)
         return rel, False
-    return _on_domain(f"{head}{load.buffer}[{idx}] }}", _with_params(program, stmt.domain)), True
+    return _on_domain(f"{head}{load.buffer}[{idx}] }}",
+                      with_params(program.params, stmt.domain)), True
 
 
 @lru_cache(maxsize=4096)

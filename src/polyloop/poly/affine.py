@@ -9,13 +9,7 @@ import islpy as isl
 
 from ..ir.program import Program
 from .access import accesses, domain, footprint
-from .isl_util import map_, params_prefix, printed, set_
-
-
-def _full(program: Program, text: str) -> isl.Map:
-    if not text.lstrip().startswith("["):
-        text = params_prefix(program.params) + text
-    return map_(text)
+from .isl_util import map_, map_in, params_prefix, printed, set_, with_params
 
 
 def _text(m: isl.Map) -> str:
@@ -24,9 +18,9 @@ def _text(m: isl.Map) -> str:
 
 def combine(program: Program, exprs: Sequence[str], formula: str) -> str:
     """Apply ``formula`` (e.g. ``"[a, b] -> [(b + 2*a)]"``) to the values of ``exprs``."""
-    m = _full(program, exprs[0])
+    m = map_in(program.params, exprs[0])
     for e in exprs[1:]:
-        m = m.flat_range_product(_full(program, e))
+        m = m.flat_range_product(map_in(program.params, e))
     f = map_(params_prefix(program.params) + "{ " + formula + " }")
     return _text(m.apply_range(f))
 
@@ -41,10 +35,7 @@ def value_range(program: Program, stmt: str, expr: str) -> tuple[int | None, int
 @lru_cache(maxsize=4096)
 def _value_range(params: tuple[str, ...], domain_text: str, expr: str
                  ) -> tuple[int | None, int | None]:
-    dom = domain_text if domain_text.lstrip().startswith("[") else \
-        params_prefix(params) + domain_text
-    text = expr if expr.lstrip().startswith("[") else params_prefix(params) + expr
-    img = map_(text).intersect_domain(set_(dom)).range()
+    img = map_in(params, expr).intersect_domain(set_(with_params(params, domain_text))).range()
     if img.is_empty():
         return None, None
     # the optimum over the integer points of the set, parameters included: what the minimum
@@ -69,7 +60,7 @@ def depends_only_on(program: Program, stmt: str, expr: str, iters: Sequence[str]
     """Is the expression's value fixed once ``iters`` are fixed (over the statement's domain)?"""
     s = program.statement(stmt)
     keep = [k for k, it in enumerate(s.iters) if it in iters]
-    m = _full(program, expr).intersect_domain(domain(program, s))
+    m = map_in(program.params, expr).intersect_domain(domain(program, s))
     proj = map_(params_prefix(program.params) + "{ " + f"{s.name}[{', '.join(s.iters)}] -> "
                 f"[{', '.join(s.iters[k] for k in keep)}]" + " }")
     return proj.reverse().apply_range(m).is_single_valued()
@@ -78,7 +69,7 @@ def depends_only_on(program: Program, stmt: str, expr: str, iters: Sequence[str]
 def retarget(program: Program, expr: str, old: str, new: str, arg_map: str) -> str:
     """Express a loop expression of statement ``old`` for statement ``new``, through
     ``arg_map`` = ``{ new[...] -> old[...] }``."""
-    return _text(_full(program, arg_map).apply_range(_full(program, expr)))
+    return _text(map_in(program.params, arg_map).apply_range(map_in(program.params, expr)))
 
 
 def placement(program: Program, relation: isl.UnionMap | isl.Map, stmt: str, *,
@@ -106,18 +97,16 @@ def prefix_map(program: Program, stmt: str, exprs: Sequence[str]) -> isl.Map:
 def _prefix_map(params: tuple[str, ...], domain_text: str, exprs: tuple[str, ...]) -> isl.Map:
     m = None
     for e in exprs:
-        piece = map_(e if e.lstrip().startswith("[") else params_prefix(params) + e)
+        piece = map_in(params, e)
         m = piece if m is None else m.flat_range_product(piece)
     assert m is not None
-    dom = domain_text if domain_text.lstrip().startswith("[") else \
-        params_prefix(params) + domain_text
-    return m.intersect_domain(set_(dom))
+    return m.intersect_domain(set_(with_params(params, domain_text)))
 
 
 def fixed_by(program: Program, stmt: str, outer: Sequence[str], expr: str) -> bool:
     """Is the loop expression single-valued once the ``outer`` loop expressions are fixed (a
     loop of one iteration, which isl leaves out of the code)?"""
-    value = _full(program, expr).intersect_domain(domain(program, program.statement(stmt)))
+    value = map_in(program.params, expr).intersect_domain(domain(program, program.statement(stmt)))
     if not outer:
         return value.range().is_singleton()
     return prefix_map(program, stmt, outer).reverse().apply_range(value).is_single_valued()

@@ -28,7 +28,7 @@ from ..ir.simplify import simplify
 from ..ir.program import Program
 from .access import domain
 from .affine import prefix_map
-from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_, solved_dim
+from .isl_util import NotAffine, expr_to_isl, map_, map_in, params_prefix, set_, solved_dim
 from .gpu import statement_paths
 from .isolate import isolate_full_tiles
 from .tree import LoopNode, Root, StmtNode, loops, statements_under
@@ -52,12 +52,6 @@ def hardware_param(loop_id: int) -> str:
     return f"__hw{loop_id}"
 
 
-def _map(program: Program, text: str) -> isl.Map:
-    if not text.lstrip().startswith("["):
-        text = params_prefix(program.params) + text
-    return map_(text)
-
-
 def _collapsed(node: LoopNode, plain: frozenset[int]) -> bool:
     """Is the node a fused loop whose AST is built from its parts and collapsed afterwards?"""
     return (node.collapse is not None and node.id not in plain
@@ -79,10 +73,10 @@ def _band(program: Program, node: LoopNode, plain: frozenset[int]) -> isl.MultiU
         if _collapsed(node, plain):
             m = None
             for part in node.collapse.part_exprs(stmt):  # type: ignore[union-attr]
-                pm = _map(program, part)
+                pm = map_in(program.params, part)
                 m = pm if m is None else m.flat_range_product(pm)
         else:
-            m = _map(program, text)
+            m = map_in(program.params, text)
         um = isl.UnionMap.from_map(m) if um is None else um.union(isl.UnionMap.from_map(m))
     return isl.MultiUnionPwAff.from_union_map(um)
 

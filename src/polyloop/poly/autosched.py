@@ -23,7 +23,7 @@ from ..ir.program import Program
 from .access import accesses, domain
 from .affine import prefix_map
 from .deps import Dependence
-from .isl_util import CTX, map_, params_prefix, set_
+from .isl_util import CTX, map_in, params_prefix, set_
 from .tree import LoopNode, statements_under
 
 # The isl scheduler's options are global to the context: set them for one call, then restore.
@@ -301,7 +301,7 @@ def stride_one(program: Program, stmt: str, expr: str) -> bool:
     """Does the loop with this expression walk the statement's written element with stride 1
     (its iterator is the last index of the target)?"""
     s = program.statement(stmt)
-    m = map_(expr if expr.lstrip().startswith("[") else params_prefix(program.params) + expr)
+    m = map_in(program.params, expr)
     used = [it for k, it in enumerate(s.iters) if m.involves_dims(isl.dim_type.in_, k, 1)]
     if len(used) != 1 or not s.indices:
         return False
@@ -317,7 +317,7 @@ def locality_score(program: Program, loop: LoopNode) -> int:
     score = 0
     for stmt, expr in loop.exprs:
         s = program.statement(stmt)
-        m = map_(expr if expr.lstrip().startswith("[") else params_prefix(program.params) + expr)
+        m = map_in(program.params, expr)
         used = [it for k, it in enumerate(s.iters) if m.involves_dims(isl.dim_type.in_, k, 1)]
         if len(used) != 1:
             continue
@@ -483,7 +483,7 @@ def is_window_loop(program: Program, loop: LoopNode) -> bool:
     combined = False
     for stmt, expr in loop.exprs:
         s = program.statement(stmt)
-        m = map_(expr if expr.lstrip().startswith("[") else params_prefix(program.params) + expr)
+        m = map_in(program.params, expr)
         used = [it for k, it in enumerate(s.iters) if m.involves_dims(isl.dim_type.in_, k, 1)]
         if len(used) != 1:
             return False

@@ -22,7 +22,7 @@ from .access import domain
 from .affine import prefix_map, value_range
 from .access import Access, accesses
 from .deps import DepKind
-from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, printed, set_
+from .isl_util import NotAffine, expr_to_isl, map_in, params_prefix, printed, set_, with_params
 from .regions import pw_aff_to_expr
 from .tree import (LoopNode, Node, Root, StmtNode, loop_position, schedule_items,
                    statement_time_map, statements_under)
@@ -53,12 +53,6 @@ def statement_paths(root: Root) -> dict[str, list[LoopNode]]:
     return out
 
 
-def _full(program: Program, text: str) -> isl.Map:
-    if not text.lstrip().startswith("["):
-        text = params_prefix(program.params) + text
-    return map_(text)
-
-
 def _align(a, b):
     return a.align_params(b.get_space())
 
@@ -81,7 +75,8 @@ def _axis_map(program: Program, path: list[LoopNode], stmt: str, kind: str) -> i
     m = None
     for axis in AXES:
         loops = [n for n in path if n.thread == f"{kind}.{axis}"]
-        piece = _full(program, loops[0].expr(stmt)) if loops else _full(program, head + "[0] }")
+        text = loops[0].expr(stmt) if loops else head + "[0] }"
+        piece = map_in(program.params, text)
         m = piece if m is None else _align(m, piece).flat_range_product(_align(piece, m))
     assert m is not None
     return m.intersect_domain(_align(domain(program, s), m))
@@ -359,9 +354,8 @@ def loop_image(program: Program, node: LoopNode) -> isl.Set:
 def _image(params: tuple[str, ...], parts: tuple[tuple[str, str], ...]) -> isl.Set:
     img = None
     for domain_text, expr in parts:
-        m = map_(expr if expr.lstrip().startswith("[") else params_prefix(params) + expr)
-        d = set_(domain_text if domain_text.lstrip().startswith("[") else
-                 params_prefix(params) + domain_text)
+        m = map_in(params, expr)
+        d = set_(with_params(params, domain_text))
         r = m.intersect_domain(_align(d, m)).range()
         img = r if img is None else _align(img, r).union(_align(r, img))
     assert img is not None
@@ -442,11 +436,8 @@ def loop_upper_bound(program: Program, stmt: str, expr: str) -> Expr:
 
 @lru_cache(maxsize=4096)
 def _upper_bound(params: tuple[str, ...], domain_text: str, expr: str) -> Expr:
-    def full(text: str):
-        return map_(text if text.lstrip().startswith("[") else params_prefix(params) + text)
-    m = full(expr)
-    dom = set_(domain_text if domain_text.lstrip().startswith("[") else
-               params_prefix(params) + domain_text)
+    m = map_in(params, expr)
+    dom = set_(with_params(params, domain_text))
     img = m.intersect_domain(_align(dom, m)).range()
     hi = img.dim_max(0).add_constant_val(isl.Val(1)).coalesce()
     return simplify(pw_aff_to_expr(hi, [], "a loop bound", upper_bound=True))

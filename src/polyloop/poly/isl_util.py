@@ -91,6 +91,21 @@ def params_prefix(params: tuple[str, ...] | list[str]) -> str:
     return f"[{', '.join(params)}] -> " if params else ""
 
 
+def with_params(params: tuple[str, ...] | list[str], text: str) -> str:
+    """``text`` naming the parameters ``params`` unless it names its own (the texts kept in
+    statements and loop trees leave them out; isl aligns parameters by name).
+
+    >>> with_params(("n",), "{ S[i] : 0 <= i < n }"), with_params(("n",), "[m] -> { [0] }")
+    ('[n] -> { S[i] : 0 <= i < n }', '[m] -> { [0] }')
+    """
+    return text if text.lstrip().startswith("[") else params_prefix(params) + text
+
+
+def map_in(params: tuple[str, ...] | list[str], text: str) -> isl.Map:
+    """``map_`` of ``text`` with the parameters ``params`` (``with_params``)."""
+    return map_(with_params(params, text))
+
+
 class NotAffine(Exception):
     """An expression that isl cannot represent (loads, floats, products of variables)."""
 

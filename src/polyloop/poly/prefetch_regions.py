@@ -32,24 +32,18 @@ from ..ir.program import Program
 from ..ir.simplify import simplify
 from .access import accesses, buffer_box, domain
 from .astgen import ast_expr, context
-from .isl_util import map_, params_prefix
+from .isl_util import map_, map_in, params_prefix
 from .tree import LoopNode, StmtNode
 
 LINE_BYTES = 64
 _PARAM = "_pf_loop"
 
 
-def _loop_map(program: Program, text: str) -> isl.Map:
-    if not text.lstrip().startswith("["):
-        text = params_prefix(program.params) + text
-    return map_(text)
-
-
 def _values(program: Program, path: Sequence[object], stmt: str) -> isl.Map:
     """``S[i] -> [q0, ..., qk]``: the values of the loops of ``path`` at each instance of S."""
     m = None
     for node in path:
-        piece = _loop_map(program, node.expr(stmt))  # type: ignore[attr-defined]
+        piece = map_in(program.params, node.expr(stmt))  # type: ignore[attr-defined]
         m = piece if m is None else m.flat_range_product(piece)
     assert m is not None
     return m.intersect_domain(domain(program, program.statement(stmt)))

@@ -13,7 +13,7 @@ from ..ir.dtypes import INDEX
 from ..ir.expr import BinOpKind, Const, Expr, Var, VarKind, binop
 from ..ir.program import Program
 from .access import accesses, buffer_box, footprint
-from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_
+from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_, with_params
 
 
 def aff_to_expr(aff: isl.Aff, names: Sequence[str]) -> Expr:
@@ -70,11 +70,8 @@ def loop_value_expr(program: Program, stmt: str, text: str) -> Expr:
     """The value of a loop expression ``{ S[i, ...] -> [(...)] }`` as an expression of S's
     iterators (remembered by value: each prefetch of one reader asks for its outer loops)."""
     s = program.statement(stmt)
-    if not text.lstrip().startswith("["):
-        text = params_prefix(program.params) + text
-    dom = s.domain if s.domain.lstrip().startswith("[") else \
-        params_prefix(program.params) + s.domain
-    return _loop_value(text, dom, s.iters, stmt)
+    return _loop_value(with_params(program.params, text), with_params(program.params, s.domain),
+                       s.iters, stmt)
 
 
 @lru_cache(maxsize=4096)

@@ -17,7 +17,7 @@ import islpy as isl
 
 from ..ir.loops import LoopKind
 from ..ir.program import Program
-from .isl_util import map_, params_prefix, set_
+from .isl_util import map_, map_in, params_prefix, set_, with_params
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +157,7 @@ def statement_time_map(params: tuple[str, ...], name: str, iters: tuple[str, ...
     m = None
     for item in items:
         if isinstance(item, str):
-            piece = map_(item if item.lstrip().startswith("[") else params_prefix(params) + item)
+            piece = map_in(params, item)
         else:
             piece = _position(head, item)
         m = piece if m is None else m.flat_range_product(piece)
@@ -177,9 +177,8 @@ def _position(head: str, value: int) -> isl.Map:
 def statement_schedule(params: tuple[str, ...], name: str, iters: tuple[str, ...],
                        domain_text: str, items: tuple[int | str, ...]) -> isl.Map:
     """``statement_time_map`` restricted to the statement's domain (its flat schedule)."""
-    dom = domain_text if domain_text.lstrip().startswith("[") else \
-        params_prefix(params) + domain_text
-    return statement_time_map(params, name, iters, items).intersect_domain(set_(dom))
+    return statement_time_map(params, name, iters, items).intersect_domain(
+        set_(with_params(params, domain_text)))
 
 
 def clear_caches() -> None:
@@ -194,10 +193,6 @@ def clear_caches() -> None:
     isl_util.clear_caches()
 
 
-def _with_params(program: Program, text: str) -> str:
-    if text.lstrip().startswith("["):
-        return text
-    return params_prefix(program.params) + text
 
 
 def loop_position(root: Root, loop_id: int) -> int:
