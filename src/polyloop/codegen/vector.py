@@ -297,12 +297,16 @@ class VectorLoopWriter:
         """A compound mask gets a name of its own, declared before the store that uses it."""
         if mask.startswith("pl_bc") and mask[5:].isdigit():
             return mask
-        if mask not in self.mask_names:
-            name = f"pl_m{self.mask_count}"
+        return self._declared(mask, "pl_m", mt.name)
+
+    def _declared(self, value: str, prefix: str, ctype: str) -> str:
+        """The name of a ``const ctype`` declared once (before the store) to hold ``value``."""
+        if value not in self.mask_names:
+            name = f"{prefix}{self.mask_count}"
             self.mask_count += 1
-            self.mask_names[mask] = name
-            self.pending.append(f"const {mt.name} {name} = {mask}")
-        return self.mask_names[mask]
+            self.mask_names[value] = name
+            self.pending.append(f"const {ctype} {name} = {value}")
+        return self.mask_names[value]
 
     def _operand(self, e: Expr) -> tuple[str, int]:
         """An operand of a vector operator: gcc broadcasts a scalar constant by itself."""
@@ -349,12 +353,7 @@ class VectorLoopWriter:
         return f"{self.lib.use(VectorOp.LANES_BELOW, VecType(DType.INT32, self.lanes))}({n})"
 
     def _named_bits(self, bits: str) -> str:
-        if bits not in self.mask_names:
-            name = f"pl_k{self.mask_count}"
-            self.mask_count += 1
-            self.mask_names[bits] = name
-            self.pending.append(f"const uint32_t {name} = {bits}")
-        return self.mask_names[bits]
+        return self._declared(bits, "pl_k", "uint32_t")
 
     def mask(self, e: Expr, mt: VecType) -> str:
         """Condition ``e`` as an integer vector of type ``mt``: -1 where true, 0 where false."""
