@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Seed 000's kernels in the kernel language, shared by the OpenCL tests (tests/ is on sys.path,
-like seed_scripts)."""
+"""Kernels shared by several test files (tests/ is on sys.path, like seed_scripts): seed 000's
+in the kernel language, and a matrix-vector product with its dot product tensorized."""
 from __future__ import annotations
+
+import numpy as np
 
 import polyloop as pl
 
@@ -17,3 +19,31 @@ def tiled_matmul(prefetch: bool):
         knl = pl.add_prefetch(knl, "a", ["i_inner", "k_inner"])
         knl = pl.add_prefetch(knl, "b", ["k_inner", "j_inner"])
     return knl
+
+
+def tensorized_matvec(dot: pl.TensorIntrin) -> pl.Schedule:
+    """``y[i] = sum(k, A[i, k] * x[k])`` over symbolic M x K, the reduction initialized apart
+    and its k loop replaced by the dot-product intrinsic ``dot``."""
+    M, K = pl.var("M"), pl.var("K")
+    A = pl.placeholder((M, K), "float32", name="A")
+    x = pl.placeholder((K,), "float32", name="x")
+    k = pl.reduce_axis((0, K), name="k")
+    y = pl.compute((M,), lambda i: pl.sum(A[i, k] * x[k], axis=k), name="y")
+    sch = pl.Schedule(y)
+    c = sch.get_block("y")
+    _, kk = sch.get_loops(c)
+    sch.decompose_reduction(c, kk)
+    sch.tensorize(kk, dot)
+    return sch
+
+
+def check_matvec(mod, sizes, seed: int) -> None:
+    """``mod`` (built from ``tensorized_matvec``) against NumPy on fresh data of each (M, K),
+    every output element poisoned first."""
+    rng = np.random.default_rng(seed)
+    for m, n in sizes:
+        a = rng.standard_normal((m, n), dtype=np.float32)
+        v = rng.standard_normal(n, dtype=np.float32)
+        out = np.full(m, np.nan, dtype=np.float32)
+        mod(a, v, out)
+        np.testing.assert_allclose(out, a @ v, rtol=1e-4, atol=1e-4, err_msg=f"{m}x{n}")

@@ -10,6 +10,7 @@ from polyloop import config
 from polyloop.errors import ArgumentError
 from polyloop.intrin import dot_intrin, gemm_intrin, host_kind
 from polyloop.util.isa import host_isa
+from seed_kernels import check_matvec, tensorized_matvec  # tests/ is on sys.path
 
 HOST = host_isa(config.CONFIG.cc)
 RUNS = {"avx512": HOST.name == "avx512", "avx2": HOST.name in ("avx512", "avx2") and HOST.fma,
@@ -75,25 +76,9 @@ def test_gemm_micro_kernel(isa, rows, cols, packed_a):
 @pytest.mark.parametrize("isa", [pytest.param(k, marks=needs(k)) for k in ("avx512", "avx2",
                                                                            "portable")])
 def test_dot_micro_kernel_in_a_matrix_vector_product(isa):
-    M, K = pl.var("M"), pl.var("K")
-    A = pl.placeholder((M, K), "float32", name="A")
-    x = pl.placeholder((K,), "float32", name="x")
-    k = pl.reduce_axis((0, K), name="k")
-    y = pl.compute((M,), lambda i: pl.sum(A[i, k] * x[k], axis=k), name="y")
-    sch = pl.Schedule(y)
-    c = sch.get_block("y")
-    i, kk = sch.get_loops(c)
-    sch.decompose_reduction(c, kk)
-    sch.tensorize(kk, dot_intrin(isa))
-    mod = pl.build(sch)
+    mod = pl.build(tensorized_matvec(dot_intrin(isa)))
     assert f"pl_ukr_dot_{isa}(&y[i], &A[i][0], &x[0], K)" in mod.source
-    rng = np.random.default_rng(7)
-    for m, n in [(1, 1), (3, 15), (2, 17), (5, 31), (4, 33), (2, 100), (3, 0)]:
-        a = rng.standard_normal((m, n), dtype=np.float32)
-        v = rng.standard_normal(n, dtype=np.float32)
-        out = np.full(m, np.nan, dtype=np.float32)
-        mod(a, v, out)
-        np.testing.assert_allclose(out, a @ v, rtol=1e-4, atol=1e-4, err_msg=f"{m}x{n}")
+    check_matvec(mod, [(1, 1), (3, 15), (2, 17), (5, 31), (4, 33), (2, 100), (3, 0)], seed=7)
 
 
 def test_host_choice_and_bad_requests():
