@@ -9,7 +9,7 @@ import islpy as isl
 
 from ..ir.program import Program
 from .access import accesses, domain, footprint
-from .isl_util import map_, map_in, params_prefix, printed, set_, with_params
+from .isl_util import map_, map_in, out_dims, params_prefix, printed, set_, with_params
 
 
 def _text(m: isl.Map) -> str:
@@ -78,12 +78,7 @@ def placement(program: Program, relation: isl.UnionMap | isl.Map, stmt: str, *,
     first (or last) candidate of each instance, one expression text per loop value."""
     m = relation if isinstance(relation, isl.Map) else isl.Map.from_union_map(relation)
     m = m.lexmin() if first else m.lexmax()
-    n = m.dim(isl.dim_type.out)
-    out = []
-    for k in range(n):
-        mk = m.project_out(isl.dim_type.out, k + 1, n - k - 1).project_out(isl.dim_type.out, 0, k)
-        out.append(_text(mk))
-    return out
+    return [_text(out_dims(m, k)) for k in range(m.dim(isl.dim_type.out))]
 
 
 def prefix_map(program: Program, stmt: str, exprs: Sequence[str]) -> isl.Map:

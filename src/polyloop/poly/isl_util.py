@@ -67,6 +67,17 @@ def clear_caches() -> None:
     _PRINTED.clear()
 
 
+def out_dims(m: isl.Map, first: int, count: int = 1) -> isl.Map:
+    """``m`` keeping only its output dimensions ``first .. first + count - 1``.
+
+    >>> out_dims(isl.Map("{ [k] -> [x, y, z] : x = k and y = 2k and z = 3k }"), 1)
+    Map("{ [k] -> [y = 2k] }")
+    """
+    n = m.dim(isl.dim_type.out)
+    m = m.project_out(isl.dim_type.out, first + count, n - first - count)
+    return m.project_out(isl.dim_type.out, 0, first)
+
+
 def solved_dim(c: isl.Constraint, kind: isl.dim_type, n: int) -> int | None:
     """The one dimension of ``kind`` (of ``n``) that the equality ``c`` gives a value as a
     function of the others (coefficient 1 or -1, no other dimension of that kind, no

@@ -46,6 +46,7 @@ from ..ir.loops import LoopKind
 from ..ir.program import Program
 from .affine import prefix_map
 from .gpu import statement_paths
+from .isl_util import out_dims
 from .tree import LoopNode, Root, loops, path_to, statements_under
 
 ANNOTATION = "isolate"
@@ -217,8 +218,7 @@ def _full_set(nest: isl.Map) -> isl.Set:
     full = nest.domain()
     box = None
     for q in range(n):
-        one = nest.project_out(isl.dim_type.out, q + 1, n - q - 1).project_out(
-            isl.dim_type.out, 0, q)
+        one = out_dims(nest, q)
         lo, hi = one.dim_min(0), one.dim_max(0)
         trip = hi.sub(lo)
         top = _largest(trip)

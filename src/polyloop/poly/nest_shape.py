@@ -25,7 +25,7 @@ import islpy as isl
 from ..ir.expr import loads
 from ..ir.program import Program
 from .astgen import context
-from .isl_util import NotAffine, expr_to_isl, map_, params_prefix
+from .isl_util import NotAffine, expr_to_isl, map_, out_dims, params_prefix
 from .tree import LoopNode, Root, flat_schedule, loop_position, path_to
 
 
@@ -74,9 +74,7 @@ def _chain_below(top: LoopNode) -> list[LoopNode]:
 
 def _project(nest: isl.Map, q: int) -> isl.Map:
     """outer -> [value of inner dimension q]."""
-    n = nest.dim(isl.dim_type.out)
-    m = nest.project_out(isl.dim_type.out, q + 1, n - q - 1)
-    return m.project_out(isl.dim_type.out, 0, q)
+    return out_dims(nest, q)
 
 
 def _trip_count(one: isl.Map) -> isl.PwAff:

@@ -24,7 +24,7 @@ from .affine import prefix_map
 from .dataflow import flow
 from .deps import DepKind, Dependence
 from .gpu import is_item, statement_paths
-from .isl_util import printed, set_, solved_dim
+from .isl_util import out_dims, printed, set_, solved_dim
 from .regions import pw_aff_to_expr
 from .tree import LoopNode, Root, common_loops, flat_schedule
 
@@ -123,8 +123,7 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
         if d in fixed:                  # one index per key iteration: 0 once compacted
             shape.append(1)
             continue
-        fd = footprint.project_out(isl.dim_type.out, d + 1, nd - d - 1).project_out(
-            isl.dim_type.out, 0, d)
+        fd = out_dims(footprint, d)
         corner = fd.lexmin().coalesce()
         width = fd.sum(_align(corner, fd).neg()).range()
         # the largest width over all parameter values: a constant when the box has one
@@ -261,15 +260,12 @@ def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
     same = dom.identity()    # P[x] -> P[x] on the domain; each map below keeps some of x
 
     def keep(first: int, count: int) -> isl.Map:
-        m = same.project_out(isl.dim_type.out, first + count, n - first - count)
-        return m.project_out(isl.dim_type.out, 0, first).reset_tuple_id(isl.dim_type.out)
+        return out_dims(same, first, count).reset_tuple_id(isl.dim_type.out)
     outer = keep(0, n_outer)
     by_outer = outer.reverse().apply_range(keep(n_outer, n - n_outer))
     out = []
     for k in range(n - n_outer):
-        mk = by_outer.project_out(isl.dim_type.out, k + 1, n - n_outer - k - 1).project_out(
-            isl.dim_type.out, 0, k)
-        corner = outer.apply_range(mk.lexmin())
+        corner = outer.apply_range(out_dims(by_outer, k).lexmin())
         x = keep(n_outer + k, 1)
         out.append(printed(x.sum(_align(corner, x).neg()).coalesce()))
     return out
