@@ -51,15 +51,20 @@ def poisoned(shape, dtype="float32"):
     return np.full(shape, np.nan, dtype)
 
 
+def run_square(mod, rng, n):
+    """``mod(a, out)`` on a fresh n x n input and an output poisoned with NaN; (a, out)."""
+    a = rng.standard_normal((n, n), dtype="float32")
+    out = poisoned((n, n))
+    mod(a, out)
+    return a, out
+
+
 # -- results ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("distance", [1, 3, 100])
 @pytest.mark.parametrize("n", [1, 15, 17, 40])
 def test_rows_prefetched_ahead_give_numpy_results(rng, distance, n):
-    mod = pl.build(scaled_rows(distance))
-    a = rng.standard_normal((n, n), dtype="float32")
-    out = poisoned((n, n))
-    mod(a, out)
+    a, out = run_square(pl.build(scaled_rows(distance)), rng, n)
     np.testing.assert_array_equal(out, a * 2)
 
 
@@ -99,9 +104,7 @@ def test_parallel_outer_loop_and_two_dimensional_region(rng):
     mod = pl.build(sch)
     assert "for (int64_t pf_r0 = " in mod.source
     for n in (3, 21):
-        a = rng.standard_normal((n, n), dtype="float32")
-        out = poisoned((n, n))
-        mod(a, out)
+        a, out = run_square(mod, rng, n)
         np.testing.assert_array_equal(out, a * 2)
 
 
@@ -362,10 +365,7 @@ def along_rows(distance: int) -> pl.Schedule:
 @pytest.mark.parametrize("distance", [1, 3])
 @pytest.mark.parametrize("n", [1, 15, 17, 40])
 def test_prefetch_along_the_row_loop_gives_numpy_results(rng, distance, n):
-    mod = pl.build(along_rows(distance))
-    a = rng.standard_normal((n, n), dtype="float32")
-    out = poisoned((n, n))
-    mod(a, out)
+    a, out = run_square(pl.build(along_rows(distance)), rng, n)
     np.testing.assert_array_equal(out, a - a.max(axis=1, keepdims=True))
 
 
