@@ -3,7 +3,8 @@
 noisy machine: ``bench_codegen.py``'s kernels (``make_kernel`` -> OpenCL source) run under
 ``valgrind --tool=callgrind``, whose instruction count does not change with what else the
 machine is doing (times on a shared 2-core host move by 1.5-2x from one second to the next;
-these counts by well under 1 %).
+these counts by about 3-4 % from one measurement to the next, so a difference smaller than
+that needs several measurements of each version).
 
     python benchmarks/codegen_instructions.py                    # every kernel, 5 runs each
     python benchmarks/codegen_instructions.py matmul --runs 3
