@@ -53,8 +53,25 @@ def _cl():
     return cl
 
 
+_PROBE = "__kernel void polyloop_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
+
+
+def _usable(cl, device) -> str | None:
+    """None when ``device`` builds and runs a trivial kernel, else why not. A device can be
+    listed and still fail every build (e.g. an OpenCL CPU runtime whose LLVM does not know
+    the host CPU: "unknown target CPU 'generic'"), so each one is tried before it is chosen."""
+    try:
+        ctx = cl.Context([device])
+        cl.Program(ctx, _PROBE).build()
+        return None
+    except cl.Error as e:
+        first = str(e).strip().splitlines()
+        return first[0] if first else type(e).__name__
+
+
 def default_queue():
-    """A command queue on the first OpenCL device, created once per process."""
+    """A command queue on the first OpenCL device that can build a kernel, created once per
+    process."""
     if "queue" not in _DEFAULT:
         cl = _cl()
         try:
@@ -64,8 +81,16 @@ def default_queue():
         devices = [d for p in platforms for d in p.get_devices()]
         if not devices:
             raise BuildError("no OpenCL platform with a device was found; " + INSTALL_HINT)
-        ctx = cl.Context([devices[0]])
-        _DEFAULT["queue"] = cl.CommandQueue(ctx)
+        failures = []
+        for device in devices:
+            why = _usable(cl, device)
+            if why is None:
+                _DEFAULT["queue"] = cl.CommandQueue(cl.Context([device]))
+                break
+            failures.append(f"{device.platform.name} / {device.name}: {why}")
+        else:
+            raise BuildError("no OpenCL device here can build a kernel ("
+                             + "; ".join(failures) + "); " + INSTALL_HINT)
     return _DEFAULT["queue"]
 
 
