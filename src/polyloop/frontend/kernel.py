@@ -97,7 +97,7 @@ def make_kernel(domains: str | Sequence[str], instructions: str | Sequence[str],
 
     >>> knl = make_kernel("{ [i, j] : 0 <= i < n and 0 <= j < m }",
     ...                   "out[j, i] = a[i, j]  {id=transpose}")
-    >>> [(b.name, b.role.value, [str(d) for d in b.shape]) for b in knl.program.buffers]
+    >>> sorted((b.name, b.role.value, [str(d) for d in b.shape]) for b in knl.program.buffers)
     [('a', 'input', ['n', 'm']), ('out', 'output', ['m', 'n'])]
     """
     doms = kd.parse_domains(domains)

@@ -75,6 +75,7 @@ class ReduceAxis(Expr):
 def reduce_axis(dom: object, name: str | None = None) -> ReduceAxis:
     """A reduction axis over ``range(lo, hi)``: ``pl.reduce_axis((0, n))`` or ``pl.reduce_axis(n)``.
 
+    >>> import polyloop as pl
     >>> k = pl.reduce_axis((0, 16), name="k")
     """
     if isinstance(dom, (tuple, list)):

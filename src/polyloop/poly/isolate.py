@@ -22,7 +22,7 @@ would become separate launches; a tile inside the work-items is fine).
 off; ``"on"`` on a serial split loop asks for it. Code size: each isolated loop's subtree is
 emitted twice. Only code generation isolates; a printed schedule shows one nest.
 
->>> import polyloop as pl
+>>> import islpy as isl, polyloop as pl
 >>> n = pl.var("n")
 >>> A = pl.placeholder((n,), "float32", name="A")
 >>> B = pl.compute((n,), lambda i: A[i] * 2.0, name="B")
@@ -33,8 +33,8 @@ emitted twice. Only code generation isolates; a printed schedule shows one nest.
 >>> plan = isolation_plan(sch.program, sch.state.root, context(sch.program))
 >>> list(plan) == [i0.id]     # split at i0; full tiles: the values of i0 below
 True
->>> print(plan[i0.id])
-[n] -> { [o0] : o0 >= 0 and 4o0 <= -4 + n }
+>>> plan[i0.id].is_equal(isl.Set("[n] -> { [t] : 0 <= t and 4t <= n - 4 }"))
+True
 """
 from __future__ import annotations
 
