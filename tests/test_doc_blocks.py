@@ -4,6 +4,7 @@
 A block whose fence says ```python no-run is shown to readers but not run here (it needs a GPU,
 a network model, or takes minutes); everything else must run as written.
 """
+import linecache
 import re
 from pathlib import Path
 
@@ -30,5 +31,7 @@ def test_code_blocks_run(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "__doc_blocks__"}
     for line, source in python_blocks(path):
-        code = compile(source, f"{path.name}:{line}", "exec")
-        exec(code, namespace)  # the project's own documentation, not user input
+        filename = f"<{path.name}:{line}>"
+        # Registered so that inspect.getsource works on functions a block defines (@pl.script).
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), namespace)  # our own docs, not user input
