@@ -11,7 +11,8 @@
 (4, 4)
 """
 from .driver import build, dependences
-from .errors import ArgumentError, BuildError, DTypeError, ParseError, PolyloopError, ScheduleError
+from .errors import (ArgumentError, BrokenDependence, BuildError, DTypeError, ParseError,
+                     PolyloopError, ScheduleError)
 from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, sum,  # noqa: A004
                           to_program, var)
 from .frontend.script import alloc, script
@@ -35,7 +36,7 @@ __all__ = [
     "reduce_axis", "sqrt", "sum", "tanh", "to_program", "var", "where",
 ]
 __all__ += ["alloc", "auto_schedule", "script"]
-__all__ += ["TensorIntrin"]
+__all__ += ["TensorIntrin", "BrokenDependence"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
 

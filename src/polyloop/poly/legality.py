@@ -8,6 +8,7 @@ from typing import Callable, Mapping, Sequence
 
 import islpy as isl
 
+from ..errors import BrokenDependence
 from ..ir.program import Program
 from .access import accesses
 from .deps import Dependence, DepKind
@@ -53,6 +54,13 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.summary()}; for instance {self.describe()}"
+
+    def evidence(self) -> BrokenDependence:
+        """The violation as data, for ``ScheduleError.dependence``."""
+        d = self.dependence
+        return BrokenDependence(kind=d.kind.value, source=d.source, sink=d.sink, buffer=d.buffer,
+                                distance=d.distance, reduction=d.reduction,
+                                example=self.describe())
 
 
 def _inst(name: str, iters: tuple[str, ...], vals: list[int]) -> str:

@@ -209,7 +209,7 @@ def compute_inline(state: State, block: str) -> State:
         if v is not None:
             raise ScheduleError(f"compute_inline of '{block}' into '{u}' would break "
                                 f"{v.summary()}: its inputs change before '{u}' runs; for instance "
-                                f"{v.describe()}")
+                                f"{v.describe()}", dependence=v.evidence())
 
     def inline(e: Expr) -> Expr | None:
         if isinstance(e, Load) and e.buffer == buf.name:
@@ -260,7 +260,7 @@ def reverse_compute_inline(state: State, block: str) -> State:
     v = legality.move_hazard(state.program, state.deps, fs, c.name, p.name, src, later=False)
     if v is not None:
         raise ScheduleError(f"reverse_compute_inline of '{block}' would break {v.summary()}; "
-                            f"for instance {v.describe()}")
+                            f"for instance {v.describe()}", dependence=v.evidence())
     at = dict(zip(c.iters, p.indices))
 
     def inline(e: Expr) -> Expr | None:

@@ -16,12 +16,13 @@ from .trace import BlockHandle, LoopHandle, Step, Trace, encode
 
 def _with_hint(e: ScheduleError, hint: str) -> ScheduleError:
     text = str(e)
-    return ScheduleError(text + ("" if text.endswith(".") else ".") + hint + ".")
+    return ScheduleError(text + ("" if text.endswith(".") else ".") + hint + ".",
+                         dependence=e.dependence)
 
 
 def _broken(e: ScheduleError) -> bool:
     """Was the primitive refused for a dependence (not for a wrong argument)?"""
-    return " would break " in str(e) or " would make " in str(e)
+    return e.dependence is not None
 
 
 def _call_text(primitive: str, args: tuple, kwargs: dict[str, Any]) -> str:

@@ -210,7 +210,8 @@ def apply_tag(work: Work, h: LoopHandle, tag: Tag) -> None:
             hint = (" It is a reduction loop: split it and use rfactor, or choose a spatial "
                     "loop." if bad.dependence.reduction else "")
             raise ScheduleError(f"cannot {verb} loop '{node.name}' ({tag}): it carries "
-                                f"{bad.summary()}; for instance {bad.describe()}.{hint}")
+                                f"{bad.summary()}; for instance {bad.describe()}.{hint}",
+                                dependence=bad.evidence())
     work.tags[h.id] = tag
 
 

@@ -136,7 +136,8 @@ class LoopPrimitives(ScheduleCore):
             if bad.dependence.reduction:
                 hint = " It is a reduction loop: split it and use rfactor, or choose a spatial loop."
             raise ScheduleError(f"cannot {primitive} loop '{node.name}': it carries "
-                                f"{bad.summary()}; for instance {bad.describe()}.{hint}")
+                                f"{bad.summary()}; for instance {bad.describe()}.{hint}",
+                                dependence=bad.evidence())
         return new  # type: ignore[return-value]
 
     def parallel(self, loop: LoopHandle) -> None:

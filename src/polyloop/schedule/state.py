@@ -535,13 +535,14 @@ def verify(state: State, primitive: str) -> None:
     if v is not None:
         raise ScheduleError(f"{primitive} would break {v.summary()}: {v.describe()}, but after "
                             "it the two would run in the opposite order (or at once). "
-                            "Dependences must keep their order.")
+                            "Dependences must keep their order.", dependence=v.evidence())
     for n in loops(state.root):
         if n.kind in _EXCLUSIVE:
             bad = check_parallel(state, n)
             if bad is not None:
                 raise ScheduleError(f"{primitive} would make {n.kind.value} loop '{n.name}' carry "
-                                    f"{bad.summary()}: {bad.describe()}")
+                                    f"{bad.summary()}: {bad.describe()}",
+                                    dependence=bad.evidence())
 
 
 def check_order(state: State) -> legality.Violation | None:
