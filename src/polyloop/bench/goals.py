@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The goals of issue 6 as data: each a list of minimum ratios, judged on one measured row.
+"""The performance targets of `polyloop bench` as data: each a list of minimum ratios, judged on one measured row.
 
 A ratio "vs torch" is the reference's time divided by polyloop's (> 1: polyloop is faster);
 ``peak`` is the fraction of the measured FMA peak, ``triad`` the fraction of the measured triad
@@ -35,7 +35,7 @@ class Criterion:
 
 @dataclass(frozen=True, slots=True)
 class Goal:
-    """All of ``criteria``. ``tvm_fallback_s``: the issue's TVM time, used for the TVM ratio
+    """All of ``criteria``. ``tvm_fallback_s``: a published TVM time (no schedule), used for the TVM ratio
     when TVM is not installed (the table says so)."""
 
     criteria: tuple[Criterion, ...] = ()

@@ -35,7 +35,7 @@ def _reference(record: Record, peer: str) -> str:
 
 
 def _tvm_ratio(record: Record) -> tuple[float | None, str]:
-    """polyloop vs TVM: measured, or against the issue's TVM figure when TVM did not run."""
+    """polyloop vs TVM: measured, or against a published TVM figure when TVM did not run."""
     measured = record.ratio("tvm")
     fallback = record.workload.goal.tvm_fallback_s
     if measured is not None or fallback is None or record.polyloop_s is None:
@@ -89,7 +89,7 @@ def table(records: Sequence[Record], limits: Limits | None, *, stat: str = "medi
     if limits is not None:
         notes.append(f"Machine limits measured in this run: {limits.describe()}.")
     if footnote:
-        notes.append("* TVM did not run: ratio against the issue's TVM figure (no schedule).")
+        notes.append("* TVM did not run: ratio against TVM's published figure for this workload (no schedule, 2-core Xeon).")
     return "\n".join(out + notes)
 
 

@@ -2,9 +2,9 @@
 """Apache TVM 0.27 references: matmul with the tiled schedule of TVM's CPU matmul tutorial
 (B packed in 32-wide panels, 32 x 32 tiles (or the nearest that divides the size), k split by 4 and unrolled, a write cache per tile,
 outer loop parallel, inner loop vectorized) and depthwise convolution with no schedule (TVM's
-default lowering of the te expression), as the issue's TVM figures were measured.
+default lowering of the te expression), as TVM's reference figures were measured.
 
-TVM 0.27 spellings (see ../shared/PEERS.md): targets are dicts, ``tvm.compile``, ``tvm.s_tir``
+TVM 0.27 spellings: targets are dicts, ``tvm.compile``, ``tvm.s_tir``
 schedules with ``get_sblock``, ``tvm.runtime.tensor``, ``tvm.tirx`` expressions.
 
 Each builder returns ``(call, output)``: ``call()`` runs the compiled function on the converted

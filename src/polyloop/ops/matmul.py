@@ -3,7 +3,7 @@
 
 ``C = A @ B`` with ``A: (m, k)`` and ``B: (k, n)``, and a batched ``D = max(A @ B, 0)``. Each
 operator is a te builder plus a schedule function written with public primitives only; the
-schedule's constants are keyword arguments (the tuning issue searches over them).
+schedule's constants are keyword arguments (a tuner can search over them).
 
 The recipe (the one ``polyloop demo`` uses, generalised):
 - B is copied into column panels ``B_packed[j // nr, k, j % nr]`` (``transform_layout``), each

@@ -76,7 +76,7 @@ class LoopPrimitives(ScheduleCore):
 
     def skew(self, outer: LoopHandle, inner: LoopHandle, factor: int = 1) -> None:
         """``inner += factor * outer``: the wavefront transformation that can make inner loops
-        parallel (seed 002)."""
+        parallel (wavefront parallelism)."""
         o, i = self._loop(outer, "skew"), self._loop(inner, "skew")
         self._apply(loops.skew(self._state, o, i, factor), "skew", (outer, inner),
                     {"factor": factor})
