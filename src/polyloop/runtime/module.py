@@ -11,11 +11,13 @@ from collections.abc import Callable
 from os import PathLike
 from pathlib import Path
 
-from ..config import CONFIG
+from .. import config
+from ..config import max_threads
 from ..errors import BuildError, PolyloopError
 from ..ir.program import Buffer, BufferRole
 from ..util.highlight import to_html
 from .binding import Binder, shape_to_str
+from .cache import verified
 from .compiler import Library
 from .header import STATUS_CODES, header_lines
 from .profile import Profile, ProfileLayout, make_profile, openmp_threads, read_counters
@@ -182,6 +184,10 @@ def signature_to_str(entry: str, args: tuple[Buffer, ...]) -> str:
 
 
 def _load(library: Library, entry: str) -> Callable[..., int]:
+    if not verified(library.path):
+        raise BuildError(f"the compiled library {library.path} is not the one polyloop wrote "
+                         "(its SHA-256 differs from the one recorded, or none was): it is not "
+                         "loaded. Build again to replace it")
     try:
         cdll = ctypes.CDLL(str(library.path))
     except OSError as e:
@@ -195,13 +201,14 @@ def _load(library: Library, entry: str) -> Callable[..., int]:
                          "generated code") from None
     fn.restype = ctypes.c_int32
     fn.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64))
-    apply_thread_count(cdll, CONFIG.num_threads)
+    apply_thread_count(cdll, config.CONFIG.num_threads)
     return fn
 
 
 def apply_thread_count(cdll: ctypes.CDLL, threads: int | None) -> bool:
     """Set OpenMP's thread count for the process (``POLYLOOP_NUM_THREADS``) through the OpenMP
-    runtime the library was linked with; False when unset or the library has no OpenMP."""
+    runtime the library was linked with; False when unset or the library has no OpenMP. More
+    than ``config.max_threads()`` are clamped: OpenMP runtimes crash on huge counts."""
     if not threads:
         return False
     try:
@@ -210,5 +217,5 @@ def apply_thread_count(cdll: ctypes.CDLL, threads: int | None) -> bool:
         return False
     set_threads.restype = None
     set_threads.argtypes = (ctypes.c_int,)
-    set_threads(int(threads))
+    set_threads(min(int(threads), max_threads()))
     return True

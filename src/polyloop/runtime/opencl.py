@@ -23,6 +23,7 @@ from .. import config
 from ..errors import ArgumentError, BuildError, PolyloopError
 from ..ir.expr import Expr
 from ..ir.program import Buffer, BufferRole
+from . import cache
 from .binding import Binder
 from .module import signature_to_str
 from .shapes import evaluate
@@ -105,13 +106,19 @@ def platform_available() -> tuple[bool, str]:
 
 
 def _source_path(source: str) -> str:
+    """Where the rejected ``source`` was written for the user to read (in the private cache)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    folder = config.CONFIG.cache_dir / "opencl"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = cache.safe_directory(config.CONFIG.cache_dir) / "opencl"
     path = folder / f"{digest}.cl"
-    if not path.exists():
-        path.write_text(source)
+    with cache.locked(folder):
+        cache.write_atomic(path, source.encode())
     return str(path)
+
+
+def _binary_cache() -> str:
+    """PyOpenCL's cache of compiled programs, inside polyloop's private cache directory: the
+    binaries it holds are loaded onto the device, so they get the same protection."""
+    return str(cache.safe_directory(cache.safe_directory(config.CONFIG.cache_dir) / "pyopencl"))
 
 
 class OpenCLModule:
@@ -132,7 +139,8 @@ class OpenCLModule:
         self.signature = signature_to_str(entry, self.args)
         self._binder = Binder(entry, self.args, self.params)
         try:
-            self.program = cl.Program(self.queue.context, source).build()
+            self.program = cl.Program(self.queue.context, source).build(
+                cache_dir=_binary_cache())
         except cl.Error as e:
             raise BuildError(f"the OpenCL compiler rejected the generated code of '{entry}' "
                              f"(source written to {_source_path(source)}):\n{e}") from None
