@@ -14,6 +14,7 @@ from pathlib import Path
 from .. import config
 from ..config import max_threads
 from ..errors import BuildError, PolyloopError
+from ..ir.assumption import Assumption
 from ..ir.program import Buffer, BufferRole
 from ..util.highlight import to_html
 from .binding import Binder, shape_to_str
@@ -32,7 +33,9 @@ class Module:
     Arrays are passed positionally in signature order or by buffer name; size parameters are
     inferred from the shapes or passed by name. Outputs that are not passed are allocated and
     returned (one array, a tuple of several, or None). Every call checks its arguments and
-    raises ArgumentError before the kernel could run on a wrong one.
+    raises ArgumentError before the kernel could run on a wrong one: shapes, dtypes, layout,
+    overlap, sizes within int64, the program's ``assumptions``, and byte counts of the outputs
+    and ``temps`` (the heap temporaries the kernel allocates).
 
     >>> mod = Module(lib, entry="add", args=(x, y, z), params=("n",), source=src)  # doctest: +SKIP
     >>> z = mod(np.ones(5, "float32"), np.ones(5, "float32"))                       # doctest: +SKIP
@@ -41,7 +44,9 @@ class Module:
 
     def __init__(self, library: Library, *, entry: str, args: tuple[Buffer, ...],
                  params: tuple[str, ...], source: str, target: str = "c",
-                 profile: ProfileLayout | None = None) -> None:
+                 profile: ProfileLayout | None = None,
+                 assumptions: tuple[Assumption, ...] = (),
+                 temps: tuple[Buffer, ...] = ()) -> None:
         self.library = library
         self.entry = entry
         self.args = tuple(args)
@@ -49,7 +54,8 @@ class Module:
         self.source = source
         self.target = target
         self.signature = signature_to_str(entry, self.args)
-        self._binder = Binder(entry, self.args, self.params)
+        self._binder = Binder(entry, self.args, self.params, assumptions=assumptions,
+                              temps=temps)
         self._args_type = ctypes.c_void_p * len(self.args)
         self._fn = _load(library, entry)
         self._profile = profile

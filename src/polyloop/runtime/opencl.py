@@ -12,6 +12,7 @@ Without a usable platform, building raises a BuildError saying how to install on
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import numpy as np
 
 from .. import config
 from ..errors import ArgumentError, BuildError, PolyloopError
+from ..ir.assumption import Assumption
 from ..ir.expr import Expr
 from ..ir.program import Buffer, BufferRole
 from . import cache
@@ -126,7 +128,8 @@ class OpenCLModule:
 
     def __init__(self, source: str, *, entry: str, args: tuple[Buffer, ...],
                  params: tuple[str, ...], scratch: tuple[Buffer, ...],
-                 launches: tuple[LaunchSpec, ...], queue: Any = None) -> None:
+                 launches: tuple[LaunchSpec, ...], queue: Any = None,
+                 assumptions: tuple[Assumption, ...] = ()) -> None:
         cl = _cl()
         self.source = source
         self.entry = entry
@@ -137,7 +140,8 @@ class OpenCLModule:
         self.target = "opencl"
         self.queue = queue if queue is not None else default_queue()
         self.signature = signature_to_str(entry, self.args)
-        self._binder = Binder(entry, self.args, self.params)
+        self._binder = Binder(entry, self.args, self.params, assumptions=assumptions,
+                              temps=self.scratch)
         try:
             self.program = cl.Program(self.queue.context, source).build(
                 cache_dir=_binary_cache())
@@ -172,7 +176,7 @@ class OpenCLModule:
             else:
                 buffers[slot.name] = cl.Buffer(ctx, flags, size=max(a.nbytes, 1))
         for b in self.scratch:
-            size = int(np.prod([evaluate(d, env) for d in b.shape])) * b.dtype.itemsize
+            size = math.prod(max(evaluate(d, env), 0) for d in b.shape) * b.dtype.itemsize
             buffers[b.name] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=max(size, 1))
         start = time.perf_counter()
         for spec in self.launches:
