@@ -123,6 +123,17 @@ def _binary_cache() -> str:
     return str(cache.safe_directory(cache.safe_directory(config.CONFIG.cache_dir) / "pyopencl"))
 
 
+def _memory_range(cl: Any, array: Any) -> tuple[int, int, int]:
+    """(memory object, first byte, end byte) of a PyOpenCL array's data, a sub-buffer counted
+    in the buffer it was cut from."""
+    buffer, start = array.base_data, array.offset
+    parent = buffer.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
+    if parent is not None:
+        start += buffer.get_info(cl.mem_info.OFFSET)
+        buffer = parent
+    return buffer.int_ptr, start, start + array.nbytes
+
+
 class OpenCLModule:
     """An OpenCL program callable on NumPy arrays (PyOpenCL arrays are accepted too)."""
 
@@ -163,6 +174,8 @@ class OpenCLModule:
         cl = _cl()
         host, device_given = self._split(positional, named)
         arrays, _, plan = self._binder.bind(*host)
+        if len(device_given) > 1:
+            self._check_device_aliasing(cl, device_given)
         env = dict(zip(self.params, (int(v) for v in plan.params)))
         ctx, queue = self.queue.context, self.queue
         buffers: dict[str, Any] = {}
@@ -222,6 +235,23 @@ class OpenCLModule:
                     for k, v in enumerate(positional))
         nam = {k: host(k, v) for k, v in named.items()}
         return (pos, nam), device
+
+    def _check_device_aliasing(self, cl: Any, device: dict[str, Any]) -> None:
+        """A written PyOpenCL array must not share device memory with another argument, as
+        NumPy arguments must not overlap: the kernel reads what it has already written."""
+        ranges = {name: _memory_range(cl, a) for name, a in device.items()}
+        for slot in self._binder.slots:
+            if not slot.written or slot.name not in ranges:
+                continue
+            mem, lo, hi = ranges[slot.name]
+            if lo == hi:
+                continue
+            for other, (mem2, lo2, hi2) in ranges.items():
+                if other != slot.name and mem == mem2 and lo2 < hi2 and lo < hi2 and lo2 < hi:
+                    raise ArgumentError(
+                        f"argument '{slot.name}' of {self.entry}() is written by the kernel and "
+                        f"shares device memory with argument '{other}'; the kernel assumes "
+                        f"arguments do not overlap, pass separate arrays (e.g. {other}.copy())")
 
     def benchmark(self, *positional: object, repeat: int = 10, warmup: int = 2,
                   **named: object) -> float:
