@@ -131,3 +131,11 @@ def test_a_temporary_whose_byte_count_overflows_is_refused(rng):
         mod(np.zeros(65536, "float32"))
     a = rng.standard_normal(7).astype("float32")
     np.testing.assert_allclose(mod(a), 4 * a, rtol=1e-6)
+
+
+def test_an_exported_header_lists_the_assumptions(tmp_path):
+    knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2 * a[i]",
+                         assumptions="n >= 16 and n mod 4 = 0")
+    _, header = pl.build(knl).export_library(tmp_path / "libk.so")
+    text = header.read_text()
+    assert "built assuming" in text and "n >= 16" in text and "n % 4 == 0" in text

@@ -141,7 +141,8 @@ class Module:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.library.path, dest)
         header = dest.with_suffix(".h")
-        lines = header_lines(self.entry, self.args, self.params, self.signature)
+        lines = header_lines(self.entry, self.args, self.params, self.signature,
+                             self._binder.assumptions)
         header.write_text("\n".join(lines) + "\n")
         return dest, header
 
