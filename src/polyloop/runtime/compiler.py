@@ -77,13 +77,13 @@ def compile_c(source: str, *, name: str, fast_math: bool = False,
         try:
             if not _source_matches(source_path, source):
                 cache.write_atomic(source_path, source.encode(), 0o600)
-        except OSError as e:
+            if cache.verified(library_path):
+                STATS.cache_hits += 1
+                return Library(library_path, source_path, True, flags)
+            _run_compiler(cc, flags, source_path, library_path)
+        except OSError as e:   # a full disk, a read-only cache
             raise BuildError(f"cannot write the kernel cache entry {entry}: {e.strerror}; point "
                              "POLYLOOP_CACHE_DIR at a writable directory") from None
-        if cache.verified(library_path):
-            STATS.cache_hits += 1
-            return Library(library_path, source_path, True, flags)
-        _run_compiler(cc, flags, source_path, library_path)
     return Library(library_path, source_path, False, flags)
 
 
