@@ -46,3 +46,19 @@ def test_overflow_at_the_extremes_wraps_as_in_numpy(modules, dtype, rng):
     for name, e in zip(("grows", "square", "negated"), numpy_reference(a)):
         np.testing.assert_array_equal(outs[name], e.astype(outs[name].dtype))
     assert outs["grows"][0] == 0   # a + 1 > a is false at the maximum
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_division_by_zero_and_by_minus_one_give_numpys_results(target, rng):
+    n = pl.var("n")
+    A = pl.placeholder((n,), "int32", name="A")
+    B = pl.placeholder((n,), "int32", name="B")
+    C = pl.compute((n,), lambda i: A[i] // B[i] + A[i] % B[i], name="C")
+    edges = np.array([5, -7, 2**31 - 1, -2**31, -2**31, 0], dtype="int32")
+    a = np.concatenate([edges, rng.integers(-100, 100, size=9, dtype="int32")])
+    b = np.concatenate([np.array([0, 0, -1, -1, 0, 0], "int32"),
+                        rng.integers(-3, 4, size=9, dtype="int32")])
+    out = np.full(a.shape, 77, "int32")
+    pl.build(C, target=target)(a, b, out)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(out, a // b + a % b)
