@@ -3,6 +3,8 @@
 the kernel's int64, and byte counts of outputs and temporaries fit a 64-bit size."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -120,17 +122,34 @@ def test_an_output_whose_byte_count_overflows_is_refused():
         mod(n=2**32)
 
 
-def test_a_temporary_whose_byte_count_overflows_is_refused(rng):
+@pytest.fixture(scope="module")
+def big_temp_mod():
+    """``B[i] = T[i, i, i, i]`` with a 4-D temporary ``T`` of side n on the heap."""
     n = pl.var("n")
     A = pl.placeholder((n,), "float32", name="A")
     T = pl.compute((n, n, n, n), lambda i, j, k, m: A[i] + A[j] + A[k] + A[m], name="T")
     B = pl.compute((n,), lambda i: T[i, i, i, i], name="B")
-    mod = pl.build(B)
+    return pl.build(B)
+
+
+def test_a_temporary_whose_byte_count_overflows_is_refused(big_temp_mod, rng):
+    mod = big_temp_mod
     with pytest.raises(pl.ArgumentError, match=r"temporary 'T'.*more than a 64-bit size.*"
                                                r"n = 65536 from A.shape\[0\]"):
         mod(np.zeros(65536, "float32"))
     a = rng.standard_normal(7).astype("float32")
     np.testing.assert_allclose(mod(a), 4 * a, rtol=1e-6)
+
+
+@pytest.mark.parametrize("side", [65536, 2**16 + 1, 2**40])
+def test_the_compiled_function_itself_fails_cleanly_on_an_overflowing_temporary(big_temp_mod,
+                                                                               side):
+    # what a C caller of the exported library gets, without the Python checks: status 1 (the
+    # allocation failed), not a short buffer written past its end
+    fn = big_temp_mod._fn
+    a, b = np.zeros(4, "float32"), np.zeros(4, "float32")
+    args = (ctypes.c_void_p * 2)(a.ctypes.data, b.ctypes.data)
+    assert fn(args, (ctypes.c_int64 * 1)(side)) == 1
 
 
 def test_an_exported_header_lists_the_assumptions(tmp_path):
