@@ -15,7 +15,8 @@ from ..ir.dtypes import c_name
 from ..ir.program import Buffer, BufferRole
 from .binding import shape_to_str
 
-STATUS_CODES = {0: "success", 1: "a temporary buffer could not be allocated (out of memory)"}
+STATUS_CODES = {0: "success", 1: "a temporary buffer could not be allocated (out of memory, or "
+                                 "its byte count does not fit a 64-bit size)"}
 
 
 def header_lines(entry: str, args: tuple[Buffer, ...], params: tuple[str, ...],
