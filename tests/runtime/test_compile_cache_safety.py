@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from polyloop import config
@@ -174,3 +175,21 @@ def test_a_build_killed_midway_leaves_no_stray_files(fresh_cache, tmp_path, monk
     lib = compile_c(ANSWER, name="answer")
     assert sorted(p.name for p in entry.iterdir()) == ENTRY_FILES
     assert answer(lib.path) == 42
+
+
+def test_opencl_programs_are_cached_in_the_private_directory_too(fresh_cache):
+    from polyloop.runtime.opencl import platform_available
+    available, why = platform_available()
+    if not available:
+        pytest.skip(f"OpenCL unavailable: {why}")
+    import polyloop as pl
+    knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 3 * a[i]")
+    fresh_cache.mkdir()
+    fresh_cache.chmod(0o777)
+    with pytest.raises(BuildError, match="writable by other users"):
+        pl.build(knl, target="opencl")
+    fresh_cache.chmod(0o700)
+    mod = pl.build(knl, target="opencl")
+    assert stat.S_IMODE((fresh_cache / "pyopencl").stat().st_mode) == 0o700
+    a = np.arange(5, dtype="float32")
+    np.testing.assert_array_equal(mod(a), 3 * a)
