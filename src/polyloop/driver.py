@@ -12,7 +12,7 @@ from .frontend.kernel import LoopKernel
 from .frontend.te import Tensor
 from .ir.program import BufferRole, Program
 from .lower import lower
-from .poly.assumptions import assumption_checks
+from .poly.assumptions import assumption_checks, sizes_satisfying
 from .poly.bounds import find_out_of_bounds
 from .schedule import Schedule
 from .schedule.kernel import schedule_of
@@ -195,7 +195,7 @@ def _check(sch: Schedule, mod) -> None:
     from .testing import interpret
     program = sch.original
     rng = np.random.default_rng(0)
-    sizes = {p: int(rng.integers(5, 12)) for p in program.params}
+    sizes = sizes_satisfying(program, {p: int(rng.integers(5, 12)) for p in program.params})
     inputs = _random_inputs(program, rng, sizes)
     ref_args = {k: v.copy() for k, v in inputs.items()}
     mod_args = {k: v.copy() for k, v in inputs.items()}
