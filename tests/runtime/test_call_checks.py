@@ -158,3 +158,17 @@ def test_an_exported_header_lists_the_assumptions(tmp_path):
     _, header = pl.build(knl).export_library(tmp_path / "libk.so")
     text = header.read_text()
     assert "built assuming" in text and "n >= 16" in text and "n % 4 == 0" in text
+
+
+@pytest.mark.skipif(not OPENCL, reason=f"OpenCL unavailable: {WHY}")
+def test_an_opencl_scratch_buffer_too_large_for_the_device_is_a_polyloop_error(rng):
+    n = pl.var("n")
+    A = pl.placeholder((n,), "float32", name="A")
+    T = pl.compute((n, n, n), lambda i, j, k: A[i] + A[j] + A[k], name="T")
+    B = pl.compute((n,), lambda i: T[i, i, i], name="B")
+    mod = pl.build(B, target="opencl")
+    with pytest.raises(pl.PolyloopError, match=r"OpenCL could not run B\(\) with sizes "
+                                               r"\{'n': 65536\}"):
+        mod(np.zeros(2**16, "float32"))     # a petabyte of scratch memory
+    a = rng.standard_normal(6).astype("float32")
+    np.testing.assert_allclose(mod(a), 3 * a, rtol=1e-6)

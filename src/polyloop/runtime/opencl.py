@@ -177,7 +177,31 @@ class OpenCLModule:
         if len(device_given) > 1:
             self._check_device_aliasing(cl, device_given)
         env = dict(zip(self.params, (int(v) for v in plan.params)))
-        ctx, queue = self.queue.context, self.queue
+        try:
+            buffers = self._buffers(cl, arrays, device_given, env)
+            start = time.perf_counter()
+            self._launch(cl, buffers, env)
+            for slot, a in zip(self._binder.slots, arrays):
+                if slot.written and slot.name not in device_given and a.nbytes:
+                    cl.enqueue_copy(self.queue, a, buffers[slot.name])
+            self.queue.finish()
+        except (cl.Error, OverflowError) as e:   # out of device memory, a grid too large
+            lines = str(e).strip().splitlines() or [type(e).__name__]
+            raise PolyloopError(f"OpenCL could not run {self.entry}() with sizes {env} on "
+                                f"{self.queue.device.name.strip()}: {lines[0]}; use smaller "
+                                "sizes or another device") from None
+        elapsed = time.perf_counter() - start
+        allocations = plan.allocations
+        if not allocations:
+            return None, elapsed
+        if len(allocations) == 1:
+            return arrays[allocations[0][0]], elapsed
+        return tuple(arrays[i] for i, _ in allocations), elapsed
+
+    def _buffers(self, cl: Any, arrays: list, device_given: dict[str, Any],
+                 env: dict[str, int]) -> dict[str, Any]:
+        """Device memory of every argument (inputs copied over) and scratch buffer."""
+        ctx = self.queue.context
         buffers: dict[str, Any] = {}
         for slot, a in zip(self._binder.slots, arrays):
             if slot.name in device_given:
@@ -191,7 +215,9 @@ class OpenCLModule:
         for b in self.scratch:
             size = math.prod(max(evaluate(d, env), 0) for d in b.shape) * b.dtype.itemsize
             buffers[b.name] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=max(size, 1))
-        start = time.perf_counter()
+        return buffers
+
+    def _launch(self, cl: Any, buffers: dict[str, Any], env: dict[str, int]) -> None:
         for spec in self.launches:
             groups = [evaluate(g, env) for g in spec.groups]
             if min(groups) <= 0:
@@ -199,20 +225,9 @@ class OpenCLModule:
             kernel = self._kernels[spec.kernel]
             kernel.set_args(*[buffers[n] for n in spec.buffers],
                             *[np.int64(env[p]) for p in self.params])
-            cl.enqueue_nd_range_kernel(queue, kernel,
+            cl.enqueue_nd_range_kernel(self.queue, kernel,
                                        tuple(g * i for g, i in zip(groups, spec.items)),
                                        spec.items)
-        for slot, a in zip(self._binder.slots, arrays):
-            if slot.written and slot.name not in device_given and a.nbytes:
-                cl.enqueue_copy(queue, a, buffers[slot.name])
-        queue.finish()
-        elapsed = time.perf_counter() - start
-        allocations = plan.allocations
-        if not allocations:
-            return None, elapsed
-        if len(allocations) == 1:
-            return arrays[allocations[0][0]], elapsed
-        return tuple(arrays[i] for i, _ in allocations), elapsed
 
     def _split(self, positional: tuple, named: dict) -> tuple[tuple[tuple, dict], dict]:
         """PyOpenCL arrays stand in for NumPy arrays of their shape during argument checks;
