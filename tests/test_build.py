@@ -322,3 +322,11 @@ def test_check_compares_arrays_updated_in_place(monkeypatch):
                         lambda kernel: right(kernel).replace("/ 3.0", "/ 3.5"))
     with pytest.raises(pl.BuildError, match=r"check failed"):
         pl.build(seidel_1d(), check=True)
+
+
+def test_check_runs_at_sizes_that_satisfy_the_assumptions():
+    knl = pl.make_kernel("{ [i, j] : 0 <= i < n and 0 <= j < m }", "out[i, j] = 2 * a[i, j]",
+                         assumptions="m >= n + 3 and n >= 20 and n mod 4 = 0")
+    mod = pl.build(knl, check=True)      # random sizes 5..11 would break every assumption
+    a = np.ones((24, 27), "float32")
+    np.testing.assert_array_equal(mod(a), 2 * a)

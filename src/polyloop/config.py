@@ -14,6 +14,18 @@ class Config:
     cc: str
     dump: frozenset[str]
     num_threads: int | None
+    compile_timeout: float = 300.0
+
+
+# OpenMP runtimes crash or abort when asked for tens of thousands of threads; more threads
+# than a few per core never make a kernel faster, so larger requests are clamped.
+THREADS_PER_CPU_LIMIT = 4
+DEFAULT_COMPILE_TIMEOUT = 300.0
+
+
+def max_threads() -> int:
+    """The largest POLYLOOP_NUM_THREADS honoured: a few threads per CPU of this machine."""
+    return THREADS_PER_CPU_LIMIT * (os.cpu_count() or 1)
 
 
 def _positive_int(variable: str) -> int | None:
@@ -28,16 +40,45 @@ def _positive_int(variable: str) -> int | None:
     return None
 
 
+def _thread_count() -> int | None:
+    """POLYLOOP_NUM_THREADS, clamped (with a warning) to ``max_threads()``."""
+    threads = _positive_int("POLYLOOP_NUM_THREADS")
+    limit = max_threads()
+    if threads is not None and threads > limit:
+        warnings.warn(f"POLYLOOP_NUM_THREADS={threads} is more than {THREADS_PER_CPU_LIMIT} "
+                      f"threads per CPU ({os.cpu_count() or 1} CPUs); {limit} threads are used",
+                      RuntimeWarning, stacklevel=3)
+        return limit
+    return threads
+
+
+def _timeout(variable: str, default: float) -> float:
+    """A positive number of seconds from ``variable``; unset or invalid (warned) is ``default``."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value > 0 and value != float("inf"):
+        return value
+    warnings.warn(f"{variable}={text!r} is not a positive number of seconds; "
+                  f"{default:g} s is used", RuntimeWarning, stacklevel=3)
+    return default
+
+
 def load() -> Config:
     cache = os.environ.get("POLYLOOP_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "polyloop")
     dump = os.environ.get("POLYLOOP_DUMP", "")
-    threads = _positive_int("POLYLOOP_NUM_THREADS")
+    threads = _thread_count()
     return Config(
         cache_dir=Path(cache),
         cc=os.environ.get("POLYLOOP_CC", "gcc"),
         dump=frozenset(s.strip() for s in dump.split(",") if s.strip()),
         num_threads=threads,
+        compile_timeout=_timeout("POLYLOOP_COMPILE_TIMEOUT", DEFAULT_COMPILE_TIMEOUT),
     )
 
 

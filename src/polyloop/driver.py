@@ -12,6 +12,7 @@ from .frontend.kernel import LoopKernel
 from .frontend.te import Tensor
 from .ir.program import BufferRole, Program
 from .lower import lower
+from .poly.assumptions import assumption_checks, sizes_satisfying
 from .poly.bounds import find_out_of_bounds
 from .schedule import Schedule
 from .schedule.kernel import schedule_of
@@ -86,7 +87,8 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
     library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
     return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
                   source=source, target="c",
-                  profile=_profile_layout(sch.program, kernel, regions) if regions else None)
+                  profile=_profile_layout(sch.program, kernel, regions) if regions else None,
+                  assumptions=assumption_checks(sch.program), temps=kernel.temps)
 
 
 def _profile_layout(program: Program, kernel, regions: tuple):
@@ -121,7 +123,8 @@ def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: ob
     launches = tuple(LaunchSpec(x.kernel.name, x.groups, x.items,
                                 tuple(b.name for b in x.kernel.args)) for x in device.launches)
     return OpenCLModule(source, entry=device.name, args=device.args, params=device.params,
-                        scratch=device.scratch, launches=launches, queue=queue)
+                        scratch=device.scratch, launches=launches, queue=queue,
+                        assumptions=assumption_checks(sch.program))
 
 
 # target -> builder (lower, generate code, compile, wrap in a callable module)
@@ -192,7 +195,7 @@ def _check(sch: Schedule, mod) -> None:
     from .testing import interpret
     program = sch.original
     rng = np.random.default_rng(0)
-    sizes = {p: int(rng.integers(5, 12)) for p in program.params}
+    sizes = sizes_satisfying(program, {p: int(rng.integers(5, 12)) for p in program.params})
     inputs = _random_inputs(program, rng, sizes)
     ref_args = {k: v.copy() for k, v in inputs.items()}
     mod_args = {k: v.copy() for k, v in inputs.items()}

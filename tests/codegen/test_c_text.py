@@ -98,9 +98,9 @@ def test_small_constant_temporaries_live_on_the_stack_others_on_the_heap():
     src = lines(generate_c(Kernel("k", (A,), ("n",), temps, body)))
     assert "_Alignas(64) float T[16][16];" in src
     assert ("double (*restrict H)[4] = (double (*)[4])aligned_alloc(64, "
-            "pl_alloc_bytes((size_t)(n * 4) * sizeof(double)));") in src
+            "pl_alloc_bytes(sizeof(double), 2, (const int64_t[]){n, 4}));") in src
     assert ("float (*restrict G)[256] = (float (*)[256])aligned_alloc(64, "
-            "pl_alloc_bytes((size_t)(128 * 256) * sizeof(float)));") in src
+            "pl_alloc_bytes(sizeof(float), 2, (const int64_t[]){128, 256}));") in src
     check = src.index("if (H == NULL || G == NULL) {")
     assert src[check + 1:check + 4] == ["free(H);", "free(G);", "return 1;"]
     assert src[-4:] == ["free(H);", "free(G);", "return 0;", "}"]

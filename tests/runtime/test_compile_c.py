@@ -16,6 +16,8 @@ from polyloop.runtime.compiler import STATS
 
 ANSWER = "int answer(void) { return 42; }\n"
 BROKEN = "int broken(void) {\n    return undeclared_variable;\n}\n"
+# a cache entry: the lock, the source, the library and its recorded hash
+ENTRY_FILES = [".lock", "kernel.c", "kernel.so", "kernel.so.sha256"]
 
 
 def call_answer(lib: Library) -> int:
@@ -54,12 +56,13 @@ def test_cache_key_includes_the_flags(fresh_cache):
 
 def test_default_flags():
     lib = compile_c(ANSWER, name="answer")
-    assert lib.flags == ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
+    assert lib.flags == ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11",
+                         "-fwrapv")
 
 
 def test_compile_leaves_no_temporary_files(fresh_cache):
     lib = compile_c(ANSWER, name="answer")
-    assert sorted(p.name for p in lib.path.parent.iterdir()) == ["kernel.c", "kernel.so"]
+    assert sorted(p.name for p in lib.path.parent.iterdir()) == ENTRY_FILES
 
 
 def test_concurrent_compiles_of_one_source_all_get_a_working_library(fresh_cache):
@@ -68,7 +71,7 @@ def test_concurrent_compiles_of_one_source_all_get_a_working_library(fresh_cache
         libs = list(pool.map(lambda _: compile_c(source, name="answer"), range(4)))
     assert len({lib.path for lib in libs}) == 1
     assert all(call_answer(lib) == 42 for lib in libs)
-    assert sorted(p.name for p in libs[0].path.parent.iterdir()) == ["kernel.c", "kernel.so"]
+    assert sorted(p.name for p in libs[0].path.parent.iterdir()) == ENTRY_FILES
 
 
 def test_a_cache_hit_restores_a_deleted_source_file(fresh_cache):

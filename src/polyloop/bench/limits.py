@@ -138,13 +138,22 @@ def _compile_and_run(source: str, name: str, args: list[str], threads: int) -> l
         c_path.write_text(source)
         command = [config.CONFIG.cc, "-O2", "-march=native", "-fopenmp", str(c_path), "-o",
                    str(exe)]
-        done = subprocess.run(command, capture_output=True, text=True)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True,
+                                  timeout=config.CONFIG.compile_timeout)
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"compiling the {name} program did not finish within "
+                             f"{config.CONFIG.compile_timeout:g} s ({' '.join(command)}); raise "
+                             "POLYLOOP_COMPILE_TIMEOUT or check POLYLOOP_CC") from None
         if done.returncode != 0:
             raise BuildError(f"could not compile the {name} program with {' '.join(command)}:\n"
                              f"{done.stderr.strip()}")
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="true")
-        run = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env,
-                             timeout=300)
+        try:
+            run = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env,
+                                 timeout=300)
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"the {name} program did not finish within 300 s") from None
         if run.returncode != 0:
             raise BuildError(f"the {name} program failed (exit status {run.returncode}): "
                              f"{run.stderr.strip()}")

@@ -82,10 +82,17 @@ def sample_symbols(fn: Callable[[], object], *, seconds: float = PERF_SECONDS,
         while time.perf_counter() < end:
             fn()
         rec.send_signal(signal.SIGINT)
-        rec.wait(timeout=60)
-        report = subprocess.run(["perf", "report", "--stdio", "-i", data, "--sort", "sym,dso",
-                                 "--percent-limit", "0.5"], capture_output=True, text=True,
-                                timeout=120)
+        try:
+            rec.communicate(timeout=60)
+            report = subprocess.run(["perf", "report", "--stdio", "-i", data, "--sort",
+                                     "sym,dso", "--percent-limit", "0.5"], capture_output=True,
+                                    text=True, timeout=120)
+        except subprocess.TimeoutExpired as e:
+            rec.kill()
+            rec.communicate()
+            _progress(f"perf did not finish in time ({' '.join(map(str, e.cmd[:2]))}); "
+                      "no symbols sampled")
+            return []
     return _parse_report(report.stdout, top)
 
 

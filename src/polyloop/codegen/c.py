@@ -21,7 +21,6 @@ from .function import InlineFunction
 from .helpers import HelperKind
 from .names import NameKind, is_c_identifier
 from .profile import ProfileRegion, emit_profile_prelude, emit_timed
-from .tables import MULTIPLICATIVE, UNARY
 from .vector import VectorLoopWriter
 from .vector_lib import VectorLibrary
 from .vector_plan import NotVectorized, plan_vector_loop
@@ -149,14 +148,11 @@ class CPrinter(CFamilyPrinter):
             w.statement("return 0")
 
     def allocation(self, buffer: Buffer) -> str:
-        if len(buffer.shape) == 1:
-            elements = self._operand(buffer.shape[0], UNARY)
-        else:
-            elements = "(" + " * ".join(self._operand(s, MULTIPLICATIVE + 1)
-                                        for s in buffer.shape) + ")"
-        size = f"(size_t){elements} * sizeof({self.type_name(buffer.dtype)})"
-        round_up = self.use_helper(HelperKind.ALLOC_BYTES, None)
-        return f"aligned_alloc({ALIGNMENT}, {round_up}({size}))"
+        """``aligned_alloc`` of the buffer, its byte count computed with overflow checks."""
+        dims = ", ".join(self.expr(d) for d in buffer.shape)
+        size = self.use_helper(HelperKind.ALLOC_BYTES, None)
+        return (f"aligned_alloc({ALIGNMENT}, {size}(sizeof({self.type_name(buffer.dtype)}), "
+                f"{len(buffer.shape)}, (const int64_t[]){{{dims}}}))")
 
     def emit_allocation_check(self, w: CodeWriter, heap: list[Buffer]) -> None:
         names = [self.buffer_name(b.name) for b in heap]

@@ -214,7 +214,9 @@ class CFamilyPrinter:
         lo, hi, min_name = self.int_limits[c.dtype]
         v = int(c.value)
         if not lo <= v <= hi:
-            raise BuildError(f"constant {v} does not fit in {c.dtype}")
+            raise BuildError(f"constant {v} in kernel '{self.kernel.name}' does not fit in "
+                             f"{c.dtype} (from {lo} to {hi}), the type the generated code "
+                             "computes it in; use smaller constants (steps, moduli, bounds)")
         if v == lo:
             return min_name  # -2**63 has no literal: 2**63 overflows before the minus applies
         if c.dtype is DType.INT64 and not -2**31 <= v < 2**31:
@@ -328,15 +330,24 @@ class CFamilyPrinter:
         w.lines(self.loop_pragmas(loop))
         start, stop = self.expr(loop.start), self.expr(loop.stop)
         var = self.names.ident(NameKind.ITERATOR, loop.var)
-        step = f"{var}++" if loop.step == 1 else f"{var} += {loop.step}"
+        step = f"{var}++" if loop.step == 1 else f"{var} += {self.step(loop)}"
         with w.block(f"for ({self.type_name(INDEX)} {var} = {start}; {var} < {stop}; {step})"):
             self.emit_loop_body(w, loop, var)
+
+    def step(self, loop: For) -> str:
+        """The step of ``loop`` as a literal of the index type; BuildError if it has none."""
+        _, hi, _ = self.int_limits[INDEX]
+        if not 0 < loop.step <= hi:
+            raise BuildError(f"loop '{loop.var}' of kernel '{self.kernel.name}' steps by "
+                             f"{loop.step}, which the generated code cannot represent (indices "
+                             f"are int64, at most {hi}); use a smaller step or modulus")
+        return str(loop.step) if loop.step < 2**31 else self._wide_int64(loop.step)
 
     def emit_thread_loop(self, w: CodeWriter, loop: For) -> None:
         """One GPU thread runs one iteration: ``i = start + index * step`` if ``i < stop``."""
         index = self.thread_index(loop)
         if loop.step != 1:
-            index = f"({index}) * {loop.step}"
+            index = f"({index}) * {self.step(loop)}"
         starts_at_zero = isinstance(loop.start, Const) and loop.start.value == 0
         value = index if starts_at_zero else f"{self._operand(loop.start, ADDITIVE)} + {index}"
         stop = self.expr(loop.stop)

@@ -93,6 +93,20 @@ _FLOAT_BODIES = {
 }
 
 
+def _emit_alloc_bytes(w: CodeWriter, h: Helper, qualifier: str) -> None:
+    """The bytes to allocate for an array of ``ndim`` dimensions ``dims``: whole 64-byte lines,
+    at least one (aligned_alloc(64, 0) may fail); a byte count that overflows becomes a request
+    no memory can satisfy, so the allocation fails instead of returning a short buffer."""
+    with w.block(f"{qualifier} size_t {h.name}(size_t itemsize, int ndim, const int64_t *dims)"):
+        w.line("size_t n = itemsize;")
+        with w.block("for (int k = 0; k < ndim; k++)"):
+            w.line("if (dims[k] <= 0) return 64;")
+            with w.block("if (__builtin_mul_overflow(n, (size_t)dims[k], &n) || "
+                         "n > SIZE_MAX - 63)"):
+                w.line("return SIZE_MAX / 64 * 64;")
+        w.line("return (n + 63) / 64 * 64;")
+
+
 def emit_helper(w: CodeWriter, h: Helper, *, qualifier: str, types: Mapping[DType, str],
                 unsigned_types: Mapping[DType, str], libm_suffix: Mapping[DType, str]) -> None:
     """Write the definition of helper ``h`` with a target's spellings.
@@ -106,9 +120,7 @@ def emit_helper(w: CodeWriter, h: Helper, *, qualifier: str, types: Mapping[DTyp
     }
     """
     if h.kind is HelperKind.ALLOC_BYTES:
-        with w.block(f"{qualifier} size_t {h.name}(size_t n)"):
-            w.comment("whole 64-byte lines, at least one: aligned_alloc(64, 0) may fail")
-            w.line("return n == 0 ? 64 : (n + 63) / 64 * 64;")
+        _emit_alloc_bytes(w, h, qualifier)
         return
     assert h.dtype is not None
     d = h.dtype

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
-from ..ir.expr import BinOpKind, Const, Expr, UnaryKind, binop
+from ..ir.expr import BinOp, BinOpKind, Const, Expr, Load, Unary, UnaryKind, binop, walk
 from ..ir.loops import Barrier, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..lower.launches import EXACT_GRID, DeviceProgram, Launch
 from .cfamily import CFamilyPrinter
 from .names import NameKind
-from .tables import C_KEYWORDS
+from .tables import C_KEYWORDS, POSTFIX, UNARY
 from .writer import CodeWriter
 
 OPENCL_TYPES = {DType.BOOL: "bool", DType.INT32: "int", DType.INT64: "long",
@@ -38,8 +38,11 @@ OPENCL_KEYWORDS = C_KEYWORDS | frozenset("""
     kernel __kernel global __global local __local constant __constant private __private
     read_only write_only half uchar ushort uint ulong size_t barrier get_group_id get_local_id
     get_global_id get_num_groups get_local_size CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
-    INT_MIN LONG_MIN fmod copysign fabs exp log sqrt tanh floor abs""".split())
+    INT_MIN LONG_MIN fmod copysign fabs exp log sqrt tanh floor abs as_int as_long""".split())
 INDEX_FUNCTIONS = {"blockIdx": "get_group_id", "threadIdx": "get_local_id"}
+# Signed overflow is undefined in OpenCL C (and clang folds ``a + 1 > a`` to true); NumPy wraps.
+# These operations on signed data values are computed in the unsigned type and reinterpreted.
+WRAPPING_OPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
 ADDRESS_SPACES = {MemScope.GLOBAL: "__global ", MemScope.SHARED: "__local ", MemScope.LOCAL: ""}
 
 
@@ -57,6 +60,26 @@ class OpenCLPrinter(CFamilyPrinter):
 
     def address_space(self, buffer: Buffer) -> str:
         return ADDRESS_SPACES[buffer.scope]
+
+    def _binary(self, e: BinOp) -> tuple[str, int]:
+        """``as_int((uint)a + (uint)b)`` for signed arithmetic on values read from memory:
+        it wraps as NumPy does. Index arithmetic on iterators and sizes stays plain: sizes are
+        range-checked before a call, and plain arithmetic keeps addressing fast."""
+        if e.op not in WRAPPING_OPS or not self._wraps(e):
+            return super()._binary(e)
+        u, t = self.unsigned_types[e.dtype], self.type_name(e.dtype)
+        symbol, _ = self.operators[e.op]
+        lhs, rhs = (f"({u}){self._operand(x, UNARY)}" for x in (e.lhs, e.rhs))
+        return f"as_{t}({lhs} {symbol} {rhs})", POSTFIX
+
+    def _unary(self, e: Unary) -> tuple[str, int]:
+        if e.op is not UnaryKind.NEG or not self._wraps(e):
+            return super()._unary(e)
+        u, t = self.unsigned_types[e.dtype], self.type_name(e.dtype)
+        return f"as_{t}(({u})0 - ({u}){self._operand(e.operand, UNARY)})", POSTFIX
+
+    def _wraps(self, e: Expr) -> bool:
+        return e.dtype in self.unsigned_types and any(isinstance(x, Load) for x in walk(e))
 
     def thread_index(self, loop: For) -> str:
         kind, _, axis = (loop.thread or "").partition(".")

@@ -9,6 +9,7 @@ of shapes, so a repeated call costs a dictionary lookup.
 from __future__ import annotations
 
 import ctypes
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, PolyloopError
+from ..ir.assumption import Assumption
 from ..ir.expr import Const, Expr, Var, VarKind, walk
 from ..ir.program import Buffer, BufferRole
 from .pointers import data_pointer_reader
@@ -23,6 +25,8 @@ from .shapes import Affine, evaluate, solve, to_affine
 
 # Distinct shape combinations remembered per kernel; the cache is cleared when it fills up.
 _PLAN_CACHE_SIZE = 256
+# Sizes are int64 in the generated code, and so are the byte counts of its arrays.
+INT64_MAX = 2**63 - 1
 
 
 def shape_to_str(b: Buffer) -> str:
@@ -69,6 +73,10 @@ class Plan:
 class Binder:
     """Checks calls of the kernel ``func`` with arguments ``args`` and size parameters ``params``.
 
+    Every size is checked to fit the kernel's int64, every ``assumptions`` condition to hold,
+    and every output and temporary (``temps``) to have a byte count a 64-bit size can hold;
+    these checks depend on the shapes only, so they run once per distinct combination.
+
     >>> from polyloop.ir.dtypes import DType
     >>> from polyloop.ir.program import Buffer, BufferRole, param
     >>> n = param("n")
@@ -79,10 +87,15 @@ class Binder:
     ([3], ((1, (3,)),))
     """
 
-    def __init__(self, func: str, args: tuple[Buffer, ...], params: tuple[str, ...]) -> None:
+    def __init__(self, func: str, args: tuple[Buffer, ...], params: tuple[str, ...], *,
+                 assumptions: tuple[Assumption, ...] = (),
+                 temps: tuple[Buffer, ...] = ()) -> None:
         self.func = func
         self.params = params
         _check_signature(func, args, params)
+        _check_assumptions(func, assumptions, params)
+        self.assumptions = tuple(assumptions)
+        self.temps = tuple(temps)
         self.slots = tuple(Slot(i, b, b.dtype.numpy, b.ndim, b.role is not BufferRole.INPUT,
                                 b.role is not BufferRole.OUTPUT) for i, b in enumerate(args))
         self._index = {b.name: i for i, b in enumerate(args)}
@@ -126,7 +139,12 @@ class Binder:
         if len(positional) + len(named) > 1:
             self._check_aliasing(arrays, pointers)
         for index, shape in plan.allocations:
-            a = arrays[index] = np.empty(shape, self.slots[index].dtype)
+            try:
+                a = arrays[index] = np.empty(shape, self.slots[index].dtype)
+            except MemoryError:
+                raise ArgumentError(f"cannot allocate output '{self.slots[index].name}' of "
+                                    f"{self.func}() with shape {shape}: out of memory; pass it "
+                                    "as an argument, or use smaller sizes") from None
             pointers[index] = read(a)
         return arrays, pointers, plan
 
@@ -159,6 +177,10 @@ class Binder:
                                 f"got {type(value).__name__} {value!r}")
         if v < 0:
             raise ArgumentError(f"size parameter '{name}' of {self.func}() must be >= 0, got {v}")
+        if v > INT64_MAX:
+            raise ArgumentError(f"size parameter '{name}' of {self.func}() must be at most "
+                                f"2**63 - 1 = {INT64_MAX} (the kernel computes sizes in int64), "
+                                f"got {v}")
         return v
 
     # per-array checks ----------------------------------------------------------------------------
@@ -223,8 +245,38 @@ class Binder:
             expected = evaluate(r.expr, env)
             if arrays[r.slot].shape[r.dim] != expected:
                 raise ArgumentError(self._mismatch(r, arrays, expected, env, origin))
-        return Plan(self._params_type(*(env[p] for p in self.params)),
-                    self._allocations(arrays, env, origin))
+        self._check_sizes(env, origin)
+        allocations = self._allocations(arrays, env, origin)
+        for b in self.temps:
+            self._check_bytes(b, "temporary", env, origin)
+        return Plan(self._params_type(*(env[p] for p in self.params)), allocations)
+
+    def _check_sizes(self, env: dict[str, int], origin: dict[str, str]) -> None:
+        """Every size fits the kernel's int64 and every assumption of the program holds."""
+        for p in self.params:
+            if env[p] > INT64_MAX:
+                raise ArgumentError(f"size parameter '{p}' of {self.func}() would be {env[p]} "
+                                    f"({origin[p]}), more than the int64 the kernel computes "
+                                    "sizes in holds")
+        for a in self.assumptions:
+            if not a.holds(env):
+                raise ArgumentError(
+                    f"{self.func}() was built assuming {a}, which this call breaks: "
+                    f"{self._bindings((a.condition,), env, origin)}. The kernel relies on it "
+                    "(bounds, loop counts); pass arrays whose sizes satisfy it, or build "
+                    "without the assumption")
+
+    def _check_bytes(self, b: Buffer, what: str, env: dict[str, int],
+                     origin: dict[str, str]) -> tuple[int, ...]:
+        """The shape of ``b``, after checking that its byte count fits a 64-bit size."""
+        shape = tuple(evaluate(d, env) for d in b.shape)
+        nbytes = math.prod(max(s, 0) for s in shape) * b.dtype.itemsize
+        if nbytes > INT64_MAX:
+            raise ArgumentError(
+                f"{self.func}() would need {what} '{b.name}' of shape {shape_to_str(b)} = "
+                f"{shape}: {nbytes} bytes, more than a 64-bit size holds "
+                f"({self._bindings(b.shape, env, origin)}); use smaller sizes")
+        return shape
 
     def _bind_bare(self, rules: list[DimRule], arrays: list, env: dict[str, int],
                    origin: dict[str, str]) -> None:
@@ -273,7 +325,7 @@ class Binder:
         for slot in self.slots:
             if arrays[slot.index] is not None:
                 continue
-            shape = tuple(evaluate(d, env) for d in slot.buffer.shape)
+            shape = self._check_bytes(slot.buffer, "output", env, origin)
             if any(s < 0 for s in shape):
                 raise ArgumentError(
                     f"cannot allocate output '{slot.name}' of {self.func}(): its shape "
@@ -330,3 +382,14 @@ def _check_signature(func: str, args: tuple[Buffer, ...], params: tuple[str, ...
                     raise PolyloopError(
                         f"kernel {func}: the shape of '{b.name}' uses '{v.name}', which is not "
                         f"one of its size parameters ({', '.join(params) or 'none'})")
+
+
+def _check_assumptions(func: str, assumptions: tuple[Assumption, ...],
+                       params: tuple[str, ...]) -> None:
+    """An assumption may only read size parameters of the kernel; else it is a compiler bug."""
+    for a in assumptions:
+        unknown = [p for p in a.params if p not in params]
+        if unknown:
+            raise PolyloopError(f"kernel {func}: assumption {a} uses {', '.join(unknown)}, "
+                                f"which are not among its size parameters "
+                                f"({', '.join(params) or 'none'})")

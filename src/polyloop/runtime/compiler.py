@@ -9,17 +9,18 @@ same directory and renamed into place, so concurrent processes never see a parti
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config
 from ..errors import BuildError
+from ..util.process import Completed, ProcessTimeout, run_limited
+from . import cache
 
-BASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
+# -fwrapv: signed integer overflow wraps around, as in NumPy (C leaves it undefined, and gcc
+# then folds comparisons like ``a + 1 > a`` to true).
+BASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-fwrapv")
 LINK_FLAGS = ("-lm",)
 LINK_ONLY_FLAGS = ("-shared", "-fPIC", "-fopenmp")   # the link step of a two-step build
 SOURCE_NAME = "kernel.c"
@@ -57,9 +58,11 @@ def compile_c(source: str, *, name: str, fast_math: bool = False,
               extra_flags: tuple[str, ...] = ()) -> Library:
     """Compile C ``source`` into a shared library, or reuse the cached one.
 
-    The compiler is ``config.CONFIG.cc`` (``POLYLOOP_CC``, default ``gcc``); the cache lives
-    under ``config.CONFIG.cache_dir`` (``POLYLOOP_CACHE_DIR``). ``name`` labels the cache
-    entry. Raises BuildError with the compiler's message and the source path on failure.
+    The compiler is ``config.CONFIG.cc`` (``POLYLOOP_CC``, default ``gcc``), stopped after
+    ``config.CONFIG.compile_timeout`` seconds (``POLYLOOP_COMPILE_TIMEOUT``); the cache lives
+    under ``config.CONFIG.cache_dir`` (``POLYLOOP_CACHE_DIR``, see ``cache.py`` for its safety
+    rules). ``name`` labels the cache entry. Raises BuildError with the compiler's message and
+    the source path on failure.
 
     >>> lib = compile_c("int answer(void) { return 42; }", name="answer")
     >>> lib.path.name
@@ -68,21 +71,27 @@ def compile_c(source: str, *, name: str, fast_math: bool = False,
     cc = config.CONFIG.cc
     flags = BASE_FLAGS + (("-ffast-math",) if fast_math else ()) + tuple(extra_flags)
     key = _cache_key(source, flags + LINK_FLAGS + LINK_ONLY_FLAGS, compiler_version(cc))
-    entry = config.CONFIG.cache_dir / f"{_safe(name)}-{key[:24]}"
+    entry = cache.safe_directory(config.CONFIG.cache_dir) / f"{_safe(name)}-{key[:24]}"
     source_path, library_path = entry / SOURCE_NAME, entry / LIBRARY_NAME
-    if library_path.exists():
-        if not source_path.exists():
-            _write_atomic(source_path, source)
-        STATS.cache_hits += 1
-        return Library(library_path, source_path, True, flags)
-    try:
-        entry.mkdir(parents=True, exist_ok=True)
-        _write_atomic(source_path, source)
-    except OSError as e:
-        raise BuildError(f"cannot write the kernel cache entry {entry}: {e.strerror}; point "
-                         "POLYLOOP_CACHE_DIR at a writable directory") from None
-    _run_compiler(cc, flags, source_path, library_path)
+    with cache.locked(entry):
+        try:
+            if not _source_matches(source_path, source):
+                cache.write_atomic(source_path, source.encode(), 0o600)
+            if cache.verified(library_path):
+                STATS.cache_hits += 1
+                return Library(library_path, source_path, True, flags)
+            _run_compiler(cc, flags, source_path, library_path)
+        except OSError as e:   # a full disk, a read-only cache
+            raise BuildError(f"cannot write the kernel cache entry {entry}: {e.strerror}; point "
+                             "POLYLOOP_CACHE_DIR at a writable directory") from None
     return Library(library_path, source_path, False, flags)
+
+
+def _source_matches(path: Path, source: str) -> bool:
+    try:
+        return path.read_bytes() == source.encode()
+    except OSError:
+        return False
 
 
 def vectorizes_negative_step_reductions_wrongly(cc: str) -> bool:
@@ -95,50 +104,60 @@ def vectorizes_negative_step_reductions_wrongly(cc: str) -> bool:
 def compiler_version(cc: str) -> str:
     """The first line of ``cc --version``, computed once per process and compiler."""
     if cc not in _VERSIONS:
-        try:
-            out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False)
-        except OSError as e:
-            raise BuildError(f"cannot run the C compiler '{cc}': {e.strerror}; install gcc or "
-                             "point POLYLOOP_CC at a C compiler") from None
+        out = _run(cc, [cc, "--version"], None)
         lines = out.stdout.strip().splitlines()
         _VERSIONS[cc] = lines[0] if lines else cc
     return _VERSIONS[cc]
 
 
 def _run_compiler(cc: str, flags: tuple[str, ...], source_path: Path, library_path: Path) -> None:
-    """Compile and link ``source_path`` into ``library_path`` (atomically replaced).
+    """Compile and link ``source_path`` into ``library_path`` (installed with its hash).
 
     With ``-ffast-math``, gcc links ``crtfastmath.o`` into the library, whose constructor turns
     on flush-to-zero for the whole process as soon as the library is loaded (NumPy then rounds
     subnormals to 0). Such sources are therefore compiled to an object with the flags and linked
-    in a second step without them."""
-    fd, tmp = tempfile.mkstemp(dir=library_path.parent, prefix=".kernel-", suffix=".so")
-    os.close(fd)
+    in a second step without them. The caller holds the entry's lock."""
+    entry = library_path.parent
+    tmp = cache.temp_path(entry, ".so")
     STATS.compiles += 1
     try:
         if "-ffast-math" in flags:
-            obj = tmp[:-3] + ".o"
+            obj = cache.temp_path(entry, ".o")
             try:
-                _run(cc, [cc, *(f for f in flags if f != "-shared"), "-c", "-o", obj,
-                          str(source_path)], source_path)
-                _run(cc, [cc, *LINK_ONLY_FLAGS, "-o", tmp, obj, *LINK_FLAGS], source_path)
+                _compile(cc, [cc, *(f for f in flags if f != "-shared"), "-c", "-o", str(obj),
+                              str(source_path)], source_path)
+                _compile(cc, [cc, *LINK_ONLY_FLAGS, "-o", str(tmp), str(obj), *LINK_FLAGS],
+                         source_path)
             finally:
-                if os.path.exists(obj):
-                    os.unlink(obj)
+                obj.unlink(missing_ok=True)
         else:
-            _run(cc, [cc, *flags, "-o", tmp, str(source_path), *LINK_FLAGS], source_path)
-    except BuildError:
-        os.unlink(tmp)
+            _compile(cc, [cc, *flags, "-o", str(tmp), str(source_path), *LINK_FLAGS],
+                     source_path)
+        if tmp.stat().st_size == 0:
+            raise BuildError(f"the C compiler '{cc}' reported success but wrote no library for "
+                             f"{source_path}; check POLYLOOP_CC")
+        cache.install(tmp, library_path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
-    os.replace(tmp, library_path)
 
 
-def _run(cc: str, command: list[str], source_path: Path) -> None:
+def _run(cc: str, command: list[str], source_path: Path | None) -> Completed:
+    timeout = config.CONFIG.compile_timeout
     try:
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        return run_limited(command, timeout=timeout)
     except OSError as e:
         raise BuildError(f"cannot run the C compiler '{cc}': {e.strerror}; install gcc or "
                          "point POLYLOOP_CC at a C compiler") from None
+    except ProcessTimeout:
+        what = f"compiling {source_path}" if source_path is not None else f"{cc} --version"
+        raise BuildError(f"the C compiler '{cc}' did not finish within {timeout:g} s "
+                         f"({what}) and was stopped; raise POLYLOOP_COMPILE_TIMEOUT for a "
+                         "very large kernel, or check POLYLOOP_CC") from None
+
+
+def _compile(cc: str, command: list[str], source_path: Path) -> None:
+    result = _run(cc, command, source_path)
     if result.returncode != 0:
         raise BuildError(f"C compilation failed (exit status {result.returncode}) for "
                          f"{source_path}\ncommand: {' '.join(command)}\n"
@@ -151,14 +170,6 @@ def _cache_key(source: str, flags: tuple[str, ...], version: str) -> str:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp creates 0600; the cached source is meant to be read
-    os.replace(tmp, path)
 
 
 def _safe(name: str) -> str:

@@ -10,15 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..ir.assumption import Assumption
 from ..ir.dtypes import c_name
 from ..ir.program import Buffer, BufferRole
 from .binding import shape_to_str
 
-STATUS_CODES = {0: "success", 1: "a temporary buffer could not be allocated (out of memory)"}
+STATUS_CODES = {0: "success", 1: "a temporary buffer could not be allocated (out of memory, or "
+                                 "its byte count does not fit a 64-bit size)"}
 
 
 def header_lines(entry: str, args: tuple[Buffer, ...], params: tuple[str, ...],
-                 signature: str) -> Iterator[str]:
+                 signature: str, assumptions: tuple[Assumption, ...] = ()) -> Iterator[str]:
     """Lines of a C header declaring ``entry`` with the polyloop calling convention.
 
     >>> next(header_lines("f", (), (), "f() -> None"))
@@ -43,6 +45,11 @@ def header_lines(entry: str, args: tuple[Buffer, ...], params: tuple[str, ...],
     yield " * params[k]: value of size parameter k."
     for k, p in enumerate(params):
         yield f" *   params[{k}] = {p}"
+    if assumptions:
+        # a C caller gets no checks: what the Python module checks before a call is listed
+        yield " * The kernel was built assuming (the caller must ensure):"
+        for a in assumptions:
+            yield f" *   {a}"
     yield " */"
     yield f"#ifndef POLYLOOP_{macro}_H"
     yield f"#define POLYLOOP_{macro}_H"

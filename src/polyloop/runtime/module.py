@@ -11,11 +11,14 @@ from collections.abc import Callable
 from os import PathLike
 from pathlib import Path
 
-from ..config import CONFIG
+from .. import config
+from ..config import max_threads
 from ..errors import BuildError, PolyloopError
+from ..ir.assumption import Assumption
 from ..ir.program import Buffer, BufferRole
 from ..util.highlight import to_html
 from .binding import Binder, shape_to_str
+from .cache import verified
 from .compiler import Library
 from .header import STATUS_CODES, header_lines
 from .profile import Profile, ProfileLayout, make_profile, openmp_threads, read_counters
@@ -30,7 +33,9 @@ class Module:
     Arrays are passed positionally in signature order or by buffer name; size parameters are
     inferred from the shapes or passed by name. Outputs that are not passed are allocated and
     returned (one array, a tuple of several, or None). Every call checks its arguments and
-    raises ArgumentError before the kernel could run on a wrong one.
+    raises ArgumentError before the kernel could run on a wrong one: shapes, dtypes, layout,
+    overlap, sizes within int64, the program's ``assumptions``, and byte counts of the outputs
+    and ``temps`` (the heap temporaries the kernel allocates).
 
     >>> mod = Module(lib, entry="add", args=(x, y, z), params=("n",), source=src)  # doctest: +SKIP
     >>> z = mod(np.ones(5, "float32"), np.ones(5, "float32"))                       # doctest: +SKIP
@@ -39,7 +44,9 @@ class Module:
 
     def __init__(self, library: Library, *, entry: str, args: tuple[Buffer, ...],
                  params: tuple[str, ...], source: str, target: str = "c",
-                 profile: ProfileLayout | None = None) -> None:
+                 profile: ProfileLayout | None = None,
+                 assumptions: tuple[Assumption, ...] = (),
+                 temps: tuple[Buffer, ...] = ()) -> None:
         self.library = library
         self.entry = entry
         self.args = tuple(args)
@@ -47,7 +54,8 @@ class Module:
         self.source = source
         self.target = target
         self.signature = signature_to_str(entry, self.args)
-        self._binder = Binder(entry, self.args, self.params)
+        self._binder = Binder(entry, self.args, self.params, assumptions=assumptions,
+                              temps=temps)
         self._args_type = ctypes.c_void_p * len(self.args)
         self._fn = _load(library, entry)
         self._profile = profile
@@ -133,7 +141,8 @@ class Module:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.library.path, dest)
         header = dest.with_suffix(".h")
-        lines = header_lines(self.entry, self.args, self.params, self.signature)
+        lines = header_lines(self.entry, self.args, self.params, self.signature,
+                             self._binder.assumptions)
         header.write_text("\n".join(lines) + "\n")
         return dest, header
 
@@ -182,6 +191,10 @@ def signature_to_str(entry: str, args: tuple[Buffer, ...]) -> str:
 
 
 def _load(library: Library, entry: str) -> Callable[..., int]:
+    if not verified(library.path):
+        raise BuildError(f"the compiled library {library.path} is not the one polyloop wrote "
+                         "(its SHA-256 differs from the one recorded, or none was): it is not "
+                         "loaded. Build again to replace it")
     try:
         cdll = ctypes.CDLL(str(library.path))
     except OSError as e:
@@ -195,13 +208,14 @@ def _load(library: Library, entry: str) -> Callable[..., int]:
                          "generated code") from None
     fn.restype = ctypes.c_int32
     fn.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64))
-    apply_thread_count(cdll, CONFIG.num_threads)
+    apply_thread_count(cdll, config.CONFIG.num_threads)
     return fn
 
 
 def apply_thread_count(cdll: ctypes.CDLL, threads: int | None) -> bool:
     """Set OpenMP's thread count for the process (``POLYLOOP_NUM_THREADS``) through the OpenMP
-    runtime the library was linked with; False when unset or the library has no OpenMP."""
+    runtime the library was linked with; False when unset or the library has no OpenMP. More
+    than ``config.max_threads()`` are clamped: OpenMP runtimes crash on huge counts."""
     if not threads:
         return False
     try:
@@ -210,5 +224,5 @@ def apply_thread_count(cdll: ctypes.CDLL, threads: int | None) -> bool:
         return False
     set_threads.restype = None
     set_threads.argtypes = (ctypes.c_int,)
-    set_threads(int(threads))
+    set_threads(min(int(threads), max_threads()))
     return True

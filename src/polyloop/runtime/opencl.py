@@ -12,6 +12,7 @@ Without a usable platform, building raises a BuildError saying how to install on
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ import numpy as np
 
 from .. import config
 from ..errors import ArgumentError, BuildError, PolyloopError
+from ..ir.assumption import Assumption
 from ..ir.expr import Expr
 from ..ir.program import Buffer, BufferRole
+from . import cache
 from .binding import Binder
 from .module import signature_to_str
 from .shapes import evaluate
@@ -105,13 +108,30 @@ def platform_available() -> tuple[bool, str]:
 
 
 def _source_path(source: str) -> str:
+    """Where the rejected ``source`` was written for the user to read (in the private cache)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    folder = config.CONFIG.cache_dir / "opencl"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = cache.safe_directory(config.CONFIG.cache_dir) / "opencl"
     path = folder / f"{digest}.cl"
-    if not path.exists():
-        path.write_text(source)
+    with cache.locked(folder):
+        cache.write_atomic(path, source.encode())
     return str(path)
+
+
+def _binary_cache() -> str:
+    """PyOpenCL's cache of compiled programs, inside polyloop's private cache directory: the
+    binaries it holds are loaded onto the device, so they get the same protection."""
+    return str(cache.safe_directory(cache.safe_directory(config.CONFIG.cache_dir) / "pyopencl"))
+
+
+def _memory_range(cl: Any, array: Any) -> tuple[int, int, int]:
+    """(memory object, first byte, end byte) of a PyOpenCL array's data, a sub-buffer counted
+    in the buffer it was cut from."""
+    buffer, start = array.base_data, array.offset
+    parent = buffer.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
+    if parent is not None:
+        start += buffer.get_info(cl.mem_info.OFFSET)
+        buffer = parent
+    return buffer.int_ptr, start, start + array.nbytes
 
 
 class OpenCLModule:
@@ -119,7 +139,8 @@ class OpenCLModule:
 
     def __init__(self, source: str, *, entry: str, args: tuple[Buffer, ...],
                  params: tuple[str, ...], scratch: tuple[Buffer, ...],
-                 launches: tuple[LaunchSpec, ...], queue: Any = None) -> None:
+                 launches: tuple[LaunchSpec, ...], queue: Any = None,
+                 assumptions: tuple[Assumption, ...] = ()) -> None:
         cl = _cl()
         self.source = source
         self.entry = entry
@@ -130,9 +151,11 @@ class OpenCLModule:
         self.target = "opencl"
         self.queue = queue if queue is not None else default_queue()
         self.signature = signature_to_str(entry, self.args)
-        self._binder = Binder(entry, self.args, self.params)
+        self._binder = Binder(entry, self.args, self.params, assumptions=assumptions,
+                              temps=self.scratch)
         try:
-            self.program = cl.Program(self.queue.context, source).build()
+            self.program = cl.Program(self.queue.context, source).build(
+                cache_dir=_binary_cache())
         except cl.Error as e:
             raise BuildError(f"the OpenCL compiler rejected the generated code of '{entry}' "
                              f"(source written to {_source_path(source)}):\n{e}") from None
@@ -151,8 +174,34 @@ class OpenCLModule:
         cl = _cl()
         host, device_given = self._split(positional, named)
         arrays, _, plan = self._binder.bind(*host)
+        if len(device_given) > 1:
+            self._check_device_aliasing(cl, device_given)
         env = dict(zip(self.params, (int(v) for v in plan.params)))
-        ctx, queue = self.queue.context, self.queue
+        try:
+            buffers = self._buffers(cl, arrays, device_given, env)
+            start = time.perf_counter()
+            self._launch(cl, buffers, env)
+            for slot, a in zip(self._binder.slots, arrays):
+                if slot.written and slot.name not in device_given and a.nbytes:
+                    cl.enqueue_copy(self.queue, a, buffers[slot.name])
+            self.queue.finish()
+        except (cl.Error, OverflowError) as e:   # out of device memory, a grid too large
+            lines = str(e).strip().splitlines() or [type(e).__name__]
+            raise PolyloopError(f"OpenCL could not run {self.entry}() with sizes {env} on "
+                                f"{self.queue.device.name.strip()}: {lines[0]}; use smaller "
+                                "sizes or another device") from None
+        elapsed = time.perf_counter() - start
+        allocations = plan.allocations
+        if not allocations:
+            return None, elapsed
+        if len(allocations) == 1:
+            return arrays[allocations[0][0]], elapsed
+        return tuple(arrays[i] for i, _ in allocations), elapsed
+
+    def _buffers(self, cl: Any, arrays: list, device_given: dict[str, Any],
+                 env: dict[str, int]) -> dict[str, Any]:
+        """Device memory of every argument (inputs copied over) and scratch buffer."""
+        ctx = self.queue.context
         buffers: dict[str, Any] = {}
         for slot, a in zip(self._binder.slots, arrays):
             if slot.name in device_given:
@@ -164,9 +213,11 @@ class OpenCLModule:
             else:
                 buffers[slot.name] = cl.Buffer(ctx, flags, size=max(a.nbytes, 1))
         for b in self.scratch:
-            size = int(np.prod([evaluate(d, env) for d in b.shape])) * b.dtype.itemsize
+            size = math.prod(max(evaluate(d, env), 0) for d in b.shape) * b.dtype.itemsize
             buffers[b.name] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=max(size, 1))
-        start = time.perf_counter()
+        return buffers
+
+    def _launch(self, cl: Any, buffers: dict[str, Any], env: dict[str, int]) -> None:
         for spec in self.launches:
             groups = [evaluate(g, env) for g in spec.groups]
             if min(groups) <= 0:
@@ -174,20 +225,9 @@ class OpenCLModule:
             kernel = self._kernels[spec.kernel]
             kernel.set_args(*[buffers[n] for n in spec.buffers],
                             *[np.int64(env[p]) for p in self.params])
-            cl.enqueue_nd_range_kernel(queue, kernel,
+            cl.enqueue_nd_range_kernel(self.queue, kernel,
                                        tuple(g * i for g, i in zip(groups, spec.items)),
                                        spec.items)
-        for slot, a in zip(self._binder.slots, arrays):
-            if slot.written and slot.name not in device_given and a.nbytes:
-                cl.enqueue_copy(queue, a, buffers[slot.name])
-        queue.finish()
-        elapsed = time.perf_counter() - start
-        allocations = plan.allocations
-        if not allocations:
-            return None, elapsed
-        if len(allocations) == 1:
-            return arrays[allocations[0][0]], elapsed
-        return tuple(arrays[i] for i, _ in allocations), elapsed
 
     def _split(self, positional: tuple, named: dict) -> tuple[tuple[tuple, dict], dict]:
         """PyOpenCL arrays stand in for NumPy arrays of their shape during argument checks;
@@ -210,6 +250,23 @@ class OpenCLModule:
                     for k, v in enumerate(positional))
         nam = {k: host(k, v) for k, v in named.items()}
         return (pos, nam), device
+
+    def _check_device_aliasing(self, cl: Any, device: dict[str, Any]) -> None:
+        """A written PyOpenCL array must not share device memory with another argument, as
+        NumPy arguments must not overlap: the kernel reads what it has already written."""
+        ranges = {name: _memory_range(cl, a) for name, a in device.items()}
+        for slot in self._binder.slots:
+            if not slot.written or slot.name not in ranges:
+                continue
+            mem, lo, hi = ranges[slot.name]
+            if lo == hi:
+                continue
+            for other, (mem2, lo2, hi2) in ranges.items():
+                if other != slot.name and mem == mem2 and lo2 < hi2 and lo < hi2 and lo2 < hi:
+                    raise ArgumentError(
+                        f"argument '{slot.name}' of {self.entry}() is written by the kernel and "
+                        f"shares device memory with argument '{other}'; the kernel assumes "
+                        f"arguments do not overlap, pass separate arrays (e.g. {other}.copy())")
 
     def benchmark(self, *positional: object, repeat: int = 10, warmup: int = 2,
                   **named: object) -> float:

@@ -16,8 +16,9 @@ True
 from __future__ import annotations
 
 import functools
-import subprocess
 from dataclasses import dataclass
+
+from .process import ProcessTimeout, run_limited
 
 _BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "int8": 1, "int16": 2,
           "uint8": 1, "float16": 2}
@@ -67,9 +68,12 @@ def host_isa(cc: str = "gcc") -> ISA:
     Callers pass ``config.CONFIG.cc`` so that ``POLYLOOP_CC`` is honoured."""
     command = [cc, "-march=native", "-dM", "-E", "-x", "c", "/dev/null"]
     try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+        done = run_limited(command, timeout=30)
+    except (OSError, ProcessTimeout):
         return GENERIC
+    if done.returncode != 0:
+        return GENERIC
+    out = done.stdout
     names = frozenset(line.split()[1] for line in out.splitlines()
                       if line.startswith("#define ") and len(line.split()) >= 2)
     return classify(names)

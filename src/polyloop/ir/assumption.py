@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+"""An assumption about the size parameters, as a condition a call can check.
+
+A program may state what its caller guarantees (``assert n >= 1`` in a script, ``pl.assume``,
+``make_kernel(assumptions=...)``); the compiler relies on it (a loop known to run at least
+once, an access known to stay in bounds), so a call that violates it is refused before the
+kernel runs.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import PolyloopError
+from .expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var, walk
+from .shapes import evaluate
+
+_COMPARE = {
+    BinOpKind.LT: lambda a, b: a < b,
+    BinOpKind.LE: lambda a, b: a <= b,
+    BinOpKind.GT: lambda a, b: a > b,
+    BinOpKind.GE: lambda a, b: a >= b,
+    BinOpKind.EQ: lambda a, b: a == b,
+    BinOpKind.NE: lambda a, b: a != b,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Assumption:
+    """A condition on the size parameters that every call must satisfy.
+
+    >>> from polyloop.ir.program import param
+    >>> n = param("n")
+    >>> a = Assumption(n >= 1)
+    >>> a.holds({"n": 0}), a.params, str(a)
+    (False, ('n',), 'n >= 1')
+    """
+
+    condition: Expr
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The size parameters the condition reads, sorted."""
+        return tuple(sorted({v.name for v in walk(self.condition) if isinstance(v, Var)}))
+
+    def holds(self, env: Mapping[str, int]) -> bool:
+        """Whether the condition is true for the size parameters bound by ``env``."""
+        return truth(self.condition, env)
+
+    def __str__(self) -> str:
+        return str(self.condition)
+
+
+def truth(e: Expr, env: Mapping[str, int]) -> bool:
+    """The value of condition ``e`` (comparisons of integer arithmetic, and, or, not)."""
+    if isinstance(e, BinOp) and e.op in _COMPARE:
+        return _COMPARE[e.op](evaluate(e.lhs, env), evaluate(e.rhs, env))
+    if isinstance(e, BinOp) and e.op is BinOpKind.AND:
+        return truth(e.lhs, env) and truth(e.rhs, env)
+    if isinstance(e, BinOp) and e.op is BinOpKind.OR:
+        return truth(e.lhs, env) or truth(e.rhs, env)
+    if isinstance(e, Unary) and e.op is UnaryKind.NOT:
+        return not truth(e.operand, env)
+    if isinstance(e, Const):
+        return bool(e.value)
+    raise PolyloopError(f"assumption {e} is not a condition on the size parameters")
+
+
+def conjuncts(e: Expr) -> list[Expr]:
+    """The operands of a chain of ``and``, in order (``e`` itself when it is no ``and``)."""
+    if isinstance(e, BinOp) and e.op is BinOpKind.AND:
+        return conjuncts(e.lhs) + conjuncts(e.rhs)
+    return [e]
