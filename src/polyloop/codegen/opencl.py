@@ -15,6 +15,7 @@ from ..ir.dtypes import INDEX, DType
 from ..ir.expr import BinOpKind, Const, Expr, UnaryKind, binop
 from ..ir.loops import Barrier, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
+from ..ir.thread_axis import AxisLevel
 from ..lower.launches import EXACT_GRID, DeviceProgram, Launch
 from .cfamily import CFamilyPrinter
 from .names import NameKind
@@ -39,7 +40,7 @@ OPENCL_KEYWORDS = C_KEYWORDS | frozenset("""
     read_only write_only half uchar ushort uint ulong size_t barrier get_group_id get_local_id
     get_global_id get_num_groups get_local_size CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
     INT_MIN LONG_MIN fmod copysign fabs exp log sqrt tanh floor abs""".split())
-INDEX_FUNCTIONS = {"blockIdx": "get_group_id", "threadIdx": "get_local_id"}
+INDEX_FUNCTIONS = {AxisLevel.GROUP: "get_group_id", AxisLevel.ITEM: "get_local_id"}
 ADDRESS_SPACES = {MemScope.GLOBAL: "__global ", MemScope.SHARED: "__local ", MemScope.LOCAL: ""}
 
 
@@ -59,11 +60,10 @@ class OpenCLPrinter(CFamilyPrinter):
         return ADDRESS_SPACES[buffer.scope]
 
     def thread_index(self, loop: For) -> str:
-        kind, _, axis = (loop.thread or "").partition(".")
-        if kind not in INDEX_FUNCTIONS or axis not in "xyz" or not axis:
-            raise BuildError(f"loop '{loop.var}' is bound to {loop.thread!r}, which OpenCL cannot "
-                             "run; bind to blockIdx.x/y/z or threadIdx.x/y/z (tags g.N, l.N)")
-        return f"(long){INDEX_FUNCTIONS[kind]}({'xyz'.index(axis)})"
+        if loop.thread is None:
+            raise BuildError(f"loop '{loop.var}' of kernel '{self.kernel.name}' is a thread loop "
+                             "without an axis; bind it to blockIdx.x/y/z or threadIdx.x/y/z")
+        return f"(long){INDEX_FUNCTIONS[loop.thread.level]}({loop.thread.dim})"
 
     def emit_thread_loop(self, w: CodeWriter, loop: For) -> None:
         """A work-group or work-item loop whose values are the launched ids (from its start)
