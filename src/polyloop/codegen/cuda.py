@@ -21,7 +21,7 @@ from ..ir.program import Buffer, BufferRole, MemScope
 from ..ir.simplify import simplify
 from ..ir.thread_axis import AxisLevel
 from ..lower.launches import DeviceProgram, Launch
-from .gpu import GpuPrinter, flat_index
+from .gpu import GpuPrinter, flat_index, trip_count
 from .tables import C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS
 from .vector_plan import affine, body_stores, index_stride
 from .writer import CodeWriter
@@ -120,11 +120,7 @@ class CudaPrinter(GpuPrinter):
     def _not_float4(self, loop: For) -> str | None:
         """None when ``loop`` is 4 lanes of float32 copies, each access contiguous and proven
         16-byte aligned; else why not."""
-        start, stop = affine(loop.start), affine(loop.stop)
-        if start is None or stop is None or loop.step != 1:
-            return "its bounds are not affine with step 1"
-        width = {k: v - start.get(k, 0) for k, v in stop.items()}
-        if any(v for k, v in width.items() if k is not None) or width.get(None) != VECTOR_LANES:
+        if loop.step != 1 or trip_count(loop) != VECTOR_LANES:
             return f"its trip count is not the constant {VECTOR_LANES}"
         stores = body_stores(loop.body)
         if stores is None:

@@ -19,6 +19,7 @@ from ..ir.program import Buffer, BufferRole, MemScope
 from ..lower.launches import EXACT_GRID
 from .cfamily import CFamilyPrinter
 from .names import NameKind
+from .vector_plan import affine
 from .writer import CodeWriter
 
 
@@ -117,6 +118,18 @@ class GpuPrinter(CFamilyPrinter):
         raise NotImplementedError
 
 
+def trip_count(loop: For) -> int | None:
+    """The number of iterations of ``loop`` when it is a constant, else None."""
+    start, stop = affine(loop.start), affine(loop.stop)
+    if start is None or stop is None:
+        return None
+    width = {k: v - start.get(k, 0) for k, v in stop.items()}
+    width.update({k: -v for k, v in start.items() if k not in stop})
+    if any(v for k, v in width.items() if k is not None):
+        return None
+    return max(0, -(-width.get(None, 0) // loop.step))
+
+
 def flat_index(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
     """The row-major offset of ``buffer[indices]``: ``(i * n1 + j) * n2 + k``."""
     flat = indices[0]
@@ -140,4 +153,4 @@ def check_constant_shape(buffer: Buffer, memory: str) -> None:
                          "size (split the loops by constants), or use scope 'global'")
 
 
-__all__ = ["GpuPrinter", "check_constant_shape", "flat_index", "private_scalar"]
+__all__ = ["GpuPrinter", "check_constant_shape", "flat_index", "private_scalar", "trip_count"]

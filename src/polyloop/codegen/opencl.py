@@ -12,11 +12,11 @@ from __future__ import annotations
 from ..errors import BuildError
 from ..ir.dtypes import DType
 from ..ir.expr import UnaryKind
-from ..ir.loops import Barrier, For, Prefetch
+from ..ir.loops import Barrier, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..ir.thread_axis import AxisLevel
 from ..lower.launches import DeviceProgram, Launch
-from .gpu import GpuPrinter
+from .gpu import GpuPrinter, trip_count
 from .tables import C_KEYWORDS
 from .writer import CodeWriter
 
@@ -62,6 +62,15 @@ class OpenCLPrinter(GpuPrinter):
             raise BuildError(f"loop '{loop.var}' of kernel '{self.kernel.name}' is a thread loop "
                              "without an axis; bind it to blockIdx.x/y/z or threadIdx.x/y/z")
         return f"(long){INDEX_FUNCTIONS[loop.thread.level]}({loop.thread.dim})"
+
+    def loop_pragmas(self, loop: For) -> list[str]:
+        # PoCL corrupted the heap running a fully unrolled loop whose trip count is not a
+        # constant (the edge tiles of a register-tiled matmul); such a loop is left to the
+        # compiler, which still unrolls what it can.
+        if loop.kind is LoopKind.UNROLLED and not loop.unroll_factor \
+                and trip_count(loop) is None:
+            return []
+        return super().loop_pragmas(loop)
 
     def barrier(self, node: Barrier) -> str:
         if node.scope == "global":
