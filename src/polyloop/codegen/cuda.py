@@ -7,23 +7,21 @@ block; 'local' ones are registers; a barrier is ``__syncthreads()`` (which also 
 block's global memory accesses), placed only where the exact dependence analysis put one;
 unrolled loops get ``#pragma unroll``; pointers are ``__restrict__``; each kernel carries
 ``__launch_bounds__`` of its block size and is ``extern "C"`` so that its name is the one the
-host launches. A vectorized loop of 4 float32 lanes whose body copies contiguous, provably
-16-byte-aligned elements becomes one ``float4`` load and store (a 128-bit access); any other
-vectorized loop stays a scalar loop under ``#pragma unroll``, with a comment saying why.
+host launches. A vectorized loop of 4 lanes reads its contiguous, provably 16-byte-aligned
+float32 elements as ``float4`` (``cuda_vector.py``); any other vectorized loop stays a scalar
+loop under ``#pragma unroll``, with a comment saying why.
 """
 from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir.dtypes import DType
-from ..ir.expr import Const, Expr, Load, substitute
 from ..ir.loops import Barrier, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
-from ..ir.simplify import simplify
 from ..ir.thread_axis import AxisLevel
 from ..lower.launches import DeviceProgram, Launch
-from .gpu import GpuPrinter, flat_index, trip_count
+from .cuda_vector import Float4Loop
+from .gpu import GpuPrinter
 from .tables import C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS
-from .vector_plan import affine, body_stores, index_stride
 from .writer import CodeWriter
 
 CUDA_TYPES = {DType.BOOL: "bool", DType.INT32: "int", DType.INT64: "long long",
@@ -40,7 +38,7 @@ CUDA_KEYWORDS = C_KEYWORDS | frozenset("""
     """.split()) | frozenset(C_MATH_FUNCTIONS.values())
 INDEX_VARIABLES = {AxisLevel.GROUP: "blockIdx", AxisLevel.ITEM: "threadIdx"}
 SCOPE_QUALIFIERS = {MemScope.GLOBAL: "", MemScope.SHARED: "__shared__ ", MemScope.LOCAL: ""}
-VECTOR_LANES = 4            # float4: one 128-bit load or store
+MAX_BLOCK = 1024            # threads per block on every CUDA GPU
 VECTOR_ALIGNMENT = 16       # bytes; __shared__ arrays are declared with __align__(16)
 
 
@@ -105,64 +103,17 @@ class CudaPrinter(GpuPrinter):
         if loop.kind is not LoopKind.VECTORIZED:
             super().emit_for(w, loop)
             return
-        why = self._not_float4(loop)
-        if why is None:
-            self._emit_float4(w, loop)
+        vector = Float4Loop(self, loop)
+        if vector.why_not is None:
+            vector.emit(w)
             return
-        w.comment(f"vectorized loop '{loop.var}' is unrolled, not float4: {why}")
+        w.comment(f"vectorized loop '{loop.var}' is unrolled, not float4: {vector.why_not}")
         super().emit_for(w, loop)
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.VECTORIZED:
             return ["#pragma unroll"]
         return super().loop_pragmas(loop)
-
-    def _not_float4(self, loop: For) -> str | None:
-        """None when ``loop`` is 4 lanes of float32 copies, each access contiguous and proven
-        16-byte aligned; else why not."""
-        if loop.step != 1 or trip_count(loop) != VECTOR_LANES:
-            return f"its trip count is not the constant {VECTOR_LANES}"
-        stores = body_stores(loop.body)
-        if stores is None:
-            return "its body is not a list of stores"
-        for s in stores:
-            if not isinstance(s.value, Load) or s.reduction is not None:
-                return f"it computes {s.buffer} (only copies become float4)"
-            for buffer, indices in ((s.buffer, s.indices), (s.value.buffer, s.value.indices)):
-                b = self.buffers[buffer]
-                if b.dtype is not DType.FLOAT32:
-                    return f"{buffer} holds {b.dtype}"
-                if index_stride(indices, loop.var) != 1:
-                    return f"its accesses to {buffer} are not contiguous"
-                if not _aligned(b, indices, loop):
-                    return f"its accesses to {buffer} are not proven 16-byte aligned"
-        return None
-
-    def _emit_float4(self, w: CodeWriter, loop: For) -> None:
-        """One ``float4`` copy per store, at the loop's first lane."""
-        first = {loop.var: loop.start}
-        w.comment(f"vectorized loop '{loop.var}': {VECTOR_LANES} lanes as one float4 copy")
-        for s in body_stores(loop.body) or []:
-            assert isinstance(s.value, Load)
-            dst = self.element(s.buffer, _at(s.indices, first))
-            src = self.element(s.value.buffer, _at(s.value.indices, first))
-            w.statement(f"*(float4 *)&{dst} = *(const float4 *)&{src}")
-
-
-def _at(indices: tuple[Expr, ...], values: dict[str, Expr]) -> tuple[Expr, ...]:
-    return tuple(substitute(i, values) for i in indices)
-
-
-def _aligned(buffer: Buffer, indices: tuple[Expr, ...], loop: For) -> bool:
-    """Whether the element at the loop's start sits on a 16-byte boundary: a buffer of
-    constant shape in global memory (the runtime checks that argument pointers are 16-byte
-    aligned) or shared memory (declared aligned) whose row-major offset there is an affine form
-    with every coefficient a multiple of 4. Registers are never accessed as float4."""
-    if buffer.scope is MemScope.LOCAL or not all(isinstance(s, Const) for s in buffer.shape):
-        return False
-    offset = affine(simplify(flat_index(buffer, _at(indices, {loop.var: loop.start}))
-                             if indices else Const(0, DType.INT64)))
-    return offset is not None and all(c % VECTOR_LANES == 0 for c in offset.values())
 
 
 def generate_cuda(program: DeviceProgram) -> str:
@@ -200,7 +151,12 @@ def generate_cuda(program: DeviceProgram) -> str:
 
 
 def _block_size(launch: Launch) -> int:
-    return launch.items[0] * launch.items[1] * launch.items[2]
+    size = launch.items[0] * launch.items[1] * launch.items[2]
+    if size > MAX_BLOCK:
+        raise BuildError(f"kernel '{launch.kernel.name}' has blocks of {launch.items} = {size} "
+                         f"threads; CUDA allows at most {MAX_BLOCK}: split the work-item "
+                         "(threadIdx / l.N) loops by smaller factors")
+    return size
 
 
 def launch_text(launch: Launch) -> str:
