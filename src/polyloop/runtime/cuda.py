@@ -94,6 +94,39 @@ def device_available() -> tuple[bool, str]:
     return True, name.split(b"\0")[0].decode()
 
 
+# float32 FMA units per SM, by compute capability major version (Volta .. Blackwell); each
+# does 2 flops per clock
+FP32_LANES_PER_SM = {7: 64, 8: 128, 9: 128, 10: 128, 12: 128}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceProperties:
+    """What a benchmark reports about device 0."""
+    name: str
+    capability: str
+    sms: int
+    clock_ghz: float
+    fp32_peak: float          # flop/s
+
+    
+def device_properties() -> DeviceProperties:
+    """Name, compute capability, SM count, clock and float32 peak of device 0."""
+    device_context()
+    driver = _driver()
+    attr = driver.CUdevice_attribute
+
+    def get(a) -> int:
+        return int(_check(driver.cuDeviceGetAttribute(a, _CONTEXT["device"]),
+                          "cuDeviceGetAttribute"))
+    major = get(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+    minor = get(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+    sms = get(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    ghz = get(attr.CU_DEVICE_ATTRIBUTE_CLOCK_RATE) / 1e6       # kHz -> GHz
+    lanes = FP32_LANES_PER_SM.get(major, 128) if not (major == 8 and minor == 0) else 64
+    _, name = device_available()
+    return DeviceProperties(name, f"{major}.{minor}", sms, ghz, 2.0 * lanes * sms * ghz * 1e9)
+
+
 class CudaModule:
     """A CUDA program (``source``, and ``ptx`` it compiled to) callable on arrays."""
 
@@ -235,4 +268,5 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-__all__ = ["CudaLaunch", "CudaModule", "device_available", "device_context"]
+__all__ = ["CudaLaunch", "CudaModule", "DeviceProperties", "device_available", "device_context",
+           "device_properties"]
