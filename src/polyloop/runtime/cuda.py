@@ -108,7 +108,7 @@ class DeviceProperties:
     clock_ghz: float
     fp32_peak: float          # flop/s
 
-    
+
 def device_properties() -> DeviceProperties:
     """Name, compute capability, SM count, clock and float32 peak of device 0."""
     device_context()
