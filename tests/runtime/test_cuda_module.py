@@ -52,3 +52,16 @@ def test_runs_on_numpy_arrays_when_a_device_is_present(rng):
     mod(a, out)
     np.testing.assert_array_equal(out, 2 * a)
     assert mod.benchmark(a, out, repeat=2) > 0
+
+
+def test_without_nvcc_nvrtc_compiles_or_the_error_says_how_to_get_a_compiler(monkeypatch,
+                                                                             fresh_cache):
+    from polyloop.runtime import cuda_compiler
+    monkeypatch.setattr(cuda_compiler.shutil, "which", lambda name: None)
+    source = 'extern "C" __global__ void k(float *a) { a[0] = 1.0f; }'
+    try:
+        ptx = cuda_compiler.compile_cuda(source, name="k")
+    except pl.BuildError as e:
+        assert "neither nvcc nor NVRTC" in str(e) and "pip install cuda-bindings" in str(e)
+    else:
+        assert ".entry k" in ptx.text and ptx.compiler.startswith("nvrtc")

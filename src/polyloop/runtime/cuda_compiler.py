@@ -24,8 +24,9 @@ DEFAULT_ARCH = "compute_80"
 OPTIONS = ("-O3", "-std=c++17")
 SOURCE_NAME = "kernel.cu"
 PTX_NAME = "kernel.ptx"
-INSTALL_HINT = ("install the CUDA toolkit (nvcc) or `pip install cuda-bindings` (the "
-                "`polyloop[cuda]` extra, which brings NVRTC)")
+INSTALL_HINT = ("install the CUDA toolkit (nvcc), or NVRTC (libnvrtc, e.g. the "
+                "nvidia-cuda-nvrtc wheel) next to `pip install cuda-bindings` (the "
+                "`polyloop[cuda]` extra)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,11 @@ def _nvrtc():
 
 def _nvrtc_version() -> str:
     nvrtc = _nvrtc()
-    err, major, minor = nvrtc.nvrtcVersion()
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception as e:   # the bindings raise their own error when libnvrtc is missing
+        raise BuildError(f"the CUDA target found neither nvcc nor NVRTC ({str(e).strip()}); "
+                         + INSTALL_HINT) from None
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise BuildError(f"NVRTC cannot be loaded ({err}); " + INSTALL_HINT)
     return f"nvrtc {major}.{minor}"
