@@ -11,8 +11,8 @@
 (4, 4)
 """
 from .driver import build, dependences
-from .errors import (ArgumentError, BrokenDependence, BuildError, DTypeError, ParseError,
-                     PolyloopError, ScheduleError)
+from .errors import (ArgumentError, BrokenDependence, BuildError, DeviceError, DTypeError,
+                     ParseError, PolyloopError, ScheduleError)
 from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, sum,  # noqa: A004
                           to_program, var)
 from .frontend.script import alloc, script
@@ -30,6 +30,7 @@ from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames,
 
 __all__ = [
     "ArgumentError", "BlockHandle", "Buffer", "BufferRole", "BuildError", "DType", "DTypeError",
+    "DeviceError",
     "LoopHandle", "MemScope", "ParseError", "PolyloopError", "Program", "Schedule",
     "ScheduleError", "Statement", "Tensor", "Trace", "abs", "build", "compute", "const",
     "dependences", "exp", "log", "max", "maximum", "min", "minimum", "placeholder",

@@ -127,8 +127,25 @@ def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: ob
                         assumptions=assumption_checks(sch.program))
 
 
+def _build_cuda(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
+                profile: int = 0):
+    if profile or queue is not None:
+        raise PolyloopError("profile= and queue= are options of the 'c' and 'opencl' targets")
+    from .codegen.cuda import generate_cuda
+    from .lower.launches import lower_device
+    from .runtime.cuda import CudaLaunch, CudaModule
+    from .runtime.cuda_compiler import compile_cuda
+    device = lower_device(sch.program, sch.state.root, name=name)
+    source = generate_cuda(device)
+    ptx = compile_cuda(source, name=device.name, fast_math=fast_math)
+    launches = tuple(CudaLaunch(x.kernel.name, x.groups, x.items,
+                                tuple(b.name for b in x.kernel.args)) for x in device.launches)
+    return CudaModule(source, ptx.text, entry=device.name, args=device.args,
+                      params=device.params, scratch=device.scratch, launches=launches)
+
+
 # target -> builder (lower, generate code, compile, wrap in a callable module)
-TARGETS = {"c": _build_c, "opencl": _build_opencl}
+TARGETS = {"c": _build_c, "opencl": _build_opencl, "cuda": _build_cuda}
 
 
 def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = None,
@@ -144,8 +161,9 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     >>> mod(np.zeros(3, "float32"))
     array([1., 1., 1.], dtype=float32)
 
-    Targets: ``"c"`` (C with OpenMP) and ``"opencl"`` (PyOpenCL; ``queue=`` runs on a given
-    command queue, else on the first device found). ``check=True`` runs the reference
+    Targets: ``"c"`` (C with OpenMP), ``"opencl"`` (PyOpenCL; ``queue=`` runs on a given
+    command queue, else on the first device found) and ``"cuda"`` (nvcc or NVRTC to PTX; runs
+    on the first CUDA GPU; built and readable, ``mod.source`` and ``mod.ptx``, without one). ``check=True`` runs the reference
     interpreter once on small random inputs and refuses to return a module whose results differ.
     ``profile=True`` times each top-level loop nest of the C function (``profile=2``, ``3``...:
     also the nests inside them, that many levels deep); ``mod.profile()`` then says where the

@@ -63,3 +63,7 @@ class ArgumentError(PolyloopError):
 
 class DTypeError(PolyloopError):
     """Operands of different dtypes were mixed without an explicit cast."""
+
+
+class DeviceError(PolyloopError):
+    """No device can run the module (no CUDA GPU or driver here), or the device failed."""

@@ -7,6 +7,7 @@ from polyloop.errors import BuildError
 from polyloop.ir.expr import BinOpKind, ReduceKind, Var, binop
 from polyloop.ir.loops import Barrier, Block, If, Kernel, LoopKind, Store
 from polyloop.ir.program import MemScope
+from polyloop.ir.thread_axis import ThreadAxis
 
 from .irbuild import F32, F64, I64, INOUT, OUT, TEMP, buf, c, loop, param
 
@@ -145,7 +146,7 @@ def test_min_and_max_helpers_are_defined_once_and_only_when_used():
 
 
 def test_thread_loop_is_refused_on_the_c_target():
-    kernel = vector_add(LoopKind.THREAD, thread="threadIdx.x")
+    kernel = vector_add(LoopKind.THREAD, thread=ThreadAxis.THREAD_X)
     with pytest.raises(BuildError, match=r"loop 'i' of kernel 'vadd' is bound to 'threadIdx.x'"
                                          r".*target \"cuda\" or \"opencl\", or remove"):
         generate_c(kernel)

@@ -11,6 +11,7 @@ from polyloop.ir.expr import (BinOpKind, Reduce, ReduceKind, Unary, UnaryKind, V
                               binop, select, unary)
 from polyloop.ir.loops import Barrier, Block, Kernel, LoopKind, Store
 from polyloop.ir.program import MemScope
+from polyloop.ir.thread_axis import ThreadAxis
 
 from .irbuild import F32, F64, I32, I64, OUT, TEMP, buf, c, loop, param
 
@@ -127,7 +128,7 @@ class ToyGpuPrinter(CFamilyPrinter):
         return "__local " if buffer.scope is MemScope.SHARED else "__global "
 
     def thread_index(self, loop):
-        return f"get_global_id({'xyz'.index(loop.thread[-1])})"
+        return f"get_global_id({loop.thread.dim})"
 
     def barrier(self, node):
         return "barrier(CLK_LOCAL_MEM_FENCE)"
@@ -137,7 +138,7 @@ def test_gpu_targets_override_hooks_not_the_walk():
     i = Var("i")
     B = buf("B", (n,), F32, OUT)
     body = Block((loop("i", n, Store("B", (i,), c(1.0, F32)), LoopKind.THREAD, start=2,
-                       thread="blockIdx.x"), Barrier()))
+                       thread=ThreadAxis.BLOCK_X), Barrier()))
     p = ToyGpuPrinter(Kernel("k", (B,), ("n",), (), body))
     w = CodeWriter()
     p.emit(w, body)

@@ -9,6 +9,7 @@ import pytest
 
 import polyloop as pl
 from polyloop.ir.loops import LoopKind
+from polyloop.ir.thread_axis import ThreadAxis
 from polyloop.poly import gpu
 from polyloop.poly.tree import LoopNode, Root, StmtNode
 from polyloop.schedule.kernel import schedule_of
@@ -28,8 +29,8 @@ def _loop(id_: int, name: str, stmts, children, thread=None) -> LoopNode:
 
 def _k_over_two_item_loops() -> Root:
     """for k: (for i on threadIdx.x: w) (for i on threadIdx.x: r)"""
-    w = _loop(1, "i", ["w"], [StmtNode("w")], "threadIdx.x")
-    r = _loop(2, "i", ["r"], [StmtNode("r")], "threadIdx.x")
+    w = _loop(1, "i", ["w"], [StmtNode("w")], ThreadAxis.THREAD_X)
+    r = _loop(2, "i", ["r"], [StmtNode("r")], ThreadAxis.THREAD_X)
     return Root((_loop(0, "k", ["w", "r"], [w, r]),))
 
 
@@ -45,7 +46,7 @@ def test_each_work_items_own_element_needs_no_barrier():
 
 def test_two_work_items_inside_one_work_item_loop_are_refused():
     inner = _loop(1, "k", ["w", "r"], [StmtNode("w"), StmtNode("r")])
-    root = Root((_loop(0, "i", ["w", "r"], [inner], "threadIdx.x"),))
+    root = Root((_loop(0, "i", ["w", "r"], [inner], ThreadAxis.THREAD_X),))
     with pytest.raises(pl.BuildError, match="RAW dependence w -> r on 't' links different "
                                             "work-items inside loop 'i'"):
         gpu.barrier_gaps(_program("15 - i"), root)

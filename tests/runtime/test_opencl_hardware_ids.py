@@ -12,6 +12,7 @@ import polyloop as pl
 from polyloop.ir.dtypes import DType
 from polyloop.ir.expr import BinOpKind, Const, Var, binop
 from polyloop.ir.loops import Block, For, If, LoopKind, Store
+from polyloop.ir.thread_axis import ThreadAxis
 from polyloop.lower.launches import BARRIER_BUFFER, _barriers_uniform
 from polyloop.runtime.opencl import platform_available
 from seed_kernels import tiled_matmul  # tests/ is on sys.path (rootdir conftest)
@@ -133,8 +134,8 @@ def test_a_barrier_under_a_condition_on_a_work_item_id_is_caught():
     barrier = Store(BARRIER_BUFFER, (), Const(True, DType.BOOL), None, "__barrier_l0")
     cond = binop(BinOpKind.LT, i, Var("n"))
     items = For("i", zero, sixteen, Block((If(cond, barrier, None),)), LoopKind.THREAD,
-                thread="threadIdx.x")
+                thread=ThreadAxis.THREAD_X)
     groups = For("g", zero, sixteen, Block((If(cond, barrier, None),)), LoopKind.THREAD,
-                 thread="blockIdx.x")
+                 thread=ThreadAxis.BLOCK_X)
     assert not _barriers_uniform(items)
     assert _barriers_uniform(groups)          # a condition on a work-group id is uniform

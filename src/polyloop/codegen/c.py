@@ -95,7 +95,7 @@ class CPrinter(CFamilyPrinter):
 
     def thread_index(self, loop: For) -> str:
         raise BuildError(f"loop '{loop.var}' of kernel '{self.kernel.name}' is bound to "
-                         f"{loop.thread!r}, which the C target cannot run; build with target "
+                         f"{str(loop.thread)!r}, which the C target cannot run; build with target "
                          "\"cuda\" or \"opencl\", or remove the binding")
 
     def barrier(self, node: Barrier) -> str:

@@ -94,7 +94,7 @@ class CFamilyPrinter:
 
     def thread_index(self, loop: For) -> str:
         """The index expression of a THREAD loop (``blockIdx.x``, ``get_group_id(0)``)."""
-        raise BuildError(f"loop '{loop.var}' is bound to {loop.thread!r}, which target "
+        raise BuildError(f"loop '{loop.var}' is bound to {str(loop.thread)!r}, which target "
                          f"'{self.target}' cannot run")
 
     def barrier(self, node: Barrier) -> str:

@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The OpenCL target: OpenCL C 1.2 kernels, one per launch of a ``DeviceProgram``.
 
-Global buffers are flat ``__global`` pointers indexed row-major (OpenCL C has no variable-length
-array types); 'shared' temporaries are ``__local`` arrays of the work-group, declared at kernel
-scope; 'local' temporaries are private arrays declared in the loop that owns them. Work-group
+Over the GPU printer (``gpu.py``): global buffers are flat ``__global`` pointers; 'shared'
+temporaries are ``__local`` arrays of the work-group; 'local' ones are private. Work-group
 and work-item loops read ``get_group_id``/``get_local_id``; barriers are
 ``barrier(CLK_LOCAL_MEM_FENCE)`` (with ``CLK_GLOBAL_MEM_FENCE`` when a global buffer carries
 the dependence).
@@ -11,13 +10,13 @@ the dependence).
 from __future__ import annotations
 
 from ..errors import BuildError
-from ..ir.dtypes import INDEX, DType
-from ..ir.expr import BinOp, BinOpKind, Const, Expr, Load, Unary, UnaryKind, binop, walk
+from ..ir.dtypes import DType
+from ..ir.expr import BinOp, BinOpKind, Expr, Load, Unary, UnaryKind, walk
 from ..ir.loops import Barrier, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
-from ..lower.launches import EXACT_GRID, DeviceProgram, Launch
-from .cfamily import CFamilyPrinter
-from .names import NameKind
+from ..ir.thread_axis import AxisLevel
+from ..lower.launches import DeviceProgram, Launch
+from .gpu import GpuPrinter, trip_count
 from .tables import C_KEYWORDS, POSTFIX, UNARY
 from .writer import CodeWriter
 
@@ -39,14 +38,14 @@ OPENCL_KEYWORDS = C_KEYWORDS | frozenset("""
     read_only write_only half uchar ushort uint ulong size_t barrier get_group_id get_local_id
     get_global_id get_num_groups get_local_size CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
     INT_MIN LONG_MIN fmod copysign fabs exp log sqrt tanh floor abs as_int as_long""".split())
-INDEX_FUNCTIONS = {"blockIdx": "get_group_id", "threadIdx": "get_local_id"}
+INDEX_FUNCTIONS = {AxisLevel.GROUP: "get_group_id", AxisLevel.ITEM: "get_local_id"}
 # Signed overflow is undefined in OpenCL C (and clang folds ``a + 1 > a`` to true); NumPy wraps.
 # These operations on signed data values are computed in the unsigned type and reinterpreted.
 WRAPPING_OPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
 ADDRESS_SPACES = {MemScope.GLOBAL: "__global ", MemScope.SHARED: "__local ", MemScope.LOCAL: ""}
 
 
-class OpenCLPrinter(CFamilyPrinter):
+class OpenCLPrinter(GpuPrinter):
     """One OpenCL kernel (a launch); tables and hooks over the C-family printer."""
 
     target = "opencl"
@@ -82,49 +81,19 @@ class OpenCLPrinter(CFamilyPrinter):
         return e.dtype in self.unsigned_types and any(isinstance(x, Load) for x in walk(e))
 
     def thread_index(self, loop: For) -> str:
-        kind, _, axis = (loop.thread or "").partition(".")
-        if kind not in INDEX_FUNCTIONS or axis not in "xyz" or not axis:
-            raise BuildError(f"loop '{loop.var}' is bound to {loop.thread!r}, which OpenCL cannot "
-                             "run; bind to blockIdx.x/y/z or threadIdx.x/y/z (tags g.N, l.N)")
-        return f"(long){INDEX_FUNCTIONS[kind]}({'xyz'.index(axis)})"
-
-    def emit_thread_loop(self, w: CodeWriter, loop: For) -> None:
-        """A work-group or work-item loop whose values are the launched ids (from its start)
-        needs no guard on its id: ``const long i_inner = get_local_id(1);``."""
-        if EXACT_GRID not in loop.annotations:
-            super().emit_thread_loop(w, loop)
-            return
-        with w.block(""):
-            self._declare_ids(w, loop)
-
-    def _declare_ids(self, w: CodeWriter, loop: For) -> None:
-        """The id of an ``EXACT_GRID`` loop, and those of the ones directly inside it, in one
-        scope: ``const long i_outer = get_group_id(1); const long i_inner = ...``."""
-        var = self.names.ident(NameKind.ITERATOR, loop.var)
-        value = self.thread_index(loop)
-        if not (isinstance(loop.start, Const) and loop.start.value == 0):
-            value = f"{self.expr(loop.start)} + {value}"
-        w.statement(f"const {self.type_name(INDEX)} {var} = {value}")
-        inner = loop.body
-        if not (isinstance(inner, For) and inner.kind is LoopKind.THREAD
-                and EXACT_GRID in inner.annotations and not self.annotation_lines(inner)
-                and not self.local_temps.get(id(loop))):
-            self.emit_loop_body(w, loop, var)
-            return
-        self.bound.setdefault(loop.var, []).append(var)
-        try:
-            self._declare_ids(w, inner)
-        finally:
-            self.bound[loop.var].pop()
-
-    def annotation_lines(self, loop: For) -> list[str]:
-        return [f"{k}: {v}" for k, v in loop.annotations if (k, v) != EXACT_GRID]
+        if loop.thread is None:
+            raise BuildError(f"loop '{loop.var}' of kernel '{self.kernel.name}' is a thread loop "
+                             "without an axis; bind it to blockIdx.x/y/z or threadIdx.x/y/z")
+        return f"(long){INDEX_FUNCTIONS[loop.thread.level]}({loop.thread.dim})"
 
     def loop_pragmas(self, loop: For) -> list[str]:
-        if loop.kind is LoopKind.UNROLLED:
-            count = f" {loop.unroll_factor}" if loop.unroll_factor else ""
-            return [f"#pragma unroll{count}"]
-        return []
+        # PoCL corrupted the heap running a fully unrolled loop whose trip count is not a
+        # constant (the edge tiles of a register-tiled matmul); such a loop is left to the
+        # compiler, which still unrolls what it can.
+        if loop.kind is LoopKind.UNROLLED and not loop.unroll_factor \
+                and trip_count(loop) is None:
+            return []
+        return super().loop_pragmas(loop)
 
     def barrier(self, node: Barrier) -> str:
         if node.scope == "global":
@@ -144,33 +113,6 @@ class OpenCLPrinter(CFamilyPrinter):
     def _wide_int64(self, v: int) -> str:
         return f"{v}L"
 
-    def element(self, buffer: str, indices: tuple[Expr, ...]) -> str:
-        """Global buffers are flat: ``A[i * n + j]``; local and private arrays keep [i][j];
-        a private temporary of one element is a scalar (``acc``)."""
-        b = self.buffers.get(buffer)
-        if b is not None and _private_scalar(b) and not indices:
-            return self.buffer_name(buffer)
-        if b is None or b.scope is not MemScope.GLOBAL or len(indices) < 2:
-            return super().element(buffer, indices)
-        if len(indices) != b.ndim:
-            raise BuildError(f"buffer '{buffer}' has {b.ndim} dimensions, accessed with "
-                             f"{len(indices)} indices in kernel '{self.kernel.name}'")
-        flat = indices[0]
-        for extent, index in zip(b.shape[1:], indices[1:]):
-            flat = binop(BinOpKind.ADD, binop(BinOpKind.MUL, flat, extent), index)
-        return f"{self.buffer_name(buffer)}[{self.expr(flat)}]"
-
-    def array_declaration(self, buffer: Buffer, *, align: int = 64) -> str:
-        dims = "".join(f"[{self.expr(s)}]" for s in buffer.shape)
-        if not dims and not _private_scalar(buffer):
-            dims = "[1]"
-        return f"{self.address_space(buffer)}{self.type_name(buffer.dtype)} " \
-               f"{self.buffer_name(buffer.name)}{dims}"
-
-    def declare_local_temp(self, w: CodeWriter, buffer: Buffer) -> None:
-        _check_constant_shape(buffer, "private")
-        super().declare_local_temp(w, buffer)
-
     def parameter(self, buffer: Buffer) -> str:
         if buffer.dtype is DType.BOOL:
             raise BuildError(f"argument '{buffer.name}' is a bool array, which OpenCL kernels "
@@ -178,36 +120,6 @@ class OpenCLPrinter(CFamilyPrinter):
         const = "const " if buffer.role is BufferRole.INPUT else ""
         return f"__global {const}{self.type_name(buffer.dtype)} *restrict " \
                f"{self.buffer_name(buffer.name)}"
-
-    def emit_kernel(self, w: CodeWriter) -> None:
-        k = self.kernel
-        params = [self.parameter(b) for b in k.args]
-        params += [f"const long {self.param(p)}" for p in k.params]
-        with w.block(f"{self.kernel_prefix}{k.name}({', '.join(params) or 'void'})"):
-            for b in self.function_temps:
-                if b.scope is MemScope.GLOBAL:
-                    raise BuildError(f"temporary '{b.name}' of kernel '{k.name}' is global; "
-                                     "it should have been passed as a scratch argument")
-                _check_constant_shape(b, "local" if b.scope is MemScope.SHARED else "private")
-                w.statement(self.array_declaration(b))
-            if self.function_temps:
-                w.blank()
-            self.emit(w, k.body)
-
-
-def _private_scalar(buffer: Buffer) -> bool:
-    """A private temporary of one element (a reduction's accumulator): declared and used as a
-    plain variable, which every OpenCL compiler keeps in a register."""
-    return (buffer.role is BufferRole.TEMP and buffer.scope is MemScope.LOCAL
-            and not buffer.shape)
-
-
-def _check_constant_shape(buffer: Buffer, memory: str) -> None:
-    if not all(isinstance(s, Const) for s in buffer.shape):
-        raise BuildError(f"temporary '{buffer.name}' needs {memory} memory of constant size, "
-                         f"but its shape is {tuple(str(s) for s in buffer.shape)}; its footprint "
-                         "per iteration of the loop that holds it must be a box of constant "
-                         "size (split the loops by constants), or use scope 'global'")
 
 
 def generate_opencl(program: DeviceProgram) -> str:

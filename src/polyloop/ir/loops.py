@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from .expr import Expr, ReduceKind
 from .program import Buffer
+from .thread_axis import ThreadAxis
 
 
 class LoopKind(enum.Enum):
@@ -39,7 +40,7 @@ class For(Node):
     kind: LoopKind = LoopKind.SERIAL
     step: int = 1
     unroll_factor: int | None = None   # UNROLLED: None means full unroll
-    thread: str | None = None          # THREAD: "blockIdx.x", "threadIdx.y", ...
+    thread: ThreadAxis | None = None   # THREAD: the GPU index it runs on
     annotations: tuple[tuple[str, str], ...] = ()
 
 

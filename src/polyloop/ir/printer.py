@@ -102,7 +102,7 @@ def _range_text(n: object) -> str:
     if kind == "unrolled" and n.unroll_factor:
         return f"unrolled({args}, factor={n.unroll_factor})"
     if kind == "thread":
-        return f"bind({args}, {n.thread!r})"
+        return f"bind({args}, {str(n.thread)!r})"
     return f"{kind}({args})"
 
 

@@ -20,6 +20,7 @@ from ..ir.expr import Const, Expr, free_vars, loads
 from ..ir.loops import (Barrier, Block, For, If, Kernel, LoopKind, Node, Store, iter_nodes,
                         map_children)
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from ..ir.thread_axis import AxisLevel, ThreadAxis
 from ..poly import gpu
 from ..poly.astgen import HARDWARE_ID, HardwareLoop
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
@@ -114,8 +115,8 @@ def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
 
 def _sizes(program: Program, top: LoopNode | StmtNode) -> tuple[tuple[Expr, Expr, Expr],
                                                                  tuple[int, int, int]]:
-    groups: dict[str, Expr] = {}
-    items: dict[str, int] = {}
+    groups: dict[int, Expr] = {}
+    items: dict[int, int] = {}
     if isinstance(top, LoopNode):
         chain = [top]
         while len(chain[-1].children) == 1 and isinstance(chain[-1].children[0], LoopNode):
@@ -135,13 +136,13 @@ def _sizes(program: Program, top: LoopNode | StmtNode) -> tuple[tuple[Expr, Expr
                                  "holds several statements; work-group loops (g.N) must enclose "
                                  "their whole nest")
             if gpu.is_group(n):
-                groups[n.thread[-1]] = gpu.group_count(program, n)  # type: ignore[index]
+                groups[n.thread.dim] = gpu.group_count(program, n)  # type: ignore[union-attr]
             elif gpu.is_item(n):
-                axis = n.thread[-1]  # type: ignore[index]
+                axis = n.thread.dim  # type: ignore[union-attr]
                 items[axis] = max(items.get(axis, 1), gpu.item_count(program, n))
     one = Const(1, DType.INT64, True)
-    return (tuple(groups.get(a, one) for a in AXES),  # type: ignore[return-value]
-            tuple(items.get(a, 1) for a in AXES))  # type: ignore[return-value]
+    return (tuple(groups.get(d, one) for d in range(len(AXES))),  # type: ignore[return-value]
+            tuple(items.get(d, 1) for d in range(len(AXES))))  # type: ignore[return-value]
 
 
 def _hardware_loops(program: Program, tree: Root, groups: tuple[Expr, ...],
@@ -154,7 +155,7 @@ def _hardware_loops(program: Program, tree: Root, groups: tuple[Expr, ...],
     for n in loops(tree):
         if not (gpu.is_group(n) or gpu.is_item(n)):
             continue
-        axis = AXES.index(n.thread[-1])  # type: ignore[index]
+        axis = n.thread.dim  # type: ignore[union-attr]
         start = gpu.loop_start(program, n)
         if start is None:
             continue
@@ -174,7 +175,7 @@ def _barriers_uniform(body: Node) -> bool:
         if isinstance(n, Store):
             return not (divergent and n.buffer == BARRIER_BUFFER)
         if isinstance(n, For):
-            if n.thread and n.thread.startswith("threadIdx."):
+            if n.thread is not None and n.thread.is_item:
                 items = items | {n.var}
             else:
                 divergent = divergent or bool((free_vars(n.start) | free_vars(n.stop)) & items)
@@ -241,9 +242,9 @@ def _finish(program: Program, tree: Root, body: Node, items: tuple[int, ...],
     work-group) loops of an axis the launch spreads over (in the loop tree: the kernel body
     may declare every id at its top) runs on index 0 of that axis only; a work-group loop
     that covers the whole grid is marked ``EXACT_GRID`` (its id needs no guard)."""
-    exact = {f"blockIdx.{a}": g for a, g in zip(AXES, groups)}
-    wide = [f"threadIdx.{a}" for a, n in zip(AXES, items) if n > 1]
-    wide += [f"blockIdx.{a}" for a, g in zip(AXES, groups)
+    exact = {ThreadAxis.of(AxisLevel.GROUP, d): g for d, g in enumerate(groups)}
+    wide = [ThreadAxis.of(AxisLevel.ITEM, d) for d, n in enumerate(items) if n > 1]
+    wide += [ThreadAxis.of(AxisLevel.GROUP, d) for d, g in enumerate(groups)
              if not (isinstance(g, Const) and g.value == 1)]
     under = {s: frozenset(n.thread for n in path if n.thread)
              for s, path in gpu.statement_paths(tree).items()}
@@ -262,7 +263,7 @@ def _finish(program: Program, tree: Root, body: Node, items: tuple[int, ...],
         inner = bound | {n.thread} if isinstance(n, For) and n.thread else bound
         out = map_children(n, lambda c: go(c, inner))
         if (isinstance(out, For) and EXACT_GRID not in out.annotations
-                and _fills_grid(program, out, exact.get(out.thread or ""))):
+                and _fills_grid(program, out, exact.get(out.thread) if out.thread else None)):
             out = replace(out, annotations=out.annotations + (EXACT_GRID,))
         return out
     return go(body, frozenset())

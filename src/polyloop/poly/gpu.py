@@ -18,6 +18,7 @@ from ..errors import BuildError
 from ..ir.expr import Expr
 from ..ir.program import MemScope, Program
 from ..ir.simplify import simplify
+from ..ir.thread_axis import AXIS_LETTERS, AxisLevel, ThreadAxis
 from .access import domain
 from .affine import prefix_map, value_range
 from .access import Access, accesses
@@ -27,15 +28,15 @@ from .regions import pw_aff_to_expr
 from .tree import (LoopNode, Node, Root, StmtNode, loop_position, schedule_items,
                    statement_time_map, statements_under)
 
-AXES = ("x", "y", "z")
+AXES = AXIS_LETTERS
 
 
 def is_group(n: LoopNode) -> bool:
-    return n.thread is not None and n.thread.startswith("blockIdx.")
+    return n.thread is not None and n.thread.is_group
 
 
 def is_item(n: LoopNode) -> bool:
-    return n.thread is not None and n.thread.startswith("threadIdx.")
+    return n.thread is not None and n.thread.is_item
 
 
 def statement_paths(root: Root) -> dict[str, list[LoopNode]]:
@@ -60,21 +61,21 @@ def _align(a, b):
 def item_map(program: Program, path: list[LoopNode], stmt: str) -> isl.Map:
     """``S[...] -> [x, y, z]``: the work-item index that runs each instance (0 on axes without
     a work-item loop)."""
-    return _axis_map(program, path, stmt, "threadIdx")
+    return _axis_map(program, path, stmt, AxisLevel.ITEM)
 
 
 def group_map(program: Program, path: list[LoopNode], stmt: str) -> isl.Map:
     """``S[...] -> [x, y, z]``: the work-group index that runs each instance (0 on axes
     without a work-group loop)."""
-    return _axis_map(program, path, stmt, "blockIdx")
+    return _axis_map(program, path, stmt, AxisLevel.GROUP)
 
 
-def _axis_map(program: Program, path: list[LoopNode], stmt: str, kind: str) -> isl.Map:
+def _axis_map(program: Program, path: list[LoopNode], stmt: str, level: AxisLevel) -> isl.Map:
     s = program.statement(stmt)
     head = f"{{ {s.name}[{', '.join(s.iters)}] -> "
     m = None
-    for axis in AXES:
-        loops = [n for n in path if n.thread == f"{kind}.{axis}"]
+    for dim in range(len(AXES)):
+        loops = [n for n in path if n.thread is ThreadAxis.of(level, dim)]
         text = loops[0].expr(stmt) if loops else head + "[0] }"
         piece = map_in(program.params, text)
         m = piece if m is None else _align(m, piece).flat_range_product(_align(piece, m))

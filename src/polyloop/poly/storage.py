@@ -59,8 +59,8 @@ def _key_loops(program: Program, paths: dict[str, list[LoopNode]], stmts: list[s
         common = common[:k]
     if scope is MemScope.LOCAL:
         items = {s: sorted((n for n in paths[s][len(common):] if is_item(n)),
-                           key=lambda n: n.thread) for s in stmts}
-        axes = {tuple(n.thread for n in v) for v in items.values()}
+                           key=lambda n: n.thread.value) for s in stmts}
+        axes = {tuple(str(n.thread) for n in v) for v in items.values()}
         if len(axes) > 1:
             return ("its accesses run on different work-item axes "
                     f"({' vs '.join(', '.join(a) or 'none' for a in sorted(axes))}), so private "

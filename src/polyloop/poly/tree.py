@@ -17,6 +17,7 @@ import islpy as isl
 
 from ..ir.loops import LoopKind
 from ..ir.program import Program
+from ..ir.thread_axis import ThreadAxis
 from .isl_util import map_, map_in, params_prefix, set_, with_params
 
 
@@ -50,7 +51,7 @@ class LoopNode:
     children: tuple["Node", ...]
     kind: LoopKind = LoopKind.SERIAL
     unroll_factor: int | None = None
-    thread: str | None = None
+    thread: ThreadAxis | None = None
     annotations: tuple[tuple[str, str], ...] = ()
     collapse: Collapse | None = None
 

@@ -23,13 +23,13 @@ from typing import Any, Mapping, Sequence
 from ..errors import ScheduleError
 from ..ir.loops import LoopKind
 from ..ir.program import Program
+from ..ir.thread_axis import AxisLevel, ThreadAxis
 from ..poly.tree import LoopNode, loops
 from . import loops as loops_mod
 from . import state as st
 from .schedule import Schedule
 from .trace import LoopHandle, Trace
 
-AXES = ("x", "y", "z")
 
 
 class TagKind(enum.Enum):
@@ -73,8 +73,10 @@ def parse_tag(text: str | Tag, iname: str = "") -> Tag:
     raise ScheduleError(f"unknown tag {text!r}{where}; valid tags: {', '.join(VALID_TAGS)}")
 
 
-def thread_name(tag: Tag) -> str:
-    return ("blockIdx." if tag.kind is TagKind.GROUP else "threadIdx.") + AXES[tag.axis]
+def thread_name(tag: Tag) -> ThreadAxis:
+    """The GPU axis of a ``g.N`` or ``l.N`` tag."""
+    level = AxisLevel.GROUP if tag.kind is TagKind.GROUP else AxisLevel.ITEM
+    return ThreadAxis.of(level, tag.axis)
 
 
 # the working state ---------------------------------------------------------------------------

@@ -9,12 +9,12 @@ from typing import Any, Sequence
 from ..errors import ScheduleError
 from ..ir.loops import LoopKind
 from ..ir.program import BufferRole
+from ..ir.thread_axis import ThreadAxis, parse_thread_axis
 from . import fusion, hints, loops, state as st
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import LoopHandle
 
-THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
-               "threadIdx.z", "vthread")
+THREAD_AXES = tuple(a.value for a in ThreadAxis)
 
 
 class LoopPrimitives(ScheduleCore):
@@ -168,13 +168,20 @@ class LoopPrimitives(ScheduleCore):
         new = loops.set_kind(self._state, node, LoopKind.UNROLLED, unroll_factor=factor)
         self._apply(new, "unroll", (loop,), {"factor": factor} if factor else {})
 
-    def bind(self, loop: LoopHandle, thread_axis: str) -> None:
-        """Map a loop onto a GPU index (``"blockIdx.x"``, ``"threadIdx.y"``, ...)."""
-        if thread_axis not in THREAD_AXES:
-            raise ScheduleError(f"unknown thread axis {thread_axis!r}; valid: "
-                                + ", ".join(THREAD_AXES))
-        new = self._exclusive(loop, "bind", LoopKind.THREAD, thread=thread_axis)
-        self._apply(new, "bind", (loop, thread_axis), {})  # type: ignore[arg-type]
+    def bind(self, loop: LoopHandle, thread_axis: "str | ThreadAxis") -> None:
+        """Map a loop onto a GPU index: ``"blockIdx.x"``, ``"threadIdx.y"``, or the kernel tags
+        ``"g.0"`` (work-group index 0 = blockIdx.x), ``"l.1"`` (work-item index 1 =
+        threadIdx.y), or a ``ThreadAxis``.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((100,), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((100,), lambda i: A[i] * 2, name="B"))
+        >>> io, ii = sch.split(sch.get_loops(sch.get_block("B"))[0], factors=[None, 32])
+        >>> sch.bind(io, "g.0"); sch.bind(ii, "threadIdx.x")
+        """
+        axis = parse_thread_axis(thread_axis)
+        new = self._exclusive(loop, "bind", LoopKind.THREAD, thread=axis)
+        self._apply(new, "bind", (loop, axis.value), {})  # type: ignore[arg-type]
 
     def annotate(self, loop: LoopHandle, key: str, value: Any) -> None:
         """Attach a key/value annotation to a loop (printed as a comment; read by targets).

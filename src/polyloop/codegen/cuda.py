@@ -1,0 +1,169 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The CUDA target: CUDA C++ kernels, one per launch of a ``DeviceProgram``.
+
+Over the GPU printer (``gpu.py``) this is a table and a few hooks: work-group and work-item
+loops read ``blockIdx``/``threadIdx``; 'shared' temporaries are ``__shared__`` arrays of the
+block; 'local' ones are registers; a barrier is ``__syncthreads()`` (which also orders the
+block's global memory accesses), placed only where the exact dependence analysis put one;
+unrolled loops get ``#pragma unroll``; pointers are ``__restrict__``; each kernel carries
+``__launch_bounds__`` of its block size and is ``extern "C"`` so that its name is the one the
+host launches. A vectorized loop of 4 lanes reads its contiguous, provably 16-byte-aligned
+float32 elements as ``float4`` (``cuda_vector.py``); any other vectorized loop stays a scalar
+loop under ``#pragma unroll``, with a comment saying why.
+"""
+from __future__ import annotations
+
+from ..errors import BuildError
+from ..ir.dtypes import DType
+from ..ir.loops import Barrier, For, LoopKind, Prefetch
+from ..ir.program import Buffer, BufferRole, MemScope
+from ..ir.thread_axis import AxisLevel
+from ..lower.launches import DeviceProgram, Launch
+from .cuda_vector import Float4Loop
+from .gpu import GpuPrinter
+from .tables import C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS
+from .writer import CodeWriter
+
+CUDA_TYPES = {DType.BOOL: "bool", DType.INT32: "int", DType.INT64: "long long",
+              DType.FLOAT32: "float", DType.FLOAT64: "double"}
+CUDA_UNSIGNED_TYPES = {DType.INT32: "unsigned int", DType.INT64: "unsigned long long"}
+# no header defines INT_MIN under NVRTC: the lowest value is written as an expression
+CUDA_INT_LIMITS = {DType.INT32: (-2**31, 2**31 - 1, "(-2147483647 - 1)"),
+                   DType.INT64: (-2**63, 2**63 - 1, "(-9223372036854775807LL - 1)")}
+CUDA_KEYWORDS = C_KEYWORDS | frozenset("""
+    __global__ __device__ __shared__ __constant__ __restrict__ __launch_bounds__ __syncthreads
+    __forceinline__ blockIdx threadIdx blockDim gridDim warpSize float2 float4 int4 double2
+    make_float4 class namespace template typename new delete this public private protected
+    operator virtual friend using try catch throw nullptr fmod fmodf copysign copysignf llabs
+    """.split()) | frozenset(C_MATH_FUNCTIONS.values())
+INDEX_VARIABLES = {AxisLevel.GROUP: "blockIdx", AxisLevel.ITEM: "threadIdx"}
+SCOPE_QUALIFIERS = {MemScope.GLOBAL: "", MemScope.SHARED: "__shared__ ", MemScope.LOCAL: ""}
+MAX_BLOCK = 1024            # threads per block on every CUDA GPU
+VECTOR_ALIGNMENT = 16       # bytes; __shared__ arrays are declared with __align__(16)
+
+
+class CudaPrinter(GpuPrinter):
+    """One CUDA kernel (a launch); tables and hooks over the GPU printer.
+
+    >>> from polyloop.ir.loops import Block, Kernel
+    >>> CudaPrinter(Kernel("k", (), (), (), Block(()))).kernel_header([])
+    'extern "C" __global__ void __launch_bounds__(1) k(void)'
+    """
+
+    target = "cuda"
+    types = CUDA_TYPES
+    unsigned_types = CUDA_UNSIGNED_TYPES
+    math_functions = C_MATH_FUNCTIONS
+    libm_suffix = C_LIBM_SUFFIX
+    int_limits = CUDA_INT_LIMITS
+    restrict = "__restrict__"
+    helper_qualifier = "static __device__ __forceinline__"
+    kernel_prefix = 'extern "C" __global__ void '
+    reserved = CUDA_KEYWORDS | {"args", "params"}
+
+    def __init__(self, kernel, block_size: int = 1) -> None:
+        super().__init__(kernel)
+        self.block_size = block_size
+
+    def address_space(self, buffer: Buffer) -> str:
+        return SCOPE_QUALIFIERS[buffer.scope]
+
+    def thread_index(self, loop: For) -> str:
+        if loop.thread is None:
+            raise BuildError(f"loop '{loop.var}' of kernel '{self.kernel.name}' is a thread loop "
+                             "without an axis; bind it to blockIdx.x/y/z or threadIdx.x/y/z")
+        return f"(long long){INDEX_VARIABLES[loop.thread.level]}.{loop.thread.letter}"
+
+    def barrier(self, node: Barrier) -> str:
+        return "__syncthreads()"
+
+    def emit_prefetch(self, w: CodeWriter, node: Prefetch) -> None:
+        w.comment(f"prefetch of {node.buffer}: the GPU's caches need no software prefetch")
+
+    def _wide_int64(self, v: int) -> str:
+        return f"{v}LL"
+
+    def kernel_header(self, params: list[str]) -> str:
+        return (f"{self.kernel_prefix}__launch_bounds__({self.block_size}) "
+                f"{self.kernel.name}({', '.join(params) or 'void'})")
+
+    def parameter(self, buffer: Buffer) -> str:
+        const = "const " if buffer.role is BufferRole.INPUT else ""
+        return f"{const}{self.type_name(buffer.dtype)} *__restrict__ " \
+               f"{self.buffer_name(buffer.name)}"
+
+    def array_declaration(self, buffer: Buffer, *, align: int = 64) -> str:
+        text = super().array_declaration(buffer, align=align)
+        if buffer.scope is MemScope.SHARED:   # float4 accesses need 16-byte alignment
+            return f"__shared__ __align__({VECTOR_ALIGNMENT}) " + text[len("__shared__ "):]
+        return text
+
+    # float4 -------------------------------------------------------------------------------------
+    def emit_for(self, w: CodeWriter, loop: For) -> None:
+        if loop.kind is not LoopKind.VECTORIZED:
+            super().emit_for(w, loop)
+            return
+        vector = Float4Loop(self, loop)
+        if vector.why_not is None:
+            vector.emit(w)
+            return
+        w.comment(f"vectorized loop '{loop.var}' is unrolled, not float4: {vector.why_not}")
+        super().emit_for(w, loop)
+
+    def loop_pragmas(self, loop: For) -> list[str]:
+        if loop.kind is LoopKind.VECTORIZED:
+            return ["#pragma unroll"]
+        return super().loop_pragmas(loop)
+
+
+def generate_cuda(program: DeviceProgram) -> str:
+    """The CUDA C++ source of all launches of a device program: notes, helpers, kernels.
+
+    >>> import polyloop as pl
+    >>> from polyloop.lower.launches import lower_device
+    >>> from polyloop.schedule.kernel import schedule_of
+    >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")
+    >>> sch = schedule_of(pl.split_iname(knl, "i", 128, outer_tag="g.0", inner_tag="l.0"))
+    >>> source = generate_cuda(lower_device(sch.program, sch.state.root))
+    >>> "__launch_bounds__(128)" in source, "blockIdx.x" in source
+    (True, True)
+    """
+    printers = [CudaPrinter(x.kernel, block_size=_block_size(x)) for x in program.launches]
+    kernels = CodeWriter()
+    for p in printers:
+        p.emit_kernel(kernels)
+        kernels.line()
+    w = CodeWriter()
+    w.comment(f"Program '{program.name}', generated by polyloop for the CUDA target: "
+              f"{len(program.launches)} kernel(s), launched in order.")
+    for launch in program.launches:
+        w.comment(f"  {launch.kernel.name}: {launch_text(launch)}")
+    for note in program.notes:
+        w.comment(note)
+    w.line()
+    if printers:
+        helpers = CudaPrinter(program.launches[0].kernel)
+        for p in printers:
+            helpers.helpers |= p.helpers
+        helpers.emit_prelude(w)
+    w.lines(kernels.text().splitlines())
+    return w.text()
+
+
+def _block_size(launch: Launch) -> int:
+    size = launch.items[0] * launch.items[1] * launch.items[2]
+    if size > MAX_BLOCK:
+        raise BuildError(f"kernel '{launch.kernel.name}' has blocks of {launch.items} = {size} "
+                         f"threads; CUDA allows at most {MAX_BLOCK}: split the work-item "
+                         "(threadIdx / l.N) loops by smaller factors")
+    return size
+
+
+def launch_text(launch: Launch) -> str:
+    """``grid (g0, g1, g2) of blocks (t0, t1, t2)``, the sizes as expressions."""
+    grid = ", ".join(str(g) for g in launch.groups)
+    block = ", ".join(str(i) for i in launch.items)
+    return f"grid ({grid}) of blocks ({block})"
+
+
+__all__ = ["CudaPrinter", "generate_cuda", "launch_text"]
