@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ParseError, PolyloopError
-from ..ir.dtypes import as_dtype
+from ..ir.dtypes import DType, as_dtype
 from ..ir.expr import (BinOp, BinOpKind, Expr, Load, ReduceKind, Var, VarKind, binop, cast, const,
                        same, walk)
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
@@ -162,8 +162,9 @@ class _Parser:
         self.args.append(name)
 
     def _literal(self, node: ast.AST, expr: ast.expr) -> Any:
+        sizes = {p: Var(p, VarKind.PARAM) for p in self.scope.params}
         try:
-            return literal(expr, self.scope.env)
+            return literal(expr, {**self.scope.env, **sizes})
         except NotLiteral as e:
             what = f"the annotation of '{node.arg}'" if isinstance(node, ast.arg) else "it"
             raise self.fail(node, f"cannot evaluate {what}: {e}") from None
@@ -359,8 +360,7 @@ class _Parser:
                             f"'{name}' is {what}; a scalar variable needs a new name")
         if name in ISL_RESERVED:
             raise self.fail(target, f"'{name}' cannot name a variable (reserved in isl)")
-        dtype = value.dtype if not value.weak or not value.dtype.is_float else self.float_dtype
-        buf = Buffer(name, (), dtype, BufferRole.TEMP, MemScope.LOCAL)
+        buf = Buffer(name, (), self._scalar_dtype(value), BufferRole.TEMP, MemScope.LOCAL)
         self._add_buffer(target, buf)
         self.scope.scalars[name] = True
         return buf, []
@@ -396,11 +396,26 @@ class _Parser:
         return fn is alloc or fn is np.empty
 
     @property
-    def float_dtype(self) -> Any:
+    def float_dtype(self) -> DType:
         """The float dtype of the function's buffers when they agree (a float64 kernel's
-        temporaries and scalars are float64), else float32."""
+        temporaries are float64), else float32."""
         floats = {b.dtype for b in self.scope.buffers.values() if b.dtype.is_float}
-        return floats.pop() if len(floats) == 1 else as_dtype("float32")
+        return floats.pop() if len(floats) == 1 else DType.FLOAT32
+
+    def _scalar_dtype(self, value: Expr) -> DType:
+        """The dtype of a scalar variable first assigned ``value``. A Python number takes the
+        type of the kernel's data, as PolyBench declares ``temp2`` of the kernel's type: the
+        buffers' float dtype when they agree (float64 when they do not, or for a float in an
+        integer kernel); in a kernel of integer buffers an integer takes their dtype."""
+        if not value.weak or value.dtype is DType.BOOL:
+            return value.dtype
+        dtypes = {b.dtype for b in self.scope.buffers.values() if b.dtype is not DType.BOOL}
+        floats = {d for d in dtypes if d.is_float}
+        if len(floats) == 1:
+            return floats.pop()
+        if value.dtype.is_int and dtypes and not floats:
+            return dtypes.pop() if len(dtypes) == 1 else DType.INT64
+        return DType.FLOAT64
 
     def _alloc(self, target: ast.Name, value: ast.Call) -> None:
         if self.scope.loops:
