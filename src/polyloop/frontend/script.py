@@ -10,12 +10,16 @@
 >>> print(stencil.statements[0].domain)
 [n] -> { A[i, j] : 1 <= i < n and 1 <= j < n }
 
-Arguments are annotated ``pl.Buffer[shape, dtype]``; strings in shapes are size parameters,
-usable by name in the body. The body may hold ``for ... in range(...)`` loops with affine bounds
-(also in outer loop variables), imperfect nests, ``if``/``else`` on affine conditions,
-assignments to buffer elements (``=``, ``+=``, ``-=``, ``*=``, ``/=``), temporaries
-``Y = pl.alloc(shape, dtype)`` (or ``np.empty``), numbers, and max/min/abs/exp/log/sqrt/tanh
-from ``math``, NumPy or polyloop. ``X[...] += e``, ``X[...] = X[...] + e`` and
+Arguments are annotated ``pl.Buffer[shape, dtype]`` (strings in shapes are size parameters,
+usable by name in the body), ``int`` (a size) or ``float`` (a value). The body may hold
+``for ... in range(...)`` loops with affine bounds (also in outer loop variables, with any
+constant step, downward ones included), imperfect nests, ``if``/``else`` on affine conditions,
+assignments (also chained) to buffer elements and to scalar variables (``=``, ``+=``, ``-=``,
+``*=``, ``/=``, ``**=``), temporaries ``Y = pl.alloc(shape, dtype)`` (or ``np.empty``), numbers,
+``**``/pow, max/min/abs/exp/log/sqrt/tanh from ``math``, NumPy or polyloop, and calls of small
+helper functions of the module (inlined). A scalar variable is a zero-dimensional temporary
+with exact dependences; it gets one element per iteration of the loops around it that pass no
+value through it, which keeps those loops parallel. ``X[...] += e``, ``X[...] = X[...] + e`` and
 ``X[...] = max(X[...], e)`` are reductions (their updates may be reordered); ``assert n >= 1``
 states what the caller guarantees about the sizes (``Program.assumptions``). Anything else
 raises ``pl.ParseError`` naming the file and line. Statements keep the program order of the
@@ -33,7 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ParseError, PolyloopError
-from ..ir.dtypes import DType, as_dtype
+from ..ir.dtypes import DType
 from ..ir.expr import (BinOp, BinOpKind, Expr, Load, ReduceKind, Var, VarKind, binop, cast, const,
                        same, walk)
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
@@ -41,7 +45,7 @@ from ..poly.isl_util import params_prefix
 from ..poly.order import exposed_reads
 from .kernel_program import privatized
 from .script_expr import ISL_RESERVED, ExprParser, Scope
-from .script_values import NotLiteral, literal
+from .script_signature import Declarations
 
 
 def alloc(shape: object, dtype: object = "float32") -> Buffer:
@@ -97,7 +101,7 @@ class _Parser:
         self.filename, self.first_line, self.lines = filename, first_line, lines
         self.scope = Scope(env)
         self.exprs = ExprParser(self.scope, self.fail)
-        self.args: list[str] = []
+        self.decl = Declarations(self.scope, self.fail)
         self.statements: list[Statement] = []
         self.nesting: list[tuple[str, tuple[int, ...]]] = []
         self.bounds: list[str] = []          # isl constraints of the enclosing loops and ifs
@@ -113,7 +117,7 @@ class _Parser:
 
     # the function --------------------------------------------------------------------------------
     def parse(self, fdef: ast.FunctionDef, name: str | None) -> Program:
-        self._signature(fdef)
+        self.decl.signature(fdef)
         body = list(fdef.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
@@ -124,96 +128,6 @@ class _Parser:
         if not self.statements:
             raise self.fail(fdef, f"function '{fdef.name}' assigns no buffer element")
         return self._program(name or fdef.name)
-
-    def _signature(self, fdef: ast.FunctionDef) -> None:
-        a = fdef.args
-        if a.vararg or a.kwarg or a.posonlyargs or a.kwonlyargs or a.defaults:
-            raise self.fail(fdef, "a script takes plain buffer arguments only (no *args, "
-                                  "**kwargs, defaults or keyword-only arguments)")
-        for arg in a.args:
-            if arg.annotation is None:
-                raise self.fail(arg, f"argument '{arg.arg}' needs an annotation like "
-                                     f'{arg.arg}: pl.Buffer[("n", "n"), "float32"], '
-                                     f"{arg.arg}: float or {arg.arg}: int")
-            self._argument(arg, self._literal(arg, arg.annotation))
-
-    def _argument(self, arg: ast.arg, value: Any) -> None:
-        """A buffer (``pl.Buffer[shape, dtype]``), a size (``int``) or a scalar value
-        (``float``, ``np.float32``: a zero-dimensional input read by its name)."""
-        name = arg.arg
-        if value is int:
-            if name in self.scope.buffers or name in ISL_RESERVED:
-                raise self.fail(arg, f"'{name}' cannot name a size")
-            self.scope.params.setdefault(name)
-            return
-        origin = getattr(value, "__origin__", None)
-        spec = getattr(value, "__args__", None)
-        if origin is Buffer and spec is not None and len(spec) == 2:
-            shape, dtype = self._shape(arg, spec[0]), self._dtype(arg, spec[1])
-            self._add_buffer(arg, Buffer(name, shape, dtype, BufferRole.INPUT))
-        elif value is float or value is bool or _is_dtype(value):
-            dtype = self._dtype(arg, "float64" if value is float else value)
-            self._add_buffer(arg, Buffer(name, (), dtype, BufferRole.INPUT))
-            self.scope.scalars[name] = True
-        else:
-            raise self.fail(arg, f"annotate '{name}' as pl.Buffer[shape, dtype] (e.g. "
-                                 f'pl.Buffer[("n", 128), "float32"]), int (a size) or float (a '
-                                 f"value); got {ast.unparse(arg.annotation)}")
-        self.args.append(name)
-
-    def _literal(self, node: ast.AST, expr: ast.expr) -> Any:
-        sizes = {p: Var(p, VarKind.PARAM) for p in self.scope.params}
-        try:
-            return literal(expr, {**self.scope.env, **sizes})
-        except NotLiteral as e:
-            what = f"the annotation of '{node.arg}'" if isinstance(node, ast.arg) else "it"
-            raise self.fail(node, f"cannot evaluate {what}: {e}") from None
-
-    def _shape(self, node: ast.AST, shape: object) -> tuple[Expr, ...]:
-        dims = shape if isinstance(shape, (tuple, list)) else (shape,)
-        out: list[Expr] = []
-        for d in dims:
-            if isinstance(d, str):
-                out.append(self._size_text(node, d))
-            elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
-                out.append(const(int(d)))
-            elif isinstance(d, Var) and d.kind is VarKind.PARAM:
-                self.scope.params.setdefault(d.name)
-                out.append(d)
-            elif isinstance(d, Expr) and d.dtype.is_int:
-                out.append(d)
-            else:
-                raise self.fail(node, f"shape entries are sizes (non-negative ints or parameter "
-                                      f"names), got {d!r}")
-        return tuple(out)
-
-    def _size_text(self, node: ast.AST, text: str) -> Expr:
-        """A size written as text: a parameter name ("n") or an affine expression of
-        parameters ("H - K + 1"); every name in it becomes a size parameter."""
-        try:
-            tree = ast.parse(text.strip(), mode="eval").body
-        except SyntaxError:
-            raise self.fail(node, f"size {text!r} is not a name or an expression") from None
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Name):
-                if n.id in ISL_RESERVED or n.id in self.scope.buffers:
-                    raise self.fail(node, f"'{n.id}' cannot name a size")
-                self.scope.params.setdefault(n.id)
-        expr = ExprParser(self.scope, lambda _n, msg: self.fail(node, f"size {text!r}: {msg}"))
-        value = expr.value(tree)
-        expr.affine(tree, f"size {text!r}")
-        return value
-
-    def _dtype(self, node: ast.AST, dtype: object) -> Any:
-        try:
-            return as_dtype(dtype)
-        except PolyloopError as e:
-            raise self.fail(node, str(e)) from None
-
-    def _add_buffer(self, node: ast.AST, buf: Buffer) -> None:
-        if buf.name in self.scope.buffers or buf.name in self.scope.params:
-            raise self.fail(node, f"'{buf.name}' is already a buffer or size")
-        self.scope.buffers[buf.name] = buf
 
     # statements ------------------------------------------------------------------------------------
     def _block(self, body: list[ast.stmt]) -> None:
@@ -361,7 +275,7 @@ class _Parser:
         if name in ISL_RESERVED:
             raise self.fail(target, f"'{name}' cannot name a variable (reserved in isl)")
         buf = Buffer(name, (), self._scalar_dtype(value), BufferRole.TEMP, MemScope.LOCAL)
-        self._add_buffer(target, buf)
+        self.decl.add_buffer(target, buf)
         self.scope.scalars[name] = True
         return buf, []
 
@@ -427,11 +341,11 @@ class _Parser:
             raise self.fail(value, "allocate as pl.alloc(shape, dtype), e.g. "
                                    f'pl.alloc((n,), "{self.float_dtype}")')
         dnode = args[1] if len(args) == 2 else kw.get("dtype")
-        shape = self._literal(value, args[0])
-        dtype = self._literal(value, dnode) if dnode is not None else "float32"
-        buf = Buffer(target.id, self._shape(value, shape), self._dtype(value, dtype),
+        shape = self.decl.literal(value, args[0])
+        dtype = self.decl.literal(value, dnode) if dnode is not None else "float32"
+        buf = Buffer(target.id, self.decl.shape(value, shape), self.decl.dtype(value, dtype),
                      BufferRole.TEMP)
-        self._add_buffer(target, buf)
+        self.decl.add_buffer(target, buf)
 
     # building statements ---------------------------------------------------------------------------
     def _emit(self, buf: Buffer, idx: list[Expr], value: Expr) -> None:
@@ -459,7 +373,7 @@ class _Parser:
         stmts = tuple(Statement(s.name, s.iters, pre + s.domain, s.buffer, s.indices, s.value,
                                 s.reduction) for s in self.statements)
         bufs = tuple(self.scope.buffers.values())
-        draft = Program(name, bufs, stmts, params, tuple(self.args),
+        draft = Program(name, bufs, stmts, params, tuple(self.decl.args),
                         nesting=tuple(self.nesting))
         written = {s.buffer for s in stmts}
         read = {ld.buffer for s in stmts for ld in s.reads()}
@@ -473,7 +387,7 @@ class _Parser:
         assumed = f"{pre}{{ : {' and '.join(self.assumptions)} }}" if self.assumptions else ""
         # scalar variables get one element per iteration of the loops that exchange no value
         # through them, so that those loops stay free to run in parallel
-        return privatized(Program(name, tuple(final), stmts, params, tuple(self.args), assumed,
+        return privatized(Program(name, tuple(final), stmts, params, tuple(self.decl.args), assumed,
                                   nesting=tuple(self.nesting)))
 
 
@@ -484,11 +398,6 @@ class _Loop:
     iterator: str
     constraints: list[str]
     value: Expr | None
-
-
-def _is_dtype(value: object) -> bool:
-    return isinstance(value, np.dtype) or (isinstance(value, type)
-                                           and issubclass(value, np.generic))
 
 
 def _reduction(buf: Buffer, idx: list[Expr], value: Expr) -> tuple[ReduceKind | None, Expr]:

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import DTypeError, ParseError, PolyloopError
 from ..ir import elementwise as ew
 from ..ir.dtypes import as_dtype
-from ..ir.expr import (BinOpKind, Expr, UnaryKind, Var, VarKind, binop, cast, const, select,
+from ..ir.expr import (BinOpKind, Const, Expr, UnaryKind, Var, VarKind, binop, cast, const, select,
                        unary)
 from ..ir.program import Buffer
 from ..poly.isl_util import NotAffine, expr_to_isl
@@ -186,9 +186,15 @@ class ExprParser:
         if k in (0.5, -0.5):
             root = ew.sqrt(base)
             return root if k > 0 else 1.0 / root
+        c = base.value if isinstance(base, Const) else None
+        if k is None and isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0:
+            # a positive constant base (PolyBench's pow(2.0, -alpha)): c ** y == exp(y ln c)
+            y = self.value(exponent)
+            return ew.exp(y * math.log(c)) if c != 1 else y * 0 + 1.0
         raise self.fail(node, f"the exponent {ast.unparse(exponent)} is not supported: '**' and "
                               "pow() take a constant integer exponent (|k| <= 64) or 0.5/-0.5; "
-                              "write pl.exp(y * pl.log(x)) for x > 0 otherwise")
+                              "for a variable exponent the base must be a positive constant "
+                              "(pow(2.0, -alpha)); write pl.exp(y * pl.log(x)) for x > 0")
 
     def _UnaryOp(self, node: ast.UnaryOp) -> Expr:
         v = self.value(node.operand)
