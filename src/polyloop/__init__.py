@@ -24,6 +24,8 @@ from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.auto import auto_schedule
 from .schedule.tensorize import TensorIntrin
 from . import intrin  # noqa: F401 - registers the built-in micro-kernels for trace replay
+from .ir.elementwise import (ceil, cos, erf, floor, fmod, isnan, pow, round, sigmoid,  # noqa: A004
+                             sin, tan)
 from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames, rename_iname,
                               split_iname, tag_inames)
 
@@ -38,6 +40,8 @@ __all__ += ["alloc", "auto_schedule", "script"]
 __all__ += ["TensorIntrin"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
+__all__ += ["ceil", "cos", "erf", "floor", "fmod", "isnan", "pow", "round", "sigmoid", "sin",
+            "tan"]
 
 
 def __getattr__(name: str):

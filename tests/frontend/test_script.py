@@ -298,7 +298,6 @@ BAD = {
                 "if conditions must be affine"),
     "scalar": ("s += 1.0", "'s' is not a scalar variable of this function"),
     "step": ("for i in range(0, n, n):\n        A[i] = 0.0", "non-zero integer constant"),
-    "pow": ("for i in range(n):\n        A[i] = A[i] ** A[i]", "exponent A\\[i\\] is not supported"),
     "chain": ("for i in range(n):\n        A[i] = A[0] = A[i] + 1.0", "chained assignment"),
     "rank": ("for i in range(n):\n        A[i, i] = 0.0", "has 1 dimensions, indexed with 2"),
     "unknown_name": ("for i in range(m):\n        A[i] = 0.0", "unknown name 'm'"),

@@ -21,7 +21,7 @@ from ..ir.program import Buffer, BufferRole
 from ..ir.simplify import simplify
 from .helpers import Helper, HelperKind, emit_helper, helper
 from .names import NameKind, Names
-from .tables import (ADDITIVE, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS,
+from .tables import (ADDITIVE, C_BINARY_FUNCTIONS, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS,
                      C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES, CONDITIONAL, HELPER_OPERATORS,
                      POSTFIX, REDUCTION_HELPERS, UNARY)
 from .temps import local_temp_homes
@@ -47,6 +47,7 @@ class CFamilyPrinter:
     unsigned_types: Mapping[DType, str] = C_UNSIGNED_TYPES
     operators: Mapping[BinOpKind, tuple[str, int]] = C_OPERATORS
     math_functions: Mapping[tuple[UnaryKind, DType], str] = C_MATH_FUNCTIONS
+    binary_functions: Mapping[tuple[BinOpKind, DType], str] = C_BINARY_FUNCTIONS
     libm_suffix: Mapping[DType, str] = C_LIBM_SUFFIX
     # (lowest, highest, the name of the lowest): the lowest has no literal of its own
     int_limits: Mapping[DType, tuple[int, int, str]] = C_INT_LIMITS
@@ -56,6 +57,7 @@ class CFamilyPrinter:
     # names the generated code calls or declares: a user's buffer, loop or size named like one
     # of them is renamed instead of shadowing it
     reserved: frozenset[str] = (C_KEYWORDS | frozenset(C_MATH_FUNCTIONS.values())
+                                | frozenset(C_BINARY_FUNCTIONS.values())
                                 | {"args", "params", "aligned_alloc", "free", "malloc", "size_t"})
 
     def __init__(self, kernel: Kernel) -> None:
@@ -178,6 +180,9 @@ class CFamilyPrinter:
         if e.op in HELPER_OPERATORS:
             name = self.use_helper(HELPER_OPERATORS[e.op], e.lhs.dtype)
             return f"{name}({self.expr(e.lhs)}, {self.expr(e.rhs)})", POSTFIX
+        if (e.op, e.lhs.dtype) in self.binary_functions:
+            name = self.binary_functions[(e.op, e.lhs.dtype)]
+            return f"{name}({self.expr(e.lhs)}, {self.expr(e.rhs)})", POSTFIX
         if e.op is BinOpKind.DIV and not e.lhs.dtype.is_float:
             raise BuildError(f"true division of {e.lhs.dtype} operands in {e}; the IR casts "
                              "them to float first, so this expression was built by hand")
@@ -201,7 +206,8 @@ class CFamilyPrinter:
             if e.op is UnaryKind.NEG and text.startswith("-"):
                 text = f"({text})"  # not "--x"
             return ("-" if e.op is UnaryKind.NEG else "!") + text, UNARY
-        return f"{self.math_function(e.op, e.dtype)}({self.expr(e.operand)})", POSTFIX
+        # the operand's dtype picks the function (isnan's result is a bool)
+        return f"{self.math_function(e.op, e.operand.dtype)}({self.expr(e.operand)})", POSTFIX
 
     def literal(self, c: Const) -> tuple[str, int]:
         """A constant spelled so that C gives it exactly ``c.dtype`` and ``c.value``."""

@@ -29,16 +29,21 @@ OPENCL_MATH_FUNCTIONS = {
     (op, d): name
     for op, name in ((UnaryKind.EXP, "exp"), (UnaryKind.LOG, "log"), (UnaryKind.SQRT, "sqrt"),
                      (UnaryKind.TANH, "tanh"), (UnaryKind.FLOOR, "floor"),
-                     (UnaryKind.ABS, "fabs"))
+                     (UnaryKind.ABS, "fabs"), (UnaryKind.CEIL, "ceil"),
+                     (UnaryKind.ROUND, "rint"), (UnaryKind.SIN, "sin"), (UnaryKind.COS, "cos"),
+                     (UnaryKind.TAN, "tan"), (UnaryKind.ERF, "erf"), (UnaryKind.ISNAN, "isnan"))
     for d in (DType.FLOAT32, DType.FLOAT64)
 } | {(UnaryKind.ABS, DType.INT32): "abs", (UnaryKind.ABS, DType.INT64): "abs"}
+OPENCL_BINARY_FUNCTIONS = {(op, d): op.value for op in (BinOpKind.POW, BinOpKind.FMOD)
+                           for d in (DType.FLOAT32, DType.FLOAT64)}
 OPENCL_INT_LIMITS = {DType.INT32: (-2**31, 2**31 - 1, "INT_MIN"),
                      DType.INT64: (-2**63, 2**63 - 1, "LONG_MIN")}
 OPENCL_KEYWORDS = C_KEYWORDS | frozenset("""
     kernel __kernel global __global local __local constant __constant private __private
     read_only write_only half uchar ushort uint ulong size_t barrier get_group_id get_local_id
     get_global_id get_num_groups get_local_size CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
-    INT_MIN LONG_MIN fmod copysign fabs exp log sqrt tanh floor abs""".split())
+    INT_MIN LONG_MIN fmod copysign fabs exp log sqrt tanh floor abs pow ceil rint sin cos tan erf
+    isnan""".split())
 INDEX_FUNCTIONS = {"blockIdx": "get_group_id", "threadIdx": "get_local_id"}
 ADDRESS_SPACES = {MemScope.GLOBAL: "__global ", MemScope.SHARED: "__local ", MemScope.LOCAL: ""}
 
@@ -50,6 +55,7 @@ class OpenCLPrinter(CFamilyPrinter):
     types = OPENCL_TYPES
     unsigned_types = OPENCL_UNSIGNED_TYPES
     math_functions = OPENCL_MATH_FUNCTIONS
+    binary_functions = OPENCL_BINARY_FUNCTIONS
     libm_suffix = {DType.FLOAT32: "", DType.FLOAT64: ""}
     int_limits = OPENCL_INT_LIMITS
     reserved = OPENCL_KEYWORDS | {"args", "params"}

@@ -37,8 +37,17 @@ C_MATH_FUNCTIONS = {
     (UnaryKind.TANH, DType.FLOAT32): "tanhf", (UnaryKind.TANH, DType.FLOAT64): "tanh",
     (UnaryKind.FLOOR, DType.FLOAT32): "floorf", (UnaryKind.FLOOR, DType.FLOAT64): "floor",
     (UnaryKind.ABS, DType.FLOAT32): "fabsf", (UnaryKind.ABS, DType.FLOAT64): "fabs",
+    **{(op, d): name + C_LIBM_SUFFIX[d] for op, name in (
+        (UnaryKind.CEIL, "ceil"), (UnaryKind.ROUND, "rint"), (UnaryKind.SIN, "sin"),
+        (UnaryKind.COS, "cos"), (UnaryKind.TAN, "tan"), (UnaryKind.ERF, "erf"))
+       for d in (DType.FLOAT32, DType.FLOAT64)},
+    (UnaryKind.ISNAN, DType.FLOAT32): "isnan", (UnaryKind.ISNAN, DType.FLOAT64): "isnan",
     (UnaryKind.ABS, DType.INT32): "abs", (UnaryKind.ABS, DType.INT64): "llabs",
 }
+# Binary operators that are libm calls: (operator, operand dtype) -> function.
+C_BINARY_FUNCTIONS = {(op, d): name + C_LIBM_SUFFIX[d]
+                      for op, name in ((BinOpKind.POW, "pow"), (BinOpKind.FMOD, "fmod"))
+                      for d in (DType.FLOAT32, DType.FLOAT64)}
 C_INT_LIMITS = {DType.INT32: (-2**31, 2**31 - 1, "INT32_MIN"),
                 DType.INT64: (-2**63, 2**63 - 1, "INT64_MIN")}
 

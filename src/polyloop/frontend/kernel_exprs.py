@@ -17,7 +17,9 @@ _BINARY = {"+": BinOpKind.ADD, "-": BinOpKind.SUB, "*": BinOpKind.MUL, "/": BinO
            "and": BinOpKind.AND, "or": BinOpKind.OR}
 _UNARY_FUNCTIONS = {"sqrt": UnaryKind.SQRT, "exp": UnaryKind.EXP, "log": UnaryKind.LOG,
                     "tanh": UnaryKind.TANH, "abs": UnaryKind.ABS, "fabs": UnaryKind.ABS,
-                    "floor": UnaryKind.FLOOR}
+                    "floor": UnaryKind.FLOOR, "ceil": UnaryKind.CEIL, "round": UnaryKind.ROUND,
+                    "rint": UnaryKind.ROUND, "sin": UnaryKind.SIN, "cos": UnaryKind.COS,
+                    "tan": UnaryKind.TAN, "erf": UnaryKind.ERF, "isnan": UnaryKind.ISNAN}
 _REDUCTIONS = {"sum": ReduceKind.SUM, "max": ReduceKind.MAX, "min": ReduceKind.MIN}
 _CASTS = {"float32", "float64", "int32", "int64"}
 FUNCTIONS = sorted(set(_UNARY_FUNCTIONS) | set(_REDUCTIONS) | _CASTS | {"where", "if"})

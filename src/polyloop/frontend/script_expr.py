@@ -42,10 +42,6 @@ def _fold(fn: Callable[[Expr, Expr], Expr]) -> Callable[..., Expr]:
     return call
 
 
-def _unary(kind: UnaryKind) -> Callable[[Expr], Expr]:
-    return lambda x: unary(kind, x)
-
-
 # function object -> (builder, min args, max args); max None: any number
 FUNCTIONS: dict[int, tuple[str, Callable[..., Expr], int, int | None]] = {}
 
@@ -63,9 +59,18 @@ _register([math.exp, np.exp, ew.exp], "exp", ew.exp, 1, 1)
 _register([math.log, np.log, ew.log], "log", ew.log, 1, 1)
 _register([math.sqrt, np.sqrt, ew.sqrt], "sqrt", ew.sqrt, 1, 1)
 _register([math.tanh, np.tanh, ew.tanh], "tanh", ew.tanh, 1, 1)
-_register([math.floor, np.floor], "floor", _unary(UnaryKind.FLOOR), 1, 1)
+_register([math.floor, np.floor, ew.floor], "floor", ew.floor, 1, 1)
+_register([math.ceil, np.ceil, ew.ceil], "ceil", ew.ceil, 1, 1)
+_register([builtins.round, np.round, np.rint, ew.round], "round", ew.round, 1, 1)
+_register([math.sin, np.sin, ew.sin], "sin", ew.sin, 1, 1)
+_register([math.cos, np.cos, ew.cos], "cos", ew.cos, 1, 1)
+_register([math.tan, np.tan, ew.tan], "tan", ew.tan, 1, 1)
+_register([math.erf, ew.erf], "erf", ew.erf, 1, 1)
+_register([ew.sigmoid], "sigmoid", ew.sigmoid, 1, 1)
+_register([math.isnan, np.isnan, ew.isnan], "isnan", ew.isnan, 1, 1)
+_register([math.fmod, np.fmod, ew.fmod], "fmod", ew.fmod, 2, 2)
 _register([np.where, ew.where], "where", ew.where, 3, 3)
-_POW = (builtins.pow, math.pow, np.power)
+_POW = (builtins.pow, math.pow, np.power, ew.pow)
 
 
 def _number(node: ast.expr) -> int | float | None:
@@ -173,8 +178,8 @@ class ExprParser:
         return self.power(node, self.value(node.left), node.right)
 
     def power(self, node: ast.AST, base: Expr, exponent: ast.expr) -> Expr:
-        """``base ** exponent`` for a constant exponent: integers by repeated squaring (a
-        negative one as a reciprocal), halves through sqrt."""
+        """``base ** exponent``: a constant integer exponent by repeated squaring (a negative
+        one as a reciprocal), a half through sqrt, anything else through C's pow."""
         k = _number(exponent)
         if isinstance(k, float) and k.is_integer() and abs(k) <= 64:
             base, k = cast(as_dtype("float64"), base) if not base.dtype.is_float else base, int(k)
@@ -186,15 +191,7 @@ class ExprParser:
         if k in (0.5, -0.5):
             root = ew.sqrt(base)
             return root if k > 0 else 1.0 / root
-        c = base.value if isinstance(base, Const) else None
-        if k is None and isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0:
-            # a positive constant base (PolyBench's pow(2.0, -alpha)): c ** y == exp(y ln c)
-            y = self.value(exponent)
-            return ew.exp(y * math.log(c)) if c != 1 else y * 0 + 1.0
-        raise self.fail(node, f"the exponent {ast.unparse(exponent)} is not supported: '**' and "
-                              "pow() take a constant integer exponent (|k| <= 64) or 0.5/-0.5; "
-                              "for a variable exponent the base must be a positive constant "
-                              "(pow(2.0, -alpha)); write pl.exp(y * pl.log(x)) for x > 0")
+        return ew.pow(base, self.value(exponent))
 
     def _UnaryOp(self, node: ast.UnaryOp) -> Expr:
         v = self.value(node.operand)

@@ -32,7 +32,7 @@ def expr_to_str(e: Expr, prec: int = 0) -> str:
     if isinstance(e, Load):
         return f"{e.buffer}[{', '.join(expr_to_str(i) for i in e.indices)}]"
     if isinstance(e, BinOp):
-        if e.op in (BinOpKind.MIN, BinOpKind.MAX):
+        if e.op in (BinOpKind.MIN, BinOpKind.MAX, BinOpKind.POW, BinOpKind.FMOD):
             return f"{e.op.value}({expr_to_str(e.lhs)}, {expr_to_str(e.rhs)})"
         p = _PREC[e.op]
         sym = {BinOpKind.AND: "&", BinOpKind.OR: "|"}.get(e.op, e.op.value)

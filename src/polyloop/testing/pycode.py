@@ -8,6 +8,8 @@ Python ints (exact, and fast to index with). Every load and store is bounds-chec
 """
 from __future__ import annotations
 
+import math
+
 import itertools
 from dataclasses import dataclass
 from typing import Callable
@@ -27,7 +29,9 @@ _ARITHMETIC = {BinOpKind.ADD: "+", BinOpKind.SUB: "-", BinOpKind.MUL: "*", BinOp
                BinOpKind.EQ: "==", BinOpKind.NE: "!=", BinOpKind.AND: "and",
                BinOpKind.OR: "or"}
 _MATH = {UnaryKind.EXP: "np_exp", UnaryKind.LOG: "np_log", UnaryKind.SQRT: "np_sqrt",
-         UnaryKind.TANH: "np_tanh", UnaryKind.FLOOR: "np_floor"}
+         UnaryKind.TANH: "np_tanh", UnaryKind.FLOOR: "np_floor", UnaryKind.CEIL: "np_ceil",
+         UnaryKind.ROUND: "np_rint", UnaryKind.SIN: "np_sin", UnaryKind.COS: "np_cos",
+         UnaryKind.TAN: "np_tan", UnaryKind.ERF: "math_erf", UnaryKind.ISNAN: "np_isnan"}
 _CASTS = {DType.FLOAT32: "to_float32", DType.FLOAT64: "to_float64", DType.INT32: "to_int32",
           DType.INT64: "to_int64"}
 
@@ -52,9 +56,17 @@ def _mod(a: object, b: object) -> object:
     return a * 0 if b == 0 else a % b  # type: ignore[operator]
 
 
+def _erf(x: object) -> object:
+    """The error function (NumPy has none), in the dtype of ``x``."""
+    value = math.erf(x)  # type: ignore[arg-type]
+    return type(x)(value) if isinstance(x, np.generic) else value
+
+
 _RUNTIME: dict[str, object] = {
     "np_exp": np.exp, "np_log": np.log, "np_sqrt": np.sqrt, "np_tanh": np.tanh,
-    "np_floor": np.floor, "to_float32": np.float32, "to_float64": np.float64,
+    "np_floor": np.floor, "np_ceil": np.ceil, "np_rint": np.rint, "np_sin": np.sin,
+    "np_cos": np.cos, "np_tan": np.tan, "np_isnan": np.isnan, "math_erf": _erf,
+    "np_power": np.power, "np_fmod": np.fmod, "to_float32": np.float32, "to_float64": np.float64,
     "to_int32": _wrapping(np.int32, 32), "to_int64": _wrapping(np.int64, 64),
     "int_floordiv": _floordiv, "int_mod": _mod,
 }
@@ -210,6 +222,8 @@ class _StatementWriter:
             return f"({a} {_ARITHMETIC[e.op]} {b})"
         if e.op in (BinOpKind.MIN, BinOpKind.MAX):
             return self._minmax(e.op is BinOpKind.MIN, a, b)
+        if e.op in (BinOpKind.POW, BinOpKind.FMOD):
+            return f"np_{e.op.value.replace('pow', 'power')}({a}, {b})"
         op = "//" if e.op is BinOpKind.FLOORDIV else "%"
         divisor = e.rhs
         if e.lhs.dtype.is_float or (isinstance(divisor, Const) and divisor.value != 0):
