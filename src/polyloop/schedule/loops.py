@@ -68,6 +68,11 @@ def split(state: State, node: LoopNode, factors: Sequence[int | None],
     return new, new_nodes
 
 
+def loop_range(state: State, node: LoopNode) -> tuple[int | None, int | None]:
+    """The constant (first, last) values of a loop; None where they depend on sizes."""
+    return _range(state, node)
+
+
 def _chain(nodes: list[LoopNode], children: tuple) -> LoopNode:
     inner = nodes[-1].with_children(children)
     for n in reversed(nodes[:-1]):
