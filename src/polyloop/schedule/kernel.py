@@ -286,8 +286,15 @@ def fix_parameters(knl: Any, **values: int) -> Any:
     return replace(out, history=knl.history + (("fix_parameters", (), tuple(values.items())),))
 
 
+# Steps whose effect lives in the program itself (its assumptions, its fixed sizes): a replay
+# on that program must not apply them again (n is no longer a parameter once fixed).
+_IN_PROGRAM = frozenset({"assume", "fix_parameters"})
+
+
 def _replay(knl: Any, history: Sequence[tuple[str, tuple, tuple]]) -> Any:
     for step, args, kwargs in history:
+        if step in _IN_PROGRAM:
+            continue
         fn: Callable[..., Any] = TRANSFORMATIONS[step]
         knl = fn(knl, *args, **dict(kwargs))
     return knl
