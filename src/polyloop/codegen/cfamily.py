@@ -73,7 +73,11 @@ class CFamilyPrinter:
 
     # hooks -------------------------------------------------------------------------------------
     def type_name(self, d: DType) -> str:
-        return self.types[d]
+        try:
+            return self.types[d]
+        except KeyError:
+            raise BuildError(f"dtype {d} has no type on target '{self.target}'; store the data "
+                             "as float32 (or a supported integer type) for this target") from None
 
     def math_function(self, op: UnaryKind, d: DType) -> str:
         try:
@@ -183,6 +187,10 @@ class CFamilyPrinter:
         if (e.op, e.lhs.dtype) in self.binary_functions:
             name = self.binary_functions[(e.op, e.lhs.dtype)]
             return f"{name}({self.expr(e.lhs)}, {self.expr(e.rhs)})", POSTFIX
+        if e.lhs.dtype is DType.FLOAT16 and (e.op, DType.FLOAT32) in self.binary_functions:
+            name = self.binary_functions[(e.op, DType.FLOAT32)]
+            return (f"({self.type_name(DType.FLOAT16)}){name}((float){self._operand(e.lhs, UNARY)}"
+                    f", (float){self._operand(e.rhs, UNARY)})"), UNARY
         if e.op is BinOpKind.DIV and not e.lhs.dtype.is_float:
             raise BuildError(f"true division of {e.lhs.dtype} operands in {e}; the IR casts "
                              "them to float first, so this expression was built by hand")
@@ -207,7 +215,14 @@ class CFamilyPrinter:
                 text = f"({text})"  # not "--x"
             return ("-" if e.op is UnaryKind.NEG else "!") + text, UNARY
         # the operand's dtype picks the function (isnan's result is a bool)
-        return f"{self.math_function(e.op, e.operand.dtype)}({self.expr(e.operand)})", POSTFIX
+        d = e.operand.dtype
+        if d is DType.FLOAT16 and (e.op, d) not in self.math_functions:
+            # no half-precision libm: compute in float and round back (isnan needs no cast)
+            arg = self._operand(e.operand, UNARY)
+            call = f"{self.math_function(e.op, DType.FLOAT32)}((float){arg})"
+            return (call, POSTFIX) if e.dtype is DType.BOOL else \
+                (f"({self.type_name(d)}){call}", UNARY)
+        return f"{self.math_function(e.op, d)}({self.expr(e.operand)})", POSTFIX
 
     def literal(self, c: Const) -> tuple[str, int]:
         """A constant spelled so that C gives it exactly ``c.dtype`` and ``c.value``."""
@@ -232,6 +247,8 @@ class CFamilyPrinter:
         return f"INT64_C({v})"
 
     def _float_literal(self, c: Const) -> str:
+        if c.dtype is DType.FLOAT16:     # a float literal rounded to half, typed as one
+            return f"({self.type_name(c.dtype)}){float(np.float16(c.value))!r}f"
         with np.errstate(over="ignore"):
             v = float(np.float32(c.value)) if c.dtype is DType.FLOAT32 else float(c.value)
         if math.isfinite(v):

@@ -21,9 +21,12 @@ from .names import NameKind
 from .tables import C_KEYWORDS
 from .writer import CodeWriter
 
+# float16 needs the cl_khr_fp16 extension, which is not assumed: it has no entry
 OPENCL_TYPES = {DType.BOOL: "bool", DType.INT32: "int", DType.INT64: "long",
-                DType.FLOAT32: "float", DType.FLOAT64: "double"}
-OPENCL_UNSIGNED_TYPES = {DType.INT32: "uint", DType.INT64: "ulong"}
+                DType.FLOAT32: "float", DType.FLOAT64: "double", DType.INT8: "char",
+                DType.UINT8: "uchar", DType.INT16: "short"}
+OPENCL_UNSIGNED_TYPES = {DType.INT32: "uint", DType.INT64: "ulong", DType.INT8: "uchar",
+                         DType.UINT8: "uchar", DType.INT16: "ushort"}
 # OpenCL's math built-ins are overloaded on float and double.
 OPENCL_MATH_FUNCTIONS = {
     (op, d): name
@@ -36,13 +39,15 @@ OPENCL_MATH_FUNCTIONS = {
 } | {(UnaryKind.ABS, DType.INT32): "abs", (UnaryKind.ABS, DType.INT64): "abs"}
 OPENCL_BINARY_FUNCTIONS = {(op, d): op.value for op in (BinOpKind.POW, BinOpKind.FMOD)
                            for d in (DType.FLOAT32, DType.FLOAT64)}
-OPENCL_INT_LIMITS = {DType.INT32: (-2**31, 2**31 - 1, "INT_MIN"),
+OPENCL_INT_LIMITS = {DType.INT8: (-2**7, 2**7 - 1, "CHAR_MIN"), DType.UINT8: (0, 2**8 - 1, "0"),
+                     DType.INT16: (-2**15, 2**15 - 1, "SHRT_MIN"),
+                     DType.INT32: (-2**31, 2**31 - 1, "INT_MIN"),
                      DType.INT64: (-2**63, 2**63 - 1, "LONG_MIN")}
 OPENCL_KEYWORDS = C_KEYWORDS | frozenset("""
     kernel __kernel global __global local __local constant __constant private __private
     read_only write_only half uchar ushort uint ulong size_t barrier get_group_id get_local_id
     get_global_id get_num_groups get_local_size CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
-    INT_MIN LONG_MIN fmod copysign fabs exp log sqrt tanh floor abs pow ceil rint sin cos tan erf
+    INT_MIN LONG_MIN CHAR_MIN SHRT_MIN fmod copysign fabs exp log sqrt tanh floor abs pow ceil rint sin cos tan erf
     isnan""".split())
 INDEX_FUNCTIONS = {"blockIdx": "get_group_id", "threadIdx": "get_local_id"}
 ADDRESS_SPACES = {MemScope.GLOBAL: "__global ", MemScope.SHARED: "__local ", MemScope.LOCAL: ""}

@@ -32,13 +32,12 @@ _MATH = {UnaryKind.EXP: "np_exp", UnaryKind.LOG: "np_log", UnaryKind.SQRT: "np_s
          UnaryKind.TANH: "np_tanh", UnaryKind.FLOOR: "np_floor", UnaryKind.CEIL: "np_ceil",
          UnaryKind.ROUND: "np_rint", UnaryKind.SIN: "np_sin", UnaryKind.COS: "np_cos",
          UnaryKind.TAN: "np_tan", UnaryKind.ERF: "math_erf", UnaryKind.ISNAN: "np_isnan"}
-_CASTS = {DType.FLOAT32: "to_float32", DType.FLOAT64: "to_float64", DType.INT32: "to_int32",
-          DType.INT64: "to_int64"}
+_CASTS = {d: f"to_{d.value}" for d in DType if d is not DType.BOOL}
 
 
-def _wrapping(np_type: type, bits: int) -> Callable[[object], object]:
+def _wrapping(np_type: type, bits: int, *, signed: bool = True) -> Callable[[object], object]:
     """C's conversion to a fixed-width integer: floats truncate, integers wrap around."""
-    half, mask = 1 << (bits - 1), (1 << bits) - 1
+    half, mask = (1 << (bits - 1) if signed else 0), (1 << bits) - 1
 
     def convert(x: object) -> object:
         if isinstance(x, np.generic):
@@ -68,6 +67,8 @@ _RUNTIME: dict[str, object] = {
     "np_cos": np.cos, "np_tan": np.tan, "np_isnan": np.isnan, "math_erf": _erf,
     "np_power": np.power, "np_fmod": np.fmod, "to_float32": np.float32, "to_float64": np.float64,
     "to_int32": _wrapping(np.int32, 32), "to_int64": _wrapping(np.int64, 64),
+    "to_int8": _wrapping(np.int8, 8), "to_int16": _wrapping(np.int16, 16),
+    "to_uint8": _wrapping(np.uint8, 8, signed=False), "to_float16": np.float16,
     "int_floordiv": _floordiv, "int_mod": _mod,
 }
 
