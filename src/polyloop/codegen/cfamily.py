@@ -396,6 +396,8 @@ class CFamilyPrinter:
             w.statement(f"{target} = {value}")
         elif node.reduction is ReduceKind.SUM:
             w.statement(f"{target} += {value}")
+        elif node.reduction is ReduceKind.PROD:
+            w.statement(f"{target} *= {value}")
         else:
             fn = self.use_helper(REDUCTION_HELPERS[node.reduction], self.buffers[node.buffer].dtype)
             w.statement(f"{target} = {fn}({target}, {value})")

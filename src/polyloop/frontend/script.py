@@ -401,11 +401,12 @@ class _Loop:
 
 
 def _reduction(buf: Buffer, idx: list[Expr], value: Expr) -> tuple[ReduceKind | None, Expr]:
-    """``X = X + e`` and ``X = max(X, e)`` (e not reading X) are reduction updates."""
+    """``X = X + e``, ``X = X * e`` and ``X = max(X, e)`` (e not reading X) are reduction
+    updates."""
     if not isinstance(value, BinOp):
         return None, value
     kinds = {BinOpKind.ADD: ReduceKind.SUM, BinOpKind.MAX: ReduceKind.MAX,
-             BinOpKind.MIN: ReduceKind.MIN}
+             BinOpKind.MIN: ReduceKind.MIN, BinOpKind.MUL: ReduceKind.PROD}
     kind = kinds.get(value.op)
     if kind is None:
         return None, value

@@ -72,6 +72,7 @@ class ReduceKind(enum.Enum):
     SUM = "sum"
     MAX = "max"
     MIN = "min"
+    PROD = "prod"
 
 
 class VarKind(enum.Enum):
@@ -481,10 +482,12 @@ def same(a: Expr, b: Expr) -> bool:
 
 
 def reduce_identity(kind: ReduceKind, dtype: DType) -> Const:
-    """The value a reduction starts from: 0 for sums, -inf/+inf (or the integer limits) for
-    max/min."""
+    """The value a reduction starts from: 0 for sums, 1 for products, -inf/+inf (or the
+    integer limits) for max/min."""
     if kind is ReduceKind.SUM:
         return const(0, dtype)
+    if kind is ReduceKind.PROD:
+        return const(1, dtype)
     if dtype.is_float:
         return const(float("-inf") if kind is ReduceKind.MAX else float("inf"), dtype)
     import numpy as np

@@ -56,7 +56,7 @@ def expr_to_str(e: Expr, prec: int = 0) -> str:
     raise TypeError(f"unknown expression node {type(e).__name__}")
 
 
-_REDUCE_OP = {"sum": "+=", "max": "max=", "min": "min="}
+_REDUCE_OP = {"sum": "+=", "max": "max=", "min": "min=", "prod": "*="}
 
 
 def statement_to_str(s: object) -> str:

@@ -140,6 +140,8 @@ class _StatementWriter:
             return value
         if kind is ReduceKind.SUM:
             return f"{ref} + {value}"
+        if kind is ReduceKind.PROD:
+            return f"{ref} * ({value})"
         return self._minmax(kind is ReduceKind.MIN, ref, value)
 
     def _slot(self, name: str) -> BufferSlot:
