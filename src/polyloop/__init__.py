@@ -17,6 +17,7 @@ from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, s
 from .frontend.script import alloc, script
 from .frontend.te_scan import scan
 from .frontend.te_reducer import comm_reducer
+from .ir.extern import extern
 from .frontend.kernel import ArrayArg, LoopKernel, ValueArg, make_kernel
 from .ir.dtypes import DType
 from .ir.elementwise import (abs, const, exp, log, maximum, minimum, sqrt, tanh,  # noqa: A004
@@ -42,7 +43,7 @@ __all__ += ["alloc", "auto_schedule", "script"]
 __all__ += ["TensorIntrin"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
-__all__ += ["comm_reducer", "scan"]
+__all__ += ["comm_reducer", "extern", "scan"]
 __all__ += ["ceil", "cos", "erf", "floor", "fmod", "isnan", "pow", "round", "sigmoid", "sin",
             "tan"]
 

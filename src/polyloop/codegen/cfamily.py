@@ -16,14 +16,15 @@ from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
 from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, ReduceKind, Select,
                        Unary, UnaryKind, Var, VarKind, binop)
+from ..ir.extern import Extern, ExternFunction
 from ..ir.loops import Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Prefetch, Store
 from ..ir.program import Buffer, BufferRole
 from ..ir.simplify import simplify
 from .helpers import Helper, HelperKind, emit_helper, helper
 from .names import NameKind, Names
-from .tables import (ADDITIVE, C_BINARY_FUNCTIONS, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS,
-                     C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES, CONDITIONAL, HELPER_OPERATORS,
-                     POSTFIX, REDUCTION_HELPERS, UNARY)
+from .tables import (ADDITIVE, C_BINARY_FUNCTIONS, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX,
+                     C_MATH_FUNCTIONS, C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES, CONDITIONAL,
+                     HELPER_OPERATORS, POSTFIX, REDUCTION_HELPERS, UNARY)
 from .temps import local_temp_homes
 from .writer import CodeWriter
 
@@ -67,6 +68,7 @@ class CFamilyPrinter:
         self.bound: dict[str, list[str]] = {}   # iterator name -> C names of enclosing loops
         self.helpers: set[Helper] = set()
         self.intrinsics: dict[str, str] = {}    # function name -> C source (tensorize)
+        self.externs: dict[str, ExternFunction] = {}   # pl.extern functions called
         self.local_temps = local_temp_homes(kernel)
         in_loops = {b.name for temps in self.local_temps.values() for b in temps}
         self.function_temps = [b for b in kernel.temps if b.name not in in_loops]
@@ -167,6 +169,8 @@ class CFamilyPrinter:
             return self._unary(e)
         if isinstance(e, Cast):
             return f"({self.type_name(e.dtype)}){self._operand(e.value, UNARY)}", UNARY
+        if isinstance(e, Extern):
+            return self._extern(e), POSTFIX
         if isinstance(e, Select):
             parts = [self._operand(x, CONDITIONAL + 1)
                      for x in (e.cond, e.true_value, e.false_value)]
@@ -175,6 +179,17 @@ class CFamilyPrinter:
             raise BuildError(f"reduction {e} reached code generation; lowering turns "
                              "reductions into an init and an update statement")
         raise BuildError(f"cannot print expression node {type(e).__name__}")
+
+    def _extern(self, e: Extern) -> str:
+        fn = e.function
+        if self.target != "c":
+            raise BuildError(f"extern '{fn.name}' is C code; target '{self.target}' cannot call "
+                             "it (build for target='c')")
+        known = self.externs.setdefault(fn.name, fn)
+        if known != fn:
+            raise BuildError(f"two different extern functions are named '{fn.name}'; declare "
+                             "it once with pl.extern and reuse the result")
+        return f"{fn.name}({', '.join(self.expr(a) for a in e.args)})"
 
     def _operand(self, e: Expr, min_prec: int, *, unclear: bool = False) -> str:
         text, prec = self._expr(e)
@@ -300,6 +315,10 @@ class CFamilyPrinter:
             emit_helper(w, h, qualifier=self.helper_qualifier, types=self.types,
                         unsigned_types=self.unsigned_types, libm_suffix=self.libm_suffix)
             w.line()
+        for fn in self.externs.values():        # the user's C definitions, as written
+            if fn.source:
+                w.lines(fn.source.strip("\n").splitlines())
+                w.line()
         for source in self.intrinsics.values():  # each tensor intrinsic once per module
             w.lines(source.strip("\n").splitlines())
             w.line()

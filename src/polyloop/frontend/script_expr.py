@@ -246,6 +246,10 @@ class ExprParser:
         if entry is None:
             if fn is float or fn is int:
                 return self._cast(node, "float64" if fn is float else "int64")
+            if getattr(fn, "extern_function", None) is not None:
+                if node.keywords:
+                    raise self.fail(node, f"extern '{fn.__name__}' takes positional arguments")
+                return fn(*[self.value(a) for a in node.args])
             if isinstance(fn, types.FunctionType):
                 return self._inline(node, fn)
             raise self.fail(node, f"call to unknown function '{ast.unparse(node.func)}'; "

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from .expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, Select, Unary, UnaryKind,
                    Var)
+from .extern import Extern
 
 if TYPE_CHECKING:
     from .program import Program
@@ -50,6 +51,8 @@ def expr_to_str(e: Expr, prec: int = 0) -> str:
     if isinstance(e, Select):
         return (f"where({expr_to_str(e.cond)}, {expr_to_str(e.true_value)}, "
                 f"{expr_to_str(e.false_value)})")
+    if isinstance(e, Extern):
+        return f"{e.function.name}({', '.join(expr_to_str(a) for a in e.args)})"
     if isinstance(e, Reduce):
         return (f"{e.kind.value}({expr_to_str(e.source)}, axis=["
                 f"{', '.join(a.name for a in e.axes)}])")

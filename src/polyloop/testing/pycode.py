@@ -8,9 +8,8 @@ Python ints (exact, and fast to index with). Every load and store is bounds-chec
 """
 from __future__ import annotations
 
-import math
-
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,6 +19,7 @@ from ..errors import PolyloopError
 from ..ir.dtypes import DType
 from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, ReduceKind, Select,
                        Unary, UnaryKind, Var, VarKind)
+from ..ir.extern import Extern
 from ..ir.program import Statement
 
 StatementFunction = Callable[..., None]
@@ -182,10 +182,22 @@ class _StatementWriter:
         if isinstance(e, Select):
             return (f"({self.expr(e.true_value)} if {self.expr(e.cond)} "
                     f"else {self.expr(e.false_value)})")
+        if isinstance(e, Extern):
+            return self._extern(e)
         if isinstance(e, Reduce):
             raise PolyloopError(f"statement '{self.stmt.name}' contains an unlowered reduction "
                                 f"{e}; build the Program with to_program()")
         raise PolyloopError(f"cannot interpret expression node {type(e).__name__}")
+
+    def _extern(self, e: Extern) -> str:
+        fn = e.function
+        if fn.python is None:
+            raise PolyloopError(f"extern '{fn.name}' has no Python implementation for the "
+                                "reference interpreter; declare it with python=... (a function "
+                                "computing the same value)")
+        convert = self._constant(e.dtype.numpy.type)
+        args = ", ".join(self.expr(a) for a in e.args)
+        return f"{convert}({self._constant(fn.python)}({args}))"
 
     def _const(self, c: Const) -> str:
         if c.dtype is DType.BOOL:
