@@ -31,6 +31,7 @@ from .ir.elementwise import (ceil, cos, erf, floor, fmod, isnan, pow, round, sig
                              sin, tan)
 from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames, rename_iname,
                               split_iname, tag_inames)
+from .schedule.kernel import prioritize_loops, set_temporary_address_space
 
 __all__ = [
     "ArgumentError", "BlockHandle", "Buffer", "BufferRole", "BuildError", "DType", "DTypeError",
@@ -44,6 +45,7 @@ __all__ += ["TensorIntrin"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
 __all__ += ["comm_reducer", "extern", "scan"]
+__all__ += ["prioritize_loops", "set_temporary_address_space"]
 __all__ += ["ceil", "cos", "erf", "floor", "fmod", "isnan", "pow", "round", "sigmoid", "sin",
             "tan"]
 
