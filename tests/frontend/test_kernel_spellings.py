@@ -54,3 +54,21 @@ def test_set_temporary_address_space_survives_later_transformations(rng):
         pl.set_temporary_address_space(knl, "a", "local")
     with pytest.raises(pl.ScheduleError, match="unknown space 'shared'"):
         pl.set_temporary_address_space(knl, "t", "shared")
+
+
+def test_instructions_run_in_dependence_order_not_text_order(rng):
+    knl = pl.make_kernel("{ [i] : 0 <= i < n }", [
+        "out[i] = t[i] + 1      {id=use, dep=make}",
+        "t[i] = 2 * a[i]        {id=make}",
+    ])
+    assert [s.buffer for s in knl.program.statements] == ["t", "out"]
+    a = rng.standard_normal(7).astype("float32")
+    out, t = np.full(7, np.nan, "float32"), np.full(7, np.nan, "float32")
+    pl.build(knl)(a=a, out=out, t=t)
+    np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)
+
+
+def test_a_cycle_of_deps_is_refused():
+    with pytest.raises(pl.ParseError, match="form a cycle"):
+        pl.make_kernel("{ [i] : 0 <= i < n }", ["a[i] = 1  {id=x, dep=y}",
+                                                "b[i] = 2  {id=y, dep=x}"])
