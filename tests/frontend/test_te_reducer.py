@@ -71,3 +71,17 @@ def test_wrong_identity_is_refused():
     k = pl.reduce_axis((0, 7), name="k")
     with pytest.raises(pl.PolyloopError, match=r"a prod starts from 1"):
         pl.compute((4,), lambda i: bad(A[i, k], axis=k))
+
+
+def test_compute_with_several_outputs(rng):
+    n = pl.var("n")
+    A = pl.placeholder((n,), "float32", name="A")
+    B = pl.placeholder((n,), "float32", name="B")
+    lo, hi = pl.compute((n,), lambda i: (pl.minimum(A[i], B[i]), pl.maximum(A[i], B[i])),
+                        name="L")
+    assert (lo.name, hi.name) == ("L", "L_1")
+    a, b = (rng.standard_normal(11).astype("float32") for _ in range(2))
+    got_lo, got_hi = np.full(11, np.nan, "float32"), np.full(11, np.nan, "float32")
+    pl.build(pl.Schedule(lo, hi))(a, b, got_lo, got_hi)
+    np.testing.assert_array_equal(got_lo, np.minimum(a, b))
+    np.testing.assert_array_equal(got_hi, np.maximum(a, b))

@@ -199,10 +199,13 @@ def placeholder(shape: object, dtype: object = "float32", name: str | None = Non
                   next(_counter))
 
 
-def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None = None) -> Tensor:
+def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None = None
+            ) -> Tensor:
     """A tensor defined elementwise: ``pl.compute((n,), lambda i: A[i] + 1.0, name="B")``.
 
-    The body may be a reduction (``pl.sum``, ``pl.max``, ``pl.min``) at its top level.
+    The body may be a reduction (``pl.sum``, ``pl.max``, ``pl.min``) at its top level. A body
+    that is a tuple gives a tuple of tensors of this shape, named ``B``, ``B_1``, ...:
+    ``lo, hi = pl.compute((n,), lambda i: (A[i] - 1.0, A[i] + 1.0), name="B")``.
     """
     tensor_name = _tensor_name(name, "compute")
     dims = _shape(shape)
@@ -211,9 +214,24 @@ def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None =
     collector: list[Tensor] = []
     token = _reads.set(collector)
     try:
-        body = as_expr(fcompute(*iters))  # type: ignore[arg-type]
+        value = fcompute(*iters)
     finally:
         _reads.reset(token)
+    if isinstance(value, (tuple, list)):
+        if not value:
+            raise PolyloopError(f"the compute function of '{tensor_name}' returned an empty tuple")
+        outs = []
+        for k, v in enumerate(value):
+            body = as_expr(v)
+            used = {ld.buffer for ld in loads(body)}   # each output lists only what it reads
+            outs.append(_tensor(f"{tensor_name}_{k}" if k else tensor_name, dims, names, body,
+                                [t for t in collector if t.name in used]))
+        return tuple(outs)  # type: ignore[return-value]
+    return _tensor(tensor_name, dims, names, as_expr(value), collector)  # type: ignore[arg-type]
+
+
+def _tensor(tensor_name: str, dims: tuple[Expr, ...], names: list[str], body: Expr,
+            collector: list[Tensor]) -> Tensor:
     _check_body(body, names)
     read = {t.name for t in collector}
     for ld in loads(body):
