@@ -200,3 +200,15 @@ def recursive(x):
 def test_recursive_helper_is_refused():
     with pytest.raises(pl.ParseError, match="more than 16 deep"):
         pl.script("def f(A: pl.Buffer[(3,), 'float64']):\n    A[0] = recursive(A[1])\n")
+
+
+def test_alloc_without_dtype_keeps_the_kernels_precision():
+    def f(n: int, A: pl.Buffer[("n",), "float64"]):
+        T = pl.alloc((n,))
+        for i in range(n):
+            T[i] = A[i] * 3.0
+        for i in range(n):
+            A[i] = T[i]
+    assert pl.script(f).buffer("T").dtype is DType.FLOAT64
+    with pytest.raises(pl.ParseError, match=r'pl.alloc\(\(n,\), "float64"\)'):
+        pl.script("def g(A: pl.Buffer[('n',), 'float64']):\n    T = pl.alloc()\n    A[0] = 1.0\n")

@@ -48,8 +48,10 @@ from .script_expr import ISL_RESERVED, ExprParser, Scope
 from .script_signature import Declarations
 
 
-def alloc(shape: object, dtype: object = "float32") -> Buffer:
+def alloc(shape: object, dtype: object = None) -> Buffer:
     """A temporary buffer inside a ``@pl.script`` function: ``Y = pl.alloc((n, 128), "float32")``.
+    Without a dtype it takes the float type of the function's buffers (float32 if they have
+    none or several).
 
     Only meaningful in a script (which is parsed, not run); calling it elsewhere is an error.
     """
@@ -342,7 +344,8 @@ class _Parser:
                                    f'pl.alloc((n,), "{self.float_dtype}")')
         dnode = args[1] if len(args) == 2 else kw.get("dtype")
         shape = self.decl.literal(value, args[0])
-        dtype = self.decl.literal(value, dnode) if dnode is not None else "float32"
+        # without a dtype, the kernel's own float type: a float64 kernel keeps its precision
+        dtype = self.decl.literal(value, dnode) if dnode is not None else self.float_dtype
         buf = Buffer(target.id, self.decl.shape(value, shape), self.decl.dtype(value, dtype),
                      BufferRole.TEMP)
         self.decl.add_buffer(target, buf)
