@@ -78,3 +78,44 @@ def test_build_second_argument_must_be_a_target_or_a_list():
     A, B, C = _add(8)
     with pytest.raises(pl.PolyloopError, match="second argument is the target"):
         pl.build(C, 3)
+
+
+def _stencil_pair(n):
+    A = pl.placeholder((n,), "float32", name="A")
+    B = pl.compute((n,), lambda i: A[i] * 2.0, name="B")
+    C = pl.compute((n - 2,), lambda i: B[i] + B[i + 1] + B[i + 2], name="C")
+    return A, B, C
+
+
+def test_compute_root_undoes_compute_at(rng):
+    A, B, C = _stencil_pair(13)
+    sch = pl.Schedule(C)
+    before = str(sch)
+    (i,) = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), i)
+    assert str(sch) != before
+    sch.compute_root(sch.get_block("B"))
+    assert str(sch) == before
+    assert [s.primitive for s in sch.trace.steps][-1] == "compute_root"
+    a = rng.standard_normal(13).astype("float32")
+    c = np.full(11, np.nan, "float32")
+    pl.build(sch)(a, c)
+    np.testing.assert_allclose(c, 2 * (a[:-2] + a[1:-1] + a[2:]), rtol=1e-6)
+
+
+def test_compute_root_of_a_reverse_computed_consumer_goes_after(rng):
+    A, B, C = _stencil_pair(pl.var("n"))
+    sch = pl.Schedule(C)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    sch.reverse_compute_at(sch.get_block("C"), i)
+    sch.compute_root(sch.get_block("C"))
+    a = rng.standard_normal(9).astype("float32")
+    np.testing.assert_allclose(pl.build(sch)(a), 2 * (a[:-2] + a[1:-1] + a[2:]), rtol=1e-6)
+
+
+def test_compute_root_at_the_root_changes_nothing():
+    A, B, C = _stencil_pair(16)
+    sch = pl.Schedule(C)
+    before = str(sch)
+    sch.compute_root(sch.get_block("B"))
+    assert str(sch) == before
