@@ -172,8 +172,12 @@ def _common_ranges(state: State, seg: Sequence[LoopNode], stmts: list[str]
         lo = None if None in los else min(los)  # type: ignore[type-var]
         hi = None if None in his else max(his)  # type: ignore[type-var]
         if k > 0 and (lo is None or hi is None):
-            raise ScheduleError(f"fuse: loop '{n.name}' has no constant extent; fuse needs "
-                                "inner loops of constant extent")
+            raise ScheduleError(
+                f"fuse: loop '{n.name}' has a symbolic extent; the fused loop would compute its "
+                f"iterators as f // extent and f % extent, a division by a size that is not "
+                f"affine. Fuse loops whose inner extents are constants (split '{n.name}' by a "
+                "constant first and fuse the outer parts, or pl.fix_parameters in a kernel), "
+                "or parallelize the outer loop alone")
         out.append((lo, hi))
     return out
 
