@@ -14,6 +14,7 @@ from .ir.program import BufferRole, Program
 from .lower import lower
 from .poly.bounds import find_out_of_bounds
 from .schedule import Schedule
+from .schedule.gpu_default import map_unbound_nests
 from .schedule.kernel import schedule_of
 
 def dependences(obj: object, *, kind: str = "dataflow"):
@@ -142,6 +143,7 @@ def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: ob
     from .lower.launches import lower_device
     from .runtime.opencl import LaunchSpec, OpenCLModule, default_queue
     queue = queue if queue is not None else default_queue()   # a clear error without OpenCL
+    sch = map_unbound_nests(sch)    # a nest left unbound runs on work-groups where it can
     device = lower_device(sch.program, sch.state.root, name=name)
     source = generate_opencl(device)
     launches = tuple(LaunchSpec(x.kernel.name, x.groups, x.items,
