@@ -72,3 +72,17 @@ def test_a_cycle_of_deps_is_refused():
     with pytest.raises(pl.ParseError, match="form a cycle"):
         pl.make_kernel("{ [i] : 0 <= i < n }", ["a[i] = 1  {id=x, dep=y}",
                                                 "b[i] = 2  {id=y, dep=x}"])
+
+
+def test_split_iname_with_slabs_separates_full_tiles(rng):
+    knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")
+    knl = pl.split_iname(knl, "i", 16, slabs=(0, 1))
+    knl = pl.assume(knl, "n >= 1")          # a replay keeps the slabs
+    mod = pl.build(knl)
+    assert "i_inner < 16; i_inner++" in mod.source     # the full tiles: a constant trip count
+    a = rng.standard_normal(37).astype("float32")
+    out = np.full(37, np.nan, "float32")
+    mod(a, out)
+    np.testing.assert_array_equal(out, 2 * a)
+    with pytest.raises(pl.ScheduleError, match="slabs= is a pair"):
+        pl.split_iname(knl, "i_inner", 4, slabs=1)

@@ -45,14 +45,22 @@ __all__ = ["add_prefetch", "assume", "fix_parameters", "join_inames", "loops_nam
 
 def split_iname(knl: Any, iname: str, factor: int, outer_tag: str | None = None,
                 inner_tag: str | None = None, *, outer_iname: str | None = None,
-                inner_iname: str | None = None) -> Any:
+                inner_iname: str | None = None, slabs: tuple[int, int] = (0, 0)) -> Any:
     """Split loop ``iname`` into ``{iname}_outer`` (trip count ceil(extent/factor)) and
     ``{iname}_inner`` (``factor``); a factor that does not divide the extent is fine (isl
     writes exact bounds). Tags may be given for the new loops.
 
+    ``slabs=(first, last)`` (Loo.py) peels the partial outer iterations off: with any non-zero
+    entry the full tiles get a nest of their own whose inner loop has the constant trip count
+    ``factor`` (isl's full-tile isolation), and the partial tile its own nest.
+
     >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")  # doctest: +SKIP
     >>> knl = pl.split_iname(knl, "i", 128, outer_tag="g.0", inner_tag="l.0")  # doctest: +SKIP
     """
+    if not (isinstance(slabs, tuple) and len(slabs) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in slabs)):
+        raise ScheduleError(f"split_iname: slabs= is a pair of non-negative ints (outer "
+                            f"iterations peeled at the start and the end), got {slabs!r}")
     work = work_of(knl)
     sch = work.sch
     outer = outer_iname or f"{iname}_outer"
@@ -67,13 +75,15 @@ def split_iname(knl: Any, iname: str, factor: int, outer_tag: str | None = None,
         if h.id in work.tags:
             raise ScheduleError(f"split_iname: loop '{iname}' is already tagged; split it "
                                 "before tagging")
-        sch.split(h, [None, factor], names=[outer, inner])
+        _, inner_loop = sch.split(h, [None, factor], names=[outer, inner])
+        if any(slabs):      # full tiles in a nest of their own, with constant bounds
+            sch.annotate(inner_loop, "isolate", "on")
     tags = {k: v for k, v in ((outer, outer_tag), (inner, inner_tag)) if v is not None}
     if tags:
         apply_tags(work, tags)
     return derive(knl, work, "split_iname", (iname, factor),
                    {"outer_tag": outer_tag, "inner_tag": inner_tag, "outer_iname": outer,
-                    "inner_iname": inner})
+                    "inner_iname": inner} | ({"slabs": slabs} if any(slabs) else {}))
 
 
 def tag_inames(knl: Any, tags: Mapping[str, str] | Sequence[tuple[str, str]] | str) -> Any:
