@@ -16,6 +16,9 @@ from .errors import (ArgumentError, BrokenDependence, BuildError, DeviceError, D
 from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, sum,  # noqa: A004
                           to_program, var)
 from .frontend.script import alloc, script
+from .frontend.te_scan import scan
+from .frontend.te_reducer import comm_reducer
+from .ir.extern import extern
 from .frontend.kernel import ArrayArg, LoopKernel, ValueArg, make_kernel
 from .ir.dtypes import DType
 from .ir.elementwise import (abs, const, exp, log, maximum, minimum, sqrt, tanh,  # noqa: A004
@@ -25,8 +28,11 @@ from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.auto import auto_schedule
 from .schedule.tensorize import TensorIntrin
 from . import intrin  # noqa: F401 - registers the built-in micro-kernels for trace replay
+from .ir.elementwise import (ceil, cos, erf, floor, fmod, isnan, pow, round, sigmoid,  # noqa: A004
+                             sin, tan)
 from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames, rename_iname,
                               split_iname, tag_inames)
+from .schedule.kernel import prioritize_loops, set_temporary_address_space
 
 __all__ = [
     "ArgumentError", "BlockHandle", "Buffer", "BufferRole", "BuildError", "DType", "DTypeError",
@@ -40,6 +46,10 @@ __all__ += ["alloc", "auto_schedule", "script"]
 __all__ += ["TensorIntrin", "BrokenDependence"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
+__all__ += ["comm_reducer", "extern", "scan"]
+__all__ += ["prioritize_loops", "set_temporary_address_space"]
+__all__ += ["ceil", "cos", "erf", "floor", "fmod", "isnan", "pow", "round", "sigmoid", "sin",
+            "tan"]
 
 
 def __getattr__(name: str):

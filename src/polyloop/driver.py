@@ -15,6 +15,7 @@ from .lower import lower
 from .poly.assumptions import assumption_checks, sizes_satisfying
 from .poly.bounds import find_out_of_bounds
 from .schedule import Schedule
+from .schedule.gpu_default import map_unbound_nests
 from .schedule.kernel import schedule_of
 
 def dependences(obj: object, *, kind: str = "dataflow"):
@@ -52,10 +53,36 @@ def dependences(obj: object, *, kind: str = "dataflow"):
     return deps if kind == "memory" else direct(deps, program)
 
 
+def _target_and_args(second: object, target: str | None, args: Sequence[Tensor] | None
+                     ) -> tuple[str, Sequence[Tensor] | None]:
+    """Sort ``build(obj, "c")``, ``build(obj, target="c")`` and ``build(obj, [A, B], "c")``."""
+    if isinstance(second, (list, tuple)):
+        if args is not None:
+            raise PolyloopError("build() got the argument list twice: positionally and as args=")
+        return (target or "c"), second
+    if second is not None and target is not None:
+        raise PolyloopError(f"build() got the target twice: {second!r} and target={target!r}")
+    if second is not None and not isinstance(second, str):
+        raise PolyloopError(f"build(obj, {second!r}): the second argument is the target (a "
+                            "string such as 'c') or the list of argument tensors")
+    return (second or target or "c"), args
+
+
+def _check_argument_list(sch: Schedule, args: Sequence[Tensor]) -> None:
+    given = [getattr(t, "name", None) for t in args]
+    if not all(isinstance(t, Tensor) for t in args):
+        raise PolyloopError(f"build(sch, [...]): the argument list holds tensors, got {given}")
+    if tuple(given) != tuple(sch.program.args):
+        raise PolyloopError(
+            f"build(sch, [{', '.join(map(str, given))}]): the schedule's arguments are "
+            f"[{', '.join(sch.program.args)}] in this order; build(sch) uses them, or choose "
+            "the order when making the schedule: pl.Schedule(C, args=[A, B, C])")
+
+
 def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> Schedule:
     if isinstance(obj, Schedule):
         if args is not None:
-            raise PolyloopError("args= goes to pl.Schedule(...) when building a schedule")
+            _check_argument_list(obj, args)
         return obj
     if isinstance(obj, Program):
         return Schedule(obj)
@@ -118,6 +145,7 @@ def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: ob
     from .lower.launches import lower_device
     from .runtime.opencl import LaunchSpec, OpenCLModule, default_queue
     queue = queue if queue is not None else default_queue()   # a clear error without OpenCL
+    sch = map_unbound_nests(sch)    # a nest left unbound runs on work-groups where it can
     device = lower_device(sch.program, sch.state.root, name=name)
     source = generate_opencl(device)
     launches = tuple(LaunchSpec(x.kernel.name, x.groups, x.items,
@@ -148,9 +176,9 @@ def _build_cuda(sch: Schedule, *, name: str | None, fast_math: bool, queue: obje
 TARGETS = {"c": _build_c, "opencl": _build_opencl, "cuda": _build_cuda}
 
 
-def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = None,
-          name: str | None = None, check: bool = False, fast_math: bool = False,
-          queue: object = None, profile: bool | int = False):
+def build(obj: object, target_or_args: object = None, target: str | None = None, *,
+          args: Sequence[Tensor] | None = None, name: str | None = None, check: bool = False,
+          fast_math: bool = False, queue: object = None, profile: bool | int = False):
     """Compile a schedule (or tensors/program with the default schedule) into a callable module.
 
     >>> import numpy as np, polyloop as pl
@@ -168,7 +196,11 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     ``profile=True`` times each top-level loop nest of the C function (``profile=2``, ``3``...:
     also the nests inside them, that many levels deep); ``mod.profile()`` then says where the
     time of the calls went. Without it no timing code is generated.
+
+    TVM's spelling ``pl.build(sch, [A, B, C], target="c")`` names the arguments in order: the
+    list must be the schedule's arguments (``pl.Schedule(C, args=[...])`` chooses them).
     """
+    target, args = _target_and_args(target_or_args, target, args)
     if target not in TARGETS:
         raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
     sch = _schedule(obj, args, name)

@@ -73,12 +73,13 @@ def test_full_unroll_of_a_constant_loop_uses_its_trip_count():
 
 
 def test_reductions_update_in_place():
-    A, S = buf("A", (n,), F32), buf("S", (3,), F32, OUT)
+    A, S = buf("A", (n,), F32), buf("S", (len(ReduceKind),), F32, OUT)
     body = loop("i", n, Block(tuple(
         Store("S", (c(k, I64),), A[i], kind) for k, kind in enumerate(ReduceKind))))
     src = lines(generate_c(Kernel("k", (A, S), ("n",), (), body)))
     assert ["S[0] += A[i];", "S[1] = pl_max_f32(S[1], A[i]);",
-            "S[2] = pl_min_f32(S[2], A[i]);"] == [s for s in src if s.startswith("S[")]
+            "S[2] = pl_min_f32(S[2], A[i]);", "S[3] *= A[i];"] == [
+                s for s in src if s.startswith("S[")]
 
 
 def test_if_else_chains_print_as_else_if():

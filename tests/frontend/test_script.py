@@ -296,8 +296,9 @@ BAD = {
                         "A[j] = 0.0", "loop bound must be affine"),
     "data_if": ("for i in range(n):\n        if A[i] > 0:\n            A[i] = 0.0",
                 "if conditions must be affine"),
-    "scalar": ("s = 0.0", "scalar variables are not supported"),
-    "reverse": ("for i in range(n, 0, -1):\n        A[i - 1] = 0.0", "positive integer"),
+    "scalar": ("s += 1.0", "'s' is not a scalar variable of this function"),
+    "step": ("for i in range(0, n, n):\n        A[i] = 0.0", "non-zero integer constant"),
+    "chain": ("for i in range(n):\n        A[i] = A[0] = A[i] + 1.0", "chained assignment"),
     "rank": ("for i in range(n):\n        A[i, i] = 0.0", "has 1 dimensions, indexed with 2"),
     "unknown_name": ("for i in range(m):\n        A[i] = 0.0", "unknown name 'm'"),
     "slice": ("A[0:2] = 0.0", "slices are not supported"),
@@ -326,7 +327,7 @@ def test_missing_annotation_points_at_this_file():
 
 def test_bad_annotation():
     with pytest.raises(pl.ParseError, match="pl.Buffer"):
-        pl.script("def f(A: int):\n    A[0] = 1\n")
+        pl.script("def f(A: 3):\n    A[0] = 1\n")
 
 
 def test_alloc_outside_a_script_is_an_error():

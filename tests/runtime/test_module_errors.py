@@ -60,9 +60,12 @@ def test_not_an_array(kernel):
         kernel("vadd")([1.0, 2.0], f32(2))
 
 
-def test_a_python_number_for_a_scalar(kernel):
-    with raises("argument 'alpha'", "numpy.ndarray", "float64[]", "got float"):
-        kernel("scale_inplace")(2.0, np.ones(3))
+def test_a_python_number_for_a_scalar_input(kernel):
+    x = np.ones(3)
+    kernel("scale_inplace")(2.0, x)         # a read-only 0-d argument takes a number
+    np.testing.assert_array_equal(x, 2.0 * np.ones(3))
+    with raises("argument 'alpha'", "numpy.ndarray", "float64[]", "got str"):
+        kernel("scale_inplace")("2.0", np.ones(3))
 
 
 def test_wrong_rank(kernel):

@@ -237,6 +237,9 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None,
     headers = INCLUDES + (("immintrin.h",) if printer.vectors.needs_immintrin else ())
     for header in headers:
         w.line(f"#include <{header}>")
+    for fn in printer.externs.values():
+        if fn.header:
+            w.line(fn.include_line())
     w.line()
     printer.vectors.emit_prelude(w)
     printer.emit_prelude(w)

@@ -16,14 +16,15 @@ from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
 from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, ReduceKind, Select,
                        Unary, UnaryKind, Var, VarKind, binop)
+from ..ir.extern import Extern, ExternFunction
 from ..ir.loops import Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Prefetch, Store
 from ..ir.program import Buffer, BufferRole
 from ..ir.simplify import simplify
 from .helpers import Helper, HelperKind, emit_helper, helper
 from .names import NameKind, Names
-from .tables import (ADDITIVE, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS,
-                     C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES, CONDITIONAL, HELPER_OPERATORS,
-                     POSTFIX, REDUCTION_HELPERS, UNARY)
+from .tables import (ADDITIVE, C_BINARY_FUNCTIONS, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX,
+                     C_MATH_FUNCTIONS, C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES, CONDITIONAL,
+                     HELPER_OPERATORS, POSTFIX, REDUCTION_HELPERS, UNARY)
 from .temps import local_temp_homes
 from .writer import CodeWriter
 
@@ -47,6 +48,7 @@ class CFamilyPrinter:
     unsigned_types: Mapping[DType, str] = C_UNSIGNED_TYPES
     operators: Mapping[BinOpKind, tuple[str, int]] = C_OPERATORS
     math_functions: Mapping[tuple[UnaryKind, DType], str] = C_MATH_FUNCTIONS
+    binary_functions: Mapping[tuple[BinOpKind, DType], str] = C_BINARY_FUNCTIONS
     libm_suffix: Mapping[DType, str] = C_LIBM_SUFFIX
     # (lowest, highest, the name of the lowest): the lowest has no literal of its own
     int_limits: Mapping[DType, tuple[int, int, str]] = C_INT_LIMITS
@@ -56,6 +58,7 @@ class CFamilyPrinter:
     # names the generated code calls or declares: a user's buffer, loop or size named like one
     # of them is renamed instead of shadowing it
     reserved: frozenset[str] = (C_KEYWORDS | frozenset(C_MATH_FUNCTIONS.values())
+                                | frozenset(C_BINARY_FUNCTIONS.values())
                                 | {"args", "params", "aligned_alloc", "free", "malloc", "size_t"})
 
     def __init__(self, kernel: Kernel) -> None:
@@ -65,13 +68,18 @@ class CFamilyPrinter:
         self.bound: dict[str, list[str]] = {}   # iterator name -> C names of enclosing loops
         self.helpers: set[Helper] = set()
         self.intrinsics: dict[str, str] = {}    # function name -> C source (tensorize)
+        self.externs: dict[str, ExternFunction] = {}   # pl.extern functions called
         self.local_temps = local_temp_homes(kernel)
         in_loops = {b.name for temps in self.local_temps.values() for b in temps}
         self.function_temps = [b for b in kernel.temps if b.name not in in_loops]
 
     # hooks -------------------------------------------------------------------------------------
     def type_name(self, d: DType) -> str:
-        return self.types[d]
+        try:
+            return self.types[d]
+        except KeyError:
+            raise BuildError(f"dtype {d} has no type on target '{self.target}'; store the data "
+                             "as float32 (or a supported integer type) for this target") from None
 
     def math_function(self, op: UnaryKind, d: DType) -> str:
         try:
@@ -161,6 +169,8 @@ class CFamilyPrinter:
             return self._unary(e)
         if isinstance(e, Cast):
             return f"({self.type_name(e.dtype)}){self._operand(e.value, UNARY)}", UNARY
+        if isinstance(e, Extern):
+            return self._extern(e), POSTFIX
         if isinstance(e, Select):
             parts = [self._operand(x, CONDITIONAL + 1)
                      for x in (e.cond, e.true_value, e.false_value)]
@@ -170,6 +180,17 @@ class CFamilyPrinter:
                              "reductions into an init and an update statement")
         raise BuildError(f"cannot print expression node {type(e).__name__}")
 
+    def _extern(self, e: Extern) -> str:
+        fn = e.function
+        if self.target != "c":
+            raise BuildError(f"extern '{fn.name}' is C code; target '{self.target}' cannot call "
+                             "it (build for target='c')")
+        known = self.externs.setdefault(fn.name, fn)
+        if known != fn:
+            raise BuildError(f"two different extern functions are named '{fn.name}'; declare "
+                             "it once with pl.extern and reuse the result")
+        return f"{fn.name}({', '.join(self.expr(a) for a in e.args)})"
+
     def _operand(self, e: Expr, min_prec: int, *, unclear: bool = False) -> str:
         text, prec = self._expr(e)
         return f"({text})" if prec < min_prec or unclear else text
@@ -178,6 +199,13 @@ class CFamilyPrinter:
         if e.op in HELPER_OPERATORS:
             name = self.use_helper(HELPER_OPERATORS[e.op], e.lhs.dtype)
             return f"{name}({self.expr(e.lhs)}, {self.expr(e.rhs)})", POSTFIX
+        if (e.op, e.lhs.dtype) in self.binary_functions:
+            name = self.binary_functions[(e.op, e.lhs.dtype)]
+            return f"{name}({self.expr(e.lhs)}, {self.expr(e.rhs)})", POSTFIX
+        if e.lhs.dtype is DType.FLOAT16 and (e.op, DType.FLOAT32) in self.binary_functions:
+            name = self.binary_functions[(e.op, DType.FLOAT32)]
+            return (f"({self.type_name(DType.FLOAT16)}){name}((float){self._operand(e.lhs, UNARY)}"
+                    f", (float){self._operand(e.rhs, UNARY)})"), UNARY
         if e.op is BinOpKind.DIV and not e.lhs.dtype.is_float:
             raise BuildError(f"true division of {e.lhs.dtype} operands in {e}; the IR casts "
                              "them to float first, so this expression was built by hand")
@@ -201,7 +229,15 @@ class CFamilyPrinter:
             if e.op is UnaryKind.NEG and text.startswith("-"):
                 text = f"({text})"  # not "--x"
             return ("-" if e.op is UnaryKind.NEG else "!") + text, UNARY
-        return f"{self.math_function(e.op, e.dtype)}({self.expr(e.operand)})", POSTFIX
+        # the operand's dtype picks the function (isnan's result is a bool)
+        d = e.operand.dtype
+        if d is DType.FLOAT16 and (e.op, d) not in self.math_functions:
+            # no half-precision libm: compute in float and round back (isnan needs no cast)
+            arg = self._operand(e.operand, UNARY)
+            call = f"{self.math_function(e.op, DType.FLOAT32)}((float){arg})"
+            return (call, POSTFIX) if e.dtype is DType.BOOL else \
+                (f"({self.type_name(d)}){call}", UNARY)
+        return f"{self.math_function(e.op, d)}({self.expr(e.operand)})", POSTFIX
 
     def literal(self, c: Const) -> tuple[str, int]:
         """A constant spelled so that C gives it exactly ``c.dtype`` and ``c.value``."""
@@ -228,6 +264,8 @@ class CFamilyPrinter:
         return f"INT64_C({v})"
 
     def _float_literal(self, c: Const) -> str:
+        if c.dtype is DType.FLOAT16:     # a float literal rounded to half, typed as one
+            return f"({self.type_name(c.dtype)}){float(np.float16(c.value))!r}f"
         with np.errstate(over="ignore"):
             v = float(np.float32(c.value)) if c.dtype is DType.FLOAT32 else float(c.value)
         if math.isfinite(v):
@@ -279,6 +317,10 @@ class CFamilyPrinter:
             emit_helper(w, h, qualifier=self.helper_qualifier, types=self.types,
                         unsigned_types=self.unsigned_types, libm_suffix=self.libm_suffix)
             w.line()
+        for fn in self.externs.values():        # the user's C definitions, as written
+            if fn.source:
+                w.lines(fn.source.strip("\n").splitlines())
+                w.line()
         for source in self.intrinsics.values():  # each tensor intrinsic once per module
             w.lines(source.strip("\n").splitlines())
             w.line()
@@ -384,6 +426,8 @@ class CFamilyPrinter:
             w.statement(f"{target} = {value}")
         elif node.reduction is ReduceKind.SUM:
             w.statement(f"{target} += {value}")
+        elif node.reduction is ReduceKind.PROD:
+            w.statement(f"{target} *= {value}")
         else:
             fn = self.use_helper(REDUCTION_HELPERS[node.reduction], self.buffers[node.buffer].dtype)
             w.statement(f"{target} = {fn}({target}, {value})")

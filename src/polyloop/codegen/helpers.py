@@ -25,7 +25,8 @@ class HelperKind(enum.Enum):
     ALLOC_BYTES = "alloc_bytes"
 
 
-DTYPE_SUFFIX = {DType.INT32: "i32", DType.INT64: "i64", DType.FLOAT32: "f32", DType.FLOAT64: "f64"}
+DTYPE_SUFFIX = {DType.INT32: "i32", DType.INT64: "i64", DType.FLOAT32: "f32", DType.FLOAT64: "f64",
+                DType.INT8: "i8", DType.UINT8: "u8", DType.INT16: "i16", DType.FLOAT16: "f16"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,28 +20,39 @@ from .gpu import GpuPrinter, trip_count
 from .tables import C_KEYWORDS, POSTFIX, UNARY
 from .writer import CodeWriter
 
+# float16 needs the cl_khr_fp16 extension, which is not assumed: it has no entry
 OPENCL_TYPES = {DType.BOOL: "bool", DType.INT32: "int", DType.INT64: "long",
-                DType.FLOAT32: "float", DType.FLOAT64: "double"}
-OPENCL_UNSIGNED_TYPES = {DType.INT32: "uint", DType.INT64: "ulong"}
+                DType.FLOAT32: "float", DType.FLOAT64: "double", DType.INT8: "char",
+                DType.UINT8: "uchar", DType.INT16: "short"}
+OPENCL_UNSIGNED_TYPES = {DType.INT32: "uint", DType.INT64: "ulong", DType.INT8: "uchar",
+                         DType.UINT8: "uchar", DType.INT16: "ushort"}
 # OpenCL's math built-ins are overloaded on float and double.
 OPENCL_MATH_FUNCTIONS = {
     (op, d): name
     for op, name in ((UnaryKind.EXP, "exp"), (UnaryKind.LOG, "log"), (UnaryKind.SQRT, "sqrt"),
                      (UnaryKind.TANH, "tanh"), (UnaryKind.FLOOR, "floor"),
-                     (UnaryKind.ABS, "fabs"))
+                     (UnaryKind.ABS, "fabs"), (UnaryKind.CEIL, "ceil"),
+                     (UnaryKind.ROUND, "rint"), (UnaryKind.SIN, "sin"), (UnaryKind.COS, "cos"),
+                     (UnaryKind.TAN, "tan"), (UnaryKind.ERF, "erf"), (UnaryKind.ISNAN, "isnan"))
     for d in (DType.FLOAT32, DType.FLOAT64)
 } | {(UnaryKind.ABS, DType.INT32): "abs", (UnaryKind.ABS, DType.INT64): "abs"}
-OPENCL_INT_LIMITS = {DType.INT32: (-2**31, 2**31 - 1, "INT_MIN"),
+OPENCL_BINARY_FUNCTIONS = {(op, d): op.value for op in (BinOpKind.POW, BinOpKind.FMOD)
+                           for d in (DType.FLOAT32, DType.FLOAT64)}
+OPENCL_INT_LIMITS = {DType.INT8: (-2**7, 2**7 - 1, "CHAR_MIN"), DType.UINT8: (0, 2**8 - 1, "0"),
+                     DType.INT16: (-2**15, 2**15 - 1, "SHRT_MIN"),
+                     DType.INT32: (-2**31, 2**31 - 1, "INT_MIN"),
                      DType.INT64: (-2**63, 2**63 - 1, "LONG_MIN")}
 OPENCL_KEYWORDS = C_KEYWORDS | frozenset("""
     kernel __kernel global __global local __local constant __constant private __private
     read_only write_only half uchar ushort uint ulong size_t barrier get_group_id get_local_id
     get_global_id get_num_groups get_local_size CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
-    INT_MIN LONG_MIN fmod copysign fabs exp log sqrt tanh floor abs as_int as_long""".split())
+    INT_MIN LONG_MIN CHAR_MIN SHRT_MIN fmod copysign fabs exp log sqrt tanh floor abs pow ceil rint
+    sin cos tan erf isnan as_int as_long as_char as_uchar as_short""".split())
 INDEX_FUNCTIONS = {AxisLevel.GROUP: "get_group_id", AxisLevel.ITEM: "get_local_id"}
 # Signed overflow is undefined in OpenCL C (and clang folds ``a + 1 > a`` to true); NumPy wraps.
 # These operations on signed data values are computed in the unsigned type and reinterpreted.
 WRAPPING_OPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
+WRAPPING_TYPES = frozenset({DType.INT32, DType.INT64})
 ADDRESS_SPACES = {MemScope.GLOBAL: "__global ", MemScope.SHARED: "__local ", MemScope.LOCAL: ""}
 
 
@@ -52,6 +63,7 @@ class OpenCLPrinter(GpuPrinter):
     types = OPENCL_TYPES
     unsigned_types = OPENCL_UNSIGNED_TYPES
     math_functions = OPENCL_MATH_FUNCTIONS
+    binary_functions = OPENCL_BINARY_FUNCTIONS
     libm_suffix = {DType.FLOAT32: "", DType.FLOAT64: ""}
     int_limits = OPENCL_INT_LIMITS
     reserved = OPENCL_KEYWORDS | {"args", "params"}
@@ -78,7 +90,8 @@ class OpenCLPrinter(GpuPrinter):
         return f"as_{t}(({u})0 - ({u}){self._operand(e.operand, UNARY)})", POSTFIX
 
     def _wraps(self, e: Expr) -> bool:
-        return e.dtype in self.unsigned_types and any(isinstance(x, Load) for x in walk(e))
+        # narrower integers are promoted to int before the operation: they cannot overflow
+        return e.dtype in WRAPPING_TYPES and any(isinstance(x, Load) for x in walk(e))
 
     def thread_index(self, loop: For) -> str:
         if loop.thread is None:

@@ -27,8 +27,10 @@ HELPER_OPERATORS = {BinOpKind.FLOORDIV: HelperKind.FLOORDIV, BinOpKind.MOD: Help
 REDUCTION_HELPERS = {ReduceKind.MAX: HelperKind.MAX, ReduceKind.MIN: HelperKind.MIN}
 
 C_TYPES = {DType.BOOL: "bool", DType.INT32: "int32_t", DType.INT64: "int64_t",
-           DType.FLOAT32: "float", DType.FLOAT64: "double"}
-C_UNSIGNED_TYPES = {DType.INT32: "uint32_t", DType.INT64: "uint64_t"}
+           DType.FLOAT32: "float", DType.FLOAT64: "double", DType.INT8: "int8_t",
+           DType.UINT8: "uint8_t", DType.INT16: "int16_t", DType.FLOAT16: "_Float16"}
+C_UNSIGNED_TYPES = {DType.INT32: "uint32_t", DType.INT64: "uint64_t", DType.INT8: "uint8_t",
+                    DType.UINT8: "uint8_t", DType.INT16: "uint16_t"}
 C_LIBM_SUFFIX = {DType.FLOAT32: "f", DType.FLOAT64: ""}
 C_MATH_FUNCTIONS = {
     (UnaryKind.EXP, DType.FLOAT32): "expf", (UnaryKind.EXP, DType.FLOAT64): "exp",
@@ -37,9 +39,20 @@ C_MATH_FUNCTIONS = {
     (UnaryKind.TANH, DType.FLOAT32): "tanhf", (UnaryKind.TANH, DType.FLOAT64): "tanh",
     (UnaryKind.FLOOR, DType.FLOAT32): "floorf", (UnaryKind.FLOOR, DType.FLOAT64): "floor",
     (UnaryKind.ABS, DType.FLOAT32): "fabsf", (UnaryKind.ABS, DType.FLOAT64): "fabs",
+    **{(op, d): name + C_LIBM_SUFFIX[d] for op, name in (
+        (UnaryKind.CEIL, "ceil"), (UnaryKind.ROUND, "rint"), (UnaryKind.SIN, "sin"),
+        (UnaryKind.COS, "cos"), (UnaryKind.TAN, "tan"), (UnaryKind.ERF, "erf"))
+       for d in (DType.FLOAT32, DType.FLOAT64)},
+    (UnaryKind.ISNAN, DType.FLOAT32): "isnan", (UnaryKind.ISNAN, DType.FLOAT64): "isnan",
     (UnaryKind.ABS, DType.INT32): "abs", (UnaryKind.ABS, DType.INT64): "llabs",
 }
-C_INT_LIMITS = {DType.INT32: (-2**31, 2**31 - 1, "INT32_MIN"),
+# Binary operators that are libm calls: (operator, operand dtype) -> function.
+C_BINARY_FUNCTIONS = {(op, d): name + C_LIBM_SUFFIX[d]
+                      for op, name in ((BinOpKind.POW, "pow"), (BinOpKind.FMOD, "fmod"))
+                      for d in (DType.FLOAT32, DType.FLOAT64)}
+C_INT_LIMITS = {DType.INT8: (-2**7, 2**7 - 1, "INT8_MIN"), DType.UINT8: (0, 2**8 - 1, "0"),
+                DType.INT16: (-2**15, 2**15 - 1, "INT16_MIN"),
+                DType.INT32: (-2**31, 2**31 - 1, "INT32_MIN"),
                 DType.INT64: (-2**63, 2**63 - 1, "INT64_MIN")}
 
 C_KEYWORDS = frozenset("""

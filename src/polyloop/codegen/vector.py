@@ -200,6 +200,8 @@ class VectorLoopWriter:
             old = self._load(s.buffer, s.indices, t, id(s))
             if s.reduction is ReduceKind.SUM:
                 value = f"{old} + {_paren(operand, ADDITIVE + 1)}"
+            elif s.reduction is ReduceKind.PROD:
+                value = f"{old} * {_paren(operand, MULTIPLICATIVE + 1)}"
             else:
                 value = f"{self.lib.use(_MINMAX[s.reduction], t)}({old}, {value})"
         address = "&" + self.p.element(s.buffer, s.indices)

@@ -366,14 +366,28 @@ def parse_instructions(text: str | list[str] | tuple[str, ...]) -> list[Instruct
             raise error_at(ins.text, ins.line, 0, f"instruction id '{ins.id}' is used twice "
                            f"(also on line {ids[ins.id]})")
         ids[ins.id] = ins.line
-    for k, ins in enumerate(out):
-        earlier = {x.id for x in out[:k]}
+    for ins in out:
         for d in ins.deps:
             if d not in ids:
                 raise error_at(ins.text, ins.line, max(0, ins.text.find(d)),
                                f"dep={d!r} names no instruction; ids: {', '.join(ids)}")
-            if d not in earlier:
-                raise error_at(ins.text, ins.line, max(0, ins.text.find(d)),
-                               f"instruction '{ins.id}' depends on '{d}', which comes later; "
-                               "list instructions in the order they must run")
+    return _in_dependence_order(out)
+
+
+def _in_dependence_order(insns: list[Instruction]) -> list[Instruction]:
+    """Instructions run after the ones they name in ``dep=`` (Loo.py's order), otherwise in the
+    order written: a stable topological sort; a cycle of deps is an error naming it."""
+    done: set[str] = set()
+    out: list[Instruction] = []
+    pending = list(insns)
+    while pending:
+        ready = next((x for x in pending if all(d in done for d in x.deps)), None)
+        if ready is None:
+            cycle = ", ".join(f"{x.id} (dep={':'.join(x.deps)})" for x in pending)
+            first = pending[0]
+            raise error_at(first.text, first.line, 0, f"the deps of {cycle} form a cycle; "
+                           "an instruction cannot run after itself")
+        pending.remove(ready)
+        done.add(ready.id)
+        out.append(ready)
     return out

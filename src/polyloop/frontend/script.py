@@ -10,12 +10,16 @@
 >>> print(stencil.statements[0].domain)
 [n] -> { A[i, j] : 1 <= i < n and 1 <= j < n }
 
-Arguments are annotated ``pl.Buffer[shape, dtype]``; strings in shapes are size parameters,
-usable by name in the body. The body may hold ``for ... in range(...)`` loops with affine bounds
-(also in outer loop variables), imperfect nests, ``if``/``else`` on affine conditions,
-assignments to buffer elements (``=``, ``+=``, ``-=``, ``*=``, ``/=``), temporaries
-``Y = pl.alloc(shape, dtype)`` (or ``np.empty``), numbers, and max/min/abs/exp/log/sqrt/tanh
-from ``math``, NumPy or polyloop. ``X[...] += e``, ``X[...] = X[...] + e`` and
+Arguments are annotated ``pl.Buffer[shape, dtype]`` (strings in shapes are size parameters,
+usable by name in the body), ``int`` (a size) or ``float`` (a value). The body may hold
+``for ... in range(...)`` loops with affine bounds (also in outer loop variables, with any
+constant step, downward ones included), imperfect nests, ``if``/``else`` on affine conditions,
+assignments (also chained) to buffer elements and to scalar variables (``=``, ``+=``, ``-=``,
+``*=``, ``/=``, ``**=``), temporaries ``Y = pl.alloc(shape, dtype)`` (or ``np.empty``), numbers,
+``**``/pow, max/min/abs/exp/log/sqrt/tanh from ``math``, NumPy or polyloop, and calls of small
+helper functions of the module (inlined). A scalar variable is a zero-dimensional temporary
+with exact dependences; it gets one element per iteration of the loops around it that pass no
+value through it, which keeps those loops parallel. ``X[...] += e``, ``X[...] = X[...] + e`` and
 ``X[...] = max(X[...], e)`` are reductions (their updates may be reordered); ``assert n >= 1``
 states what the caller guarantees about the sizes (``Program.assumptions``). Anything else
 raises ``pl.ParseError`` naming the file and line. Statements keep the program order of the
@@ -27,22 +31,27 @@ import ast
 import builtins
 import inspect
 import textwrap
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from ..errors import ParseError, PolyloopError
-from ..ir.dtypes import as_dtype
+from ..ir.dtypes import DType
 from ..ir.expr import (BinOp, BinOpKind, Expr, Load, ReduceKind, Var, VarKind, binop, cast, const,
                        same, walk)
-from ..ir.program import Buffer, BufferRole, Program, Statement
+from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly.isl_util import params_prefix
 from ..poly.order import exposed_reads
+from .kernel_program import privatized
 from .script_expr import ISL_RESERVED, ExprParser, Scope
+from .script_signature import Declarations
 
 
-def alloc(shape: object, dtype: object = "float32") -> Buffer:
+def alloc(shape: object, dtype: object = None) -> Buffer:
     """A temporary buffer inside a ``@pl.script`` function: ``Y = pl.alloc((n, 128), "float32")``.
+    Without a dtype it takes the float type of the function's buffers (float32 if they have
+    none or several).
 
     Only meaningful in a script (which is parsed, not run); calling it elsewhere is an error.
     """
@@ -94,7 +103,7 @@ class _Parser:
         self.filename, self.first_line, self.lines = filename, first_line, lines
         self.scope = Scope(env)
         self.exprs = ExprParser(self.scope, self.fail)
-        self.args: list[str] = []
+        self.decl = Declarations(self.scope, self.fail)
         self.statements: list[Statement] = []
         self.nesting: list[tuple[str, tuple[int, ...]]] = []
         self.bounds: list[str] = []          # isl constraints of the enclosing loops and ifs
@@ -110,7 +119,7 @@ class _Parser:
 
     # the function --------------------------------------------------------------------------------
     def parse(self, fdef: ast.FunctionDef, name: str | None) -> Program:
-        self._signature(fdef)
+        self.decl.signature(fdef)
         body = list(fdef.body)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
@@ -121,80 +130,6 @@ class _Parser:
         if not self.statements:
             raise self.fail(fdef, f"function '{fdef.name}' assigns no buffer element")
         return self._program(name or fdef.name)
-
-    def _signature(self, fdef: ast.FunctionDef) -> None:
-        a = fdef.args
-        if a.vararg or a.kwarg or a.posonlyargs or a.kwonlyargs or a.defaults:
-            raise self.fail(fdef, "a script takes plain buffer arguments only (no *args, "
-                                  "**kwargs, defaults or keyword-only arguments)")
-        for arg in a.args:
-            if arg.annotation is None:
-                raise self.fail(arg, f"argument '{arg.arg}' needs an annotation like "
-                                     f'{arg.arg}: pl.Buffer[("n", "n"), "float32"]')
-            shape, dtype = self._annotation(arg)
-            self._add_buffer(arg, Buffer(arg.arg, shape, dtype, BufferRole.INPUT))
-            self.args.append(arg.arg)
-
-    def _annotation(self, arg: ast.arg) -> tuple[tuple[Expr, ...], Any]:
-        node = arg.annotation
-        assert node is not None
-        try:
-            value = eval(compile(ast.Expression(node), self.filename, "eval"),  # noqa: S307
-                         dict(self.scope.env))
-        except Exception as e:  # noqa: BLE001 - any failure of the user's annotation
-            raise self.fail(arg, f"cannot evaluate the annotation of '{arg.arg}': {e}") from None
-        origin = getattr(value, "__origin__", None)
-        spec = getattr(value, "__args__", None)
-        if origin is not Buffer or spec is None or len(spec) != 2:
-            raise self.fail(arg, f"annotate '{arg.arg}' as pl.Buffer[shape, dtype], e.g. "
-                                 f'pl.Buffer[("n", 128), "float32"]; got {ast.unparse(node)}')
-        return self._shape(arg, spec[0]), self._dtype(arg, spec[1])
-
-    def _shape(self, node: ast.AST, shape: object) -> tuple[Expr, ...]:
-        dims = shape if isinstance(shape, (tuple, list)) else (shape,)
-        out: list[Expr] = []
-        for d in dims:
-            if isinstance(d, str):
-                out.append(self._size_text(node, d))
-            elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
-                out.append(const(int(d)))
-            elif isinstance(d, Var) and d.kind is VarKind.PARAM:
-                self.scope.params.setdefault(d.name)
-                out.append(d)
-            elif isinstance(d, Expr) and d.dtype.is_int:
-                out.append(d)
-            else:
-                raise self.fail(node, f"shape entries are sizes (non-negative ints or parameter "
-                                      f"names), got {d!r}")
-        return tuple(out)
-
-    def _size_text(self, node: ast.AST, text: str) -> Expr:
-        """A size written as text: a parameter name ("n") or an affine expression of
-        parameters ("H - K + 1"); every name in it becomes a size parameter."""
-        try:
-            tree = ast.parse(text.strip(), mode="eval").body
-        except SyntaxError:
-            raise self.fail(node, f"size {text!r} is not a name or an expression") from None
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Name):
-                if n.id in ISL_RESERVED or n.id in self.scope.buffers:
-                    raise self.fail(node, f"'{n.id}' cannot name a size")
-                self.scope.params.setdefault(n.id)
-        expr = ExprParser(self.scope, lambda _n, msg: self.fail(node, f"size {text!r}: {msg}"))
-        value = expr.value(tree)
-        expr.affine(tree, f"size {text!r}")
-        return value
-
-    def _dtype(self, node: ast.AST, dtype: object) -> Any:
-        try:
-            return as_dtype(dtype)
-        except PolyloopError as e:
-            raise self.fail(node, str(e)) from None
-
-    def _add_buffer(self, node: ast.AST, buf: Buffer) -> None:
-        if buf.name in self.scope.buffers or buf.name in self.scope.params:
-            raise self.fail(node, f"'{buf.name}' is already a buffer or size")
-        self.scope.buffers[buf.name] = buf
 
     # statements ------------------------------------------------------------------------------------
     def _block(self, body: list[ast.stmt]) -> None:
@@ -228,41 +163,68 @@ class _Parser:
         if not isinstance(st.target, ast.Name):
             raise self.fail(st, "the loop variable must be a single name")
         var = st.target.id
-        if var in self.scope.loops or var in self.scope.buffers or var in self.scope.params:
+        if var in self.scope.loops or var in self.scope.aliases or var in self.scope.buffers \
+                or var in self.scope.params:
             raise self.fail(st, f"loop variable '{var}' is already a loop variable, buffer or size")
         if var in ISL_RESERVED:
             raise self.fail(st, f"'{var}' cannot name a loop variable (reserved in isl)")
-        lo, hi, step = self._range(st.iter)
-        cons = [f"{lo} <= {var} < {hi}"]
-        if step != 1:
-            cons.append(f"({var} - ({lo})) mod {step} = 0")
+        loop = self._range(st.iter, var)
         self.where[-1] += 1
-        self.scope.loops.append(var)
+        self.scope.loops.append(loop.iterator)
+        if loop.value is not None:
+            self.scope.aliases[var] = loop.value
         self.where.append(0)
-        self.bounds.extend(cons)
+        self.bounds.extend(loop.constraints)
         self._block(st.body)
-        del self.bounds[-len(cons):]
+        del self.bounds[-len(loop.constraints):]
         self.where.pop()
+        self.scope.aliases.pop(var, None)
         self.scope.loops.pop()
 
-    def _range(self, node: ast.expr) -> tuple[str, str, int]:
+    def _range(self, node: ast.expr, var: str) -> _Loop:
+        """The iterator and domain constraints of ``range(...)``. A loop with a negative step
+        counts its iterations upwards (iterator ``{var}_down``) and ``var`` stands for
+        ``start + step * count`` in the body, so every iterator of a domain increases."""
         if not (isinstance(node, ast.Call) and self.exprs.resolve(node.func) is builtins.range):
             raise self.fail(node, "loops run over range(...): for i in range(lo, hi)")
         if node.keywords or not 1 <= len(node.args) <= 3:
             raise self.fail(node, "range() takes 1 to 3 positional arguments")
         args = node.args
-        if len(args) == 3:
-            s = args[2]
-            if not (isinstance(s, ast.Constant) and isinstance(s.value, int) and s.value > 0):
-                raise self.fail(node, "the step of range() must be a positive integer constant; "
-                                      "for a reversed loop, loop forwards and index with n - 1 - i")
-            step = s.value
-        else:
-            step = 1
+        step = self._step(args[2]) if len(args) == 3 else 1
         if len(args) == 1:
-            return "0", self.exprs.affine(args[0], "a loop bound"), step
-        return (self.exprs.affine(args[0], "a loop bound"),
-                self.exprs.affine(args[1], "a loop bound"), step)
+            lo, hi = "0", self.exprs.affine(args[0], "a loop bound")
+        else:
+            lo, hi = (self.exprs.affine(a, "a loop bound") for a in args[:2])
+        if step > 0:
+            cons = [f"{lo} <= {var} < {hi}"]
+            if step != 1:
+                cons.append(f"({var} - ({lo})) mod {step} = 0")
+            return _Loop(var, cons, None)
+        count = self._fresh(f"{var}_down")
+        start = self.exprs.value(args[0])
+        value = start - const(-step) * Var(count, VarKind.ITER) if step != -1 \
+            else start - Var(count, VarKind.ITER)
+        stride = count if step == -1 else f"{-step}*{count}"
+        return _Loop(count, [f"{count} >= 0", f"{lo} - {stride} > {hi}"], value)
+
+    def _step(self, node: ast.expr) -> int:
+        v = node
+        sign = 1
+        if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub):
+            v, sign = v.operand, -1
+        if not (isinstance(v, ast.Constant) and isinstance(v.value, int)
+                and not isinstance(v.value, bool) and v.value != 0):
+            raise self.fail(node, "the step of range() must be a non-zero integer constant "
+                                  "(range(a, b, 2), range(n - 1, -1, -1))")
+        return sign * v.value
+
+    def _fresh(self, base: str) -> str:
+        taken = set(self.scope.loops) | set(self.scope.buffers) | set(self.scope.params) \
+            | set(self.scope.aliases) | set(self.scope.env)
+        name, k = base, 1
+        while name in taken:
+            name, k = f"{base}{k}", k + 1
+        return name
 
     def _If(self, st: ast.If) -> None:
         cond = self.exprs.condition(st.test)
@@ -275,28 +237,64 @@ class _Parser:
             self.bounds.pop()
 
     def _Assign(self, st: ast.Assign) -> None:
-        if len(st.targets) != 1:
-            raise self.fail(st, "chained assignment (a = b = ...) is not supported")
-        target = st.targets[0]
-        if isinstance(target, ast.Name):
-            self._alloc(target, st.value)
+        first = st.targets[0]
+        if len(st.targets) == 1 and isinstance(first, ast.Name) and self._is_alloc(st.value):
+            self._alloc(first, st.value)
             return
-        if not isinstance(target, ast.Subscript):
-            raise self.fail(st, "assign to a buffer element: A[i, j] = ...")
-        buf, idx = self.exprs.element(target)
         value = self.exprs.value(st.value)
-        self._emit(buf, idx, value)
+        written: set[str] = set()
+        for target in st.targets:
+            # a = b = x: x is computed once; re-reading it for b is the same value unless an
+            # earlier target of the chain changed something x reads
+            if written & {ld.buffer for ld in walk(value) if isinstance(ld, Load)}:
+                raise self.fail(st, "in this chained assignment the value reads "
+                                    f"{', '.join(sorted(written))}, which an earlier target "
+                                    "changes; write the assignments one by one")
+            buf, idx = self._target(target, value)
+            self._emit(buf, idx, value)
+            written.add(buf.name)
+
+    def _target(self, target: ast.expr, value: Expr | None) -> tuple[Buffer, list[Expr]]:
+        """The buffer element an assignment writes: ``A[i, j]`` or a scalar variable (a new
+        one takes the dtype of its first value)."""
+        if isinstance(target, ast.Subscript):
+            return self.exprs.element(target)
+        if not isinstance(target, ast.Name):
+            raise self.fail(target, "assign to a buffer element (A[i, j] = ...) or a scalar "
+                                    "variable (x = ...)")
+        name = target.id
+        if name in self.scope.scalars:
+            buf = self.scope.buffers[name]
+            if buf.role is not BufferRole.TEMP:
+                raise self.fail(target, f"'{name}' is an argument (a value passed in); assign "
+                                        "to a new local variable instead")
+            return buf, []
+        if value is None or name in self.scope.buffers or name in self.scope.params \
+                or name in self.scope.loops or name in self.scope.aliases:
+            what = "defined" if value is None else "a buffer, size or loop variable"
+            raise self.fail(target, f"'{name}' is not {what}" if value is None else
+                            f"'{name}' is {what}; a scalar variable needs a new name")
+        if name in ISL_RESERVED:
+            raise self.fail(target, f"'{name}' cannot name a variable (reserved in isl)")
+        buf = Buffer(name, (), self._scalar_dtype(value), BufferRole.TEMP, MemScope.LOCAL)
+        self.decl.add_buffer(target, buf)
+        self.scope.scalars[name] = True
+        return buf, []
 
     def _AugAssign(self, st: ast.AugAssign) -> None:
-        if not isinstance(st.target, ast.Subscript):
-            raise self.fail(st, "augmented assignment to a name; scalar variables are not "
-                                "supported: use a buffer element (pl.alloc((1,), ...))")
-        buf, idx = self.exprs.element(st.target)
+        if isinstance(st.target, ast.Name) and st.target.id not in self.scope.scalars:
+            raise self.fail(st, f"'{st.target.id}' is not a scalar variable of this function; "
+                                f"assign it first ({st.target.id} = 0.0) or update a buffer "
+                                "element")
+        buf, idx = self._target(st.target, None)
         value = self.exprs.value(st.value)
         current = buf[tuple(idx)]
         if isinstance(st.op, (ast.Add, ast.Sub)):
             rhs = value if isinstance(st.op, ast.Add) else -value
             self._emit(buf, idx, current + rhs)
+            return
+        if isinstance(st.op, ast.Pow):
+            self._emit(buf, idx, self.exprs.power(st, current, st.value))
             return
         ops = {ast.Mult: BinOpKind.MUL, ast.Div: BinOpKind.DIV, ast.FloorDiv: BinOpKind.FLOORDIV,
                ast.Mod: BinOpKind.MOD}
@@ -304,33 +302,53 @@ class _Parser:
             raise self.fail(st, f"operator {type(st.op).__name__}= is not supported")
         self._emit(buf, idx, binop(ops[type(st.op)], current, value))
 
-    def _alloc(self, target: ast.Name, value: ast.expr) -> None:
-        fn = self.exprs.resolve(value.func) if isinstance(value, ast.Call) else None
-        if fn is not alloc and fn is not np.empty:
-            raise self.fail(target, f"assignment to the name '{target.id}': scalar variables are "
-                                    "not supported; assign to buffer elements, or allocate a "
-                                    f"temporary: {target.id} = pl.alloc((n,), \"float32\")")
+    def _is_alloc(self, value: ast.expr) -> bool:
+        if not isinstance(value, ast.Call):
+            return False
+        try:
+            fn = self.exprs.resolve(value.func)
+        except ParseError:
+            return False
+        return fn is alloc or fn is np.empty
+
+    @property
+    def float_dtype(self) -> DType:
+        """The float dtype of the function's buffers when they agree (a float64 kernel's
+        temporaries are float64), else float32."""
+        floats = {b.dtype for b in self.scope.buffers.values() if b.dtype.is_float}
+        return floats.pop() if len(floats) == 1 else DType.FLOAT32
+
+    def _scalar_dtype(self, value: Expr) -> DType:
+        """The dtype of a scalar variable first assigned ``value``. A Python number takes the
+        type of the kernel's data, as PolyBench declares ``temp2`` of the kernel's type: the
+        buffers' float dtype when they agree (float64 when they do not, or for a float in an
+        integer kernel); in a kernel of integer buffers an integer takes their dtype."""
+        if not value.weak or value.dtype is DType.BOOL:
+            return value.dtype
+        dtypes = {b.dtype for b in self.scope.buffers.values() if b.dtype is not DType.BOOL}
+        floats = {d for d in dtypes if d.is_float}
+        if len(floats) == 1:
+            return floats.pop()
+        if value.dtype.is_int and dtypes and not floats:
+            return dtypes.pop() if len(dtypes) == 1 else DType.INT64
+        return DType.FLOAT64
+
+    def _alloc(self, target: ast.Name, value: ast.Call) -> None:
         if self.scope.loops:
             raise self.fail(target, "allocate temporaries at the top of the function, outside "
                                     "loops")
-        assert isinstance(value, ast.Call)
         args = list(value.args)
         kw = {k.arg: k.value for k in value.keywords}
         if not args or len(args) > 2 or set(kw) - {"dtype"} or (len(args) == 2 and kw):
-            raise self.fail(value, "allocate as pl.alloc(shape, dtype)")
+            raise self.fail(value, "allocate as pl.alloc(shape, dtype), e.g. "
+                                   f'pl.alloc((n,), "{self.float_dtype}")')
         dnode = args[1] if len(args) == 2 else kw.get("dtype")
-        shape = self._const_eval(args[0])
-        dtype = self._const_eval(dnode) if dnode is not None else "float32"
-        buf = Buffer(target.id, self._shape(value, shape), self._dtype(value, dtype),
+        shape = self.decl.literal(value, args[0])
+        # without a dtype, the kernel's own float type: a float64 kernel keeps its precision
+        dtype = self.decl.literal(value, dnode) if dnode is not None else self.float_dtype
+        buf = Buffer(target.id, self.decl.shape(value, shape), self.decl.dtype(value, dtype),
                      BufferRole.TEMP)
-        self._add_buffer(target, buf)
-
-    def _const_eval(self, node: ast.expr) -> Any:
-        try:
-            return eval(compile(ast.Expression(node), self.filename, "eval"),  # noqa: S307
-                        dict(self.scope.env))
-        except Exception as e:  # noqa: BLE001
-            raise self.fail(node, f"cannot evaluate {ast.unparse(node)}: {e}") from None
+        self.decl.add_buffer(target, buf)
 
     # building statements ---------------------------------------------------------------------------
     def _emit(self, buf: Buffer, idx: list[Expr], value: Expr) -> None:
@@ -358,7 +376,7 @@ class _Parser:
         stmts = tuple(Statement(s.name, s.iters, pre + s.domain, s.buffer, s.indices, s.value,
                                 s.reduction) for s in self.statements)
         bufs = tuple(self.scope.buffers.values())
-        draft = Program(name, bufs, stmts, params, tuple(self.args),
+        draft = Program(name, bufs, stmts, params, tuple(self.decl.args),
                         nesting=tuple(self.nesting))
         written = {s.buffer for s in stmts}
         read = {ld.buffer for s in stmts for ld in s.reads()}
@@ -370,16 +388,28 @@ class _Parser:
                 role = BufferRole.INOUT if exposed else BufferRole.OUTPUT
             final.append(Buffer(b.name, b.shape, b.dtype, role, b.scope))
         assumed = f"{pre}{{ : {' and '.join(self.assumptions)} }}" if self.assumptions else ""
-        return Program(name, tuple(final), stmts, params, tuple(self.args), assumed,
-                       nesting=tuple(self.nesting))
+        # scalar variables get one element per iteration of the loops that exchange no value
+        # through them, so that those loops stay free to run in parallel
+        return privatized(Program(name, tuple(final), stmts, params, tuple(self.decl.args), assumed,
+                                  nesting=tuple(self.nesting)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Loop:
+    """A loop of the function: its iterator, domain constraints, and the value the loop
+    variable stands for when it is not the iterator itself (a downward loop)."""
+    iterator: str
+    constraints: list[str]
+    value: Expr | None
 
 
 def _reduction(buf: Buffer, idx: list[Expr], value: Expr) -> tuple[ReduceKind | None, Expr]:
-    """``X = X + e`` and ``X = max(X, e)`` (e not reading X) are reduction updates."""
+    """``X = X + e``, ``X = X * e`` and ``X = max(X, e)`` (e not reading X) are reduction
+    updates."""
     if not isinstance(value, BinOp):
         return None, value
     kinds = {BinOpKind.ADD: ReduceKind.SUM, BinOpKind.MAX: ReduceKind.MAX,
-             BinOpKind.MIN: ReduceKind.MIN}
+             BinOpKind.MIN: ReduceKind.MIN, BinOpKind.MUL: ReduceKind.PROD}
     kind = kinds.get(value.op)
     if kind is None:
         return None, value

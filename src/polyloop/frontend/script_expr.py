@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import math
+import textwrap
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -19,12 +22,13 @@ import numpy as np
 from ..errors import DTypeError, ParseError, PolyloopError
 from ..ir import elementwise as ew
 from ..ir.dtypes import as_dtype
-from ..ir.expr import (BinOpKind, Expr, UnaryKind, Var, VarKind, binop, cast, const, select,
+from ..ir.expr import (BinOpKind, Const, Expr, UnaryKind, Var, VarKind, binop, cast, const, select,
                        unary)
 from ..ir.program import Buffer
 from ..poly.isl_util import NotAffine, expr_to_isl
 
 # isl keywords cannot name loop variables or sizes (they would not parse in a domain)
+_MAX_INLINE_DEPTH = 16
 ISL_RESERVED = frozenset({"and", "or", "not", "mod", "floor", "ceil", "min", "max", "exists",
                           "infty", "true", "false", "implies", "xor"})
 
@@ -36,10 +40,6 @@ def _fold(fn: Callable[[Expr, Expr], Expr]) -> Callable[..., Expr]:
             out = fn(out, a)
         return out
     return call
-
-
-def _unary(kind: UnaryKind) -> Callable[[Expr], Expr]:
-    return lambda x: unary(kind, x)
 
 
 # function object -> (builder, min args, max args); max None: any number
@@ -59,8 +59,43 @@ _register([math.exp, np.exp, ew.exp], "exp", ew.exp, 1, 1)
 _register([math.log, np.log, ew.log], "log", ew.log, 1, 1)
 _register([math.sqrt, np.sqrt, ew.sqrt], "sqrt", ew.sqrt, 1, 1)
 _register([math.tanh, np.tanh, ew.tanh], "tanh", ew.tanh, 1, 1)
-_register([math.floor, np.floor], "floor", _unary(UnaryKind.FLOOR), 1, 1)
+_register([math.floor, np.floor, ew.floor], "floor", ew.floor, 1, 1)
+_register([math.ceil, np.ceil, ew.ceil], "ceil", ew.ceil, 1, 1)
+_register([builtins.round, np.round, np.rint, ew.round], "round", ew.round, 1, 1)
+_register([math.sin, np.sin, ew.sin], "sin", ew.sin, 1, 1)
+_register([math.cos, np.cos, ew.cos], "cos", ew.cos, 1, 1)
+_register([math.tan, np.tan, ew.tan], "tan", ew.tan, 1, 1)
+_register([math.erf, ew.erf], "erf", ew.erf, 1, 1)
+_register([ew.sigmoid], "sigmoid", ew.sigmoid, 1, 1)
+_register([math.isnan, np.isnan, ew.isnan], "isnan", ew.isnan, 1, 1)
+_register([math.fmod, np.fmod, ew.fmod], "fmod", ew.fmod, 2, 2)
 _register([np.where, ew.where], "where", ew.where, 3, 3)
+_POW = (builtins.pow, math.pow, np.power, ew.pow)
+
+
+def _number(node: ast.expr) -> int | float | None:
+    """The value of a constant exponent (``2``, ``-1``, ``0.5``), else None."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        sign, node = (-1 if isinstance(node.op, ast.USub) else 1), node.operand
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+            and not isinstance(node.value, bool):
+        return sign * node.value
+    return None
+
+
+def _int_power(base: Expr, k: int) -> Expr:
+    """base ** k (k >= 1) with about log2(k) multiplications."""
+    out: Expr | None = None
+    square = base
+    while k:
+        if k & 1:
+            out = square if out is None else out * square
+        k >>= 1
+        if k:
+            square = square * square
+    assert out is not None
+    return out
 
 
 @dataclass
@@ -70,6 +105,10 @@ class Scope:
     buffers: dict[str, Buffer] = field(default_factory=dict)
     params: dict[str, None] = field(default_factory=dict)
     loops: list[str] = field(default_factory=list)
+    # names that stand for an expression: a downward loop's variable, a helper's parameter
+    aliases: dict[str, Expr] = field(default_factory=dict)
+    # zero-dimensional buffers read and written by their bare name (scalar variables, values)
+    scalars: dict[str, bool] = field(default_factory=dict)
 
 
 class ExprParser:
@@ -78,6 +117,7 @@ class ExprParser:
     def __init__(self, scope: Scope, fail: Callable[[ast.AST, str], ParseError]):
         self.scope = scope
         self.fail = fail
+        self.depth = 0      # helpers being inlined around this parser
 
     # values ------------------------------------------------------------------------------------
     def value(self, node: ast.expr) -> Expr:
@@ -102,6 +142,10 @@ class ExprParser:
 
     def _Name(self, node: ast.Name) -> Expr:
         name = node.id
+        if name in self.scope.aliases:
+            return self.scope.aliases[name]
+        if name in self.scope.scalars:
+            return self.scope.buffers[name][()]
         if name in self.scope.loops:
             return Var(name, VarKind.ITER)
         if name in self.scope.params:
@@ -131,16 +175,23 @@ class ExprParser:
         return binop(kind, self.value(node.left), self.value(node.right))
 
     def _power(self, node: ast.BinOp) -> Expr:
-        exp = node.right
-        if not (isinstance(exp, ast.Constant) and isinstance(exp.value, int)
-                and not isinstance(exp.value, bool) and 1 <= exp.value <= 8):
-            raise self.fail(node, "'**' takes a small positive integer exponent (x ** 2); use "
-                                  "pl.exp/pl.log otherwise")
-        base = self.value(node.left)
-        out = base
-        for _ in range(exp.value - 1):
-            out = out * base
-        return out
+        return self.power(node, self.value(node.left), node.right)
+
+    def power(self, node: ast.AST, base: Expr, exponent: ast.expr) -> Expr:
+        """``base ** exponent``: a constant integer exponent by repeated squaring (a negative
+        one as a reciprocal), a half through sqrt, anything else through C's pow."""
+        k = _number(exponent)
+        if isinstance(k, float) and k.is_integer() and abs(k) <= 64:
+            base, k = cast(as_dtype("float64"), base) if not base.dtype.is_float else base, int(k)
+        if isinstance(k, int) and abs(k) <= 64:
+            if k == 0:
+                return base * 0 + 1
+            out = _int_power(base, abs(k))
+            return out if k > 0 else 1.0 / out
+        if k in (0.5, -0.5):
+            root = ew.sqrt(base)
+            return root if k > 0 else 1.0 / root
+        return ew.pow(base, self.value(exponent))
 
     def _UnaryOp(self, node: ast.UnaryOp) -> Expr:
         v = self.value(node.operand)
@@ -187,13 +238,24 @@ class ExprParser:
 
     def _Call(self, node: ast.Call) -> Expr:
         fn = self.resolve(node.func)
+        if any(fn is p for p in _POW):
+            if len(node.args) != 2 or node.keywords:
+                raise self.fail(node, "pow() takes two arguments: pow(x, 2)")
+            return self.power(node, self.value(node.args[0]), node.args[1])
         entry = FUNCTIONS.get(id(fn))
         if entry is None:
             if fn is float or fn is int:
                 return self._cast(node, "float64" if fn is float else "int64")
+            if getattr(fn, "extern_function", None) is not None:
+                if node.keywords:
+                    raise self.fail(node, f"extern '{fn.__name__}' takes positional arguments")
+                return fn(*[self.value(a) for a in node.args])
+            if isinstance(fn, types.FunctionType):
+                return self._inline(node, fn)
             raise self.fail(node, f"call to unknown function '{ast.unparse(node.func)}'; "
-                                  "supported: max, min, abs and exp, log, sqrt, tanh, floor, where "
-                                  "(from math, numpy or polyloop)")
+                                  "supported: max, min, abs, pow and exp, log, sqrt, tanh, floor, "
+                                  "where (from math, numpy or polyloop), and small functions "
+                                  "of your module that return an expression")
         name, builder, lo, hi = entry
         if node.keywords:
             raise self.fail(node, f"{name}() takes positional arguments only")
@@ -202,6 +264,29 @@ class ExprParser:
             want = f"{lo}" if lo == hi else f"at least {lo}"
             raise self.fail(node, f"{name}() takes {want} arguments, got {n}")
         return builder(*[self.value(a) for a in node.args])
+
+    def _inline(self, node: ast.Call, fn: types.FunctionType) -> Expr:
+        """A helper of the module (PolyBench's macros): its arguments are computed here and
+        its ``return`` expression is read with its parameters standing for them."""
+        if self.depth >= _MAX_INLINE_DEPTH:
+            raise self.fail(node, f"helper '{fn.__name__}' calls helpers more than "
+                                  f"{_MAX_INLINE_DEPTH} deep (recursion cannot be inlined)")
+        body, params = _helper_body(fn)
+        if body is None:
+            raise self.fail(node, f"helper '{fn.__name__}' cannot be inlined: a helper's body is "
+                                  "name = expression lines and one return of an expression, "
+                                  "with positional parameters (its source must be readable)")
+        if node.keywords or len(node.args) != len(params):
+            raise self.fail(node, f"helper '{fn.__name__}' takes {len(params)} positional "
+                                  f"arguments ({', '.join(params)}), got {len(node.args)}")
+        env = {**builtins.__dict__, **fn.__globals__}
+        scope = Scope(env, self.scope.buffers, self.scope.params, [],
+                      dict(zip(params, (self.value(a) for a in node.args))))
+        inner = ExprParser(scope, self.fail)
+        inner.depth = self.depth + 1
+        for assign in body[:-1]:
+            scope.aliases[assign.targets[0].id] = inner.value(assign.value)
+        return inner.value(body[-1].value)
 
     def _cast(self, node: ast.Call, dtype: str) -> Expr:
         if len(node.args) != 1 or node.keywords:
@@ -308,6 +393,26 @@ class ExprParser:
             raise self.fail(node, "if conditions must be affine in loop variables and sizes; "
                                   f"'{ast.unparse(node)}' is not (for a data-dependent choice "
                                   "use pl.where(cond, a, b) or max/min)") from None
+
+
+def _helper_body(fn: types.FunctionType) -> tuple[list[ast.stmt] | None, list[str]]:
+    """The body (``name = expr`` lines, then ``return expr``) and parameters of a helper."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None, []
+    fdef = tree.body[0] if tree.body else None
+    if not isinstance(fdef, ast.FunctionDef):
+        return None, []
+    a = fdef.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+        return None, []
+    body = [st for st in fdef.body if not (isinstance(st, ast.Expr)
+                                           and isinstance(st.value, ast.Constant))]
+    ok = body and isinstance(body[-1], ast.Return) and body[-1].value is not None and all(
+        isinstance(st, ast.Assign) and len(st.targets) == 1
+        and isinstance(st.targets[0], ast.Name) for st in body[:-1])
+    return (body if ok else None), [x.arg for x in a.args]
 
 
 def _describe(node: ast.AST) -> str:

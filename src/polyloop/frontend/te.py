@@ -109,6 +109,8 @@ class Tensor:
     body: Expr | None = None            # None for placeholders
     iters: tuple[str, ...] = ()
     inputs: tuple["Tensor", ...] = ()
+    # a tensor defined piecewise along its first axis (pl.scan: init rows, then the update)
+    pieces: tuple["Piece", ...] = ()
 
     @property
     def ndim(self) -> int:
@@ -145,6 +147,15 @@ class Tensor:
                    name: str | None = None) -> Program:
         """The Program computing this tensor (and ``others``); what ``pl.Schedule(t)`` uses."""
         return to_program(self, *others, args=args, name=name)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """The rows ``start <= iters[0] < stop`` of a piecewise tensor, computed by ``body``."""
+    body: Expr
+    iters: tuple[str, ...]
+    start: Expr
+    stop: Expr
 
 
 _reads: contextvars.ContextVar[list[Tensor] | None] = contextvars.ContextVar("reads", default=None)
@@ -189,10 +200,13 @@ def placeholder(shape: object, dtype: object = "float32", name: str | None = Non
                   next(_counter))
 
 
-def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None = None) -> Tensor:
+def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None = None
+            ) -> Tensor:
     """A tensor defined elementwise: ``pl.compute((n,), lambda i: A[i] + 1.0, name="B")``.
 
-    The body may be a reduction (``pl.sum``, ``pl.max``, ``pl.min``) at its top level.
+    The body may be a reduction (``pl.sum``, ``pl.max``, ``pl.min``) at its top level. A body
+    that is a tuple gives a tuple of tensors of this shape, named ``B``, ``B_1``, ...:
+    ``lo, hi = pl.compute((n,), lambda i: (A[i] - 1.0, A[i] + 1.0), name="B")``.
     """
     tensor_name = _tensor_name(name, "compute")
     dims = _shape(shape)
@@ -201,9 +215,24 @@ def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None =
     collector: list[Tensor] = []
     token = _reads.set(collector)
     try:
-        body = as_expr(fcompute(*iters))  # type: ignore[arg-type]
+        value = fcompute(*iters)
     finally:
         _reads.reset(token)
+    if isinstance(value, (tuple, list)):
+        if not value:
+            raise PolyloopError(f"the compute function of '{tensor_name}' returned an empty tuple")
+        outs = []
+        for k, v in enumerate(value):
+            body = as_expr(v)
+            used = {ld.buffer for ld in loads(body)}   # each output lists only what it reads
+            outs.append(_tensor(f"{tensor_name}_{k}" if k else tensor_name, dims, names, body,
+                                [t for t in collector if t.name in used]))
+        return tuple(outs)  # type: ignore[return-value]
+    return _tensor(tensor_name, dims, names, as_expr(value), collector)  # type: ignore[arg-type]
+
+
+def _tensor(tensor_name: str, dims: tuple[Expr, ...], names: list[str], body: Expr,
+            collector: list[Tensor]) -> Tensor:
     _check_body(body, names)
     read = {t.name for t in collector}
     for ld in loads(body):
@@ -371,8 +400,10 @@ def _params(args: list[Tensor], tensors: list[Tensor]) -> list[str]:
             for v in walk(d):
                 if isinstance(v, Var) and v.kind is VarKind.PARAM:
                     found.setdefault(v.name)
-        if t.body is not None:
-            for v in walk(t.body):
+        for body in [t.body] + [p.body for p in t.pieces]:
+            if body is None:
+                continue
+            for v in walk(body):
                 if isinstance(v, Var) and v.kind is VarKind.PARAM:
                     found.setdefault(v.name)
     return list(found)
@@ -391,8 +422,26 @@ def _bounds(names: Sequence[str], starts: Sequence[Expr], extents: Sequence[Expr
     return out
 
 
+def _piece_statements(t: Tensor, params: list[str]) -> list[Statement]:
+    """One statement per piece of a piecewise tensor, over its rows of the first axis."""
+    pre = params_prefix(params)
+    out = []
+    for k, p in enumerate(t.pieces):
+        # the piece's rows, clipped to the tensor (init rows of a scan shorter than them)
+        rows = _bounds(p.iters[:1], [p.start], [p.stop - p.start], t.name) + \
+            _bounds(p.iters[:1], [const(0)], t.shape[:1], t.name)
+        rest = _bounds(p.iters[1:], [const(0)] * (len(p.iters) - 1), t.shape[1:], t.name)
+        name = t.name if k == len(t.pieces) - 1 else f"{t.name}_init"
+        dom = f"{pre}{{ {name}[{', '.join(p.iters)}] : {' and '.join(rows + rest)} }}"
+        out.append(Statement(name, p.iters, dom, t.name, tuple(Var(i) for i in p.iters), p.body,
+                             block=name))
+    return out
+
+
 def _statements(t: Tensor, params: list[str]) -> list[Statement]:
     assert t.body is not None
+    if t.pieces:
+        return _piece_statements(t, params)
     pre = params_prefix(params)
     axis_names = t.iters + (tuple(a.name for a in t.body.axes)
                             if isinstance(t.body, Reduce) else ())

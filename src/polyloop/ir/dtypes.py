@@ -15,14 +15,20 @@ class DType(enum.Enum):
     INT64 = "int64"
     FLOAT32 = "float32"
     FLOAT64 = "float64"
+    # storage types: arrays of them are read and written, arithmetic follows C (integers are
+    # computed as int and wrap when stored; float16 is computed in float32 and rounded)
+    INT8 = "int8"
+    UINT8 = "uint8"
+    INT16 = "int16"
+    FLOAT16 = "float16"
 
     @property
     def is_float(self) -> bool:
-        return self in (DType.FLOAT32, DType.FLOAT64)
+        return self in (DType.FLOAT16, DType.FLOAT32, DType.FLOAT64)
 
     @property
     def is_int(self) -> bool:
-        return self in (DType.INT32, DType.INT64)
+        return self in (DType.INT8, DType.UINT8, DType.INT16, DType.INT32, DType.INT64)
 
     @property
     def numpy(self) -> np.dtype:
@@ -50,13 +56,17 @@ def as_dtype(value: object) -> DType:
         name = np.dtype(value).name  # type: ignore[arg-type]
     except TypeError:
         name = str(value)
+    if name == "bfloat16" or str(value) == "bfloat16":
+        raise PolyloopError("bfloat16 is not supported: NumPy has no bfloat16 arrays to pass; "
+                            "store the data as float16 or float32")
     if name not in _SPELLINGS:
         valid = ", ".join(sorted(_SPELLINGS))
         raise PolyloopError(f"unsupported dtype {value!r}; valid dtypes are {valid}")
     return _SPELLINGS[name]
 
 
-_RANK = {DType.BOOL: 0, DType.INT32: 1, DType.INT64: 2, DType.FLOAT32: 3, DType.FLOAT64: 4}
+_RANK = {DType.BOOL: 0, DType.INT8: 1, DType.UINT8: 1, DType.INT16: 2, DType.INT32: 3,
+         DType.INT64: 4, DType.FLOAT16: 5, DType.FLOAT32: 6, DType.FLOAT64: 7}
 
 
 def promote(a: DType, a_weak: bool, b: DType, b_weak: bool, *, what: str) -> tuple[DType, bool]:
@@ -83,4 +93,5 @@ def promote(a: DType, a_weak: bool, b: DType, b_weak: bool, *, what: str) -> tup
 
 def c_name(d: DType) -> str:
     return {DType.BOOL: "bool", DType.INT32: "int32_t", DType.INT64: "int64_t",
-            DType.FLOAT32: "float", DType.FLOAT64: "double"}[d]
+            DType.FLOAT32: "float", DType.FLOAT64: "double", DType.INT8: "int8_t",
+            DType.UINT8: "uint8_t", DType.INT16: "int16_t", DType.FLOAT16: "_Float16"}[d]

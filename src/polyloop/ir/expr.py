@@ -34,6 +34,8 @@ class BinOpKind(enum.Enum):
     NE = "!="
     AND = "and"
     OR = "or"
+    POW = "pow"        # C's pow: float operands (integers are computed in float64)
+    FMOD = "fmod"      # C's fmod: the remainder takes the sign of the dividend (np.fmod)
 
     @property
     def is_comparison(self) -> bool:
@@ -57,12 +59,20 @@ class UnaryKind(enum.Enum):
     TANH = "tanh"
     ABS = "abs"
     FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"    # to the nearest integer, halves to even (np.round, C's rint)
+    SIN = "sin"
+    COS = "cos"
+    TAN = "tan"
+    ERF = "erf"
+    ISNAN = "isnan"    # a bool
 
 
 class ReduceKind(enum.Enum):
     SUM = "sum"
     MAX = "max"
     MIN = "min"
+    PROD = "prod"
 
 
 class VarKind(enum.Enum):
@@ -93,6 +103,8 @@ class Expr:
     def __rfloordiv__(self, o: ExprLike) -> Expr: return binop(BinOpKind.FLOORDIV, o, self)
     def __mod__(self, o: ExprLike) -> Expr: return binop(BinOpKind.MOD, self, o)
     def __rmod__(self, o: ExprLike) -> Expr: return binop(BinOpKind.MOD, o, self)
+    def __pow__(self, o: ExprLike) -> Expr: return binop(BinOpKind.POW, self, o)
+    def __rpow__(self, o: ExprLike) -> Expr: return binop(BinOpKind.POW, o, self)
     def __neg__(self) -> Expr: return unary(UnaryKind.NEG, self)
     def __pos__(self) -> Expr: return self
 
@@ -292,13 +304,16 @@ def binop(op: BinOpKind, a: ExprLike, b: ExprLike) -> Expr:
     d, weak = promote(lhs.dtype, lhs.weak, rhs.dtype, rhs.weak, what=f"'{op.value}'")
     if d is DType.BOOL and not op.is_comparison:
         raise PolyloopError(f"arithmetic '{op.value}' on booleans; cast with .astype() first")
-    if op is BinOpKind.DIV and not d.is_float:
+    if op in _FLOAT_ONLY and not d.is_float:
         d = DType.FLOAT64
     lhs, rhs = _to(d, weak, lhs), _to(d, weak, rhs)
     folded = _fold(op, lhs, rhs, d, weak)
     if folded is not None:
         return folded
     return BinOp(op, lhs, rhs, DType.BOOL if op.is_comparison else d, weak=weak)
+
+
+_FLOAT_ONLY = frozenset({BinOpKind.DIV, BinOpKind.POW, BinOpKind.FMOD})
 
 
 def _fold(op: BinOpKind, lhs: Expr, rhs: Expr, d: DType, weak: bool) -> Expr | None:
@@ -337,6 +352,8 @@ def unary(op: UnaryKind, a: ExprLike) -> Expr:
             return Const(-e.value, e.dtype, weak=e.weak)
         return Unary(op, e, e.dtype, weak=e.weak)
     d = e.dtype if e.dtype.is_float else DType.FLOAT64
+    if op is UnaryKind.ISNAN:
+        return Unary(op, _to(d, e.weak, e), DType.BOOL, weak=e.weak)
     return Unary(op, _to(d, e.weak, e), d, weak=e.weak)
 
 
@@ -465,10 +482,12 @@ def same(a: Expr, b: Expr) -> bool:
 
 
 def reduce_identity(kind: ReduceKind, dtype: DType) -> Const:
-    """The value a reduction starts from: 0 for sums, -inf/+inf (or the integer limits) for
-    max/min."""
+    """The value a reduction starts from: 0 for sums, 1 for products, -inf/+inf (or the
+    integer limits) for max/min."""
     if kind is ReduceKind.SUM:
         return const(0, dtype)
+    if kind is ReduceKind.PROD:
+        return const(1, dtype)
     if dtype.is_float:
         return const(float("-inf") if kind is ReduceKind.MAX else float("inf"), dtype)
     import numpy as np

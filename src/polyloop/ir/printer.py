@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from .expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, Select, Unary, UnaryKind,
                    Var)
+from .extern import Extern
 
 if TYPE_CHECKING:
     from .program import Program
@@ -32,7 +33,7 @@ def expr_to_str(e: Expr, prec: int = 0) -> str:
     if isinstance(e, Load):
         return f"{e.buffer}[{', '.join(expr_to_str(i) for i in e.indices)}]"
     if isinstance(e, BinOp):
-        if e.op in (BinOpKind.MIN, BinOpKind.MAX):
+        if e.op in (BinOpKind.MIN, BinOpKind.MAX, BinOpKind.POW, BinOpKind.FMOD):
             return f"{e.op.value}({expr_to_str(e.lhs)}, {expr_to_str(e.rhs)})"
         p = _PREC[e.op]
         sym = {BinOpKind.AND: "&", BinOpKind.OR: "|"}.get(e.op, e.op.value)
@@ -50,13 +51,15 @@ def expr_to_str(e: Expr, prec: int = 0) -> str:
     if isinstance(e, Select):
         return (f"where({expr_to_str(e.cond)}, {expr_to_str(e.true_value)}, "
                 f"{expr_to_str(e.false_value)})")
+    if isinstance(e, Extern):
+        return f"{e.function.name}({', '.join(expr_to_str(a) for a in e.args)})"
     if isinstance(e, Reduce):
         return (f"{e.kind.value}({expr_to_str(e.source)}, axis=["
                 f"{', '.join(a.name for a in e.axes)}])")
     raise TypeError(f"unknown expression node {type(e).__name__}")
 
 
-_REDUCE_OP = {"sum": "+=", "max": "max=", "min": "min="}
+_REDUCE_OP = {"sum": "+=", "max": "max=", "min": "min=", "prod": "*="}
 
 
 def statement_to_str(s: object) -> str:

@@ -59,6 +59,10 @@ def _deps_between(deps: Sequence[Dependence], sources: set[str],
     return [d for d in deps if d.source in sources and d.sink in sinks]
 
 
+def _inside(loop: LoopNode, statement: str) -> bool:
+    return any(s == statement for s, _ in loop.exprs)
+
+
 def merge_shifts(program: Program, deps: Sequence[Dependence], outer: Sequence[LoopNode],
                  first: Sequence[LoopNode], second: Sequence[LoopNode],
                  context: isl.Set) -> list[Shift]:
@@ -77,6 +81,10 @@ def merge_shifts(program: Program, deps: Sequence[Dependence], outer: Sequence[L
         worst: isl.PwAff | None = None
         all_zero = True
         for d in between:
+            if not (_inside(la, d.source) and _inside(lb, d.sink)):
+                # an end of the dependence sits above this level of an imperfect nest: no
+                # shift of these two loops describes it, so fusion stops above them
+                return out
             delta = _level_deltas(program, d, outer, la, lb)
             if delta.is_empty():
                 continue

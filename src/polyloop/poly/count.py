@@ -165,8 +165,9 @@ def _size(s: isl.Set | None, program: Program, sizes: Mapping[str, int]) -> int 
 
 
 _FLOP_BINOPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL, BinOpKind.DIV,
-                          BinOpKind.MIN, BinOpKind.MAX})
-_FLOP_UNARY = frozenset({UnaryKind.EXP, UnaryKind.LOG, UnaryKind.SQRT, UnaryKind.TANH})
+                          BinOpKind.MIN, BinOpKind.MAX, BinOpKind.POW, BinOpKind.FMOD})
+_FLOP_UNARY = frozenset({UnaryKind.EXP, UnaryKind.LOG, UnaryKind.SQRT, UnaryKind.TANH,
+                         UnaryKind.SIN, UnaryKind.COS, UnaryKind.TAN, UnaryKind.ERF})
 
 
 def instance_flops(statement: Statement) -> int:

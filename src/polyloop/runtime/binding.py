@@ -23,6 +23,8 @@ from ..ir.program import Buffer, BufferRole
 from .pointers import data_pointer_reader
 from .shapes import Affine, evaluate, solve, to_affine
 
+_SCALARS = (int, float, bool, np.generic)
+
 # Distinct shape combinations remembered per kernel; the cache is cleared when it fills up.
 _PLAN_CACHE_SIZE = 256
 # Sizes are int64 in the generated code, and so are the byte counts of its arrays.
@@ -124,6 +126,9 @@ class Binder:
                 shapes.append(None)
                 pointers.append(0)
                 continue
+            if slot.ndim == 0 and not slot.written and isinstance(a, _SCALARS):
+                # a value argument (a script's ``alpha: float``) may be passed as a number
+                a = arrays[slot.index] = np.asarray(a, dtype=slot.dtype)
             if (type(a) is not np.ndarray or a.ndim != slot.ndim or a.dtype != slot.dtype
                     or not a.flags.c_contiguous or (slot.written and not a.flags.writeable)):
                 self._explain(slot, a)

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from ..errors import ScheduleError
 from . import blocks, hints, rewrites
+from . import state as st
 from . import tensorize as tz
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import BlockHandle, LoopHandle
@@ -37,6 +38,35 @@ class BlockPrimitives(ScheduleCore):
                 raise
             raise _with_hint(e, hints.compute_at_hint(self._state, name, node,
                                                       reverse=False)) from None
+
+    def compute_root(self, block: BlockHandle | str) -> None:
+        """Undo compute_at: the block gets a nest of its own at the top level, placed before
+        the nest that computed it (after it, when that is what the dependences need).
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((8,), "float32", name="A")
+        >>> B = pl.compute((8,), lambda i: A[i] + 1.0, name="B")
+        >>> C = pl.compute((8,), lambda i: B[i] * 2.0, name="C")
+        >>> sch = pl.Schedule(C)
+        >>> sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+        >>> sch.compute_root(sch.get_block("B"))
+        >>> print(sch)
+        for i in range(8):
+            B[i] = A[i] + 1.0
+        for i in range(8):
+            C[i] = B[i] * 2.0
+        """
+        name = self._block(block, "compute_root")
+        try:
+            new = blocks.compute_root(self._state, name)
+            st.verify(new, f"compute_root({name})")
+        except ScheduleError as before:
+            try:    # a consumer moved in with reverse_compute_at goes after its producers
+                new = blocks.compute_root(self._state, name, after=True)
+                st.verify(new, f"compute_root({name})")
+            except ScheduleError:
+                raise before from None
+        self._apply(new, "compute_root", (BlockHandle(name),), {})
 
     def reverse_compute_at(self, block: BlockHandle | str, loop: LoopHandle) -> None:
         """Compute a consumer inside a producer's loop, right after what it reads is ready."""

@@ -107,6 +107,23 @@ def compute_at(state: State, block: str, loop: LoopNode) -> State:
     return _place(state, producers, path, placements, loop, 0)
 
 
+def compute_root(state: State, block: str, *, after: bool = False) -> State:
+    """The block's statements in a nest of their own at the top level, before (``after``:
+    after) the top-level nest that holds them now; unchanged when they are alone there."""
+    stmts = block_statements(state, block)
+    names = {s.name for s in stmts}
+    kids = state.root.children
+    holders = [k for k, n in enumerate(kids) if names & set(_under(n))]
+    if all(set(_under(kids[k])) <= names for k in holders):
+        return state            # already computed at the root
+    index = holders[-1] + 1 if after else holders[0]
+    return _place(state, stmts, [], {}, None, index)
+
+
+def _under(node: Node) -> list[str]:
+    return [node.statement] if isinstance(node, StmtNode) else list(statements_under(node))
+
+
 def reverse_compute_at(state: State, block: str, loop: LoopNode) -> State:
     consumers = block_statements(state, block)
     path = state.path(loop.id)

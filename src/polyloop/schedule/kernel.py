@@ -12,6 +12,9 @@ the kernel as written, exactly as for ``pl.Schedule``, and a refused one raises
 >>> knl = pl.split_iname(knl, "i", 128, outer_tag="g.0", inner_tag="l.0")
 >>> [h.name for h in loops_named(knl, "i_inner")]
 ['i_inner']
+>>> knl = pl.make_kernel("{ [i, j] : 0 <= i < n and 0 <= j < m }", "out[i, j] = a[i, j]")
+>>> print(pl.prioritize_loops(knl, "j,i").loops().splitlines()[0])
+for j in range(m):
 
 Tags and the transformations' working state are in ``kernel_tags``; kernels are duck-typed
 (the kernel class belongs to the front end, a sibling layer this package does not import).
@@ -22,6 +25,7 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ScheduleError
+from ..ir.program import BufferRole, MemScope
 from ..poly import affine, kernel_params
 from ..poly.tree import LoopNode, statements_under
 from .kernel_tags import (Tag, TagKind, Work, apply_tag, apply_tags, chain_from, derive,
@@ -33,21 +37,30 @@ from .state import map_tree
 from .trace import LoopHandle
 
 __all__ = ["add_prefetch", "assume", "fix_parameters", "join_inames", "loops_named",
-           "rename_iname", "schedule_of", "split_iname", "tag_inames"]
+           "prioritize_loops", "rename_iname", "schedule_of", "set_temporary_address_space",
+           "split_iname", "tag_inames"]
 
 
 # transformations ---------------------------------------------------------------------------------
 
 def split_iname(knl: Any, iname: str, factor: int, outer_tag: str | None = None,
                 inner_tag: str | None = None, *, outer_iname: str | None = None,
-                inner_iname: str | None = None) -> Any:
+                inner_iname: str | None = None, slabs: tuple[int, int] = (0, 0)) -> Any:
     """Split loop ``iname`` into ``{iname}_outer`` (trip count ceil(extent/factor)) and
     ``{iname}_inner`` (``factor``); a factor that does not divide the extent is fine (isl
     writes exact bounds). Tags may be given for the new loops.
 
+    ``slabs=(first, last)`` (Loo.py) peels the partial outer iterations off: with any non-zero
+    entry the full tiles get a nest of their own whose inner loop has the constant trip count
+    ``factor`` (isl's full-tile isolation), and the partial tile its own nest.
+
     >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")  # doctest: +SKIP
     >>> knl = pl.split_iname(knl, "i", 128, outer_tag="g.0", inner_tag="l.0")  # doctest: +SKIP
     """
+    if not (isinstance(slabs, tuple) and len(slabs) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in slabs)):
+        raise ScheduleError(f"split_iname: slabs= is a pair of non-negative ints (outer "
+                            f"iterations peeled at the start and the end), got {slabs!r}")
     work = work_of(knl)
     sch = work.sch
     outer = outer_iname or f"{iname}_outer"
@@ -62,13 +75,15 @@ def split_iname(knl: Any, iname: str, factor: int, outer_tag: str | None = None,
         if h.id in work.tags:
             raise ScheduleError(f"split_iname: loop '{iname}' is already tagged; split it "
                                 "before tagging")
-        sch.split(h, [None, factor], names=[outer, inner])
+        _, inner_loop = sch.split(h, [None, factor], names=[outer, inner])
+        if any(slabs):      # full tiles in a nest of their own, with constant bounds
+            sch.annotate(inner_loop, "isolate", "on")
     tags = {k: v for k, v in ((outer, outer_tag), (inner, inner_tag)) if v is not None}
     if tags:
         apply_tags(work, tags)
     return derive(knl, work, "split_iname", (iname, factor),
                    {"outer_tag": outer_tag, "inner_tag": inner_tag, "outer_iname": outer,
-                    "inner_iname": inner})
+                    "inner_iname": inner} | ({"slabs": slabs} if any(slabs) else {}))
 
 
 def tag_inames(knl: Any, tags: Mapping[str, str] | Sequence[tuple[str, str]] | str) -> Any:
@@ -286,8 +301,75 @@ def fix_parameters(knl: Any, **values: int) -> Any:
     return replace(out, history=knl.history + (("fix_parameters", (), tuple(values.items())),))
 
 
+_SPACES = {"private": MemScope.LOCAL, "local": MemScope.SHARED, "global": MemScope.GLOBAL}
+
+
+def prioritize_loops(knl: Any, order: str | Sequence[str]) -> Any:
+    """Nest the named loops in this order, outermost first (``"i,j,k"``), wherever they are
+    directly nested; refused with the dependence when that order would change the result."""
+    names = [x.strip() for x in order.split(",")] if isinstance(order, str) else list(order)
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise ScheduleError(f"prioritize_loops: give two or more distinct loop names, got "
+                            f"{names}")
+    work = work_of(knl)
+    sch = work.sch
+    for h in require_loops(names[0], sch, "prioritize_loops") + [
+            x for name in names[1:] for x in require_loops(name, sch, "prioritize_loops")]:
+        node = sch.state.loop(h.id) if _alive(sch, h.id) else None
+        chain = _outermost_chain(sch, node, names) if node is not None else None
+        if chain is None:
+            continue
+        picked = {n.name: n for n in chain if n.name in names}
+        if len(picked) == len(names):
+            sch.reorder(*[LoopHandle(picked[name].id, name) for name in names])
+    return derive(knl, work, "prioritize_loops", (tuple(names),), {})
+
+
+def _alive(sch: Any, loop_id: int) -> bool:
+    try:
+        sch.state.loop(loop_id)
+    except Exception:  # noqa: BLE001 - a loop replaced by an earlier reorder of this call
+        return False
+    return True
+
+
+def _outermost_chain(sch: Any, node: Any, names: list[str]) -> list | None:
+    """The perfectly nested chain from ``node`` when ``node`` is the outermost named loop."""
+    path = sch.state.path(node.id)
+    if any(p.name in names for p in path[:-1]):
+        return None
+    return chain_from(node)
+
+
+def set_temporary_address_space(knl: Any, name: str, space: str) -> Any:
+    """Place a temporary in ``"private"`` (per work-item), ``"local"`` (per work-group) or
+    ``"global"`` memory; earlier transformations are replayed on the kernel."""
+    if space not in _SPACES:
+        raise ScheduleError(f"set_temporary_address_space: unknown space {space!r}; valid "
+                            f"spaces are {', '.join(repr(s) for s in _SPACES)}")
+    program = knl.program
+    if not program.has_buffer(name) or program.buffer(name).role is not BufferRole.TEMP:
+        temps = [b.name for b in program.buffers if b.role is BufferRole.TEMP]
+        raise ScheduleError(f"set_temporary_address_space: '{name}' is not a temporary of "
+                            f"kernel '{program.name}'; temporaries: {', '.join(temps) or 'none'}")
+    buffers = tuple(replace(b, scope=_SPACES[space]) if b.name == name else b
+                    for b in program.buffers)
+    base = replace(knl, program=program.replace(buffers=buffers), schedule=None, plain=None,
+                   tags=(), history=())
+    out = _replay(base, knl.history)
+    return replace(out, history=knl.history + (("set_temporary_address_space", (name, space),
+                                                ()),))
+
+
+# Steps whose effect lives in the program itself (its assumptions, its fixed sizes): a replay
+# on that program must not apply them again (n is no longer a parameter once fixed).
+_IN_PROGRAM = frozenset({"assume", "fix_parameters", "set_temporary_address_space"})
+
+
 def _replay(knl: Any, history: Sequence[tuple[str, tuple, tuple]]) -> Any:
     for step, args, kwargs in history:
+        if step in _IN_PROGRAM:
+            continue
         fn: Callable[..., Any] = TRANSFORMATIONS[step]
         knl = fn(knl, *args, **dict(kwargs))
     return knl
@@ -296,5 +378,6 @@ def _replay(knl: Any, history: Sequence[tuple[str, tuple, tuple]]) -> Any:
 TRANSFORMATIONS: dict[str, Callable[..., Any]] = {
     "split_iname": split_iname, "tag_inames": tag_inames, "rename_iname": rename_iname,
     "join_inames": join_inames, "assume": assume, "fix_parameters": fix_parameters,
-    "add_prefetch": add_prefetch,
+    "add_prefetch": add_prefetch, "prioritize_loops": prioritize_loops,
+    "set_temporary_address_space": set_temporary_address_space,
 }

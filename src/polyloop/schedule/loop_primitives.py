@@ -17,16 +17,50 @@ from .trace import LoopHandle
 THREAD_AXES = tuple(a.value for a in ThreadAxis)
 
 
+def _factors(loop: LoopHandle, factors: Sequence[int | None] | None, factor: int | None,
+             nparts: int | None) -> list[int | None]:
+    given = [x for x in (factors, factor, nparts) if x is not None]
+    if len(given) != 1:
+        raise ScheduleError(f"split({getattr(loop, 'name', loop)}, ...) takes one of factors=[...], "
+                            "factor= (the inner trip count) or nparts= (the outer trip count)")
+    if factor is not None:
+        return [None, factor]
+    if nparts is not None:
+        return [nparts, None]
+    return list(factors)  # type: ignore[arg-type]
+
+
+def _symbolic(state: st.State, node: Any) -> bool:
+    lo, hi = loops.loop_range(state, node)
+    return lo is None or hi is None
+
+
 class LoopPrimitives(ScheduleCore):
     """Primitives that change loops (mixed into ``pl.Schedule``)."""
 
-    def split(self, loop: LoopHandle, factors: Sequence[int | None], *,
+    def split(self, loop: LoopHandle, factors: Sequence[int | None] | None = None, *,
+              factor: int | None = None, nparts: int | None = None,
               names: Sequence[str] | None = None) -> list[LoopHandle]:
         """Split a loop into nested loops of the given trip counts (one may be None: inferred).
 
         Extents that do not divide and symbolic extents are exact: isl writes the bounds.
+        TVM's spellings work too: ``factor=8`` is ``factors=[None, 8]`` and ``nparts=4`` is
+        ``factors=[4, None]`` (for a loop of constant extent).
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((100,), "float32", name="A")
+        >>> B = pl.compute((100,), lambda i: A[i] * 2.0, name="B")
+        >>> sch = pl.Schedule(B)
+        >>> [h.name for h in sch.split(sch.get_loops(sch.get_block("B"))[0], factor=8)]
+        ['i_0', 'i_1']
         """
+        factors = _factors(loop, factors, factor, nparts)
         node = self._loop(loop, "split")
+        if nparts is not None and factors[1] is None and _symbolic(self._state, node):
+            raise ScheduleError(
+                f"split({loop.name}, nparts={nparts}): the extent of '{loop.name}' is symbolic, "
+                f"so each part would hold extent/{nparts} iterations, a division by a size that "
+                f"is not affine; split with factor= (split({loop.name}, factor=k)) instead")
         new, nodes = loops.split(self._state, node, list(factors), names)
         result = [self._handle(n) for n in nodes]
         kw = {"factors": list(factors)} | ({"names": list(names)} if names else {})

@@ -68,6 +68,11 @@ def split(state: State, node: LoopNode, factors: Sequence[int | None],
     return new, new_nodes
 
 
+def loop_range(state: State, node: LoopNode) -> tuple[int | None, int | None]:
+    """The constant (first, last) values of a loop; None where they depend on sizes."""
+    return _range(state, node)
+
+
 def _chain(nodes: list[LoopNode], children: tuple) -> LoopNode:
     inner = nodes[-1].with_children(children)
     for n in reversed(nodes[:-1]):
@@ -167,8 +172,12 @@ def _common_ranges(state: State, seg: Sequence[LoopNode], stmts: list[str]
         lo = None if None in los else min(los)  # type: ignore[type-var]
         hi = None if None in his else max(his)  # type: ignore[type-var]
         if k > 0 and (lo is None or hi is None):
-            raise ScheduleError(f"fuse: loop '{n.name}' has no constant extent; fuse needs "
-                                "inner loops of constant extent")
+            raise ScheduleError(
+                f"fuse: loop '{n.name}' has a symbolic extent; the fused loop would compute its "
+                f"iterators as f // extent and f % extent, a division by a size that is not "
+                f"affine. Fuse loops whose inner extents are constants (split '{n.name}' by a "
+                "constant first and fuse the outer parts, or pl.fix_parameters in a kernel), "
+                "or parallelize the outer loop alone")
         out.append((lo, hi))
     return out
 

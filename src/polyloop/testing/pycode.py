@@ -9,6 +9,7 @@ Python ints (exact, and fast to index with). Every load and store is bounds-chec
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -18,6 +19,7 @@ from ..errors import PolyloopError
 from ..ir.dtypes import DType
 from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, ReduceKind, Select,
                        Unary, UnaryKind, Var, VarKind)
+from ..ir.extern import Extern
 from ..ir.program import Statement
 
 StatementFunction = Callable[..., None]
@@ -27,14 +29,15 @@ _ARITHMETIC = {BinOpKind.ADD: "+", BinOpKind.SUB: "-", BinOpKind.MUL: "*", BinOp
                BinOpKind.EQ: "==", BinOpKind.NE: "!=", BinOpKind.AND: "and",
                BinOpKind.OR: "or"}
 _MATH = {UnaryKind.EXP: "np_exp", UnaryKind.LOG: "np_log", UnaryKind.SQRT: "np_sqrt",
-         UnaryKind.TANH: "np_tanh", UnaryKind.FLOOR: "np_floor"}
-_CASTS = {DType.FLOAT32: "to_float32", DType.FLOAT64: "to_float64", DType.INT32: "to_int32",
-          DType.INT64: "to_int64"}
+         UnaryKind.TANH: "np_tanh", UnaryKind.FLOOR: "np_floor", UnaryKind.CEIL: "np_ceil",
+         UnaryKind.ROUND: "np_rint", UnaryKind.SIN: "np_sin", UnaryKind.COS: "np_cos",
+         UnaryKind.TAN: "np_tan", UnaryKind.ERF: "math_erf", UnaryKind.ISNAN: "np_isnan"}
+_CASTS = {d: f"to_{d.value}" for d in DType if d is not DType.BOOL}
 
 
-def _wrapping(np_type: type, bits: int) -> Callable[[object], object]:
+def _wrapping(np_type: type, bits: int, *, signed: bool = True) -> Callable[[object], object]:
     """C's conversion to a fixed-width integer: floats truncate, integers wrap around."""
-    half, mask = 1 << (bits - 1), (1 << bits) - 1
+    half, mask = (1 << (bits - 1) if signed else 0), (1 << bits) - 1
 
     def convert(x: object) -> object:
         if isinstance(x, np.generic):
@@ -52,10 +55,20 @@ def _mod(a: object, b: object) -> object:
     return a * 0 if b == 0 else a % b  # type: ignore[operator]
 
 
+def _erf(x: object) -> object:
+    """The error function (NumPy has none), in the dtype of ``x``."""
+    value = math.erf(x)  # type: ignore[arg-type]
+    return type(x)(value) if isinstance(x, np.generic) else value
+
+
 _RUNTIME: dict[str, object] = {
     "np_exp": np.exp, "np_log": np.log, "np_sqrt": np.sqrt, "np_tanh": np.tanh,
-    "np_floor": np.floor, "to_float32": np.float32, "to_float64": np.float64,
+    "np_floor": np.floor, "np_ceil": np.ceil, "np_rint": np.rint, "np_sin": np.sin,
+    "np_cos": np.cos, "np_tan": np.tan, "np_isnan": np.isnan, "math_erf": _erf,
+    "np_power": np.power, "np_fmod": np.fmod, "to_float32": np.float32, "to_float64": np.float64,
     "to_int32": _wrapping(np.int32, 32), "to_int64": _wrapping(np.int64, 64),
+    "to_int8": _wrapping(np.int8, 8), "to_int16": _wrapping(np.int16, 16),
+    "to_uint8": _wrapping(np.uint8, 8, signed=False), "to_float16": np.float16,
     "int_floordiv": _floordiv, "int_mod": _mod,
 }
 
@@ -127,6 +140,8 @@ class _StatementWriter:
             return value
         if kind is ReduceKind.SUM:
             return f"{ref} + {value}"
+        if kind is ReduceKind.PROD:
+            return f"{ref} * ({value})"
         return self._minmax(kind is ReduceKind.MIN, ref, value)
 
     def _slot(self, name: str) -> BufferSlot:
@@ -167,10 +182,22 @@ class _StatementWriter:
         if isinstance(e, Select):
             return (f"({self.expr(e.true_value)} if {self.expr(e.cond)} "
                     f"else {self.expr(e.false_value)})")
+        if isinstance(e, Extern):
+            return self._extern(e)
         if isinstance(e, Reduce):
             raise PolyloopError(f"statement '{self.stmt.name}' contains an unlowered reduction "
                                 f"{e}; build the Program with to_program()")
         raise PolyloopError(f"cannot interpret expression node {type(e).__name__}")
+
+    def _extern(self, e: Extern) -> str:
+        fn = e.function
+        if fn.python is None:
+            raise PolyloopError(f"extern '{fn.name}' has no Python implementation for the "
+                                "reference interpreter; declare it with python=... (a function "
+                                "computing the same value)")
+        convert = self._constant(e.dtype.numpy.type)
+        args = ", ".join(self.expr(a) for a in e.args)
+        return f"{convert}({self._constant(fn.python)}({args}))"
 
     def _const(self, c: Const) -> str:
         if c.dtype is DType.BOOL:
@@ -210,6 +237,8 @@ class _StatementWriter:
             return f"({a} {_ARITHMETIC[e.op]} {b})"
         if e.op in (BinOpKind.MIN, BinOpKind.MAX):
             return self._minmax(e.op is BinOpKind.MIN, a, b)
+        if e.op in (BinOpKind.POW, BinOpKind.FMOD):
+            return f"np_{e.op.value.replace('pow', 'power')}({a}, {b})"
         op = "//" if e.op is BinOpKind.FLOORDIV else "%"
         divisor = e.rhs
         if e.lhs.dtype.is_float or (isinstance(divisor, Const) and divisor.value != 0):
