@@ -23,6 +23,7 @@ from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.auto import auto_schedule
 from .schedule.tensorize import TensorIntrin
+from .tune import TuneResult, tune
 from . import intrin  # noqa: F401 - registers the built-in micro-kernels for trace replay
 from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames, rename_iname,
                               split_iname, tag_inames)
@@ -36,6 +37,7 @@ __all__ = [
 ]
 __all__ += ["alloc", "auto_schedule", "script"]
 __all__ += ["TensorIntrin"]
+__all__ += ["TuneResult", "tune"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
 
