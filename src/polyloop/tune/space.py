@@ -19,6 +19,7 @@ True
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Sequence
 
 from ..errors import PolyloopError, ScheduleError
@@ -26,6 +27,8 @@ from ..ir.program import Program
 from ..schedule import Schedule
 from ..schedule.sampling import with_decisions
 from . import rules
+
+log = logging.getLogger("polyloop.tune")
 
 SpaceFn = Callable[[Schedule], "Schedule | None"]
 
@@ -77,3 +80,9 @@ def try_draw(program: Program, space: SpaceFn, *, seed: int | None,
         return draw(program, space, seed=seed, decisions=decisions), ""
     except ScheduleError as e:
         return None, str(e)
+    except PolyloopError:
+        raise               # the user's space function is wrong: say so at once
+    except Exception as e:  # noqa: BLE001 - a polyloop bug must not end the search
+        log.error("a primitive crashed while drawing a schedule of %s (a polyloop bug; the "
+                  "draw is skipped)", program.name, exc_info=True)
+        return None, f"{type(e).__name__}: {e}"
