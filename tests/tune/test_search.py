@@ -46,7 +46,7 @@ class CostRunner:
     def set_inputs(self, inputs, sizes):
         pass
 
-    def run(self, decisions):
+    def run(self, decisions, repeat=None):
         if not decisions:
             return RunResult(Status.OK, (1.0,), {})
         f1, f2 = decisions[0] + 1, decisions[1] + 1

@@ -84,7 +84,8 @@ def build_one(job: BuildJob) -> BuildResult:
 
 def run_one(kernel: KernelSpec, inputs: dict[str, np.ndarray], sizes: dict[str, int],
             repeat: int) -> RunResult:
-    """One call on poisoned outputs, then ``repeat`` timings (in a worker process)."""
+    """One call on poisoned outputs, then the median of ``repeat`` timings (none with
+    ``repeat=0``) (in a worker process)."""
     try:
         mod = kernel.load()
         arrays = {k: v.copy() for k, v in inputs.items()}
@@ -97,8 +98,9 @@ def run_one(kernel: KernelSpec, inputs: dict[str, np.ndarray], sizes: dict[str, 
         # copies: the timing calls below update the in-out arrays again
         written = {b.name: (outs | arrays)[b.name].copy() for b in kernel.args
                    if b.role in (BufferRole.OUTPUT, BufferRole.INOUT)}
-        times = [mod.benchmark(**arrays, **outs, **sizes, repeat=1, warmup=1 if k == 0 else 0)
-                 for k in range(repeat)]
+        # the median of ``repeat`` timings (one figure: a slow kernel is called few times)
+        times = [mod.benchmark(**arrays, **outs, **sizes, repeat=repeat, warmup=1)] \
+            if repeat else []
     except Exception:   # noqa: BLE001 - reported as the candidate's failure
         return RunResult(Status.RUN_ERROR, error=traceback.format_exc(limit=4))
     return RunResult(Status.OK, tuple(times), written)
@@ -190,11 +192,12 @@ class LocalRunner:
             raise PolyloopError("the tuning runner's worker process did not start")
         self._conn.recv()
 
-    def run(self, kernel: KernelSpec) -> RunResult:
+    def run(self, kernel: KernelSpec, repeat: int | None = None) -> RunResult:
+        """Outputs and times of ``kernel`` (``repeat=0``: outputs only)."""
         if self._proc is None or not self._proc.is_alive():
             self._start()
         try:
-            self._conn.send(("run", kernel, self.repeat))
+            self._conn.send(("run", kernel, self.repeat if repeat is None else repeat))
             if self._conn.poll(self.timeout):
                 return self._conn.recv()
             self.close()

@@ -70,8 +70,9 @@ class RayMeasurer:
                 out.append(BuildResult(None, Status.BUILD_ERROR, f"Ray build task failed: {e}"))
         return out
 
-    def run(self, kernel: KernelSpec) -> RunResult:
-        ref = self._run.remote(kernel, self._inputs, self._sizes, self.repeat)
+    def run(self, kernel: KernelSpec, repeat: int | None = None) -> RunResult:
+        ref = self._run.remote(kernel, self._inputs, self._sizes,
+                               self.repeat if repeat is None else repeat)
         done, _ = self.ray.wait([ref], timeout=self.timeout)
         if not done:
             self.ray.cancel(ref, force=True)

@@ -46,7 +46,7 @@ RUNNERS = ("local", "ray")
 def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evolutionary",
          work_dir: str | None = None, runner: str | Any = "local", seed: int = 0,
          space: SpaceFn | None = None, sizes: dict[str, int] | None = None,
-         batch: int | None = None, timeout: float = 30.0, builder: Any = None,
+         batch: int | None = None, timeout: float = 30.0, repeat: int = 3, builder: Any = None,
          progress: Callable[[Progress], None] | None = None) -> TuneResult:
     """Search ``trials`` schedules of ``obj`` (output tensors, a Program, a ``make_kernel``
     kernel or a Schedule, whose program is tuned) and return the fastest as a ``TuneResult``.
@@ -55,8 +55,9 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     generated from the program's blocks). ``strategy``: ``"evolutionary"`` (mutations ranked
     by an XGBoost cost model) or ``"random"``. ``runner``: ``"local"`` (a worker process),
     ``"ray"`` (tasks on the cluster of ``ray.init``, or a local one) or an object with
-    ``run(kernel)``. Records go to ``work_dir/records.sqlite``; a workload it knows resumes
-    from its best schedules. ``sizes`` binds symbolic sizes for measuring (default 128 each).
+    ``run(kernel, repeat=None)``; ``timeout`` (seconds) and ``repeat`` (timings per candidate)
+    configure the built-in ones. Records go to ``work_dir/records.sqlite``; a workload it knows
+    resumes from its best schedules. ``sizes`` binds symbolic sizes for measuring (default 128 each).
     Every candidate's outputs are compared with the default schedule's; a mismatch is logged as
     an error and never chosen.
 
@@ -72,7 +73,7 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     sizes = _sizes(program, sizes)
     rng = random.Random(seed)
     inputs = _inputs(program, sizes, np.random.default_rng(seed))
-    build_, run_ = _measurers(runner, builder, timeout)
+    build_, run_ = _measurers(runner, builder, timeout, repeat)
     run_.set_inputs(inputs, sizes)
     try:
         reference = _reference(program, target, build_, run_)
@@ -149,11 +150,11 @@ def _flops(program: Program, sizes: dict[str, int]) -> float:
     return total
 
 
-def _measurers(runner: Any, builder: Any, timeout: float) -> tuple[Any, Any]:
+def _measurers(runner: Any, builder: Any, timeout: float, repeat: int) -> tuple[Any, Any]:
     if runner == "ray":
-        ray = RayMeasurer(timeout=timeout)
+        ray = RayMeasurer(timeout=timeout, repeat=repeat)
         return builder or ray, ray
-    run_ = LocalRunner(timeout=timeout) if runner == "local" else runner
+    run_ = LocalRunner(timeout=timeout, repeat=repeat) if runner == "local" else runner
     return builder or LocalBuilder(), run_
 
 
@@ -163,7 +164,7 @@ def _reference(program: Program, target: str, build_: Any, run_: Any) -> dict[st
     if built.kernel is None:
         raise PolyloopError(f"tune: the default schedule of '{program.name}' does not build: "
                             f"{built.error}")
-    ran = run_.run(built.kernel)
+    ran = run_.run(built.kernel, repeat=0)     # its outputs only: the naive nest is slow
     if ran.status is not Status.OK:
         raise PolyloopError(f"tune: the default schedule of '{program.name}' failed to run "
                             f"({ran.status.value}): {ran.error}")
