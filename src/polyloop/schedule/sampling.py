@@ -37,7 +37,9 @@ SCALARS = (int, float, str, bool, type(None))
 class SamplingPrimitives(ScheduleCore):
     """Primitives that draw decisions (mixed into ``pl.Schedule``)."""
 
-    def _rng_(self) -> random.Random:
+    def _random(self) -> random.Random:
+        """The draws' generator (``Schedule(seed=...)``; unseeded for a schedule made
+        without ``__init__``)."""
         rng = getattr(self, "_rng", None)
         if rng is None:
             rng = self._rng = random.Random()
@@ -78,7 +80,7 @@ class SamplingPrimitives(ScheduleCore):
             if decision is not None and _tile_problem(decision, n, extent, max_innermost):
                 decision = None     # a forced decision for another space: draw instead
         if decision is None:
-            decision = _draw_tile(self._rng_(), n, extent, max_innermost)
+            decision = _draw_tile(self._random(), n, extent, max_innermost)
         problem = _tile_problem(decision, n, extent, max_innermost)
         if problem:
             raise ScheduleError(f"sample_perfect_tile({loop.name}, n={n}): decision "
@@ -109,7 +111,7 @@ class SamplingPrimitives(ScheduleCore):
             if not _index_ok(decision, len(cands)):
                 decision = None
         if decision is None:
-            decision = self._rng_().choices(range(len(cands)), weights)[0]
+            decision = self._random().choices(range(len(cands)), weights)[0]
         if not _index_ok(decision, len(cands)):
             raise ScheduleError(f"sample_categorical({cands!r}): decision {decision!r} is "
                                 f"invalid: give an index from 0 to {len(cands) - 1}")
@@ -144,7 +146,7 @@ class SamplingPrimitives(ScheduleCore):
             if not _location_ok(decision, options):
                 decision = None
         if decision is None:
-            decision = self._rng_().choice([-1] + sorted(options))
+            decision = self._random().choice([-1] + sorted(options))
         if not _location_ok(decision, options):
             raise ScheduleError(f"sample_compute_location({name}): decision {decision!r} is "
                                 f"invalid: compute_at is legal at loop positions "
@@ -210,7 +212,7 @@ def _draw_tile(rng: random.Random, n: int, extent: int | None, max_innermost: in
     for pos in range(n - 1):
         used = math.prod(inner)
         if extent is None:
-            cands = [f for f in SYMBOLIC_FACTORS]
+            cands = list(SYMBOLIC_FACTORS)
         else:
             cands = sorted({d for d in range(1, extent + 1) if extent % d == 0}
                            | {1 << p for p in range(extent.bit_length())})

@@ -4,7 +4,9 @@
 Per loop of the schedule tree (depth first, the first ``MAX_LOOPS``): its depth, the log of
 its trip count (exact, from isl's value range; -1 when symbolic), its kind, its unroll factor
 and the number of statements below it; then the loop count, the parallel loop count and the
-statement count (inlining and caching change it). Vectors of different schedules of one program line up position by position.
+statement count (inlining and caching change it); then, for the deepest stores of the scheduled
+loop nest, the stride in elements of each access along the innermost loop around it (0: the
+loop reuses the element; 1: contiguous, vectorizes) and whether that loop is vectorized. Vectors of different schedules of one program line up position by position.
 
 >>> import polyloop as pl
 >>> from polyloop.tune.features import features
@@ -17,7 +19,11 @@ from __future__ import annotations
 
 import math
 
-from ..ir.loops import LoopKind
+from ..errors import PolyloopError
+from ..ir.dtypes import DType
+from ..ir.expr import Const, Expr, loads, substitute
+from ..ir.loops import Block, For, If, LoopKind, Node, Store
+from ..ir.shapes import evaluate
 from ..poly import affine
 from ..poly.tree import LoopNode, Root, statements_under
 from ..schedule import Schedule
@@ -25,10 +31,18 @@ from ..schedule import Schedule
 MAX_LOOPS = 24
 KINDS = tuple(LoopKind)
 PER_LOOP = 4 + len(KINDS)
+MAX_STORES = 3           # the deepest stores described
+MAX_ACCESSES = 4         # accesses per store (the store first)
+OTHER_LOOPS = 3          # the value of the outer loop variables when a stride is measured
 
 
-def features(sch: Schedule) -> list[float]:
-    """The feature vector of ``sch`` (length ``MAX_LOOPS * PER_LOOP + 3``)."""
+def features(sch: Schedule, sizes: dict[str, int] | None = None) -> list[float]:
+    """The feature vector of ``sch`` (length ``MAX_LOOPS * PER_LOOP + 3 + MAX_STORES *
+    (MAX_ACCESSES + 2)``); ``sizes`` binds the size parameters (128 when not given)."""
+    return _tree_features(sch) + _stride_features(sch, sizes or {})
+
+
+def _tree_features(sch: Schedule) -> list[float]:
     rows: list[list[float]] = []
     _walk(sch, sch.state.root, 0, rows)
     flat = [x for row in rows[:MAX_LOOPS] for x in row]
@@ -61,3 +75,58 @@ def _log_extent(sch: Schedule, node: LoopNode) -> float:
     if lo is None or hi is None:
         return -1.0
     return math.log2(hi - lo + 2)
+
+
+def _stride_features(sch: Schedule, sizes: dict[str, int]) -> list[float]:
+    env = {p: sizes.get(p, 128) for p in sch.program.params}
+    stores: list[tuple[int, Store, list[For]]] = []
+    _stores(sch.loop_ast(), [], stores)
+    stores.sort(key=lambda t: -t[0])
+    out: list[float] = []
+    for _, store, loops in stores[:MAX_STORES]:
+        inner = loops[-1] if loops else None
+        accesses = [(store.buffer, store.indices)] + [(ld.buffer, ld.indices)
+                                                      for ld in loads(store.value)]
+        row = [_log_stride(sch, b, ix, inner, loops, env) for b, ix in accesses[:MAX_ACCESSES]]
+        row += [-1.0] * (MAX_ACCESSES - len(row))
+        row += [float(len(loops)),
+                1.0 if inner is not None and inner.kind is LoopKind.VECTORIZED else 0.0]
+        out += row
+    return out + [-1.0] * (MAX_STORES * (MAX_ACCESSES + 2) - len(out))
+
+
+def _stores(node: Node, loops: list[For], out: list) -> None:
+    if isinstance(node, Store):
+        out.append((len(loops), node, list(loops)))
+    elif isinstance(node, For):
+        _stores(node.body, loops + [node], out)
+    elif isinstance(node, If):
+        _stores(node.then, loops, out)
+        if node.otherwise is not None:
+            _stores(node.otherwise, loops, out)
+    elif isinstance(node, Block):
+        for child in node.body:
+            _stores(child, loops, out)
+
+
+def _log_stride(sch: Schedule, buffer: str, indices: tuple[Expr, ...], inner: For | None,
+                loops: list[For], env: dict[str, int]) -> float:
+    """log2(1 + |elements between the accesses of two successive iterations of ``inner``|)
+    (-1 when it cannot be evaluated)."""
+    if inner is None or not sch.program.has_buffer(buffer):
+        return -1.0
+    try:
+        shape = [evaluate(d, env) for d in sch.program.buffer(buffer).shape]
+        at = [_address(indices, shape, loops, inner, env, v) for v in (0, 1)]
+    except (PolyloopError, ZeroDivisionError, TypeError, KeyError):
+        return -1.0
+    return math.log2(1 + abs(at[1] - at[0]))
+
+
+def _address(indices: tuple[Expr, ...], shape: list[int], loops: list[For], inner: For,
+             env: dict[str, int], value: int) -> int:
+    values = {f.var: Const(value if f is inner else OTHER_LOOPS, DType.INT64) for f in loops}
+    address = 0
+    for e, extent in zip(indices, shape):
+        address = address * extent + evaluate(substitute(e, values), env)
+    return address

@@ -41,8 +41,10 @@ class Candidate:
 class RandomSearch:
     """Fresh draws of the space."""
 
-    def __init__(self, program: Program, space: SpaceFn, rng: random.Random):
+    def __init__(self, program: Program, space: SpaceFn, rng: random.Random,
+                 sizes: dict[str, int] | None = None):
         self.program, self.space, self.rng = program, space, rng
+        self.sizes = sizes or {}
         self.refused = 0          # draws a primitive refused
         self.last_refusal = ""
 
@@ -78,8 +80,8 @@ class EvolutionarySearch(RandomSearch):
     """Mutations of the best schedules, ranked by a cost model that retrains as it goes."""
 
     def __init__(self, program: Program, space: SpaceFn, rng: random.Random,
-                 model: CostModel | None = None):
-        super().__init__(program, space, rng)
+                 sizes: dict[str, int] | None = None, model: CostModel | None = None):
+        super().__init__(program, space, rng, sizes)
         self.model = model or CostModel(rng.randrange(2**31))
 
     def _mutant(self, parent: tuple[Any, ...]) -> Candidate | None:
@@ -102,7 +104,7 @@ class EvolutionarySearch(RandomSearch):
             c = self._draw() if fresh else self._mutant(self.rng.choice(parents))
             if c is not None and c.trace not in seen and all(c.trace != p.trace for p in pool):
                 pool.append(c)
-        scores = self.model.predict([features(c.schedule) for c in pool])
+        scores = self.model.predict([features(c.schedule, self.sizes) for c in pool])
         ranked = [c for _, c in sorted(zip(scores, range(len(pool))), key=lambda t: -t[0])]
         ordered = [pool[i] for i in ranked]
         explore = max(1, int(EXPLORE * n)) if n > 1 else 0
@@ -114,6 +116,6 @@ class EvolutionarySearch(RandomSearch):
         return chosen
 
     def observe(self, candidates: Sequence[Candidate], seconds: Sequence[float | None]) -> None:
-        ok = [(features(c.schedule), t) for c, t in zip(candidates, seconds) if t]
+        ok = [(features(c.schedule, self.sizes), t) for c, t in zip(candidates, seconds) if t]
         if ok:
             self.model.update([x for x, _ in ok], [t for _, t in ok])

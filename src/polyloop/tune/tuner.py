@@ -78,7 +78,7 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     try:
         reference = _reference(program, target, build_, run_)
         search_cls = EvolutionarySearch if strategy == "evolutionary" else RandomSearch
-        search = search_cls(program, space or generated_space, rng)
+        search = search_cls(program, space or generated_space, rng, sizes)
         loop = _Loop(program, key, target, db, reference, build_, run_, search, progress,
                      _flops(program, sizes))
         loop.run(trials, batch or max(1, min(16, trials)))
