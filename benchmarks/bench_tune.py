@@ -1,15 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Tuning from the bare computation: ``pl.tune`` on matmul (float32, n^3) with no hand
-schedule, then the tuned kernel timed next to NumPy (OpenBLAS), PyTorch and polyloop's hand
-schedule (``polyloop.ops.schedule_matmul``), all in this one run.
+"""Tuning from the bare computation: ``pl.tune`` on matmul (float32, n^3) or conv2d (3 x 3,
+(1, 64, 56, 56) -> 64 channels, padding 1) with no hand schedule, then the tuned kernel timed
+next to NumPy (OpenBLAS; matmul only), PyTorch and polyloop's hand schedule
+(``polyloop.ops``), all in this one run.
 
-    python benchmarks/bench_tune.py                         # n = 1024, 200 trials
+    python benchmarks/bench_tune.py                         # matmul n = 1024, 200 trials
     python benchmarks/bench_tune.py --n 512 --trials 50 --work-dir /tmp/tune-mm
+    python benchmarks/bench_tune.py --workload conv2d --trials 100
+    python benchmarks/bench_tune.py --trials 0 --work-dir /tmp/tune-mm   # time the recorded best
 
 The tuning records go to ``--work-dir`` (a second run resumes from them). Each time is the
 median of ``--repeat`` timings after warm-up; the rows are timed in ``--rounds`` interleaved
 rounds and the best median kept (a shared machine's bursts of load then land on no one row).
-``vs X`` is X's time divided by the tuned kernel's: > 1 means the tuned kernel is faster.
+``it / tuned`` is a row's time divided by the tuned kernel's: > 1 means the tuned kernel is
+faster.
 TVM MetaSchedule is not timed: it is not installed next to polyloop (it needs its own
 environment).
 """
@@ -25,7 +29,7 @@ import time
 import numpy as np
 
 import polyloop as pl
-from polyloop.ops import matmul, schedule_matmul
+from polyloop.ops import conv2d_nchw, matmul, schedule_conv2d_nchw, schedule_matmul
 
 
 def _median_time(fn, repeat: int) -> float:
@@ -38,65 +42,90 @@ def _median_time(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def _references(n: int, a: np.ndarray, b: np.ndarray) -> dict:
-    """name -> a function running that implementation once."""
-    rows = {"NumPy": lambda: a @ b}
-    try:
-        import torch
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        rows["PyTorch"] = lambda: torch.matmul(ta, tb)
-    except ImportError:
-        print("PyTorch not installed: its row is left out")
+def _matmul(n: int, rng: np.random.Generator):
+    """(the computation, its inputs, a check of its output, the reference rows, flops)."""
     A = pl.placeholder((n, n), "float32", name="A")
     B = pl.placeholder((n, n), "float32", name="B")
+    k = pl.reduce_axis((0, n), name="k")
+    C = pl.compute((n, n), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    a, b = (rng.standard_normal((n, n)).astype("float32") for _ in range(2))
+    rows = {"NumPy": lambda: a @ b}
+    torch = _torch()
+    if torch is not None:
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        rows["PyTorch"] = lambda: torch.matmul(ta, tb)
     hand = pl.build(schedule_matmul(matmul(A, B)))
     c = np.empty((n, n), "float32")
     rows["polyloop hand schedule"] = lambda: hand(a, b, c)
-    return rows
+    return C, (a, b), a @ b, rows, 2.0 * n ** 3
+
+
+def _conv2d(rng: np.random.Generator):
+    X = pl.placeholder((1, 64, 56, 56), "float32", name="X")
+    W = pl.placeholder((64, 64, 3, 3), "float32", name="W")
+    x = rng.standard_normal((1, 64, 56, 56)).astype("float32")
+    w = rng.standard_normal((64, 64, 3, 3)).astype("float32")
+    hand = pl.build(schedule_conv2d_nchw(conv2d_nchw(X, W, 1)))
+    expected = hand(x, w)
+    rows = {"polyloop hand schedule": lambda: hand(x, w)}
+    torch = _torch()
+    if torch is not None:
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        rows["PyTorch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
+        expected = torch.nn.functional.conv2d(tx, tw, padding=1).numpy()
+    return conv2d_nchw(X, W, 1), (x, w), expected, rows, 2.0 * 64 * 64 * 9 * 56 * 56
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch not installed: its row is left out")
+        return None
+    return torch
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", choices=("matmul", "conv2d"), default="matmul")
     ap.add_argument("--n", type=int, default=1024)
-    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--trials", type=int, default=200, help="0: time the recorded best only")
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--strategy", default="evolutionary")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    n = args.n
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench-tune-")
-    A = pl.placeholder((n, n), "float32", name="A")
-    B = pl.placeholder((n, n), "float32", name="B")
-    k = pl.reduce_axis((0, n), name="k")
-    C = pl.compute((n, n), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
-    print(f"matmul {n}^3 float32 on {os.cpu_count()} cores; tuning {args.trials} trials "
-          f"({args.strategy}) into {work_dir}")
-    start = time.perf_counter()
-    res = pl.tune(C, trials=args.trials, strategy=args.strategy, work_dir=work_dir,
-                  timeout=20.0, progress=_printer(args.trials, 2.0 * n ** 3))
-    wall = time.perf_counter() - start
-    statuses = [r.status.value for r in res.history]
-    print(f"tuning: {wall:.0f} s wall, {wall / max(1, len(res.history)):.2f} s per trial; "
-          + ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses))))
-    print("best trace:\n" + str(res.trace))
     rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((n, n)).astype("float32") for _ in range(2))
-    tuned = res.build()
-    c = np.full((n, n), np.nan, "float32")
-    tuned(a, b, c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3 * n ** 0.5)
-    rows = {"polyloop tuned": lambda: tuned(a, b, c)} | _references(n, a, b)
-    best = {name: float("inf") for name in rows}
+    out, inputs, expected, rows, flops = (_matmul(args.n, rng) if args.workload == "matmul"
+                                          else _conv2d(rng))
+    name = f"matmul {args.n}^3" if args.workload == "matmul" else "conv2d 3x3 (1,64,56,56)->64"
+    print(f"{name} float32 on {os.cpu_count()} cores; {args.trials} trials ({args.strategy}) "
+          f"into {work_dir}")
+    if args.trials:
+        start = time.perf_counter()
+        res = pl.tune(out, trials=args.trials, strategy=args.strategy, work_dir=work_dir,
+                      timeout=20.0, progress=_printer(args.trials, flops))
+        wall = time.perf_counter() - start
+        statuses = [r.status.value for r in res.history]
+        print(f"tuning: {wall:.0f} s wall, {wall / max(1, len(res.history)):.2f} s per trial; "
+              + ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses))))
+        tuned = res.build()
+    else:
+        tuned = pl.build(out, database=work_dir)
+    print("best trace:\n" + str(tuned.schedule.trace))
+    got = tuned(*inputs)
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-2)
+    rows = {"polyloop tuned": lambda: tuned(*inputs)} | rows
+    best = {row: float("inf") for row in rows}
     for _ in range(args.rounds):
-        for name, fn in rows.items():
-            best[name] = min(best[name], _median_time(fn, args.repeat))
-    flops = 2.0 * n ** 3
-    print(f"\n{'implementation':28} {'ms':>9} {'GFLOP/s':>9} {'tuned vs it':>12}")
-    for name, t in best.items():
-        print(f"{name:28} {t * 1e3:9.2f} {flops / t / 1e9:9.1f} "
-              f"{best[name] / best['polyloop tuned']:11.2f}x")
+        for row, fn in rows.items():
+            best[row] = min(best[row], _median_time(fn, args.repeat))
+    print(f"\n{'implementation':28} {'ms':>9} {'GFLOP/s':>9} {'it / tuned':>11}")
+    for row, t in best.items():
+        print(f"{row:28} {t * 1e3:9.2f} {flops / t / 1e9:9.1f} "
+              f"{best[row] / best['polyloop tuned']:10.2f}x")
 
 
 def _printer(trials: int, flops: float):
