@@ -25,8 +25,8 @@ def test_tune_make_kernel_matmul(tmp_path):
     knl = pl.make_kernel("{ [i, j, k] : 0 <= i < n and 0 <= j < m and 0 <= k < l }",
                          "c[i, j] = sum(k, a[i, k]*b[k, j])")
     res = pl.tune(knl, trials=3, seed=2, sizes={"n": 19, "m": 23, "l": 11},
-                  work_dir=str(tmp_path), runner=LocalRunner(repeat=1),
-                  builder=InProcessBuilder())
+                  work_dir=str(tmp_path),
+                  runner=LocalRunner(repeat=1), builder=InProcessBuilder())
     assert any(r.status is Status.OK for r in res.history)
     mod = res.build()
     rng = np.random.default_rng(3)
@@ -55,8 +55,8 @@ def _jacobi_numpy(a, b):
 
 
 def test_tune_script_stencil(tmp_path):
-    res = pl.tune(jacobi, trials=3, seed=0, sizes={"n": 37}, work_dir=str(tmp_path), runner=LocalRunner(repeat=1),
-                  builder=InProcessBuilder())
+    res = pl.tune(jacobi, trials=3, seed=0, sizes={"n": 37}, work_dir=str(tmp_path),
+                  runner=LocalRunner(repeat=1), builder=InProcessBuilder())
     assert any(r.status is Status.OK for r in res.history)
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal(45), rng.standard_normal(45)
@@ -74,8 +74,8 @@ def test_tune_tensor_expression_with_epilogue(tmp_path):
     k = pl.reduce_axis((0, n), name="k")
     C = pl.compute((n, n), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
     D = pl.compute((n, n), lambda i, j: pl.maximum(C[i, j], 0.0), name="D")
-    res = pl.tune(D, trials=3, seed=5, sizes={"n": 45}, work_dir=str(tmp_path), runner=LocalRunner(repeat=1),
-                  builder=InProcessBuilder())
+    res = pl.tune(D, trials=3, seed=5, sizes={"n": 45}, work_dir=str(tmp_path),
+                  runner=LocalRunner(repeat=1), builder=InProcessBuilder())
     rng = np.random.default_rng(5)
     a, b = (rng.standard_normal((33, 33)).astype("float32") for _ in range(2))
     d = _poisoned((33, 33), "float32")

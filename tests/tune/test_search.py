@@ -139,3 +139,7 @@ def test_options_checked():
         pl.tune(scale(), strategy="annealing")
     with pytest.raises(pl.PolyloopError, match="sizes="):
         pl.tune(scale(), sizes={"m": 3})
+    with pytest.raises(pl.PolyloopError, match="target 'c'"):
+        pl.tune(scale(), target="opencl")
+    with pytest.raises(pl.PolyloopError, match="trials"):
+        pl.tune(scale(), trials=0)

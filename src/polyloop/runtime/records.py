@@ -130,7 +130,7 @@ class Database:
                                (workload,)).fetchall()
         return [_record(r) for r in rows]
 
-    def best(self, workload: str, k: int = 1) -> Record | None:
+    def best(self, workload: str) -> Record | None:
         """The fastest successful record of a workload (None if there is none)."""
         top = self.top(workload, 1)
         return top[0] if top else None

@@ -6,7 +6,8 @@ its trip count (exact, from isl's value range; -1 when symbolic), its kind, its 
 and the number of statements below it; then the loop count, the parallel loop count and the
 statement count (inlining and caching change it); then, for the deepest stores of the scheduled
 loop nest, the stride in elements of each access along the innermost loop around it (0: the
-loop reuses the element; 1: contiguous, vectorizes) and whether that loop is vectorized. Vectors of different schedules of one program line up position by position.
+loop reuses the element; 1: contiguous, vectorizes) and whether that loop is vectorized.
+Vectors of different schedules of one program line up position by position.
 
 >>> import polyloop as pl
 >>> from polyloop.tune.features import features

@@ -57,9 +57,9 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     ``"ray"`` (tasks on the cluster of ``ray.init``, or a local one) or an object with
     ``run(kernel, repeat=None)``; ``timeout`` (seconds) and ``repeat`` (timings per candidate)
     configure the built-in ones. Records go to ``work_dir/records.sqlite``; a workload it knows
-    resumes from its best schedules. ``sizes`` binds symbolic sizes for measuring (default 128 each).
-    Every candidate's outputs are compared with the default schedule's; a mismatch is logged as
-    an error and never chosen.
+    resumes from its best schedules. ``sizes`` binds symbolic sizes for measuring (default 128
+    each). Every candidate's outputs are compared with the default schedule's; a mismatch is
+    logged as an error and never chosen.
 
     >>> import polyloop as pl
     >>> A = pl.placeholder((16,), name="A"); B = pl.compute((16,), lambda i: A[i], name="B")
@@ -97,8 +97,9 @@ def _check_options(target: str, trials: int, strategy: str, runner: Any) -> None
     if isinstance(runner, str) and runner not in RUNNERS:
         raise PolyloopError(f"tune: runner must be one of {', '.join(RUNNERS)} or a runner "
                             f"object, got {runner!r}")
-    if target not in ("c", "opencl"):
-        raise PolyloopError(f"tune: unknown target {target!r}; valid targets: c, opencl")
+    if target != "c":
+        raise PolyloopError(f"tune: target {target!r} cannot be tuned yet (its kernels are not "
+                            "measured in worker processes); tune for target 'c'")
 
 
 def _program(obj: Any) -> Program:
@@ -119,8 +120,9 @@ def _sizes(program: Program, sizes: dict[str, int] | None) -> dict[str, int]:
     sizes = dict(sizes or {})
     unknown = set(sizes) - set(program.params)
     if unknown:
+        known = ", ".join(program.params) or "none"
         raise PolyloopError(f"tune: sizes= names {sorted(unknown)}, which are not size "
-                            f"parameters of '{program.name}' ({', '.join(program.params) or 'none'})")
+                            f"parameters of '{program.name}' ({known}); give only those")
     for p in program.params:
         if p not in sizes:
             log.info("size %s = %d for measuring (give sizes= to choose)", p, DEFAULT_SIZE)
