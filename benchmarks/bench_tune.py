@@ -8,6 +8,11 @@ next to NumPy (OpenBLAS; matmul only), PyTorch and polyloop's hand schedule
     python benchmarks/bench_tune.py --n 512 --trials 50 --work-dir /tmp/tune-mm
     python benchmarks/bench_tune.py --workload conv2d --trials 100
     python benchmarks/bench_tune.py --trials 0 --work-dir /tmp/tune-mm   # time the recorded best
+    python benchmarks/bench_tune.py --workload polybench --trials 20 --size small
+
+``--workload polybench`` tunes gemm, 2mm, syrk, jacobi-2d, heat-3d and seidel-2d (the
+``@pl.script`` loops of ``tests/polybench_scripts.py``, float64) for ``--trials`` each and
+times each tuned kernel next to ``pl.auto_schedule``'s, with the geometric mean.
 
 The tuning records go to ``--work-dir`` (a second run resumes from them). Each time is the
 median of ``--repeat`` timings after warm-up; the rows are timed in ``--rounds`` interleaved
@@ -20,15 +25,19 @@ environment).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
+import math
 import os
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 import polyloop as pl
+from polyloop.ir.shapes import evaluate
 from polyloop.ops import conv2d_nchw, matmul, schedule_conv2d_nchw, schedule_matmul
 
 
@@ -76,6 +85,52 @@ def _conv2d(rng: np.random.Generator):
     return conv2d_nchw(X, W, 1), (x, w), expected, rows, 2.0 * 64 * 64 * 9 * 56 * 56
 
 
+POLYBENCH = ("gemm", "two_mm", "syrk", "jacobi_2d", "heat_3d", "seidel_2d")
+POLYBENCH_SIZES = {
+    "small": {"ni": 200, "nj": 220, "nk": 240, "nl": 210, "m": 390, "n": 400, "tsteps": 20},
+    "medium": {"ni": 800, "nj": 900, "nk": 1000, "nl": 1100, "m": 1900, "n": 2000,
+               "tsteps": 100},
+}
+CUBE_SIDE = {"small": 40, "medium": 120}     # heat-3d's n
+
+
+def _polybench(args: argparse.Namespace) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "polybench_scripts", Path(__file__).resolve().parent.parent / "tests" /
+        "polybench_scripts.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    kernels = {k.name: k for k in module.KERNELS}
+    work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench-tune-pb-")
+    rng = np.random.default_rng(0)
+    print(f"PolyBench ({args.size}), {args.trials} trials each, into {work_dir}")
+    print(f"{'kernel':10} {'auto ms':>9} {'tuned ms':>9} {'auto/tuned':>10}  tuning s")
+    ratios = []
+    for name in POLYBENCH:
+        prog = kernels[name]
+        sizes = {p: v for p, v in POLYBENCH_SIZES[args.size].items() if p in prog.params}
+        if name == "heat_3d":
+            sizes["n"] = CUBE_SIDE[args.size]
+        start = time.perf_counter()
+        res = pl.tune(prog, trials=args.trials, sizes=sizes, work_dir=work_dir, timeout=30.0)
+        wall = time.perf_counter() - start
+        mods = {"auto": pl.build(pl.auto_schedule(prog)), "tuned": res.build()}
+        arrays = [rng.random(tuple(evaluate(d, sizes) for d in prog.buffer(a).shape))
+                  for a in prog.args]
+        best = {key: float("inf") for key in mods}
+        for _ in range(args.rounds):
+            for key, mod in mods.items():
+                work = [a.copy() for a in arrays]
+                best[key] = min(best[key], _median_time(lambda: mod(*work, **sizes),
+                                                        args.repeat))
+        ratio = best["auto"] / best["tuned"]
+        ratios.append(ratio)
+        print(f"{name:10} {best['auto'] * 1e3:9.2f} {best['tuned'] * 1e3:9.2f} "
+              f"{ratio:9.2f}x  {wall:8.0f}", flush=True)
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    print(f"geometric mean of auto_schedule's time / the tuned time: {geomean:.2f}x")
+
+
 def _torch():
     try:
         import torch
@@ -87,7 +142,8 @@ def _torch():
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", choices=("matmul", "conv2d"), default="matmul")
+    ap.add_argument("--workload", choices=("matmul", "conv2d", "polybench"), default="matmul")
+    ap.add_argument("--size", choices=sorted(POLYBENCH_SIZES), default="small")
     ap.add_argument("--n", type=int, default=1024)
     ap.add_argument("--trials", type=int, default=200, help="0: time the recorded best only")
     ap.add_argument("--work-dir", default=None)
@@ -96,6 +152,9 @@ def main() -> None:
     ap.add_argument("--strategy", default="evolutionary")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.workload == "polybench":
+        _polybench(args)
+        return
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench-tune-")
     rng = np.random.default_rng(0)
     out, inputs, expected, rows, flops = (_matmul(args.n, rng) if args.workload == "matmul"

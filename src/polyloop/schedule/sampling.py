@@ -73,7 +73,7 @@ class SamplingPrimitives(ScheduleCore):
         if not isinstance(max_innermost, int) or max_innermost < 1:
             raise ScheduleError(f"sample_perfect_tile({loop.name}): max_innermost must be a "
                                 f"positive int, got {max_innermost!r}")
-        lo, hi = loops._range(self._state, node)
+        lo, hi = loop_range(self, loop)
         extent = None if lo is None or hi is None else hi - lo + 1
         if decision is None:
             decision = self._forced_decision()
@@ -192,6 +192,11 @@ class SamplingPrimitives(ScheduleCore):
         if isinstance(value, str):
             return SampledStr.make(value, step, position)
         return value
+
+
+def loop_range(sch: ScheduleCore, loop: LoopHandle) -> tuple[int | None, int | None]:
+    """The first and last value of a loop when they are constants (else None)."""
+    return loops._range(sch.state, sch._loop(loop, "loop_range"))
 
 
 def with_decisions(sch: ScheduleCore, decisions: Sequence[Any]) -> ScheduleCore:

@@ -21,7 +21,8 @@ from ..intrin import TILES, gemm_intrin, host_kind
 from ..intrin.matmul import schedule_matmul
 from ..ir.expr import Const, Var, loads
 from ..ops.knobs import default_lanes
-from ..schedule import Schedule
+from ..schedule import LoopHandle, Schedule
+from ..schedule.sampling import loop_range
 from ..schedule.auto import FUSIONS, auto_schedule
 
 ROW_TILES = 8          # the largest register tile height drawn
@@ -118,7 +119,8 @@ def multi_level_tile(sch: Schedule, shape: BlockShape) -> None:
     outer = [by_name[s] for s in shape.spatial if s not in (row, vec)]
     reds = [by_name[r] for r in shape.reduction]
     sch.reorder(*outer, v0, r0, r1, *reds, r2, v1, v2)
-    sch.parallel((outer or [v0])[0])
+    par = _parallel_loop(sch, [*outer, v0])
+    sch.parallel(par)
     sch.unroll(r2)
     sch.unroll(v1)
     sch.vectorize(v2)
@@ -131,7 +133,17 @@ def multi_level_tile(sch: Schedule, shape: BlockShape) -> None:
                 pass    # it reads more than the element: it stays a nest of its own
     sch.reverse_compute_at(tile, r1)
     if packed is not None and sch.sample_categorical([True, False]):
-        sch.compute_at(f"{packed}_packed_in", (outer or [v0])[0])
+        sch.compute_at(f"{packed}_packed_in", par)
+
+
+def _parallel_loop(sch: Schedule, candidates: list[LoopHandle]) -> LoopHandle:
+    """The outermost loop that has more than one iteration (a batch of one is not parallel
+    work); the innermost candidate when none has."""
+    for loop in candidates:
+        lo, hi = loop_range(sch, loop)
+        if lo is None or hi is None or hi > lo:
+            return loop
+    return candidates[-1]
 
 
 def _last_heavy(count: int) -> list[float]:
