@@ -125,8 +125,8 @@ def multi_level_tile(sch: Schedule, shape: BlockShape) -> None:
     sch.unroll(v1)
     sch.vectorize(v2)
     sch.decompose_reduction(c, reds[0])
-    for consumer in sch.get_consumers(block):
-        if consumer.name != tile.name and block_shape(sch, consumer.name).elementwise:
+    for consumer in sch.get_consumers(tile):     # readers of the written-back result
+        if block_shape(sch, consumer.name).elementwise:
             try:
                 sch.reverse_compute_inline(consumer)
             except ScheduleError:
