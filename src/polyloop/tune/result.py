@@ -2,7 +2,7 @@
 """What ``pl.tune`` returns, and what its progress callback receives.
 
 >>> from polyloop.tune.result import Progress
->>> Progress(10, 2e-3, 2e9, 30.0).gflops
+>>> Progress(10, 2e-3, 2e6, 30.0).gflops
 1.0
 """
 from __future__ import annotations
