@@ -24,6 +24,8 @@ import platform
 import sqlite3
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -110,8 +112,15 @@ class Database:
             con.execute("PRAGMA journal_mode=WAL")
             con.executescript(_SCHEMA)
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30.0)
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one transaction (committed, then closed)."""
+        con = sqlite3.connect(self.path, timeout=30.0)
+        try:
+            with con:
+                yield con
+        finally:
+            con.close()
 
     def add(self, record: Record) -> None:
         """Store a record (safe with other writers)."""
