@@ -5,7 +5,8 @@ Uses the cluster of an earlier ``ray.init(address=...)``, or starts a local one.
 parallel, one task per candidate; each run is a task on its own with a time-out (a task that
 outlives it is cancelled, a worker that crashes is a failed run). Compiled kernels travel as
 their source: a run task compiles it again on its node (gcc's cache makes that free on the
-node that built it), so the nodes need no shared file system.
+node that built it), so the nodes need no shared file system. The tuning process's settings
+(compiler, kernel cache directory) travel with each task.
 
 >>> from polyloop.tune.ray_runner import RayMeasurer   # doctest: +SKIP
 """
@@ -16,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import config
 from ..errors import PolyloopError
 from ..runtime.compiler import BASE_FLAGS, compile_c
 from ..runtime.records import Status
@@ -32,9 +34,16 @@ def _ray() -> Any:
     return ray
 
 
-def _run_remote(kernel: KernelSpec, inputs: dict[str, np.ndarray], sizes: dict[str, int],
-                repeat: int) -> RunResult:
+def _build_remote(settings: config.Config, job: BuildJob) -> BuildResult:
+    """On the node, with the tuning process's settings (compiler, kernel cache)."""
+    config.CONFIG = settings
+    return build_one(job)
+
+
+def _run_remote(settings: config.Config, kernel: KernelSpec, inputs: dict[str, np.ndarray],
+                sizes: dict[str, int], repeat: int) -> RunResult:
     """On the node: compile the source again if this node lacks the library, then run."""
+    config.CONFIG = settings
     if not kernel.library.path.exists():
         lib = compile_c(kernel.source, name=kernel.entry, extra_flags=_extra(kernel))
         kernel = replace(kernel, library=lib)
@@ -52,7 +61,7 @@ class RayMeasurer:
     def __init__(self, timeout: float = 30.0, repeat: int = 5):
         self.ray = _ray()
         self.timeout, self.repeat = timeout, repeat
-        self._build = self.ray.remote(num_cpus=1)(build_one)
+        self._build = self.ray.remote(num_cpus=1)(_build_remote)
         self._run = self.ray.remote(num_cpus=1, max_retries=0)(_run_remote)
         self._inputs: Any = None
         self._sizes: dict[str, int] = {}
@@ -61,7 +70,7 @@ class RayMeasurer:
         self._inputs, self._sizes = self.ray.put(inputs), sizes
 
     def build(self, jobs: Sequence[BuildJob]) -> list[BuildResult]:
-        refs = [self._build.remote(job) for job in jobs]
+        refs = [self._build.remote(config.CONFIG, job) for job in jobs]
         out = []
         for ref in refs:
             try:
@@ -71,7 +80,7 @@ class RayMeasurer:
         return out
 
     def run(self, kernel: KernelSpec, repeat: int | None = None) -> RunResult:
-        ref = self._run.remote(kernel, self._inputs, self._sizes,
+        ref = self._run.remote(config.CONFIG, kernel, self._inputs, self._sizes,
                                self.repeat if repeat is None else repeat)
         done, _ = self.ray.wait([ref], timeout=self.timeout)
         if not done:
