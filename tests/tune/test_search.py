@@ -143,3 +143,16 @@ def test_options_checked():
         pl.tune(scale(), target="opencl")
     with pytest.raises(pl.PolyloopError, match="trials"):
         pl.tune(scale(), trials=0)
+
+
+def test_a_build_past_its_time_out_is_a_failure_and_the_builder_recovers():
+    from polyloop.tune.measure import BuildJob, LocalBuilder
+    job = BuildJob(pl.to_program(scale()), Trace().to_json())
+    builder = LocalBuilder(workers=1, timeout=0.001)
+    try:
+        assert [r.status for r in builder.build([job, job])] == [Status.TIMEOUT] * 2
+        builder.timeout = 120.0
+        (again,) = builder.build([job])
+        assert again.status is Status.OK and again.kernel is not None
+    finally:
+        builder.close()

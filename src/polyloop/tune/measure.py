@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -123,26 +125,56 @@ def _use_config(settings: config.Config) -> None:
 
 
 class LocalBuilder:
-    """Compile candidates in ``workers`` processes (default: the CPU count)."""
+    """Compile candidates in ``workers`` processes (default: the CPU count); a build that takes
+    longer than ``timeout`` seconds (isl can take very long on some schedules) is a failed
+    candidate, and the workers are started again."""
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, timeout: float = 120.0):
         self.workers = workers or os.cpu_count() or 1
+        self.timeout = timeout
         self._pool: ProcessPoolExecutor | None = None
 
     def build(self, jobs: Sequence[BuildJob]) -> list[BuildResult]:
+        results: list[BuildResult] = []
+        pending = list(jobs)
+        while pending:
+            failed = self._build_until_failure(pending, results)
+            pending = pending[failed + 1:] if failed is not None else []
+        return results
+
+    def _build_until_failure(self, jobs: list[BuildJob], results: list[BuildResult]
+                             ) -> int | None:
+        """Append the jobs' results until one times out or kills its worker (the workers are
+        then stopped): that job's index, or None when all are done."""
         if self._pool is None:
             # the workers compile with this process's settings (its kernel cache, its compiler)
             self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
                                              initializer=_use_config, initargs=(config.CONFIG,))
         futures = [self._pool.submit(build_one, job) for job in jobs]
-        results = []
-        for f in futures:
+        deadline = time.monotonic() + self.timeout * max(1, -(-len(jobs) // self.workers))
+        for k, f in enumerate(futures):
             try:
-                results.append(f.result())
+                results.append(f.result(timeout=max(0.0, deadline - time.monotonic())))
+            except FutureTimeout:
+                results.append(BuildResult(None, Status.TIMEOUT,
+                                           f"the build took more than {self.timeout:g} s"))
             except BrokenProcessPool:
-                self._pool = None
                 results.append(BuildResult(None, Status.BUILD_ERROR, "the build worker died"))
-        return results
+            else:
+                continue
+            self._kill()
+            return k
+        return None
+
+    def _kill(self) -> None:
+        """Stop the workers now (a stuck build never returns to be cancelled)."""
+        if self._pool is None:
+            return
+        # the executor offers no way to stop a running task: end its processes
+        for proc in list(getattr(self._pool, "_processes", {}).values()):
+            proc.kill()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = None
 
     def close(self) -> None:
         if self._pool is not None:
