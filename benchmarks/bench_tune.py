@@ -106,7 +106,7 @@ def _polybench(args: argparse.Namespace) -> None:
     print(f"PolyBench ({args.size}), {args.trials} trials each, into {work_dir}")
     print(f"{'kernel':10} {'auto ms':>9} {'tuned ms':>9} {'auto/tuned':>10}  tuning s")
     ratios = []
-    for name in POLYBENCH:
+    for name in args.only.split(",") if args.only else POLYBENCH:
         prog = kernels[name]
         sizes = {p: v for p, v in POLYBENCH_SIZES[args.size].items() if p in prog.params}
         if name == "heat_3d":
@@ -144,6 +144,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=("matmul", "conv2d", "polybench"), default="matmul")
     ap.add_argument("--size", choices=sorted(POLYBENCH_SIZES), default="small")
+    ap.add_argument("--only", default="", help="polybench: kernels to run, e.g. gemm,syrk")
     ap.add_argument("--n", type=int, default=1024)
     ap.add_argument("--trials", type=int, default=200, help="0: time the recorded best only")
     ap.add_argument("--work-dir", default=None)
