@@ -27,6 +27,7 @@ from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.auto import auto_schedule
 from .schedule.tensorize import TensorIntrin
+from .tune import TuneResult, tune
 from . import intrin  # noqa: F401 - registers the built-in micro-kernels for trace replay
 from .ir.elementwise import (ceil, cos, erf, floor, fmod, isnan, pow, round, sigmoid,  # noqa: A004
                              sin, tan)
@@ -44,6 +45,7 @@ __all__ = [
 ]
 __all__ += ["alloc", "auto_schedule", "script"]
 __all__ += ["TensorIntrin", "BrokenDependence"]
+__all__ += ["TuneResult", "tune"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
 __all__ += ["comm_reducer", "extern", "scan"]

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``polyloop`` command line: ``polyloop demo``, ``polyloop bench`` and ``polyloop version``.
+"""The ``polyloop`` command line: ``polyloop demo``, ``polyloop bench``, ``polyloop tune`` and
+``polyloop version``.
 
 ``polyloop demo`` walks the whole path on two workloads, matmul + ReLU and a row softmax: the
 algorithm, its hand schedule, the scheduled loop nest, the generated C, a check against NumPy
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
+import logging
 import os
 import platform
 import statistics
@@ -34,6 +36,7 @@ from .ir.elementwise import exp, maximum
 from .runtime import Module
 from .runtime.compiler import compiler_version
 from .schedule import Schedule
+from .tune.command import load_program, tune_with_progress
 from .util.units import format_time
 
 RULE = "=" * 96
@@ -411,10 +414,43 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also draw a bar chart (speed relative to PyTorch) into this file")
     perf.set_defaults(run=cmd_bench)
 
+    tuning = commands.add_parser(
+        "tune", help="tune a program of a Python file: polyloop tune FILE.py:FUNCTION",
+        description="Search schedules of FUNCTION (a @pl.script program, a kernel, output "
+                    "tensors, or a function of no arguments returning one) and print the "
+                    "fastest; records go to --work-dir (resumed when run again).")
+    tuning.add_argument("target_spec", metavar="FILE.py:FUNCTION")
+    tuning.add_argument("--trials", type=int, default=200)
+    tuning.add_argument("--work-dir", default="polyloop-tune")
+    tuning.add_argument("--strategy", choices=("evolutionary", "random"), default="evolutionary")
+    tuning.add_argument("--seed", type=int, default=0)
+    tuning.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                        help="a size parameter's value for measuring (repeatable)")
+    tuning.add_argument("-v", "--verbose", action="store_true", help="log each candidate")
+    tuning.set_defaults(run=cmd_tune)
+
     version = commands.add_parser("version", help="print the versions of polyloop, its "
                                                   "dependencies and the C compiler")
     version.set_defaults(run=cmd_version)
     return parser
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``polyloop tune FILE.py:FUNCTION``: tune with a progress bar, print the best trace."""
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    sizes = {}
+    for item in args.size:
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise PolyloopError(f"--size {item!r}: write NAME=VALUE with an integer value")
+        sizes[name.strip()] = int(value)
+    obj = load_program(args.target_spec)
+    res = tune_with_progress(obj, trials=args.trials, work_dir=args.work_dir, out=sys.stderr,
+                             strategy=args.strategy, seed=args.seed, sizes=sizes or None)
+    print(f"best: {format_time(res.seconds)} ({res.database})")
+    print(res.trace)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

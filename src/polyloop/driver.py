@@ -3,6 +3,8 @@
 knows the whole pipeline."""
 from __future__ import annotations
 
+import os
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -178,7 +180,8 @@ TARGETS = {"c": _build_c, "opencl": _build_opencl, "cuda": _build_cuda}
 
 def build(obj: object, target_or_args: object = None, target: str | None = None, *,
           args: Sequence[Tensor] | None = None, name: str | None = None, check: bool = False,
-          fast_math: bool = False, queue: object = None, profile: bool | int = False):
+          fast_math: bool = False, queue: object = None, profile: bool | int = False,
+          database: object = None):
     """Compile a schedule (or tensors/program with the default schedule) into a callable module.
 
     >>> import numpy as np, polyloop as pl
@@ -199,11 +202,15 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
 
     TVM's spelling ``pl.build(sch, [A, B, C], target="c")`` names the arguments in order: the
     list must be the schedule's arguments (``pl.Schedule(C, args=[...])`` chooses them).
+    ``database=`` (a ``pl.tune`` work directory or its ``records.sqlite``) builds the fastest
+    schedule recorded there for this program and target, or, with a warning, the given one.
     """
     target, args = _target_and_args(target_or_args, target, args)
     if target not in TARGETS:
         raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
     sch = _schedule(obj, args, name)
+    if database is not None:
+        sch = _best_known(sch, target, database)
     outside = find_out_of_bounds(sch.original)
     if outside is not None:
         raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
@@ -214,6 +221,22 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
     if check:
         _check(sch, mod)
     return mod
+
+
+def _best_known(sch: Schedule, target: str, database: object) -> Schedule:
+    """The best recorded schedule of ``sch``'s program, or ``sch`` with a warning."""
+    from .runtime.records import Database, workload_key
+    if not isinstance(database, (str, os.PathLike)):
+        raise PolyloopError(f"build(database={database!r}): give the path of a tuning work "
+                            "directory or of its records.sqlite")
+    db = Database(database)
+    best = db.best(workload_key(sch.original, target))
+    if best is None:
+        warnings.warn(f"build: {db.path} has no successful record of program "
+                      f"'{sch.original.name}' on target '{target}'; building the given schedule "
+                      "(run pl.tune on it to fill the database)", RuntimeWarning, stacklevel=3)
+        return sch
+    return Schedule.from_trace(sch.original, best.trace)
 
 
 def _profile_depth(profile: object) -> int:

@@ -25,7 +25,7 @@ from .names import NameKind, Names
 from .tables import (ADDITIVE, C_BINARY_FUNCTIONS, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX,
                      C_MATH_FUNCTIONS, C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES, CONDITIONAL,
                      HELPER_OPERATORS, POSTFIX, REDUCTION_HELPERS, UNARY)
-from .temps import local_temp_homes
+from .temps import temp_homes
 from .writer import CodeWriter
 
 CACHE_LINE = 64    # bytes: one software prefetch per line
@@ -69,9 +69,7 @@ class CFamilyPrinter:
         self.helpers: set[Helper] = set()
         self.intrinsics: dict[str, str] = {}    # function name -> C source (tensorize)
         self.externs: dict[str, ExternFunction] = {}   # pl.extern functions called
-        self.local_temps = local_temp_homes(kernel)
-        in_loops = {b.name for temps in self.local_temps.values() for b in temps}
-        self.function_temps = [b for b in kernel.temps if b.name not in in_loops]
+        self.local_temps, self.function_temps = temp_homes(kernel)
 
     # hooks -------------------------------------------------------------------------------------
     def type_name(self, d: DType) -> str:

@@ -22,17 +22,59 @@ def local_temp_homes(kernel: Kernel) -> dict[int, list[Buffer]]:
     >>> local_temp_homes(Kernel("k", (), (), (), Block(())))
     {}
     """
+    return temp_homes(kernel)[0]
+
+
+def temp_homes(kernel: Kernel) -> tuple[dict[int, list[Buffer]], list[Buffer]]:
+    """LOCAL temporaries by ``id()`` of the loops whose bodies declare them, and the
+    temporaries declared at function scope (all others, and a LOCAL one with accesses outside
+    every copy of its home loop: those see the function's declaration, the copies their own).
+
+    When the accesses share no loop because isl's AST generation emitted the schedule's home
+    loop as several loops (a parallel loop over the full tiles and a serial remainder, say),
+    each copy declares the temporary: one declaration outside would be shared by the threads
+    of a parallel copy. An iteration of the home loop lies wholly inside one copy, and no value
+    flows between iterations, so the copies need not share it.
+
+    >>> from polyloop.ir.loops import Block
+    >>> temp_homes(Kernel("k", (), (), (), Block(())))
+    ({}, [])
+    """
     local = {b.name: b for b in kernel.temps if b.scope is MemScope.LOCAL}
-    paths: dict[str, tuple[For, ...]] = {}
+    paths: dict[str, list[tuple[For, ...]]] = {}
     for path, name in _accesses(kernel.body, ()):
         if name in local:
-            paths[name] = _common_prefix(paths[name], path) if name in paths else path
+            paths.setdefault(name, []).append(path)
     homes: dict[int, list[Buffer]] = {}
+    function: list[Buffer] = []
     for b in kernel.temps:  # kernel order keeps the declarations deterministic
-        path = paths.get(b.name, ())
-        if b.name in local and path:
-            homes.setdefault(id(path[-1]), []).append(b)
-    return homes
+        loops_, outside = _declaring_loops(b, paths.get(b.name, [])) if b.name in local else \
+            ([], True)
+        for loop in loops_:
+            homes.setdefault(id(loop), []).append(b)
+        if outside:
+            function.append(b)
+    return homes, function
+
+
+def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For], bool]:
+    """(loops declaring ``b``, whether the function declares it too)."""
+    if not paths:
+        return [], True
+    common = paths[0]
+    for p in paths[1:]:
+        common = _common_prefix(common, p)
+    if common:
+        return [common[-1]], False
+    copies: dict[int, For] = {}
+    outside = False
+    for p in paths:
+        named = [f for f in p if f.var == b.home]
+        if b.home is None or len(named) != 1:
+            outside = True      # the home loop is not (or not surely) one loop of this path
+        else:
+            copies[id(named[0])] = named[0]
+    return list(copies.values()), outside
 
 
 def _accesses(node: Node, path: tuple[For, ...]) -> Iterator[tuple[tuple[For, ...], str]]:

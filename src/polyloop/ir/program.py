@@ -52,6 +52,9 @@ class Buffer:
     dtype: DType
     role: BufferRole
     scope: MemScope = MemScope.GLOBAL
+    # set by lowering on a compacted 'shared'/'local' temporary: the loop each of whose
+    # iterations uses its own elements (no value flows between iterations); None: unknown
+    home: str | None = None
 
     @property
     def ndim(self) -> int:

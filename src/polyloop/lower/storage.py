@@ -37,7 +37,8 @@ def place_temporaries(program: Program, root: Root
             program = _with_buffer(program, replace(b, scope=MemScope.GLOBAL))
             continue
         keep = tuple(d for d, n in enumerate(result.shape) if n > 1)   # others index 0
-        small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep))
+        small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep),
+                        home=result.home)
         program = _shifted(_with_buffer(program, small), result, keep)
         temps.append(small)
         where = f"one iteration of loop '{result.home}'" if result.home else "the program"

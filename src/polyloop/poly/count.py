@@ -99,7 +99,9 @@ def _peel_independent(s: isl.Set, extents: list[int]) -> tuple[isl.Set, int]:
         rest = s.project_out(isl.dim_type.set, k, 1)
         interval = isl.Set.universe(s.get_space()).lower_bound_val(isl.dim_type.set, k, lo) \
             .upper_bound_val(isl.dim_type.set, k, hi)
-        product = rest.insert_dims(isl.dim_type.set, k, 1).intersect(interval)
+        # the inserted dimension is anonymous: give the product ``s``'s space back
+        product = rest.insert_dims(isl.dim_type.set, k, 1).reset_space(s.get_space()) \
+            .intersect(interval)
         if product.is_equal(s):
             factor *= hi.to_python() - lo.to_python() + 1
             s = rest

@@ -292,12 +292,13 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
     if tile is not None and perm >= 2:
         coincident = list(transform.coincident[:perm])
         sizes = _tile_sizes(sch, order[:perm], tile, coincident)
+    tiled = None
     if sizes is not None:
         tiled = _attempt(sch, lambda t: _tile(t, order[:perm], sizes, coincident))
-        if tiled is not None:
-            sch, (tile_order, outside) = tiled
-            order = tile_order + order[perm:]
-    else:
+    if tiled is not None:
+        sch, (tile_order, outside) = tiled
+        order = tile_order + order[perm:]
+    else:   # not tiled, or the tiling was refused: the band stays as it is
         outside = len(order)
     if parallel:
         sch, found = _parallelize(sch, order, perm >= 2, nested=depth > 0, outside=outside)

@@ -5,6 +5,7 @@ and navigation (``get_block``, ``get_loops``, producers and consumers). The prim
 blocks); ``schedule.Schedule`` puts them together."""
 from __future__ import annotations
 
+import random
 from typing import Any, Sequence
 
 from ..errors import PolyloopError, ScheduleError
@@ -39,7 +40,7 @@ class ScheduleCore:
     """State, trace and navigation shared by all schedule primitives (see ``pl.Schedule``)."""
 
     def __init__(self, *outputs: Any, args: Sequence[Any] | None = None,
-                 name: str | None = None):
+                 name: str | None = None, seed: int | None = None):
         if len(outputs) == 1 and isinstance(outputs[0], Program):
             program = outputs[0]
         elif outputs and hasattr(outputs[0], "to_program"):
@@ -50,7 +51,8 @@ class ScheduleCore:
         self._state = st.initial(program)
         self._origin = program
         self.trace = Trace()
-
+        self._rng = random.Random(seed)     # the sampling primitives' draws
+        self._forced: tuple = ()
     @property
     def program(self) -> Program:
         """The current program (statements change with inlining, caching and rfactor)."""

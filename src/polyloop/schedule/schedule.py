@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from ..errors import PolyloopError
@@ -20,13 +21,14 @@ from ..poly.astgen import build_ast
 from ..util.highlight import to_html
 from .block_primitives import BlockPrimitives
 from .loop_primitives import THREAD_AXES, LoopPrimitives
+from .sampling import SamplingPrimitives
 from .software_prefetch import PrefetchPrimitives
 from .trace import Trace, decode
 
 __all__ = ["Schedule", "THREAD_AXES"]
 
 
-class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives):
+class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives, SamplingPrimitives):
     """A program plus the order its statement instances run in.
 
     Every primitive either returns with the schedule changed and the change recorded in
@@ -63,19 +65,53 @@ class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives):
     def copy(self) -> Schedule:
         other = type(self).__new__(type(self))
         other._state, other._origin, other.trace = self._state, self._origin, self.trace
+        other._rng = getattr(self, "_rng", None)
+        other._forced = getattr(self, "_forced", ())
         return other
 
     @staticmethod
-    def from_trace(program: Any, trace: Trace | str) -> Schedule:
-        """Replay a trace (or its JSON) on a program: ``pl.Schedule.from_trace(prog, t)``."""
+    def from_trace(program: Any, trace: Trace | str, *,
+                   decisions: dict[int, Any] | None = None) -> Schedule:
+        """Replay a trace (or its JSON) on a program: ``pl.Schedule.from_trace(prog, t)``.
+
+        ``decisions`` maps the index of a sampling step in the trace to another decision: the
+        values it draws replace the old ones in the steps that used them (a trace replays data
+        flow; a space function that branches on a draw is re-run instead). A decision that is
+        invalid for the program raises ``ScheduleError``."""
         t = Trace.from_json(trace) if isinstance(trace, str) else trace
         if isinstance(program, (list, tuple)):
             sch = Schedule(*program)
         else:
             sch = Schedule(program)
-        for step in t:
+        decisions = decisions or {}
+        swap: dict[str, Any] = {}       # a recorded sample result (JSON) -> its replayed value
+        for index, step in enumerate(t):
             fn: Callable[..., Any] | None = getattr(sch, step.primitive, None)
             if fn is None:
                 raise PolyloopError(f"unknown primitive {step.primitive!r} in trace")
-            fn(*[decode(a) for a in step.args], **{k: decode(v) for k, v in step.kwargs})
+            kwargs = {k: _replayed(v, swap) for k, v in step.kwargs}
+            if index in decisions:
+                if "decision" not in kwargs:
+                    raise PolyloopError(f"step {index} of the trace ({step.primitive}) draws "
+                                        "nothing; decisions= keys are sampling steps")
+                kwargs["decision"] = decisions[index]
+            out = fn(*[_replayed(a, swap) for a in step.args], **kwargs)
+            if step.primitive.startswith("sample_"):
+                new = out if isinstance(out, list) else [out]
+                for old, value in zip(step.results, new):
+                    if isinstance(old, dict):   # a drawn int, string or loop (unique keys)
+                        swap[_key(old)] = value
         return sch
+
+
+def _key(v: Any) -> str:
+    return json.dumps(v, sort_keys=True)
+
+
+def _replayed(v: Any, swap: dict[str, Any]) -> Any:
+    """A recorded argument, with the results of replayed sampling steps put in."""
+    if swap and _key(v) in swap:
+        return swap[_key(v)]
+    if isinstance(v, list):
+        return [_replayed(x, swap) for x in v]
+    return decode(v)

@@ -35,7 +35,35 @@ class Step:
     results: tuple[Any, ...]
 
 
+class SampledInt(int):
+    """An int drawn by a sampling primitive: it remembers the trace step and the position in
+    that step's decision, so a trace replayed with another decision passes the new value on."""
+    step: int
+    position: int
+
+    @staticmethod
+    def make(value: int, step: int, position: int) -> SampledInt:
+        v = SampledInt(value)
+        v.step, v.position = step, position
+        return v
+
+
+class SampledStr(str):
+    """A string drawn by ``sample_categorical`` (see ``SampledInt``)."""
+    step: int
+    position: int
+
+    @staticmethod
+    def make(value: str, step: int, position: int) -> SampledStr:
+        v = SampledStr(value)
+        v.step, v.position = step, position
+        return v
+
+
 def encode(v: Any) -> Any:
+    if isinstance(v, (SampledInt, SampledStr)):
+        plain = int(v) if isinstance(v, int) else str(v)
+        return {"sample": v.step, "at": v.position, "value": plain}
     if isinstance(v, LoopHandle):
         return {"loop": v.id, "name": v.name}
     if isinstance(v, BlockHandle):
@@ -50,6 +78,8 @@ def decode(v: Any) -> Any:
         return LoopHandle(v["loop"], v["name"])
     if isinstance(v, dict) and "block" in v:
         return BlockHandle(v["block"])
+    if isinstance(v, dict) and "sample" in v:
+        return v["value"]
     if isinstance(v, dict) and "intrin" in v:
         return v["intrin"]  # tensorize looks the intrinsic up by name
     if isinstance(v, dict) and "lambda" in v:
@@ -61,6 +91,8 @@ def decode(v: Any) -> Any:
 
 
 def _py(v: Any) -> str:
+    if isinstance(v, dict) and "sample" in v:
+        return f"v{v['sample']}_{v['at']}"
     if isinstance(v, dict) and "loop" in v:
         return f"l{v['loop']}"
     if isinstance(v, dict) and "block" in v:

@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Tuning from the bare computation: ``pl.tune`` on matmul (float32, n^3) or conv2d (3 x 3,
+(1, 64, 56, 56) -> 64 channels, padding 1) with no hand schedule, then the tuned kernel timed
+next to NumPy (OpenBLAS; matmul only), PyTorch and polyloop's hand schedule
+(``polyloop.ops``), all in this one run.
+
+    python benchmarks/bench_tune.py                         # matmul n = 1024, 200 trials
+    python benchmarks/bench_tune.py --n 512 --trials 50 --work-dir /tmp/tune-mm
+    python benchmarks/bench_tune.py --workload conv2d --trials 100
+    python benchmarks/bench_tune.py --trials 0 --work-dir /tmp/tune-mm   # time the recorded best
+    python benchmarks/bench_tune.py --workload polybench --trials 20 --size small
+
+``--workload polybench`` tunes gemm, 2mm, syrk, jacobi-2d, heat-3d and seidel-2d (the
+``@pl.script`` loops of ``tests/polybench_scripts.py``, float64) for ``--trials`` each and
+times each tuned kernel next to ``pl.auto_schedule``'s, with the geometric mean.
+
+The tuning records go to ``--work-dir`` (a second run resumes from them). Each time is the
+median of ``--repeat`` timings after warm-up; the rows are timed in ``--rounds`` interleaved
+rounds and the best median kept (a shared machine's bursts of load then land on no one row).
+``it / tuned`` is a row's time divided by the tuned kernel's: > 1 means the tuned kernel is
+faster.
+TVM MetaSchedule is not timed: it is not installed next to polyloop (it needs its own
+environment).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import math
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import polyloop as pl
+from polyloop.ir.shapes import evaluate
+from polyloop.ops import conv2d_nchw, matmul, schedule_conv2d_nchw, schedule_matmul
+
+
+def _median_time(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _matmul(n: int, rng: np.random.Generator):
+    """(the computation, its inputs, a check of its output, the reference rows, flops)."""
+    A = pl.placeholder((n, n), "float32", name="A")
+    B = pl.placeholder((n, n), "float32", name="B")
+    k = pl.reduce_axis((0, n), name="k")
+    C = pl.compute((n, n), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    a, b = (rng.standard_normal((n, n)).astype("float32") for _ in range(2))
+    rows = {"NumPy": lambda: a @ b}
+    torch = _torch()
+    if torch is not None:
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        rows["PyTorch"] = lambda: torch.matmul(ta, tb)
+    hand = pl.build(schedule_matmul(matmul(A, B)))
+    c = np.empty((n, n), "float32")
+    rows["polyloop hand schedule"] = lambda: hand(a, b, c)
+    return C, (a, b), a @ b, rows, 2.0 * n ** 3
+
+
+def _conv2d(rng: np.random.Generator):
+    X = pl.placeholder((1, 64, 56, 56), "float32", name="X")
+    W = pl.placeholder((64, 64, 3, 3), "float32", name="W")
+    x = rng.standard_normal((1, 64, 56, 56)).astype("float32")
+    w = rng.standard_normal((64, 64, 3, 3)).astype("float32")
+    hand = pl.build(schedule_conv2d_nchw(conv2d_nchw(X, W, 1)))
+    expected = hand(x, w)
+    rows = {"polyloop hand schedule": lambda: hand(x, w)}
+    torch = _torch()
+    if torch is not None:
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        rows["PyTorch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
+        expected = torch.nn.functional.conv2d(tx, tw, padding=1).numpy()
+    return conv2d_nchw(X, W, 1), (x, w), expected, rows, 2.0 * 64 * 64 * 9 * 56 * 56
+
+
+POLYBENCH = ("gemm", "two_mm", "syrk", "jacobi_2d", "heat_3d", "seidel_2d")
+POLYBENCH_SIZES = {
+    "small": {"ni": 200, "nj": 220, "nk": 240, "nl": 210, "m": 390, "n": 400, "tsteps": 20},
+    "medium": {"ni": 800, "nj": 900, "nk": 1000, "nl": 1100, "m": 1900, "n": 2000,
+               "tsteps": 100},
+}
+CUBE_SIDE = {"small": 40, "medium": 120}     # heat-3d's n
+
+
+def _polybench(args: argparse.Namespace) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "polybench_scripts", Path(__file__).resolve().parent.parent / "tests" /
+        "polybench_scripts.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    kernels = {k.name: k for k in module.KERNELS}
+    work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench-tune-pb-")
+    rng = np.random.default_rng(0)
+    print(f"PolyBench ({args.size}), {args.trials} trials each, into {work_dir}")
+    print(f"{'kernel':10} {'auto ms':>9} {'tuned ms':>9} {'auto/tuned':>10}  tuning s")
+    ratios = []
+    for name in args.only.split(",") if args.only else POLYBENCH:
+        prog = kernels[name]
+        sizes = {p: v for p, v in POLYBENCH_SIZES[args.size].items() if p in prog.params}
+        if name == "heat_3d":
+            sizes["n"] = CUBE_SIDE[args.size]
+        start = time.perf_counter()
+        res = pl.tune(prog, trials=args.trials, sizes=sizes, work_dir=work_dir, timeout=30.0)
+        wall = time.perf_counter() - start
+        mods = {"auto": pl.build(pl.auto_schedule(prog)), "tuned": res.build()}
+        arrays = [rng.random(tuple(evaluate(d, sizes) for d in prog.buffer(a).shape))
+                  for a in prog.args]
+        best = {key: float("inf") for key in mods}
+        for _ in range(args.rounds):
+            for key, mod in mods.items():
+                work = [a.copy() for a in arrays]
+                best[key] = min(best[key], _median_time(lambda: mod(*work, **sizes),
+                                                        args.repeat))
+        ratio = best["auto"] / best["tuned"]
+        ratios.append(ratio)
+        print(f"{name:10} {best['auto'] * 1e3:9.2f} {best['tuned'] * 1e3:9.2f} "
+              f"{ratio:9.2f}x  {wall:8.0f}", flush=True)
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    print(f"geometric mean of auto_schedule's time / the tuned time: {geomean:.2f}x")
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch not installed: its row is left out")
+        return None
+    return torch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", choices=("matmul", "conv2d", "polybench"), default="matmul")
+    ap.add_argument("--size", choices=sorted(POLYBENCH_SIZES), default="small")
+    ap.add_argument("--only", default="", help="polybench: kernels to run, e.g. gemm,syrk")
+    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--trials", type=int, default=200, help="0: time the recorded best only")
+    ap.add_argument("--work-dir", default=None)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--strategy", default="evolutionary")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if args.workload == "polybench":
+        _polybench(args)
+        return
+    work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench-tune-")
+    rng = np.random.default_rng(0)
+    out, inputs, expected, rows, flops = (_matmul(args.n, rng) if args.workload == "matmul"
+                                          else _conv2d(rng))
+    name = f"matmul {args.n}^3" if args.workload == "matmul" else "conv2d 3x3 (1,64,56,56)->64"
+    print(f"{name} float32 on {os.cpu_count()} cores; {args.trials} trials ({args.strategy}) "
+          f"into {work_dir}")
+    if args.trials:
+        start = time.perf_counter()
+        res = pl.tune(out, trials=args.trials, strategy=args.strategy, work_dir=work_dir,
+                      timeout=20.0, progress=_printer(args.trials, flops))
+        wall = time.perf_counter() - start
+        statuses = [r.status.value for r in res.history]
+        print(f"tuning: {wall:.0f} s wall, {wall / max(1, len(res.history)):.2f} s per trial; "
+              + ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses))))
+        tuned = res.build()
+    else:
+        tuned = pl.build(out, database=work_dir)
+    print("best trace:\n" + str(tuned.schedule.trace))
+    got = tuned(*inputs)
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-2)
+    rows = {"polyloop tuned": lambda: tuned(*inputs)} | rows
+    best = {row: float("inf") for row in rows}
+    for _ in range(args.rounds):
+        for row, fn in rows.items():
+            best[row] = min(best[row], _median_time(fn, args.repeat))
+    print(f"\n{'implementation':28} {'ms':>9} {'GFLOP/s':>9} {'it / tuned':>11}")
+    for row, t in best.items():
+        print(f"{row:28} {t * 1e3:9.2f} {flops / t / 1e9:9.1f} "
+              f"{best[row] / best['polyloop tuned']:10.2f}x")
+
+
+def _printer(trials: int, flops: float):
+    last = [0.0]
+
+    def show(p) -> None:
+        if p.trials == trials or time.monotonic() - last[0] > 30:
+            last[0] = time.monotonic()
+            best = f"{p.best_seconds * 1e3:.2f} ms ({flops / p.best_seconds / 1e9:.1f} " \
+                   "GFLOP/s)" if p.best_seconds else "-"
+            print(f"  {p.trials}/{trials} trials, {p.elapsed:.0f} s, best {best}", flush=True)
+    return show
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``pl.tune``: search a space of schedules of a program, measure candidates in worker
+processes (or on a Ray cluster), keep every record in an SQLite database, return the best.
+
+>>> import polyloop as pl
+>>> A = pl.placeholder((64, 64), name="A"); B = pl.placeholder((64, 64), name="B")
+>>> k = pl.reduce_axis((0, 64), name="k")
+>>> C = pl.compute((64, 64), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+>>> res = pl.tune(C, trials=4)          # doctest: +SKIP
+>>> mod = res.build()                   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import logging
+import random
+import tempfile
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..driver import build
+from ..errors import PolyloopError
+from ..frontend.kernel import LoopKernel
+from ..frontend.te import Tensor
+from ..ir.program import BufferRole, Program
+from ..ir.shapes import evaluate
+from ..poly.count import instance_flops, statement_instances
+from ..runtime.records import Database, Record, Status, workload_key
+from ..schedule import Schedule
+from ..schedule.kernel import schedule_of
+from ..schedule.sampling import decisions_of
+from ..schedule.trace import Trace
+from .measure import BuildJob, BuildResult, LocalBuilder, LocalRunner, RunResult
+from .ray_runner import RayMeasurer
+from .result import Progress, TuneResult
+from .search import STRATEGIES, Candidate, EvolutionarySearch, RandomSearch
+from .space import SpaceFn, generated_space
+
+log = logging.getLogger("polyloop.tune")
+
+DEFAULT_SIZE = 128     # the value a size parameter gets when sizes= does not give one
+RUNNERS = ("local", "ray")
+
+
+def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evolutionary",
+         work_dir: str | None = None, runner: str | Any = "local", seed: int = 0,
+         space: SpaceFn | None = None, sizes: dict[str, int] | None = None,
+         batch: int | None = None, timeout: float = 30.0, repeat: int = 3, builder: Any = None,
+         progress: Callable[[Progress], None] | None = None) -> TuneResult:
+    """Search ``trials`` schedules of ``obj`` (output tensors, a Program, a ``make_kernel``
+    kernel or a Schedule, whose program is tuned) and return the fastest as a ``TuneResult``.
+
+    ``space``: a function drawing a schedule with the sampling primitives (default: the space
+    generated from the program's blocks). ``strategy``: ``"evolutionary"`` (mutations ranked
+    by an XGBoost cost model) or ``"random"``. ``runner``: ``"local"`` (a worker process),
+    ``"ray"`` (tasks on the cluster of ``ray.init``, or a local one) or an object with
+    ``run(kernel, repeat=None)``; ``timeout`` (seconds) and ``repeat`` (timings per candidate)
+    configure the built-in ones. Records go to ``work_dir/records.sqlite``; a workload it knows
+    resumes from its best schedules. ``sizes`` binds symbolic sizes for measuring (default 128
+    each). Every candidate's outputs are compared with the default schedule's; a mismatch is
+    logged as an error and never chosen.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((16,), name="A"); B = pl.compute((16,), lambda i: A[i], name="B")
+    >>> pl.tune(B, trials=2).seconds > 0     # doctest: +SKIP
+    True
+    """
+    _check_options(target, trials, strategy, runner)
+    program = _program(obj)
+    key = workload_key(program, target)
+    db = Database(work_dir if work_dir is not None else tempfile.mkdtemp(prefix="polyloop-tune-"))
+    sizes = _sizes(program, sizes)
+    rng = random.Random(seed)
+    inputs = _inputs(program, sizes, np.random.default_rng(seed))
+    build_, run_ = _measurers(runner, builder, timeout, repeat)
+    run_.set_inputs(inputs, sizes)
+    try:
+        reference = _reference(program, target, build_, run_)
+        search_cls = EvolutionarySearch if strategy == "evolutionary" else RandomSearch
+        search = search_cls(program, space or generated_space, rng, sizes)
+        loop = _Loop(program, key, target, db, reference, build_, run_, search, progress,
+                     _flops(program, sizes))
+        loop.run(trials, batch or max(1, min(16, trials)))
+    finally:
+        for m in {id(build_): build_, id(run_): run_}.values():
+            getattr(m, "close", lambda: None)()
+    return _result(program, target, db, key, loop.history)
+
+
+def _check_options(target: str, trials: int, strategy: str, runner: Any) -> None:
+    if strategy not in STRATEGIES:
+        raise PolyloopError(f"tune: strategy must be one of {', '.join(STRATEGIES)}, got "
+                            f"{strategy!r}")
+    if not isinstance(trials, int) or trials < 1:
+        raise PolyloopError(f"tune: trials must be a positive int, got {trials!r}")
+    if isinstance(runner, str) and runner not in RUNNERS:
+        raise PolyloopError(f"tune: runner must be one of {', '.join(RUNNERS)} or a runner "
+                            f"object, got {runner!r}")
+    if target != "c":
+        raise PolyloopError(f"tune: target {target!r} cannot be tuned yet (its kernels are not "
+                            "measured in worker processes); tune for target 'c'")
+
+
+def _program(obj: Any) -> Program:
+    if isinstance(obj, Schedule):
+        return obj.original
+    if isinstance(obj, Program):
+        return obj
+    if isinstance(obj, LoopKernel):
+        return schedule_of(obj).original
+    outs = list(obj) if isinstance(obj, (list, tuple)) else [obj]
+    if outs and all(isinstance(t, Tensor) for t in outs):
+        return Schedule(*outs).original
+    raise PolyloopError(f"tune() takes output tensors, a Program, a kernel or a Schedule, got "
+                        f"{obj!r}")
+
+
+def _sizes(program: Program, sizes: dict[str, int] | None) -> dict[str, int]:
+    sizes = dict(sizes or {})
+    unknown = set(sizes) - set(program.params)
+    if unknown:
+        known = ", ".join(program.params) or "none"
+        raise PolyloopError(f"tune: sizes= names {sorted(unknown)}, which are not size "
+                            f"parameters of '{program.name}' ({known}); give only those")
+    for p in program.params:
+        if p not in sizes:
+            log.info("size %s = %d for measuring (give sizes= to choose)", p, DEFAULT_SIZE)
+            sizes[p] = DEFAULT_SIZE
+    return sizes
+
+
+def _inputs(program: Program, sizes: dict[str, int], rng: np.random.Generator
+            ) -> dict[str, np.ndarray]:
+    arrays = {}
+    for b in program.arg_buffers():
+        if b.role is BufferRole.OUTPUT:
+            continue
+        shape = tuple(evaluate(d, sizes) for d in b.shape)
+        if b.dtype.is_float:
+            arrays[b.name] = rng.standard_normal(shape).astype(b.dtype.numpy)
+        else:
+            arrays[b.name] = rng.integers(-9, 10, size=shape).astype(b.dtype.numpy)
+    return arrays
+
+
+def _flops(program: Program, sizes: dict[str, int]) -> float:
+    total = 0.0
+    for s in program.statements:
+        n = statement_instances(program, s.name, sizes)
+        total += (n or 0) * instance_flops(s)
+    return total
+
+
+def _measurers(runner: Any, builder: Any, timeout: float, repeat: int) -> tuple[Any, Any]:
+    if runner == "ray":
+        ray = RayMeasurer(timeout=timeout, repeat=repeat)
+        return builder or ray, ray
+    run_ = LocalRunner(timeout=timeout, repeat=repeat) if runner == "local" else runner
+    return builder or LocalBuilder(), run_
+
+
+def _reference(program: Program, target: str, build_: Any, run_: Any) -> dict[str, np.ndarray]:
+    """The outputs of the default schedule (what every candidate must reproduce)."""
+    built = build_.build([BuildJob(program, Trace().to_json(), target)])[0]
+    if built.kernel is None:
+        raise PolyloopError(f"tune: the default schedule of '{program.name}' does not build: "
+                            f"{built.error}")
+    ran = run_.run(built.kernel, repeat=0)     # its outputs only: the naive nest is slow
+    if ran.status is not Status.OK:
+        raise PolyloopError(f"tune: the default schedule of '{program.name}' failed to run "
+                            f"({ran.status.value}): {ran.error}")
+    return ran.outputs
+
+
+def mismatch(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> str:
+    """Where ``outputs`` differ from ``reference`` ("" if nowhere). Outputs are passed in
+    poisoned with NaN: an element one schedule writes and the other does not differs; sums
+    may round differently in another order (tolerance relative to the largest element)."""
+    for name, ref in reference.items():
+        got = outputs.get(name)
+        if got is None or got.shape != ref.shape:
+            return f"output {name} is missing or has another shape"
+        if ref.dtype.kind == "f":
+            finite = np.abs(ref[np.isfinite(ref)])
+            scale = float(finite.max()) if finite.size else 0.0
+            tol = (1e-3 if ref.dtype == np.float32 else 1e-9) * (scale + 1.0)
+            # an element neither writes stays NaN in both (outputs are passed in poisoned)
+            bad = ~((np.abs(got - ref) <= tol) | (np.isnan(got) & np.isnan(ref)))
+        else:
+            bad = got != ref
+        if bad.any():
+            at = tuple(int(x) for x in np.argwhere(bad)[0])
+            return f"{name}{list(at)} is {got[at]}, the default schedule gives {ref[at]}"
+    return ""
+
+
+class _Loop:
+    """The measuring loop: propose, build, run, compare, record, learn."""
+
+    def __init__(self, program, key, target, db, reference, build_, run_, search, progress,
+                 flops):
+        self.program, self.key, self.target, self.db = program, key, target, db
+        self.reference, self.build_, self.run_, self.search = reference, build_, run_, search
+        self.progress, self.flops = progress, flops
+        self.history: list[Record] = []
+        self.seen = {r.trace for r in db.records(key)}
+        self.best = [(r.seconds, decisions_of(Trace.from_json(r.trace)))
+                     for r in db.top(key, 64)]
+        if self.best:
+            log.info("resuming %s: %d records, best %.3g s", program.name, len(self.seen),
+                     self.best[0][0])
+        self.start = time.monotonic()
+
+    def run(self, trials: int, batch: int) -> None:
+        idle = 0
+        while len(self.history) < trials and idle < 3:
+            cands = self.search.propose(min(batch, trials - len(self.history)), self.seen,
+                                        self.best)
+            if not cands:
+                idle += 1
+                log.warning("no new schedule drawn (refused: %d; last: %s)",
+                            self.search.refused, self.search.last_refusal)
+                continue
+            idle = 0
+            built = self.build_.build([BuildJob(self.program, c.trace, self.target)
+                                       for c in cands])
+            times = [self._measure(c, b) for c, b in zip(cands, built)]
+            self.search.observe(cands, times)
+        if len(self.history) < trials:
+            log.warning("the space of %s ran out after %d new schedules", self.program.name,
+                        len(self.history))
+
+    def _measure(self, cand: Candidate, built: BuildResult) -> float | None:
+        ran = RunResult(built.status, error=built.error)
+        if built.kernel is not None:
+            ran = self.run_.run(built.kernel)
+        status, error = ran.status, ran.error
+        if status is Status.OK:
+            error = mismatch(self.reference, ran.outputs)
+            if error:
+                status = Status.MISMATCH
+                log.error("WRONG RESULT from a candidate schedule of %s (a polyloop bug; it is "
+                          "recorded and never chosen): %s\n%s", self.program.name, error,
+                          Trace.from_json(cand.trace))
+        elif status is not Status.OK:
+            log.info("candidate failed (%s): %s", status.value, error.strip()[-300:])
+        rec = Record(self.key, cand.trace, ran.times if status is Status.OK else (),
+                     status, error, self.target)
+        self.db.add(rec)
+        self.history.append(rec)
+        if rec.seconds is not None:
+            self.best.append((rec.seconds, list(cand.decisions)))
+            self.best.sort(key=lambda t: t[0])
+        self._report()
+        return rec.seconds
+
+    def _report(self) -> None:
+        if self.progress is None:
+            return
+        best = self.best[0][0] if self.best else None
+        self.progress(Progress(len(self.history), best, self.flops,
+                               time.monotonic() - self.start))
+
+
+def _result(program: Program, target: str, db: Database, key: str,
+            history: list[Record]) -> TuneResult:
+    best = db.best(key)
+    if best is None:
+        raise PolyloopError(f"tune: no candidate of '{program.name}' ran successfully "
+                            f"({len(history)} tried; see the records in {db.path})")
+    sch = Schedule.from_trace(program, best.trace)
+    return TuneResult(sch, sch.trace, best.seconds or 0.0, tuple(history), target, db.path)

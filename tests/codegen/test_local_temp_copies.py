@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A local tile whose home loop isl emits as two loops (the parallel full panels and a serial
+remainder) is declared in each copy, so every thread has its own: declared once at function
+scope it was shared by the threads (a race found by pl.tune: wrong C elements now and then)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import polyloop as pl
+
+
+def _schedule():
+    A = pl.placeholder((100, 70), "float32", name="A")
+    B = pl.placeholder((70, 90), "float32", name="B")
+    k = pl.reduce_axis((0, 70), name="k")
+    C = pl.compute((100, 90), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    sch = pl.Schedule(C)
+    sch.transform_layout("C", "B", lambda k, j: (j // 16, k, j % 16))
+    tile = sch.cache_write("C", "local")
+    c = sch.get_block("C")
+    i, j, kk = sch.get_loops(c)
+    i0, i1, i2 = sch.split(i, factors=[13, 4, 2])
+    j0, j1, j2 = sch.split(j, factors=[None, 1, 16])
+    sch.reorder(j0, i0, i1, kk, i2, j1, j2)
+    sch.parallel(j0)
+    sch.unroll(i2)
+    sch.unroll(j1)
+    sch.vectorize(j2)
+    sch.decompose_reduction(c, kk)
+    sch.reverse_compute_at(tile, i1)
+    sch.compute_at("B_packed_in", j0)
+    return sch
+
+
+def test_each_copy_of_the_home_loop_declares_the_tile():
+    mod = pl.build(_schedule())
+    body = mod.source[mod.source.index("int32_t C_kernel"):]
+    head = body[:body.index("#pragma omp parallel")]
+    assert "C_local" not in head              # not shared at function scope
+    assert len(re.findall(r"float C_local\[", body)) == 2
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a = rng.standard_normal((100, 70)).astype("float32")
+        b = rng.standard_normal((70, 90)).astype("float32")
+        c = np.full((100, 90), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
