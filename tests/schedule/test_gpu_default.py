@@ -19,7 +19,7 @@ def _kinds(sch):
     while stack:
         n = stack.pop()
         if hasattr(n, "kind"):
-            out.append((n.name, n.kind, n.thread))
+            out.append((n.name, n.kind, n.thread.value if n.thread else None))
             stack.extend(n.children)
     return out
 
