@@ -23,6 +23,7 @@ from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.auto import auto_schedule
 from .schedule.tensorize import TensorIntrin
+from . import graph  # noqa: F401 - pl.graph: the graph level
 from . import intrin  # noqa: F401 - registers the built-in micro-kernels for trace replay
 from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames, rename_iname,
                               split_iname, tag_inames)

@@ -174,3 +174,50 @@ def _trim(message: str) -> str:
     if len(lines) > len(kept):
         text += f"\n... ({len(lines) - len(kept)} more lines)"
     return text
+
+
+def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
+                    jobs: int = 2) -> Library:
+    """Compile several C translation units (``(source, extra_flags)`` each) into ONE shared
+    library, cached on disk by all their contents. Each unit keeps its own static helpers;
+    the units are compiled ``jobs`` at a time, then linked.
+
+    >>> lib = compile_c_units([("int one(void) { return 1; }", ()),
+    ...                        ("int two(void) { return 2; }", ())], name="pair")
+    >>> lib.path.name
+    'kernel.so'
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    cc = config.CONFIG.cc
+    key = _cache_key("\0".join(f"{' '.join(f)}\1{s}" for s, f in units),
+                     BASE_FLAGS + LINK_FLAGS, compiler_version(cc))
+    entry = config.CONFIG.cache_dir / f"{_safe(name)}-{key[:24]}"
+    library_path = entry / LIBRARY_NAME
+    source_path = entry / "unit0.c"
+    if library_path.exists():
+        STATS.cache_hits += 1
+        return Library(library_path, source_path, True, BASE_FLAGS)
+    entry.mkdir(parents=True, exist_ok=True)
+    compile_flags = tuple(f for f in BASE_FLAGS if f != "-shared")
+    objects = []
+    commands = []
+    for k, (source, extra) in enumerate(units):
+        path = entry / f"unit{k}.c"
+        _write_atomic(path, source)
+        obj = str(entry / f"unit{k}.o")
+        objects.append(obj)
+        commands.append(([cc, *compile_flags, *extra, "-c", "-o", obj, str(path)], path))
+    STATS.compiles += 1
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        list(pool.map(lambda c: _run(cc, c[0], c[1]), commands))
+    fd, tmp = tempfile.mkstemp(dir=entry, prefix=".kernel-", suffix=".so")
+    os.close(fd)
+    try:
+        _run(cc, [cc, *LINK_ONLY_FLAGS, "-o", tmp, *objects, *LINK_FLAGS], source_path)
+    except BuildError:
+        os.unlink(tmp)
+        raise
+    os.replace(tmp, library_path)
+    for obj in objects:
+        os.unlink(obj)
+    return Library(library_path, source_path, False, BASE_FLAGS)

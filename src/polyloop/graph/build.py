@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``pl.graph.build``: passes, lowering, schedules, one shared library, an executor."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from .. import driver
+from ..config import CONFIG
+from ..errors import PolyloopError
+from ..runtime.compiler import compile_c_units
+from .entry import Step, entry_source, weight_blob
+from .executor import Executor, Segment
+from .extern import route_externs
+from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
+from .lower import lower_kernel
+from .memory import plan_memory
+from .passes import fold_constants, fuse_operators, remove_dead_code
+from .schedule import default_schedule
+
+
+def materialize_outputs(g: Graph) -> Graph:
+    """Each graph output is written by a kernel: an output that is an input, a constant, a view
+    or listed twice gets a copy."""
+    written = {v.name for b in g.bindings if not (isinstance(b, Call) and b.op in VIEWS)
+               for v in b.outputs}
+    bindings, outputs, seen = list(g.bindings), [], set()
+    for v in g.outputs:
+        if v.name not in written or v.name in seen:
+            copy = Value(f"{v.name}_out{len(outputs)}", v.type)
+            bindings.append(Call((copy,), Op.COPY, (v,)))
+            v = copy
+        seen.add(v.name)
+        outputs.append(v)
+    return g.replace(bindings=tuple(bindings), outputs=tuple(outputs))
+
+
+def optimize(g: Graph) -> Graph:
+    """The graph passes of ``build``, in order (print the result to see the fused kernels)."""
+    g = materialize_outputs(g)
+    g = remove_dead_code(fold_constants(g))
+    g = route_externs(g)
+    return remove_dead_code(fuse_operators(g))
+
+
+def _schedule(kc: KernelCall, database: object):
+    lk = lower_kernel(kc.kernel)
+    if database is None:
+        return default_schedule(lk)
+    mod = driver.build(list(lk.results), args=[*lk.params, *lk.results], name=kc.kernel.name,
+                       database=database)
+    return mod.schedule
+
+
+def _blob_path(blob: bytes) -> str:
+    digest = hashlib.sha256(blob).hexdigest()[:32]
+    path = Path(CONFIG.cache_dir) / "weights" / f"{digest}.bin"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(path)
+    return str(path.resolve())
+
+
+def build(graph: Graph, target: str = "c", *, database: object = None) -> Executor:
+    """Optimise, lower, schedule and compile ``graph`` into one shared library.
+
+    >>> import numpy as np, polyloop as pl
+    >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", ("n", 3))
+    >>> ex = pl.graph.build(b.build(b.emit(pl.graph.Op.RELU, x)))
+    >>> ex(np.array([[-1.0, 0.0, 2.0]], "float32"))
+    array([[0., 0., 2.]], dtype=float32)
+    """
+    if target != "c":
+        raise PolyloopError(f"pl.graph.build: target {target!r} is not supported; the graph "
+                            "executor targets 'c'")
+    g = optimize(graph)
+    plan = plan_memory(g)
+    units: list[tuple[str, tuple[str, ...]]] = []
+    segments: list[Segment] = []
+    steps: list[Step] = []
+    labels: list[str] = []
+    for b in g.bindings:
+        if isinstance(b, KernelCall):
+            kernel, source, extra = driver.c_kernel(_schedule(b, database), name=b.kernel.name)
+            units.append((source, extra))
+            steps.append(Step(kernel.name, (*b.inputs, *b.outputs), tuple(kernel.params)))
+            labels.append(b.kernel.name)
+        elif isinstance(b, ExternCall):
+            if steps:
+                segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
+                steps, labels = [], []
+            segments.append(Segment(extern=b))
+    if steps or not segments:
+        segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
+    blob, offsets = weight_blob(g)
+    path = _blob_path(blob)
+    n_entries = sum(1 for s in segments if s.extern is None)
+    k = 0
+    for s in segments:
+        if s.extern is None:
+            s.entry = g.name if n_entries == 1 else f"{g.name}_s{k}"
+            units.append((entry_source(s.entry, g, plan, list(s.steps), path, offsets), ()))
+            k += 1
+    library = compile_c_units(units, name=g.name)
+    return Executor(g, plan, library, segments, blob_path=path)
