@@ -11,7 +11,7 @@ from ..errors import PolyloopError
 from ..runtime.compiler import compile_c_units
 from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
-from .extern import route_externs
+from .extern import lookup_extern, route_externs
 from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel
 from .memory import plan_memory
@@ -91,7 +91,7 @@ def build(graph: Graph, target: str = "c", *, database: object = None) -> Execut
             if steps:
                 segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
                 steps, labels = [], []
-            segments.append(Segment(extern=b))
+            segments.append(Segment(extern=b, function=lookup_extern(b.name)))
     if steps or not segments:
         segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
     blob, offsets = weight_blob(g)

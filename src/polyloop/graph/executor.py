@@ -23,7 +23,6 @@ from ..runtime.compiler import Library
 from ..runtime.module import apply_thread_count
 from .entry import ALIGN
 from .export import model_header
-from .extern import lookup_extern
 from .ir import ExternCall, Graph, Op
 from .memory import MemoryPlan, Where, nbytes
 
@@ -36,6 +35,7 @@ class Segment:
     labels: tuple[str, ...] = ()
     extern: ExternCall | None = None
     entry: str | None = None
+    function: object = None      # the extern's Python function, looked up at build time
 
 
 def _as_array(x: object, name: str) -> np.ndarray:
@@ -119,15 +119,28 @@ class Executor:
     def _slot_sizes(self, sizes: dict[str, int]) -> list[int]:
         return [-(-max(nbytes(v, sizes) for v in vs) // ALIGN) * ALIGN for vs in self.plan.slots]
 
-    def _prepare(self, inputs: tuple):
+    def _prepare(self, inputs: tuple, given: tuple | None = None):
         arrays, sizes = self._bind(inputs)
         outs = [np.empty(v.type.concrete(sizes), v.type.dtype) for v in self.graph.outputs]
+        if given is not None:
+            outs = self._check_outputs(outs, given)
         ws = self._workspace(sizes)
         pointers = [a.ctypes.data for a in (*arrays, *outs)] + [ws.ctypes.data]
         args_c = (ctypes.c_void_p * len(pointers))(*pointers)
         params = [sizes.get(p, 0) for p in self.graph.params]
         params_c = (ctypes.c_int64 * max(len(params), 1))(*params)
         return arrays, outs, ws, sizes, args_c, params_c
+
+    def _check_outputs(self, expected: list[np.ndarray], given: tuple) -> list[np.ndarray]:
+        if len(given) != len(expected):
+            raise ArgumentError(f"model '{self.graph.name}' has {len(expected)} outputs, "
+                                f"out= gave {len(given)}")
+        for v, e, a in zip(self.graph.outputs, expected, given):
+            if not isinstance(a, np.ndarray) or a.shape != e.shape or a.dtype != e.dtype \
+                    or not a.flags.c_contiguous:
+                raise ArgumentError(f"output '{v.name}': expected a C-contiguous {e.dtype} "
+                                    f"array of shape {e.shape}, got {a!r:.60}")
+        return list(given)
 
     # running -----------------------------------------------------------------------------------
     def _value(self, name: str, arrays, outs, ws, sizes) -> np.ndarray:
@@ -156,15 +169,17 @@ class Executor:
                 continue
             call = s.extern
             args = [self._value(v.name, arrays, outs, ws, sizes) for v in call.inputs]
-            result = np.asarray(lookup_extern(call.name)(*args, **dict(call.attrs)))
+            result = np.asarray(s.function(*args, **dict(call.attrs)))
             target = self._value(call.outputs[0].name, arrays, outs, ws, sizes)
             if result.shape != target.shape:
                 raise PolyloopError(f"extern {call.name!r} returned shape {result.shape}, the "
                                     f"graph expects {target.shape} for %{call.outputs[0].name}")
             target[...] = result
 
-    def __call__(self, *inputs: object) -> np.ndarray | tuple[np.ndarray, ...]:
-        prepared = self._prepare(inputs)
+    def __call__(self, *inputs: object, out: tuple | None = None
+                 ) -> np.ndarray | tuple[np.ndarray, ...]:
+        """Run the model on ``inputs``; ``out=(arrays...)`` writes the outputs there."""
+        prepared = self._prepare(inputs, out)
         self._run(prepared)
         outs = prepared[1]
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -20,6 +20,8 @@ LOWEST = -3.4028234663852886e38
 
 
 def const_int(e: object, what: str) -> int:
+    if isinstance(e, int):
+        return e
     if isinstance(e, Const):
         return int(e.value)
     raise PolyloopError(f"{what} must be a constant size, got {e}; only the batch dimension may "
