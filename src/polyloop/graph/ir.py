@@ -35,6 +35,7 @@ class Op(enum.Enum):
     SQRT = "sqrt"
     EXP = "exp"
     NEG = "neg"
+    ERF = "erf"
     SOFTMAX = "softmax"
     LOG_SOFTMAX = "log_softmax"
     MAX_POOL2D = "max_pool2d"
@@ -58,7 +59,7 @@ class Op(enum.Enum):
 # Operators computed element by element from their inputs (each output element reads inputs at
 # the same or broadcast index): fusion appends them to the kernel of their producer.
 INJECTIVE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.RELU, Op.GELU, Op.GELU_TANH,
-                       Op.SIGMOID, Op.TANH, Op.SQRT, Op.EXP, Op.NEG, Op.COPY, Op.BATCH_NORM})
+                       Op.SIGMOID, Op.TANH, Op.SQRT, Op.EXP, Op.NEG, Op.ERF, Op.COPY, Op.BATCH_NORM})
 # Operators that only reinterpret a contiguous buffer: no kernel, the output aliases the input.
 VIEWS = frozenset({Op.RESHAPE})
 

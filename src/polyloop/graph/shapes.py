@@ -137,7 +137,7 @@ RULES: dict[Op, Callable[[Op, tuple, Attrs], TensorType]] = {
 }
 for _op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):
     RULES[_op] = _elementwise
-for _op in (Op.RELU, Op.GELU, Op.GELU_TANH, Op.SIGMOID, Op.TANH, Op.SQRT, Op.EXP, Op.NEG):
+for _op in (Op.RELU, Op.GELU, Op.GELU_TANH, Op.SIGMOID, Op.TANH, Op.SQRT, Op.EXP, Op.NEG, Op.ERF):
     RULES[_op] = _first
 
 

@@ -72,6 +72,6 @@ ELEMENTWISE = {
     "mul": _binary(lambda a, b: a * b), "div": _binary(lambda a, b: a / b),
     "relu": _unary(lambda v: maximum(v, 0.0)), "gelu": _unary(gelu),
     "gelu_tanh": _unary(gelu_tanh), "sigmoid": _unary(sigmoid), "tanh": _unary(tanh),
-    "sqrt": _unary(sqrt), "exp": _unary(exp), "neg": _unary(lambda v: -v),
+    "sqrt": _unary(sqrt), "exp": _unary(exp), "neg": _unary(lambda v: -v), "erf": _unary(erf),
     "copy": _unary(lambda v: v), "batch_norm": batch_norm,
 }

@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Models imported from ONNX (exported from PyTorch here), equal to PyTorch."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+import polyloop as pl
+
+torch = pytest.importorskip("torch", reason="the ONNX models are exported from PyTorch")
+onnx = pytest.importorskip("onnx", reason="the ONNX importer needs onnx (extra 'graph')")
+
+from .models import SeedCNN  # noqa: E402
+
+
+def export(model, x, path=None) -> object:
+    f = io.BytesIO() if path is None else path
+    torch.onnx.export(model, (x,), f, dynamo=False, input_names=["x"],
+                      dynamic_axes={"x": {0: "batch"}})
+    return onnx.load_from_string(f.getvalue()) if path is None else path
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_seed_cnn_from_onnx_at_two_batch_sizes():
+    torch.manual_seed(4)
+    model = SeedCNN().eval()
+    g = pl.graph.from_onnx(export(model, torch.randn(4, 1, 28, 28)))
+    assert g.params == ("batch",)
+    ex = pl.graph.build(g)
+    for batch in (4, 5):
+        x = torch.randn(batch, 1, 28, 28)
+        out = np.full((batch, 10), np.nan, "float32")
+        ex(x.numpy(), out=(out,))
+        with torch.no_grad():
+            np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_onnx_unsupported_operators_are_listed():
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Sin", ["x"], ["a"], name="s"),
+             helper.make_node("Relu", ["a"], ["b"], name="r"),
+             helper.make_node("CumSum", ["b", "axis"], ["y"], name="c")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1])])
+    with pytest.raises(pl.PolyloopError, match="2 unsupported") as e:
+        pl.graph.from_onnx(helper.make_model(graph))
+    assert "s: Sin (node 0)" in str(e.value) and "c: CumSum (node 2)" in str(e.value)
