@@ -49,3 +49,23 @@ def test_onnx_unsupported_operators_are_listed():
     with pytest.raises(pl.PolyloopError, match="2 unsupported") as e:
         pl.graph.from_onnx(helper.make_model(graph))
     assert "s: Sin (node 0)" in str(e.value) and "c: CumSum (node 2)" in str(e.value)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_command_line_compile_and_run(tmp_path, capsys):
+    from polyloop.cli import main
+    torch.manual_seed(6)
+    model = SeedCNN().eval()
+    path = str(tmp_path / "cnn.onnx")
+    export(model, torch.randn(2, 1, 28, 28), path)
+    x = torch.randn(2, 1, 28, 28)
+    np.save(tmp_path / "x.npy", x.numpy())
+    assert main(["compile", path, "-o", str(tmp_path / "cnn.so")]) == 0
+    assert (tmp_path / "cnn.so").exists() and (tmp_path / "cnn.h").exists()
+    assert main(["run", path, "--input", str(tmp_path / "x.npy"), "--output",
+                 str(tmp_path / "y.npy"), "--benchmark"]) == 0
+    assert "median time" in capsys.readouterr().out
+    with torch.no_grad():
+        np.testing.assert_allclose(np.load(tmp_path / "y.npy"), model(x).numpy(), rtol=1e-5,
+                                   atol=1e-5)
+    assert main(["run", path, "--input", str(tmp_path / "missing.npy")]) == 1

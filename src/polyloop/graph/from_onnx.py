@@ -161,7 +161,10 @@ def from_onnx(model: object, *, batch: str | None = None) -> Graph:
         raise PolyloopError("from_onnx needs the onnx package: pip install 'polyloop[graph]'") \
             from None
     if isinstance(model, (str, PathLike)):
-        model = onnx.load(str(model))
+        try:
+            model = onnx.load(str(model))
+        except Exception as e:   # a missing file, a truncated or foreign one: several kinds
+            raise PolyloopError(f"cannot read the ONNX model {str(model)!r}: {e}") from None
     nodes = list(model.graph.node)
     bad = [(n.name or f"node {k}", n.op_type, f"node {k}") for k, n in enumerate(nodes)
            if n.op_type not in SUPPORTED]
