@@ -130,3 +130,14 @@ def test_extern_routed_conv():
         np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-5)
     with pytest.raises(pl.PolyloopError, match="extern"):
         ex.export_library("unused.so")
+
+
+def test_rebuilding_a_model_loads_it_from_the_cache(cnn):
+    from polyloop.runtime.compiler import STATS
+    model, first = cnn
+    compiles = STATS.compiles
+    g = pl.graph.from_torch(model, (torch.randn(4, 1, 28, 28),), batch="batch")
+    again = pl.graph.build(g)
+    assert STATS.compiles == compiles and again.library.path == first.library.path
+    x = np.random.default_rng(0).standard_normal((2, 1, 28, 28)).astype("float32")
+    np.testing.assert_array_equal(again(x), first(x))

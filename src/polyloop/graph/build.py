@@ -2,13 +2,15 @@
 """``pl.graph.build``: passes, lowering, schedules, one shared library, an executor."""
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 from pathlib import Path
 
 from .. import driver
 from ..config import CONFIG
 from ..errors import PolyloopError
-from ..runtime.compiler import compile_c_units
+from ..runtime.compiler import BASE_FLAGS, Library, compile_c_units, compiler_version
 from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
 from .extern import lookup_extern, route_externs
@@ -63,8 +65,56 @@ def _blob_path(blob: bytes) -> str:
     return str(path.resolve())
 
 
+@functools.cache
+def _code_version() -> str:
+    """A hash of polyloop's own sources: a cached model is rebuilt when the compiler changes."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _model_key(g: Graph, blob_path: str, database: object) -> str:
+    h = hashlib.sha256()
+    for part in (str(g), blob_path, repr(database), " ".join(BASE_FLAGS),
+                 compiler_version(CONFIG.cc), _code_version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def _cached(g: Graph, plan, key: str, blob_path: str) -> Executor | None:
+    manifest = Path(CONFIG.cache_dir) / "models" / f"{key}.json"
+    if not manifest.exists():
+        return None
+    data = json.loads(manifest.read_text())
+    library = Library(Path(data["library"]), Path(data["library"]).parent / "unit0.c", True,
+                      BASE_FLAGS)
+    if not library.path.exists():
+        return None
+    externs = iter(b for b in g.bindings if isinstance(b, ExternCall))
+    segments = [Segment(labels=tuple(s["labels"]), entry=s["entry"]) if s["entry"] else
+                Segment(extern=(b := next(externs)), function=lookup_extern(b.name))
+                for s in data["segments"]]
+    return Executor(g, plan, library, segments, blob_path=blob_path)
+
+
+def _remember(key: str, ex: Executor) -> None:
+    manifest = Path(CONFIG.cache_dir) / "models" / f"{key}.json"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    data = {"library": str(ex.library.path),
+            "segments": [{"entry": s.entry, "labels": list(s.labels)} for s in ex.segments]}
+    tmp = manifest.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(manifest)
+
+
 def build(graph: Graph, target: str = "c", *, database: object = None) -> Executor:
     """Optimise, lower, schedule and compile ``graph`` into one shared library.
+
+    A model built before (same graph, weights, options and polyloop version) is loaded from
+    the cache without generating code again.
 
     >>> import numpy as np, polyloop as pl
     >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", ("n", 3))
@@ -77,6 +127,28 @@ def build(graph: Graph, target: str = "c", *, database: object = None) -> Execut
                             "executor targets 'c'")
     g = optimize(graph)
     plan = plan_memory(g)
+    blob, offsets = weight_blob(g)
+    path = _blob_path(blob)
+    key = _model_key(g, path, database)
+    ex = _cached(g, plan, key, path)
+    if ex is not None:
+        return ex
+    units, segments = _generate(g, database)
+    n_entries = sum(1 for s in segments if s.extern is None)
+    k = 0
+    for s in segments:
+        if s.extern is None:
+            s.entry = g.name if n_entries == 1 else f"{g.name}_s{k}"
+            units.append((entry_source(s.entry, g, plan, list(s.steps), path, offsets), ()))
+            k += 1
+    library = compile_c_units(units, name=g.name)
+    ex = Executor(g, plan, library, segments, blob_path=path)
+    _remember(key, ex)
+    return ex
+
+
+def _generate(g: Graph, database: object) -> tuple[list, list[Segment]]:
+    """The C source of every kernel, and the kernels grouped into runs between extern calls."""
     units: list[tuple[str, tuple[str, ...]]] = []
     segments: list[Segment] = []
     steps: list[Step] = []
@@ -94,14 +166,4 @@ def build(graph: Graph, target: str = "c", *, database: object = None) -> Execut
             segments.append(Segment(extern=b, function=lookup_extern(b.name)))
     if steps or not segments:
         segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
-    blob, offsets = weight_blob(g)
-    path = _blob_path(blob)
-    n_entries = sum(1 for s in segments if s.extern is None)
-    k = 0
-    for s in segments:
-        if s.extern is None:
-            s.entry = g.name if n_entries == 1 else f"{g.name}_s{k}"
-            units.append((entry_source(s.entry, g, plan, list(s.steps), path, offsets), ()))
-            k += 1
-    library = compile_c_units(units, name=g.name)
-    return Executor(g, plan, library, segments, blob_path=path)
+    return units, segments

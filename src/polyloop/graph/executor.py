@@ -205,7 +205,7 @@ class Executor:
             if s.entry is None:
                 continue
             ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = 1
-            ns = (ctypes.c_int64 * max(len(s.steps), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
+            ns = (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
             ctypes.memset(ns, 0, ctypes.sizeof(ns))
         for _ in range(repeat):
             self._run(prepared)
@@ -213,7 +213,7 @@ class Executor:
             if s.entry is None:
                 continue
             ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = 0
-            ns = (ctypes.c_int64 * max(len(s.steps), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
+            ns = (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
             rows += [(label, ns[k] / repeat / 1e6) for k, label in enumerate(s.labels)]
         total = sum(t for _, t in rows) or 1.0
         width = max([len(r[0]) for r in rows] + [6])
