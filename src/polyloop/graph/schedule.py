@@ -16,6 +16,9 @@ from .lower import LoweredKernel
 
 # A vector loop shorter than this is left scalar (its remainder would dominate).
 _MIN_VECTOR = 4
+# Columns per parallel panel of a dense layer (4 AVX-512 vectors; a 64-wide row of partial
+# sums stays in L1 while the reduction runs).
+_PANEL = 64
 
 
 def stages(results: tuple[Tensor, ...]) -> list[Tensor]:
@@ -59,31 +62,47 @@ def _extent(t: Tensor, axis: int) -> int | None:
     return d.value if isinstance(d, Const) else None
 
 
-def _parallel_outer(sch: Schedule, t: Tensor, loops: list) -> object:
-    """Parallelise the outer spatial loops (the two first fused when there are more than 2)."""
-    if t.ndim >= 3 and _extent(t, 0) is not None and _extent(t, 0) < 8:
+def _parallel_outer(sch: Schedule, t: Tensor, loops: list) -> None:
+    """Parallelise the outer spatial loops: the two first fused when there are more than two
+    (a batch of 1 alone would leave the other cores idle)."""
+    if t.ndim >= 3:
         fused = _try(sch.fuse, loops[0], loops[1])
         if fused is not _REFUSED:
             _try(sch.parallel, fused)
-            return fused
+            return
     _try(sch.parallel, loops[0])
-    return loops[0]
 
 
-def _schedule_reduction(sch: Schedule, t: Tensor) -> object:
-    loops = sch.get_loops(t.name)
-    outer = _parallel_outer(sch, t, loops)
-    loops = sch.get_loops(t.name)
-    spatial = len(loops) - len(t.body.axes) if isinstance(t.body, Reduce) else t.ndim
-    inner = loops[spatial - 1]
+def _schedule_matrix(sch: Schedule, t: Tensor) -> bool:
+    """A 2-D reduction read along its columns (dense layers): column panels of ``_PANEL`` in
+    parallel, rows inside, the reduction, then the panel's columns as one vector loop."""
+    i, j, *reds = sch.get_loops(t.name)
+    parts = _try(sch.split, j, [None, _PANEL])
+    if parts is _REFUSED:
+        return False
+    j0, j1 = parts
+    if _try(sch.reorder, j0, i, *reds, j1) is _REFUSED:
+        return False
+    _try(sch.parallel, j0)
+    if _try(sch.decompose_reduction, t.name, reds[0]) is not _REFUSED:
+        _try(sch.vectorize, sch.get_loops(t.name)[-1])
+    return True
+
+
+def _schedule_reduction(sch: Schedule, t: Tensor) -> None:
     width = _extent(t, t.ndim - 1)
-    if spatial >= 2 and _vector_friendly(t) and (width is None or width >= _MIN_VECTOR):
-        reds = loops[spatial:]
-        _try(sch.reorder, *reds, inner)
-        init = _try(sch.decompose_reduction, t.name, sch.get_loops(t.name)[spatial - 1])
-        if init is not _REFUSED:
+    friendly = _vector_friendly(t) and (width is None or width >= _MIN_VECTOR)
+    if t.ndim == 2 and friendly and _schedule_matrix(sch, t):
+        return
+    _parallel_outer(sch, t, sch.get_loops(t.name))
+    loops = sch.get_loops(t.name)
+    n_red = len(t.body.axes) if isinstance(t.body, Reduce) else 0
+    spatial = len(loops) - n_red
+    if spatial >= 2 and friendly:
+        _try(sch.reorder, *loops[spatial:], loops[spatial - 1])
+        if _try(sch.decompose_reduction, t.name, sch.get_loops(t.name)[spatial - 1]) \
+                is not _REFUSED:
             _try(sch.vectorize, sch.get_loops(t.name)[-1])
-    return outer
 
 
 def _schedule_injective(sch: Schedule, t: Tensor) -> None:
@@ -119,14 +138,23 @@ def default_schedule(lk: LoweredKernel) -> Schedule:
 
 
 def _epilogue(sch: Schedule, t: Tensor, anchor: Tensor) -> bool:
-    """Compute the injective result ``t`` inside the anchor's outer parallel loop."""
-    if anchor not in t.inputs or t.ndim != anchor.ndim:
+    """Compute the injective result ``t`` inside the anchor's loops: at the deepest loop
+    outside the anchor's reduction that accepts it (its tile is then still in cache)."""
+    if t.ndim != anchor.ndim:
         return False
-    loops = sch.get_loops(anchor.name)
-    if _try(sch.reverse_compute_at, t.name, loops[0]) is _REFUSED:
+    reds = {v.name for v in anchor.body.axes} if isinstance(anchor.body, Reduce) else set()
+    outer = []
+    for loop in sch.get_loops(anchor.name):
+        if loop.name in reds:
+            break
+        outer.append(loop)
+    for loop in reversed(outer):
+        if _try(sch.reverse_compute_at, t.name, loop) is not _REFUSED:
+            break
+    else:
         return False
     inner = sch.get_loops(t.name)
     width = _extent(t, t.ndim - 1)
-    if len(inner) > 1 and (width is None or width >= _MIN_VECTOR):
+    if len(inner) > len(outer) and (width is None or width >= _MIN_VECTOR):
         _try(sch.vectorize, inner[-1])
     return True

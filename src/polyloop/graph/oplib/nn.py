@@ -172,7 +172,10 @@ def _softmax_stages(x: Tensor, axis: int, name: str, *, scale: float = 1.0,
 
     def drop(i):
         return i[:axis] + i[axis + 1:]
-    e = te.compute(shape, lambda *i: exp((x[i] - mx[drop(i)]) * scale), name=f"{name}_exp")
+    def shifted(i):
+        d = x[i] - mx[drop(i)]
+        return d if scale == 1.0 else d * scale
+    e = te.compute(shape, lambda *i: exp(shifted(i)), name=f"{name}_exp")
     r2 = te.reduce_axis((0, shape[axis]), name="rs")
     total = te.compute(red_shape, lambda *i: te.sum(e[at(i, r2)], axis=r2), name=f"{name}_sum")
     if log:
