@@ -8,11 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-import polyloop as pl
-
 torch = pytest.importorskip("torch", reason="the model comes from PyTorch (extra 'graph')")
 
-from .models import SeedCNN  # noqa: E402
 
 DRIVER = r"""
 #include <stdio.h>
@@ -39,10 +36,8 @@ int main(int argc, char **argv) {
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to compile the C driver")
-def test_exported_library_runs_from_c(tmp_path):
-    torch.manual_seed(5)
-    model = SeedCNN().eval()
-    ex = pl.graph.build(pl.graph.from_torch(model, (torch.randn(2, 1, 28, 28),), batch="n"))
+def test_exported_library_runs_from_c(tmp_path, seed_cnn):
+    model, ex = seed_cnn
     so, header = ex.export_library(tmp_path / "libmodel.so")
     assert header.name == "libmodel.h" and "model_workspace_bytes" in header.read_text()
     shutil.copyfile(header, tmp_path / "model.h")

@@ -22,11 +22,21 @@ def export(model, x, path=None) -> object:
     return onnx.load_from_string(f.getvalue()) if path is None else path
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_seed_cnn_from_onnx_at_two_batch_sizes():
+@pytest.fixture(scope="module")
+def onnx_cnn(tmp_path_factory):
+    """The seed CNN exported to an ONNX file with a symbolic batch (built once: the command
+    line test then finds the model in the cache)."""
     torch.manual_seed(4)
     model = SeedCNN().eval()
-    g = pl.graph.from_onnx(export(model, torch.randn(4, 1, 28, 28)))
+    path = str(tmp_path_factory.mktemp("onnx") / "cnn.onnx")
+    with pytest.warns(DeprecationWarning):
+        export(model, torch.randn(2, 1, 28, 28), path)
+    return model, path
+
+
+def test_seed_cnn_from_onnx_at_two_batch_sizes(onnx_cnn):
+    model, path = onnx_cnn
+    g = pl.graph.from_onnx(path)
     assert g.params == ("batch",)
     ex = pl.graph.build(g)
     for batch in (4, 5):
@@ -51,13 +61,9 @@ def test_onnx_unsupported_operators_are_listed():
     assert "s: Sin (node 0)" in str(e.value) and "c: CumSum (node 2)" in str(e.value)
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_command_line_compile_and_run(tmp_path, capsys):
+def test_command_line_compile_and_run(tmp_path, capsys, onnx_cnn):
     from polyloop.cli import main
-    torch.manual_seed(6)
-    model = SeedCNN().eval()
-    path = str(tmp_path / "cnn.onnx")
-    export(model, torch.randn(2, 1, 28, 28), path)
+    model, path = onnx_cnn
     x = torch.randn(2, 1, 28, 28)
     np.save(tmp_path / "x.npy", x.numpy())
     assert main(["compile", path, "-o", str(tmp_path / "cnn.so")]) == 0

@@ -24,12 +24,9 @@ def run_poisoned(ex, *inputs):
     return outs[0] if len(outs) == 1 else outs
 
 
-@pytest.fixture(scope="module")
-def cnn():
-    torch.manual_seed(0)
-    model = SeedCNN().eval()
-    g = pl.graph.from_torch(model, (torch.randn(4, 1, 28, 28),), batch="batch")
-    return model, pl.graph.build(g)
+@pytest.fixture
+def cnn(seed_cnn):
+    return seed_cnn
 
 
 @pytest.mark.parametrize("batch", [4, 3])
@@ -59,7 +56,7 @@ def test_seed_cnn_is_fused_and_one_library(cnn):
     # conv + bias + relu in one kernel, dense + bias + relu in one kernel
     assert "kernel model_k0_conv2d" in text and "return %relu\n" in text
     assert [s.entry for s in ex.segments] == ["model"]
-    assert len(ex.segments[0].steps) == 5
+    assert len(ex.segments[0].labels) == 5
 
 
 def test_wrong_input_shape_is_an_argument_error(cnn):

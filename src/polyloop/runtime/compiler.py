@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,45 +180,61 @@ def _trim(message: str) -> str:
 def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
                     jobs: int = 2) -> Library:
     """Compile several C translation units (``(source, extra_flags)`` each) into ONE shared
-    library, cached on disk by all their contents. Each unit keeps its own static helpers;
-    the units are compiled ``jobs`` at a time, then linked.
+    library, cached on disk by all their contents. Each unit keeps its own static helpers and
+    is compiled to an object cached by its own content (a model rebuilt with other weights
+    recompiles only what changed); the units are compiled ``jobs`` at a time, then linked.
 
     >>> lib = compile_c_units([("int one(void) { return 1; }", ()),
     ...                        ("int two(void) { return 2; }", ())], name="pair")
     >>> lib.path.name
     'kernel.so'
     """
-    from concurrent.futures import ThreadPoolExecutor
     cc = config.CONFIG.cc
-    key = _cache_key("\0".join(f"{' '.join(f)}\1{s}" for s, f in units),
-                     BASE_FLAGS + LINK_FLAGS, compiler_version(cc))
-    entry = config.CONFIG.cache_dir / f"{_safe(name)}-{key[:24]}"
+    version = compiler_version(cc)
+    compile_flags = tuple(f for f in BASE_FLAGS if f != "-shared")
+    keys = [_cache_key(source, compile_flags + tuple(extra), version) for source, extra in units]
+    link_key = _cache_key(" ".join(keys), LINK_ONLY_FLAGS + LINK_FLAGS, version)
+    entry = config.CONFIG.cache_dir / f"{_safe(name)}-{link_key[:24]}"
     library_path = entry / LIBRARY_NAME
-    source_path = entry / "unit0.c"
+    objects_dir = config.CONFIG.cache_dir / "objects"
     if library_path.exists():
         STATS.cache_hits += 1
-        return Library(library_path, source_path, True, BASE_FLAGS)
-    entry.mkdir(parents=True, exist_ok=True)
-    compile_flags = tuple(f for f in BASE_FLAGS if f != "-shared")
-    objects = []
-    commands = []
-    for k, (source, extra) in enumerate(units):
-        path = entry / f"unit{k}.c"
-        _write_atomic(path, source)
-        obj = str(entry / f"unit{k}.o")
-        objects.append(obj)
-        commands.append(([cc, *compile_flags, *extra, "-c", "-o", obj, str(path)], path))
-    STATS.compiles += 1
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        list(pool.map(lambda c: _run(cc, c[0], c[1]), commands))
+        return Library(library_path, objects_dir / f"{keys[0][:32]}.c", True, BASE_FLAGS)
+    try:
+        entry.mkdir(parents=True, exist_ok=True)
+        objects_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BuildError(f"cannot write the kernel cache entry {entry}: {e.strerror}; point "
+                         "POLYLOOP_CACHE_DIR at a writable directory") from None
+    objects, todo = [], []
+    for key, (source, extra) in zip(keys, units):
+        path, obj = objects_dir / f"{key[:32]}.c", objects_dir / f"{key[:32]}.o"
+        objects.append(str(obj))
+        if not obj.exists():
+            _write_atomic(path, source)
+            todo.append((cc, [*compile_flags, *extra], path, obj))
+    if todo:
+        STATS.compiles += 1
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            list(pool.map(lambda job: _compile_object(*job), todo))
     fd, tmp = tempfile.mkstemp(dir=entry, prefix=".kernel-", suffix=".so")
     os.close(fd)
     try:
-        _run(cc, [cc, *LINK_ONLY_FLAGS, "-o", tmp, *objects, *LINK_FLAGS], source_path)
+        _run(cc, [cc, *LINK_ONLY_FLAGS, "-o", tmp, *objects, *LINK_FLAGS], entry)
     except BuildError:
         os.unlink(tmp)
         raise
     os.replace(tmp, library_path)
-    for obj in objects:
-        os.unlink(obj)
-    return Library(library_path, source_path, False, BASE_FLAGS)
+    return Library(library_path, objects_dir / f"{keys[0][:32]}.c", False, BASE_FLAGS)
+
+
+def _compile_object(cc: str, flags: list[str], source_path: Path, obj: Path) -> None:
+    """Compile one unit to ``obj`` (written under a temporary name, then renamed)."""
+    fd, tmp = tempfile.mkstemp(dir=obj.parent, prefix=".unit-", suffix=".o")
+    os.close(fd)
+    try:
+        _run(cc, [cc, *flags, "-c", "-o", tmp, str(source_path)], source_path)
+    except BuildError:
+        os.unlink(tmp)
+        raise
+    os.replace(tmp, obj)
