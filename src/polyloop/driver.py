@@ -72,7 +72,7 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
     from .runtime import Module, compile_c
     if queue is not None:
         raise PolyloopError("queue= is an option of the 'opencl' target")
-    kernel, source, extra = c_kernel(sch, name=name, profile=profile)
+    kernel, source, extra = c_kernel(sch, name=name, profile=profile, check_bounds=False)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
     return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
@@ -80,7 +80,16 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
                   profile=_profile_layout(sch.program, kernel, regions) if regions else None)
 
 
-def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0):
+def assert_in_bounds(sch: Schedule) -> None:
+    """Raise PolyloopError when a read or write of the program can leave its buffer."""
+    outside = find_out_of_bounds(sch.original)
+    if outside is not None:
+        raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
+                            "read with pl.where(condition, read, other)")
+
+
+def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
+             check_bounds: bool = True):
     """Lower a schedule and generate its C function: ``(kernel, source, extra_flags)``, where
     ``kernel`` has the entry's ``name``, ``args`` and ``params`` and ``extra_flags`` are the
     compiler flags the source needs. (The graph executor links many such sources into one
@@ -97,6 +106,8 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0):
     from .config import CONFIG
     from .lower.hazards import negative_stride_reduction
     from .runtime.compiler import vectorizes_negative_step_reductions_wrongly
+    if check_bounds:
+        assert_in_bounds(sch)
     kernel = lower(sch.program, sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     source = generate_c(kernel, profile=regions) if regions else generate_c(kernel)
@@ -169,10 +180,7 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     if target not in TARGETS:
         raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
     sch = _schedule(obj, args, name)
-    outside = find_out_of_bounds(sch.original)
-    if outside is not None:
-        raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
-                            "read with pl.where(condition, read, other)")
+    assert_in_bounds(sch)
     mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
                           profile=_profile_depth(profile))
     mod.schedule = sch

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...errors import PolyloopError
 from ...frontend import te
 from ...frontend.te import Tensor
-from ...ir.elementwise import exp, log, maximum, minimum, where
+from ...ir.elementwise import exp, log as log_, maximum, minimum, where
 from ...ir.expr import Const
 from .elementwise import broadcast_index
 
@@ -179,7 +179,7 @@ def _softmax_stages(x: Tensor, axis: int, name: str, *, scale: float = 1.0,
     r2 = te.reduce_axis((0, shape[axis]), name="rs")
     total = te.compute(red_shape, lambda *i: te.sum(e[at(i, r2)], axis=r2), name=f"{name}_sum")
     if log:
-        return te.compute(shape, lambda *i: x[i] - mx[drop(i)] - log(total[drop(i)]), name=name)
+        return te.compute(shape, lambda *i: x[i] - mx[drop(i)] - log_(total[drop(i)]), name=name)
     return te.compute(shape, lambda *i: e[i] / total[drop(i)], name=name)
 
 

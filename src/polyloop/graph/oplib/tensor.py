@@ -70,10 +70,11 @@ def concat(inputs, attrs, shape, name):
         pos += const_int(t.shape[axis], "a concatenated axis")
 
     def body(*i):
-        expr = None
-        for t, s in reversed(list(zip(inputs, starts))):
-            read = t[i[:axis] + (i[axis] - s,) + i[axis + 1:]]
-            expr = read if expr is None else where(i[axis] >= s, read, expr)
+        def read(t, start):
+            return t[i[:axis] + (i[axis] - start,) + i[axis + 1:]]
+        expr = read(inputs[-1], starts[-1])
+        for k in range(len(inputs) - 2, -1, -1):
+            expr = where(i[axis] < starts[k + 1], read(inputs[k], starts[k]), expr)
         return expr
     return te.compute(shape, body, name=name)
 

@@ -25,7 +25,9 @@ def _kernel(name: str, body: list[Call]) -> KernelCall:
     made = {v.name for c in body for v in c.outputs}
     params = []
     for c in body:
-        params += [v for v in c.inputs if v.name not in made and v not in params]
+        for v in c.inputs:
+            if v.name not in made and v not in params:
+                params.append(v)
     results = body[-1].outputs
     return KernelCall(results, Kernel(name, tuple(params), results, tuple(body)), tuple(params))
 
