@@ -124,3 +124,13 @@ def test_argument_and_build_errors():
         pl.graph.register_extern("conv2d", print)
     with pytest.raises(pl.PolyloopError, match="dtype 'float16'"):
         b.input("h", (2,), "float16")
+
+
+def test_database_needs_the_tuning_support():
+    import inspect
+    if "database" in inspect.signature(pl.build).parameters:
+        pytest.skip("pl.build has database=: the tuning tests cover it")
+    b = pl.graph.GraphBuilder("db")
+    x = b.input("x", (4,))
+    with pytest.raises(pl.PolyloopError, match="database="):
+        pl.graph.build(b.build(b.emit(Op.RELU, x)), database="nowhere/")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def _schedule(kc: KernelCall, database: object):
     lk = lower_kernel(kc.kernel)
     if database is None:
         return default_schedule(lk)
+    if "database" not in inspect.signature(driver.build).parameters:
+        raise PolyloopError("database= needs pl.build(..., database=...) from the tuning "
+                            "support, which this installation lacks; build without database=")
     mod = driver.build(list(lk.results), args=[*lk.params, *lk.results], name=kc.kernel.name,
                        database=database)
     return mod.schedule
