@@ -53,10 +53,13 @@ def test_seed_cnn_accepts_torch_tensors_and_profiles(cnn, capsys):
 def test_seed_cnn_is_fused_and_one_library(cnn):
     _, ex = cnn
     text = str(ex.graph)
-    # conv + bias + relu in one kernel, dense + bias + relu in one kernel
-    assert "kernel model_k0_conv2d" in text and "return %relu\n" in text
+    # the convolution runs polyloop.ops' recipe, then bias + relu in one kernel; dense + bias
+    # + relu in one kernel
     assert [s.entry for s in ex.segments] == ["model"]
-    assert len(ex.segments[0].labels) == 5
+    assert list(ex.segments[0].labels) == [
+        "model_k0_conv2d_ops", "model_k0_conv2d_epilogue", "model_k1_max_pool2d",
+        "model_k2_linear", "model_k3_linear", "model_k4_softmax"]
+    assert "kernel model_k2_linear" in text and "return %relu_1\n" in text
 
 
 def test_wrong_input_shape_is_an_argument_error(cnn):

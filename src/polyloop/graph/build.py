@@ -8,7 +8,8 @@ import inspect
 import json
 from pathlib import Path
 
-from .. import driver
+from .. import driver, ops
+from ..frontend import te
 from ..config import CONFIG
 from ..errors import PolyloopError
 from ..runtime.compiler import BASE_FLAGS, Library, compile_c_units, compiler_version
@@ -16,9 +17,10 @@ from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
 from .extern import lookup_extern, route_externs
 from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
-from .lower import lower_kernel
+from .lower import lower_kernel, te_shape
 from .memory import plan_memory
-from .passes import fold_constants, fuse_operators, remove_dead_code
+from .passes import (fold_constants, fuse_operators, library_conv, remove_dead_code,
+                     use_library_kernels)
 from .schedule import default_schedule
 
 
@@ -43,13 +45,27 @@ def optimize(g: Graph) -> Graph:
     g = materialize_outputs(g)
     g = remove_dead_code(fold_constants(g))
     g = route_externs(g)
-    return remove_dead_code(fuse_operators(g))
+    return remove_dead_code(use_library_kernels(fuse_operators(g)))
+
+
+def _library_schedule(kc: KernelCall):
+    """The ``polyloop.ops`` recipe of a kernel that is one such convolution, else None."""
+    body = kc.kernel.body
+    kind = library_conv(body[0]) if len(body) == 1 else None
+    if kind is None:
+        return None
+    x, w = (te.placeholder(te_shape(v.type), v.type.dtype, name=v.name) for v in kc.inputs)
+    pad = body[0].attr("padding")[0]
+    if kind == "conv2d":
+        return ops.schedule_conv2d_nchw(ops.conv2d_nchw(x, w, pad))
+    return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(x, w, pad))
 
 
 def _schedule(kc: KernelCall, database: object):
-    lk = lower_kernel(kc.kernel)
     if database is None:
-        return default_schedule(lk)
+        library = _library_schedule(kc)
+        return library if library is not None else default_schedule(lower_kernel(kc.kernel))
+    lk = lower_kernel(kc.kernel)
     if "database" not in inspect.signature(driver.build).parameters:
         raise PolyloopError("database= needs pl.build(..., database=...) from the tuning "
                             "support, which this installation lacks; build without database=")

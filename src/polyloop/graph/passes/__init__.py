@@ -3,5 +3,7 @@
 from .dce import remove_dead_code
 from .fold import fold_constants
 from .fuse import fuse_operators
+from .library import library_conv, use_library_kernels
 
-__all__ = ["fold_constants", "fuse_operators", "remove_dead_code"]
+__all__ = ["fold_constants", "fuse_operators", "library_conv", "remove_dead_code",
+           "use_library_kernels"]
