@@ -53,12 +53,13 @@ def test_seed_cnn_accepts_torch_tensors_and_profiles(cnn, capsys):
 def test_seed_cnn_is_fused_and_one_library(cnn):
     _, ex = cnn
     text = str(ex.graph)
-    # the convolution runs polyloop.ops' recipe, then bias + relu in one kernel; dense + bias
-    # + relu in one kernel
+    # the convolution runs polyloop.ops' recipe; its bias + relu are computed inside the
+    # max-pool; dense + bias + relu in one kernel
     assert [s.entry for s in ex.segments] == ["model"]
     assert list(ex.segments[0].labels) == [
-        "model_k0_conv2d_ops", "model_k0_conv2d_epilogue", "model_k1_max_pool2d",
-        "model_k2_linear", "model_k3_linear", "model_k4_softmax"]
+        "model_k0_conv2d_ops", "model_k1_max_pool2d", "model_k2_linear", "model_k3_linear",
+        "model_k4_softmax"]
+    assert "relu(%conv2d)" in text.split("kernel model_k1_max_pool2d")[1].split("kernel")[0]
     assert "kernel model_k2_linear" in text and "return %relu_1\n" in text
 
 

@@ -19,7 +19,7 @@ from .extern import lookup_extern, route_externs
 from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel, te_shape
 from .memory import plan_memory
-from .passes import (fold_constants, fuse_operators, library_conv, remove_dead_code,
+from .passes import (fold_constants, fuse_into_consumers, fuse_operators, library_conv, remove_dead_code,
                      use_library_kernels)
 from .schedule import default_schedule
 
@@ -45,7 +45,8 @@ def optimize(g: Graph) -> Graph:
     g = materialize_outputs(g)
     g = remove_dead_code(fold_constants(g))
     g = route_externs(g)
-    return remove_dead_code(use_library_kernels(fuse_operators(g)))
+    g = use_library_kernels(fuse_operators(g))
+    return remove_dead_code(fuse_into_consumers(g))
 
 
 def _library_schedule(kc: KernelCall):
