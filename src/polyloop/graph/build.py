@@ -19,7 +19,8 @@ from .extern import lookup_extern, route_externs
 from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel, te_shape
 from .memory import plan_memory
-from .passes import (fold_constants, fuse_into_consumers, fuse_operators, library_conv, remove_dead_code,
+from .passes import (fold_constants, fuse_into_consumers, fuse_operators, library_conv,
+                     library_matmul, remove_dead_code,
                      use_library_kernels)
 from .schedule import default_schedule
 
@@ -52,10 +53,14 @@ def optimize(g: Graph) -> Graph:
 def _library_schedule(kc: KernelCall):
     """The ``polyloop.ops`` recipe of a kernel that is one such convolution, else None."""
     body = kc.kernel.body
-    kind = library_conv(body[0]) if len(body) == 1 else None
+    if len(body) != 1 or len(kc.inputs) != 2:
+        return None
+    kind = "matmul" if library_matmul(body[0]) else library_conv(body[0])
     if kind is None:
         return None
     x, w = (te.placeholder(te_shape(v.type), v.type.dtype, name=v.name) for v in kc.inputs)
+    if kind == "matmul":
+        return ops.schedule_matmul(ops.matmul(x, w))
     pad = body[0].attr("padding")[0]
     if kind == "conv2d":
         return ops.schedule_conv2d_nchw(ops.conv2d_nchw(x, w, pad))

@@ -144,6 +144,10 @@ class _Importer:
         if name == "cat":
             return b.emit(Op.CONCAT, *[self.tensor(t) for t in args[0]],
                           axis=int(get(1, "dim", 0)), name=hint)
+        if name == "unbind":
+            src, axis = x(0), int(get(1, "dim", 0))
+            return tuple(b.emit(Op.SELECT, src, axis=axis, index=k, name=f"{hint}_{k}")
+                         for k in range(src.type.shape[axis]))
         if name == "select":
             return b.emit(Op.SELECT, x(0), axis=int(args[1]), index=int(args[2]), name=hint)
         raise KeyError(name)
@@ -153,7 +157,7 @@ SUPPORTED = (set(_UNARY) | set(_BINARY) | _VIEWS | {
     "getitem", "conv2d", "linear", "matmul", "mm", "bmm", "gelu", "max_pool2d", "avg_pool2d",
     "adaptive_avg_pool2d", "softmax", "_softmax", "log_softmax", "_log_softmax", "permute",
     "transpose", "t", "batch_norm", "_native_batch_norm_legit_no_training", "layer_norm",
-    "mean", "embedding", "scaled_dot_product_attention", "cat", "select"})
+    "mean", "embedding", "scaled_dot_product_attention", "cat", "select", "unbind"})
 
 
 def _where(node) -> str:
