@@ -134,3 +134,21 @@ def test_database_needs_the_tuning_support():
     x = b.input("x", (4,))
     with pytest.raises(pl.PolyloopError, match="database="):
         pl.graph.build(b.build(b.emit(Op.RELU, x)), database="nowhere/")
+
+
+def test_emit_te_kernel_in_a_graph():
+    def scaled_gram(a):
+        k = pl.reduce_axis((0, a.shape[1]), name="k")
+        return pl.compute((a.shape[0], a.shape[0]),
+                          lambda i, j: pl.sum(a[i, k] * a[j, k], axis=k), name="gram")
+    b = pl.graph.GraphBuilder("custom")
+    x = b.input("x", ("n", 5))
+    y = b.emit(Op.RELU, b.emit_te(scaled_gram, x))
+    g = b.build(y)
+    assert "te(%x, fn=test_emit_te_kernel_in_a_graph.<locals>.scaled_gram, program=" in str(g)
+    assert y.type == pl.graph.TensorType(("n", "n"))
+    xv = rand(3, 5)
+    np.testing.assert_allclose(pl.graph.build(g)(xv), np.maximum(xv @ xv.T, 0), rtol=1e-5,
+                               atol=1e-5)
+    with pytest.raises(pl.PolyloopError, match="must return a tensor"):
+        b.emit_te(lambda a: a, x)

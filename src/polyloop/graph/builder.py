@@ -2,12 +2,14 @@
 """GraphBuilder: write a graph by hand, one operator call at a time (importers use it too)."""
 from __future__ import annotations
 
+import hashlib
 import re
 
 import numpy as np
 
 from ..errors import PolyloopError
 from .ir import Binding, Call, Constant, Dim, ExternCall, Graph, Op, TensorType, Value
+from .oplib.custom import call_te, te_dim
 from .shapes import infer
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -87,6 +89,25 @@ class GraphBuilder:
         out_type = infer(op, tuple(v.type for v in inputs), frozen)
         out = Value(self.fresh(name or str(op)), out_type)
         self._bindings.append(Call((out,), op, tuple(inputs), tuple(sorted(frozen.items()))))
+        return out
+
+    def emit_te(self, fn, *inputs: Value, name: str | None = None) -> Value:
+        """Append a kernel written with tensor expressions: ``fn(*te_tensors)`` returns the
+        result tensor (as seed 001's ``emit_te``). The program's text is part of the call, so
+        a changed function never reuses a cached build.
+
+        >>> import polyloop as pl
+        >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", ("n", 4))
+        >>> y = b.emit_te(lambda t: pl.compute(t.shape, lambda i, j: t[i, j] * 2.0), x)
+        >>> print(y.type)
+        float32[n, 4]
+        """
+        result = call_te(fn, inputs)
+        digest = hashlib.sha256(str(result.to_program()).encode()).hexdigest()[:16]
+        shape = tuple(te_dim(d) for d in result.shape)
+        out = Value(self.fresh(name or "te"), TensorType(shape, str(result.dtype)))
+        self._bindings.append(Call((out,), Op.TE, tuple(inputs),
+                                   (("fn", fn), ("program", digest))))
         return out
 
     def emit_extern(self, extern: str, *inputs: Value, out_type: TensorType,

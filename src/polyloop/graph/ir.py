@@ -51,6 +51,7 @@ class Op(enum.Enum):
     ATTENTION = "attention"
     COPY = "copy"
     SELECT = "select"
+    TE = "te"
 
     def __str__(self) -> str:
         return self.value
@@ -103,7 +104,8 @@ class Constant:
 
 
 def attrs_to_str(attrs: tuple[tuple[str, object], ...]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in attrs)
+    return ", ".join(f"{k}={getattr(v, '__qualname__', None) or repr(v)}" if callable(v)
+                     else f"{k}={v!r}" for k, v in attrs)
 
 
 @dataclass(frozen=True, slots=True)

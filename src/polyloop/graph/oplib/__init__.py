@@ -5,10 +5,11 @@
 te tensors ``inputs``.
 """
 from ..ir import Op
+from .custom import CUSTOM
 from .elementwise import ELEMENTWISE
 from .nn import NN
 from .tensor import TENSOR
 
-LOWERINGS = {Op(k): v for table in (ELEMENTWISE, NN, TENSOR) for k, v in table.items()}
+LOWERINGS = {Op(k): v for table in (ELEMENTWISE, NN, TENSOR, CUSTOM) for k, v in table.items()}
 
 __all__ = ["LOWERINGS"]
