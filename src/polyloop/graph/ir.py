@@ -134,11 +134,6 @@ class Kernel:
     results: tuple[Value, ...]
     body: tuple[Call, ...]
 
-    def anchor(self) -> Call:
-        """The call that decides the kernel's schedule: its last non-injective call."""
-        heavy = [c for c in self.body if c.op not in INJECTIVE]
-        return heavy[-1] if heavy else self.body[-1]
-
 
 @dataclass(frozen=True, slots=True)
 class KernelCall:

@@ -18,7 +18,6 @@ class LoweredKernel:
     kernel: Kernel
     params: tuple[Tensor, ...]
     results: tuple[Tensor, ...]
-    anchors: frozenset[str]       # te names of the stages of non-injective calls
 
 
 def te_shape(t: TensorType) -> tuple:
@@ -37,7 +36,6 @@ def lower_kernel(k: Kernel) -> LoweredKernel:
     env: dict[str, Tensor] = {v.name: te.placeholder(te_shape(v.type), v.type.dtype, name=v.name)
                               for v in k.params}
     params = tuple(env[v.name] for v in k.params)
-    anchors = set()
     for call in k.body:
         out = call.outputs[0]
         try:
@@ -46,10 +44,8 @@ def lower_kernel(k: Kernel) -> LoweredKernel:
         except PolyloopError as e:
             raise PolyloopError(f"lowering {call.op} '{out.name}' of kernel {k.name}: {e}") \
                 from None
-        if t.dtype.name.lower() != out.type.dtype and str(t.dtype) != out.type.dtype:
+        if str(t.dtype) != out.type.dtype:
             raise PolyloopError(f"lowering {call.op} '{out.name}': the tensor expression has "
                                 f"dtype {t.dtype}, the graph says {out.type.dtype}")
         env[out.name] = t
-        if call is k.anchor():
-            anchors.add(out.name)
-    return LoweredKernel(k, params, tuple(env[v.name] for v in k.results), frozenset(anchors))
+    return LoweredKernel(k, params, tuple(env[v.name] for v in k.results))
