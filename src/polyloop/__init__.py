@@ -28,6 +28,7 @@ from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.auto import auto_schedule
 from .schedule.tensorize import TensorIntrin
 from .tune import TuneResult, tune
+from . import graph  # noqa: F401 - pl.graph: the graph level
 from . import intrin  # noqa: F401 - registers the built-in micro-kernels for trace replay
 from .ir.elementwise import (ceil, cos, erf, floor, fmod, isnan, pow, round, sigmoid,  # noqa: A004
                              sin, tan)

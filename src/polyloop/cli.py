@@ -27,7 +27,7 @@ from importlib import metadata
 
 import numpy as np
 
-from . import bench, config
+from . import bench, config, graph
 from .driver import build
 from .errors import PolyloopError
 from .frontend import te
@@ -349,6 +349,54 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_model(path: str, batch: str | None):
+    return graph.build(graph.from_onnx(path, batch=batch))
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    ex = _load_model(args.model, args.batch)
+    so, header = ex.export_library(args.output)
+    print(f"wrote {so} and {header}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    ex = _load_model(args.model, args.batch)
+    try:
+        inputs = [np.load(p) for p in args.input]
+    except (OSError, ValueError) as e:
+        raise PolyloopError(f"cannot read the input arrays {args.input}: {e}") from None
+    outs = ex(*inputs)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for k, y in enumerate(outs):
+        if args.output:
+            np.save(args.output if len(outs) == 1 else f"{args.output}.{k}.npy", y)
+        print(f"output {k}: {y.dtype}{list(y.shape)}")
+        print(np.array2string(y, threshold=20, precision=5))
+    if args.benchmark:
+        print(f"median time: {format_time(ex.benchmark(*inputs))}")
+    return 0
+
+
+def _add_graph_commands(commands) -> None:
+    comp = commands.add_parser("compile", help="compile an ONNX model into a shared library "
+                               "with a C header (weights embedded)")
+    comp.add_argument("model", help="the .onnx file")
+    comp.add_argument("-o", "--output", required=True, metavar="SO", help="the library to write")
+    comp.add_argument("--batch", default=None, metavar="NAME",
+                      help="make dimension 0 of every input the size parameter NAME")
+    comp.set_defaults(run=cmd_compile)
+    run = commands.add_parser("run", help="compile an ONNX model and run it on .npy inputs")
+    run.add_argument("model", help="the .onnx file")
+    run.add_argument("--input", action="append", required=True, metavar="NPY",
+                     help="an input array (.npy), once per model input, in order")
+    run.add_argument("--output", default=None, metavar="NPY", help="save the output here")
+    run.add_argument("--batch", default=None, metavar="NAME",
+                     help="make dimension 0 of every input the size parameter NAME")
+    run.add_argument("--benchmark", action="store_true", help="also time the model")
+    run.set_defaults(run=cmd_run)
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -432,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     version = commands.add_parser("version", help="print the versions of polyloop, its "
                                                   "dependencies and the C compiler")
     version.set_defaults(run=cmd_version)
+    _add_graph_commands(commands)
     return parser
 
 

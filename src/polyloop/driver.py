@@ -98,14 +98,47 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
 
 def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
              profile: int = 0):
-    from .codegen import generate_c
     from .codegen.profile import profile_regions
     from .runtime import Module, compile_c
     if queue is not None:
         raise PolyloopError("queue= is an option of the 'opencl' target")
+    kernel, source, extra = c_kernel(sch, name=name, profile=profile, check_bounds=False)
+    regions = tuple(profile_regions(kernel.body, depth=profile))
+    library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
+    return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
+                  source=source, target="c",
+                  profile=_profile_layout(sch.program, kernel, regions) if regions else None,
+                  assumptions=assumption_checks(sch.program), temps=kernel.temps)
+
+
+def assert_in_bounds(sch: Schedule) -> None:
+    """Raise PolyloopError when a read or write of the program can leave its buffer."""
+    outside = find_out_of_bounds(sch.original)
+    if outside is not None:
+        raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
+                            "read with pl.where(condition, read, other)")
+
+
+def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
+             check_bounds: bool = True):
+    """Lower a schedule and generate its C function: ``(kernel, source, extra_flags)``, where
+    ``kernel`` has the entry's ``name``, ``args`` and ``params`` and ``extra_flags`` are the
+    compiler flags the source needs. (The graph executor links many such sources into one
+    library.)
+
+    >>> import polyloop as pl
+    >>> B = pl.compute((4,), lambda i: pl.placeholder((4,), name="A")[i] + 1.0, name="B")
+    >>> kernel, source, flags = c_kernel(pl.Schedule(B), name="inc")
+    >>> kernel.name, "int32_t inc(" in source
+    ('inc', True)
+    """
+    from .codegen import generate_c
+    from .codegen.profile import profile_regions
     from .config import CONFIG
     from .lower.hazards import negative_stride_reduction
     from .runtime.compiler import vectorizes_negative_step_reductions_wrongly
+    if check_bounds:
+        assert_in_bounds(sch)
     kernel = lower(sch.program, sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     source = generate_c(kernel, profile=regions) if regions else generate_c(kernel)
@@ -113,11 +146,7 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
     if negative_stride_reduction(kernel.body) and \
             vectorizes_negative_step_reductions_wrongly(CONFIG.cc):
         extra = ("-fno-tree-loop-vectorize",)   # a wrong-code bug of GCC 12.1/12.2
-    library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
-    return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
-                  source=source, target="c",
-                  profile=_profile_layout(sch.program, kernel, regions) if regions else None,
-                  assumptions=assumption_checks(sch.program), temps=kernel.temps)
+    return kernel, source, extra
 
 
 def _profile_layout(program: Program, kernel, regions: tuple):
@@ -211,10 +240,7 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
     sch = _schedule(obj, args, name)
     if database is not None:
         sch = _best_known(sch, target, database)
-    outside = find_out_of_bounds(sch.original)
-    if outside is not None:
-        raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
-                            "read with pl.where(condition, read, other)")
+    assert_in_bounds(sch)
     mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
                           profile=_profile_depth(profile))
     mod.schedule = sch

@@ -37,7 +37,11 @@ def test_thread_count_reaches_the_openmp_runtime():
     finally:
         gomp.omp_set_num_threads(before)
     assert not apply_thread_count(gomp, None)
-    assert not apply_thread_count(ctypes.CDLL(None), 2)   # no OpenMP in the process image
+    image = ctypes.CDLL(None)
+    # a library loaded globally earlier in this process (torch, in the graph tests) may have
+    # put OpenMP in the process image; only without it is there nothing to set
+    if not hasattr(image, "omp_set_num_threads"):
+        assert not apply_thread_count(image, 2)
 
 
 @pytest.mark.parametrize("text", ["100000", "4294967297", "99999999999999999999"])

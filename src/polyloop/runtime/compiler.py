@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,3 +186,67 @@ def _trim(message: str) -> str:
     if len(lines) > len(kept):
         text += f"\n... ({len(lines) - len(kept)} more lines)"
     return text
+
+
+def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
+                    jobs: int = 2) -> Library:
+    """Compile several C translation units (``(source, extra_flags)`` each) into ONE shared
+    library, cached on disk by all their contents. Each unit keeps its own static helpers and
+    is compiled to an object cached by its own content (a model rebuilt with other weights
+    recompiles only what changed); the units are compiled ``jobs`` at a time, then linked.
+
+    >>> lib = compile_c_units([("int one(void) { return 1; }", ()),
+    ...                        ("int two(void) { return 2; }", ())], name="pair")
+    >>> lib.path.name
+    'kernel.so'
+    """
+    cc = config.CONFIG.cc
+    version = compiler_version(cc)
+    compile_flags = tuple(f for f in BASE_FLAGS if f != "-shared")
+    keys = [_cache_key(source, compile_flags + tuple(extra), version) for source, extra in units]
+    link_key = _cache_key(" ".join(keys), LINK_ONLY_FLAGS + LINK_FLAGS, version)
+    root = cache.safe_directory(config.CONFIG.cache_dir)
+    entry = root / f"{_safe(name)}-{link_key[:24]}"
+    library_path = entry / LIBRARY_NAME
+    objects = [root / "objects" / key[:32] / "unit.o" for key in keys]
+    first_source = objects[0].with_name("unit.c")
+    try:
+        (root / "objects").mkdir(mode=0o700, exist_ok=True)
+        with cache.locked(entry):
+            if cache.verified(library_path):
+                STATS.cache_hits += 1
+                return Library(library_path, first_source, True, BASE_FLAGS)
+            todo = [(cc, [*compile_flags, *extra], source, obj)
+                    for (source, extra), obj in zip(units, objects)]
+            STATS.compiles += 1
+            with ThreadPoolExecutor(max(1, jobs)) as pool:
+                list(pool.map(lambda job: _compile_object(*job), todo))
+            tmp = cache.temp_path(entry, ".so")
+            try:
+                _compile(cc, [cc, *LINK_ONLY_FLAGS, "-o", str(tmp), *map(str, objects),
+                              *LINK_FLAGS], first_source)
+                cache.install(tmp, library_path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+    except OSError as e:   # a full disk, a read-only cache
+        raise BuildError(f"cannot write the kernel cache entry {entry}: {e.strerror}; point "
+                         "POLYLOOP_CACHE_DIR at a writable directory") from None
+    return Library(library_path, first_source, False, BASE_FLAGS)
+
+
+def _compile_object(cc: str, flags: list[str], source: str, obj: Path) -> None:
+    """Compile one unit to ``obj``, or keep the verified object already there (each object
+    is a cache entry of its own, with its lock and hash)."""
+    with cache.locked(obj.parent):
+        if cache.verified(obj):
+            return
+        source_path = obj.with_name("unit.c")
+        cache.write_atomic(source_path, source.encode(), 0o600)
+        tmp = cache.temp_path(obj.parent, ".o")
+        try:
+            _compile(cc, [cc, *flags, "-c", "-o", str(tmp), str(source_path)], source_path)
+            cache.install(tmp, obj)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise

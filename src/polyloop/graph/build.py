@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``pl.graph.build``: passes, lowering, schedules, one shared library, an executor."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+from pathlib import Path
+
+from .. import driver, ops
+from ..frontend import te
+from ..config import CONFIG
+from ..errors import PolyloopError
+from ..runtime.compiler import BASE_FLAGS, Library, compile_c_units, compiler_version
+from .entry import Step, entry_source, weight_blob
+from .executor import Executor, Segment
+from .extern import lookup_extern, route_externs
+from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
+from .lower import lower_kernel, te_shape
+from .memory import plan_memory
+from .passes import (fold_constants, fuse_into_consumers, fuse_operators, library_conv,
+                     library_matmul, remove_dead_code,
+                     use_library_kernels)
+from .schedule import default_schedule
+
+
+def materialize_outputs(g: Graph) -> Graph:
+    """Each graph output is written by a kernel: an output that is an input, a constant, a view
+    or listed twice gets a copy."""
+    written = {v.name for b in g.bindings if not (isinstance(b, Call) and b.op in VIEWS)
+               for v in b.outputs}
+    bindings, outputs, seen = list(g.bindings), [], set()
+    for v in g.outputs:
+        if v.name not in written or v.name in seen:
+            copy = Value(f"{v.name}_out{len(outputs)}", v.type)
+            bindings.append(Call((copy,), Op.COPY, (v,)))
+            v = copy
+        seen.add(v.name)
+        outputs.append(v)
+    return g.replace(bindings=tuple(bindings), outputs=tuple(outputs))
+
+
+def optimize(g: Graph) -> Graph:
+    """The graph passes of ``build``, in order (print the result to see the fused kernels)."""
+    g = materialize_outputs(g)
+    g = remove_dead_code(fold_constants(g))
+    g = route_externs(g)
+    g = use_library_kernels(fuse_operators(g))
+    return remove_dead_code(fuse_into_consumers(g))
+
+
+def _library_schedule(kc: KernelCall):
+    """The ``polyloop.ops`` recipe of a kernel that is one such convolution, else None."""
+    body = kc.kernel.body
+    if len(body) != 1 or len(kc.inputs) != 2:
+        return None
+    kind = "matmul" if library_matmul(body[0]) else library_conv(body[0])
+    if kind is None:
+        return None
+    x, w = (te.placeholder(te_shape(v.type), v.type.dtype, name=v.name) for v in kc.inputs)
+    if kind == "matmul":
+        return ops.schedule_matmul(ops.matmul(x, w))
+    pad = body[0].attr("padding")[0]
+    if kind == "conv2d":
+        return ops.schedule_conv2d_nchw(ops.conv2d_nchw(x, w, pad))
+    return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(x, w, pad))
+
+
+def _schedule(kc: KernelCall, database: object):
+    if database is None:
+        library = _library_schedule(kc)
+        return library if library is not None else default_schedule(lower_kernel(kc.kernel))
+    lk = lower_kernel(kc.kernel)
+    if "database" not in inspect.signature(driver.build).parameters:
+        raise PolyloopError("database= needs pl.build(..., database=...) from the tuning "
+                            "support, which this installation lacks; build without database=")
+    mod = driver.build(list(lk.results), args=[*lk.params, *lk.results], name=kc.kernel.name,
+                       database=database)
+    return mod.schedule
+
+
+def _blob_path(blob: bytes) -> str:
+    digest = hashlib.sha256(blob).hexdigest()[:32]
+    path = Path(CONFIG.cache_dir) / "weights" / f"{digest}.bin"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(path)
+    return str(path.resolve())
+
+
+@functools.cache
+def _code_version() -> str:
+    """A hash of polyloop's own sources: a cached model is rebuilt when the compiler changes."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _model_key(g: Graph, blob_path: str, database: object) -> str:
+    h = hashlib.sha256()
+    for part in (str(g), blob_path, repr(database), " ".join(BASE_FLAGS),
+                 compiler_version(CONFIG.cc), _code_version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def _cached(g: Graph, plan, key: str, blob_path: str) -> Executor | None:
+    manifest = Path(CONFIG.cache_dir) / "models" / f"{key}.json"
+    if not manifest.exists():
+        return None
+    data = json.loads(manifest.read_text())
+    library = Library(Path(data["library"]), Path(data["library"]).parent / "unit0.c", True,
+                      BASE_FLAGS)
+    if not library.path.exists():
+        return None
+    externs = iter(b for b in g.bindings if isinstance(b, ExternCall))
+    segments = [Segment(labels=tuple(s["labels"]), entry=s["entry"]) if s["entry"] else
+                Segment(extern=(b := next(externs)), function=lookup_extern(b.name))
+                for s in data["segments"]]
+    return Executor(g, plan, library, segments, blob_path=blob_path)
+
+
+def _remember(key: str, ex: Executor) -> None:
+    manifest = Path(CONFIG.cache_dir) / "models" / f"{key}.json"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    data = {"library": str(ex.library.path),
+            "segments": [{"entry": s.entry, "labels": list(s.labels)} for s in ex.segments]}
+    tmp = manifest.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(manifest)
+
+
+def build(graph: Graph, target: str = "c", *, database: object = None) -> Executor:
+    """Optimise, lower, schedule and compile ``graph`` into one shared library.
+
+    A model built before (same graph, weights, options and polyloop version) is loaded from
+    the cache without generating code again.
+
+    >>> import numpy as np, polyloop as pl
+    >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", ("n", 3))
+    >>> ex = pl.graph.build(b.build(b.emit(pl.graph.Op.RELU, x)))
+    >>> ex(np.array([[-1.0, 0.0, 2.0]], "float32"))
+    array([[0., 0., 2.]], dtype=float32)
+    """
+    if target != "c":
+        raise PolyloopError(f"pl.graph.build: target {target!r} is not supported; the graph "
+                            "executor targets 'c'")
+    g = optimize(graph)
+    plan = plan_memory(g)
+    blob, offsets = weight_blob(g)
+    path = _blob_path(blob)
+    key = _model_key(g, path, database)
+    ex = _cached(g, plan, key, path)
+    if ex is not None:
+        return ex
+    units, segments = _generate(g, database)
+    n_entries = sum(1 for s in segments if s.extern is None)
+    k = 0
+    for s in segments:
+        if s.extern is None:
+            s.entry = g.name if n_entries == 1 else f"{g.name}_s{k}"
+            units.append((entry_source(s.entry, g, plan, list(s.steps), path, offsets), ()))
+            k += 1
+    library = compile_c_units(units, name=g.name)
+    ex = Executor(g, plan, library, segments, blob_path=path)
+    _remember(key, ex)
+    return ex
+
+
+def _generate(g: Graph, database: object) -> tuple[list, list[Segment]]:
+    """The C source of every kernel, and the kernels grouped into runs between extern calls."""
+    units: list[tuple[str, tuple[str, ...]]] = []
+    segments: list[Segment] = []
+    steps: list[Step] = []
+    labels: list[str] = []
+    for b in g.bindings:
+        if isinstance(b, KernelCall):
+            kernel, source, extra = driver.c_kernel(_schedule(b, database), name=b.kernel.name)
+            units.append((source, extra))
+            steps.append(Step(kernel.name, (*b.inputs, *b.outputs), tuple(kernel.params)))
+            labels.append(b.kernel.name)
+        elif isinstance(b, ExternCall):
+            if steps:
+                segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
+                steps, labels = [], []
+            segments.append(Segment(extern=b, function=lookup_extern(b.name)))
+    if steps or not segments:
+        segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
+    return units, segments

@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GraphBuilder: write a graph by hand, one operator call at a time (importers use it too)."""
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+
+from ..errors import PolyloopError
+from .ir import Binding, Call, Constant, Dim, ExternCall, Graph, Op, TensorType, Value
+from .oplib.custom import call_te, te_dim
+from .shapes import infer
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DTYPES = ("float32", "float64", "int32", "int64")
+
+
+def _freeze(v: object) -> object:
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
+
+
+def clean_name(name: str) -> str:
+    """A C-identifier version of an arbitrary name (``layer1.0.conv`` -> ``layer1_0_conv``)."""
+    s = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
+    return s if not s[0].isdigit() else f"v{s}"
+
+
+class GraphBuilder:
+    """Build a ``Graph``: inputs, constants and operator calls, each result typed on the spot.
+
+    >>> import numpy as np, polyloop as pl
+    >>> b = pl.graph.GraphBuilder("mlp")
+    >>> x = b.input("x", ("batch", 3))
+    >>> w = b.constant(np.ones((2, 3), "float32"), "w")
+    >>> y = b.emit(pl.graph.Op.LINEAR, x, w)
+    >>> print(b.build(b.emit(pl.graph.Op.RELU, y)).outputs[0].type)
+    float32[batch, 2]
+    """
+
+    def __init__(self, name: str = "main") -> None:
+        self.name = clean_name(name)
+        self._inputs: list[Value] = []
+        self._constants: list[Constant] = []
+        self._bindings: list[Binding] = []
+        self._names: set[str] = set()
+
+    def fresh(self, hint: str) -> str:
+        base = clean_name(hint)
+        name, k = base, 1
+        while name in self._names:
+            name, k = f"{base}_{k}", k + 1
+        self._names.add(name)
+        return name
+
+    def input(self, name: str, shape: tuple[Dim, ...], dtype: str = "float32") -> Value:
+        """A graph input; a dimension is an int or a size-parameter name such as ``"batch"``."""
+        if dtype not in DTYPES:
+            raise PolyloopError(f"input {name!r}: dtype {dtype!r} is not supported; use one of "
+                                f"{', '.join(DTYPES)}")
+        for d in shape:
+            if isinstance(d, str) and not _NAME.fullmatch(d):
+                raise PolyloopError(f"input {name!r}: size parameter {d!r} is not an identifier")
+        v = Value(self.fresh(name), TensorType(tuple(_freeze(d) for d in shape), dtype))
+        self._inputs.append(v)
+        return v
+
+    def constant(self, data: object, name: str = "const") -> Value:
+        """A weight (any array-like; float64 data stays float64, Python floats become float32)."""
+        arr = np.asarray(data)
+        if arr.dtype == np.float64 and not isinstance(data, np.ndarray):
+            arr = arr.astype(np.float32)
+        if arr.dtype == np.bool_ or arr.dtype.name not in DTYPES:
+            arr = arr.astype(np.int64 if arr.dtype.kind in "iub" else np.float32)
+        arr = np.ascontiguousarray(arr)
+        v = Value(self.fresh(name), TensorType(tuple(int(d) for d in arr.shape), arr.dtype.name))
+        self._constants.append(Constant(v, arr))
+        return v
+
+    def emit(self, op: Op, *inputs: Value, name: str | None = None, **attrs: object) -> Value:
+        """Append ``op(*inputs, **attrs)``; returns its (typed) result."""
+        frozen = {k: _freeze(v) for k, v in attrs.items()}
+        out_type = infer(op, tuple(v.type for v in inputs), frozen)
+        out = Value(self.fresh(name or str(op)), out_type)
+        self._bindings.append(Call((out,), op, tuple(inputs), tuple(sorted(frozen.items()))))
+        return out
+
+    def emit_te(self, fn, *inputs: Value, name: str | None = None) -> Value:
+        """Append a kernel written with tensor expressions: ``fn(*te_tensors)`` returns the
+        result tensor (as seed 001's ``emit_te``). The program's text is part of the call, so
+        a changed function never reuses a cached build.
+
+        >>> import polyloop as pl
+        >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", ("n", 4))
+        >>> y = b.emit_te(lambda t: pl.compute(t.shape, lambda i, j: t[i, j] * 2.0), x)
+        >>> print(y.type)
+        float32[n, 4]
+        """
+        result = call_te(fn, inputs)
+        digest = hashlib.sha256(str(result.to_program()).encode()).hexdigest()[:16]
+        shape = tuple(te_dim(d) for d in result.shape)
+        out = Value(self.fresh(name or "te"), TensorType(shape, str(result.dtype)))
+        self._bindings.append(Call((out,), Op.TE, tuple(inputs),
+                                   (("fn", fn), ("program", digest))))
+        return out
+
+    def emit_extern(self, extern: str, *inputs: Value, out_type: TensorType,
+                    name: str | None = None) -> Value:
+        """Append a call of the extern function registered as ``extern``."""
+        out = Value(self.fresh(name or extern.rpartition(".")[2]), out_type)
+        self._bindings.append(ExternCall((out,), extern, tuple(inputs)))
+        return out
+
+    def build(self, *outputs: Value) -> Graph:
+        """The graph returning ``outputs``."""
+        params: list[str] = []
+        for v in self._inputs:
+            params += [p for p in v.type.params if p not in params]
+        return Graph(self.name, tuple(self._inputs), tuple(self._constants),
+                     tuple(self._bindings), tuple(outputs), tuple(params))

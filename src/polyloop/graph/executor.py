@@ -1,0 +1,241 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The executor of a compiled graph: one shared library, one C entry per run of kernels.
+
+Python binds the arguments once per call and calls the entry, which runs every kernel in order
+on the caller's arrays, the embedded weights and one preallocated workspace. Only an extern
+call (a Python function) splits the kernels into several entries.
+"""
+from __future__ import annotations
+
+import ctypes
+import shutil
+import statistics
+import time
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+
+import numpy as np
+
+from ..config import CONFIG
+from ..errors import ArgumentError, PolyloopError
+from ..runtime.compiler import Library
+from ..runtime.module import apply_thread_count
+from .entry import ALIGN
+from .export import model_header
+from .ir import ExternCall, Graph, Op
+from .memory import MemoryPlan, Where, nbytes
+
+
+@dataclass(slots=True)
+class Segment:
+    """Kernels run by one C entry, or one extern call."""
+
+    steps: tuple = ()
+    labels: tuple[str, ...] = ()
+    extern: ExternCall | None = None
+    entry: str | None = None
+    function: object = None      # the extern's Python function, looked up at build time
+
+
+def _as_array(x: object, name: str) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__"):
+        detach = getattr(x, "detach", None)
+        return np.from_dlpack(detach() if detach is not None else x)
+    raise ArgumentError(f"input '{name}': expected a NumPy array or a DLPack tensor, got "
+                        f"{type(x).__name__}")
+
+
+class Executor:
+    """A compiled model: ``ex(*inputs)`` returns the outputs as NumPy arrays.
+
+    >>> ex = pl.graph.build(graph); y = ex(x)   # doctest: +SKIP
+    >>> ex.benchmark(x); print(ex.profile(x))    # doctest: +SKIP
+    """
+
+    def __init__(self, graph: Graph, plan: MemoryPlan, library: Library,
+                 segments: list[Segment], *, blob_path: str) -> None:
+        self.graph, self.plan, self.library = graph, plan, library
+        self.segments = segments
+        self.blob_path = blob_path
+        self._cdll = ctypes.CDLL(str(library.path))
+        apply_thread_count(self._cdll, CONFIG.num_threads)
+        self._fns = {}
+        for s in segments:
+            if s.entry is not None:
+                fn = getattr(self._cdll, s.entry)
+                fn.restype = ctypes.c_int32
+                fn.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64))
+                self._fns[s.entry] = fn
+        self._workspaces: dict[tuple, np.ndarray] = {}
+        self._index_checks = [(c.inputs[1].name, c.inputs[0].type.shape[0])
+                              for b in graph.bindings for c in getattr(getattr(b, "kernel", None),
+                                                                       "body", ())
+                              if c.op is Op.EMBEDDING]
+
+    @property
+    def source_dir(self) -> Path:
+        return self.library.path.parent
+
+    # binding -----------------------------------------------------------------------------------
+    def _bind(self, inputs: tuple) -> tuple[list[np.ndarray], dict[str, int]]:
+        g = self.graph
+        if len(inputs) != len(g.inputs):
+            raise ArgumentError(f"model '{g.name}' takes {len(g.inputs)} inputs "
+                                f"({', '.join(v.name for v in g.inputs)}), got {len(inputs)}")
+        arrays, sizes = [], {}
+        for v, x in zip(g.inputs, inputs):
+            a = _as_array(x, v.name)
+            if a.dtype != np.dtype(v.type.dtype):
+                raise ArgumentError(f"input '{v.name}': expected dtype {v.type.dtype}, got "
+                                    f"{a.dtype}; convert with .astype('{v.type.dtype}')")
+            if a.ndim != len(v.type.shape):
+                raise ArgumentError(f"input '{v.name}': expected shape {v.type}, got {a.shape}")
+            for d, n in zip(v.type.shape, a.shape):
+                expected = sizes.setdefault(d, n) if isinstance(d, str) else d
+                if expected != n or n < 1:
+                    raise ArgumentError(f"input '{v.name}': expected shape {v.type} "
+                                        f"(sizes {sizes}), got {a.shape}")
+            arrays.append(np.ascontiguousarray(a))
+        by_name = {v.name: a for v, a in zip(g.inputs, arrays)}
+        for idx, rows in self._index_checks:
+            a = by_name.get(idx)
+            if a is not None and a.size and (a.min() < 0 or a.max() >= rows):
+                raise ArgumentError(f"input '{idx}': embedding indices must be in [0, {rows}), "
+                                    f"got [{a.min()}, {a.max()}]")
+        return arrays, sizes
+
+    def _workspace(self, sizes: dict[str, int]) -> np.ndarray:
+        key = tuple(sizes.get(p, 0) for p in self.graph.params)
+        if key not in self._workspaces:
+            total = sum(self._slot_sizes(sizes))
+            raw = np.zeros(total + ALIGN, np.uint8)
+            start = -raw.ctypes.data % ALIGN
+            self._workspaces[key] = raw[start:start + total]
+        return self._workspaces[key]
+
+    def _slot_sizes(self, sizes: dict[str, int]) -> list[int]:
+        return [-(-max(nbytes(v, sizes) for v in vs) // ALIGN) * ALIGN for vs in self.plan.slots]
+
+    def _prepare(self, inputs: tuple, given: tuple | None = None):
+        arrays, sizes = self._bind(inputs)
+        outs = [np.empty(v.type.concrete(sizes), v.type.dtype) for v in self.graph.outputs]
+        if given is not None:
+            outs = self._check_outputs(outs, given)
+        ws = self._workspace(sizes)
+        pointers = [a.ctypes.data for a in (*arrays, *outs)] + [ws.ctypes.data]
+        args_c = (ctypes.c_void_p * len(pointers))(*pointers)
+        params = [sizes.get(p, 0) for p in self.graph.params]
+        params_c = (ctypes.c_int64 * max(len(params), 1))(*params)
+        return arrays, outs, ws, sizes, args_c, params_c
+
+    def _check_outputs(self, expected: list[np.ndarray], given: tuple) -> list[np.ndarray]:
+        if len(given) != len(expected):
+            raise ArgumentError(f"model '{self.graph.name}' has {len(expected)} outputs, "
+                                f"out= gave {len(given)}")
+        for v, e, a in zip(self.graph.outputs, expected, given):
+            if not isinstance(a, np.ndarray) or a.shape != e.shape or a.dtype != e.dtype \
+                    or not a.flags.c_contiguous:
+                raise ArgumentError(f"output '{v.name}': expected a C-contiguous {e.dtype} "
+                                    f"array of shape {e.shape}, got {a!r:.60}")
+        return list(given)
+
+    # running -----------------------------------------------------------------------------------
+    def _value(self, name: str, arrays, outs, ws, sizes) -> np.ndarray:
+        s = self.plan.storage[name]
+        v = next(v for b in self.graph.bindings for v in (*b.inputs, *b.outputs)
+                 if v.name == name)
+        shape = v.type.concrete(sizes)
+        if s.where is Where.INPUT:
+            return arrays[s.index].reshape(shape)
+        if s.where is Where.OUTPUT:
+            return outs[s.index].reshape(shape)
+        if s.where is Where.CONST:
+            return self.graph.constants[s.index].data.reshape(shape)
+        start = sum(self._slot_sizes(sizes)[:s.index])
+        count = int(np.prod(shape, dtype=np.int64))
+        return ws[start:].view(v.type.dtype)[:count].reshape(shape)
+
+    def _run(self, prepared) -> None:
+        arrays, outs, ws, sizes, args_c, params_c = prepared
+        for s in self.segments:
+            if s.entry is not None:
+                status = self._fns[s.entry](args_c, params_c)
+                if status:
+                    raise PolyloopError(f"model '{self.graph.name}' failed with status {status} "
+                                        "(1: out of memory)")
+                continue
+            call = s.extern
+            args = [self._value(v.name, arrays, outs, ws, sizes) for v in call.inputs]
+            result = np.asarray(s.function(*args, **dict(call.attrs)))
+            target = self._value(call.outputs[0].name, arrays, outs, ws, sizes)
+            if result.shape != target.shape:
+                raise PolyloopError(f"extern {call.name!r} returned shape {result.shape}, the "
+                                    f"graph expects {target.shape} for %{call.outputs[0].name}")
+            target[...] = result
+
+    def __call__(self, *inputs: object, out: tuple | None = None
+                 ) -> np.ndarray | tuple[np.ndarray, ...]:
+        """Run the model on ``inputs``; ``out=(arrays...)`` writes the outputs there."""
+        prepared = self._prepare(inputs, out)
+        self._run(prepared)
+        outs = prepared[1]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def benchmark(self, *inputs: object, repeat: int = 20, warmup: int = 3) -> float:
+        """Median seconds of one run of the model, after ``warmup`` runs."""
+        prepared = self._prepare(inputs)
+        for _ in range(warmup):
+            self._run(prepared)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            self._run(prepared)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    def profile(self, *inputs: object, repeat: int = 10) -> str:
+        """Time per fused kernel over ``repeat`` runs; the table is printed and returned."""
+        prepared = self._prepare(inputs)
+        self._run(prepared)
+        rows: list[tuple[str, float]] = []
+        for s in self.segments:
+            if s.entry is None:
+                continue
+            ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = 1
+            ns = (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
+            ctypes.memset(ns, 0, ctypes.sizeof(ns))
+        for _ in range(repeat):
+            self._run(prepared)
+        for s in self.segments:
+            if s.entry is None:
+                continue
+            ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = 0
+            ns = (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
+            rows += [(label, ns[k] / repeat / 1e6) for k, label in enumerate(s.labels)]
+        total = sum(t for _, t in rows) or 1.0
+        width = max([len(r[0]) for r in rows] + [6])
+        lines = [f"{'kernel':<{width}}  {'ms':>9}  {'%':>5}"]
+        lines += [f"{label:<{width}}  {ms:9.4f}  {100 * ms / total:5.1f}" for label, ms in rows]
+        lines.append(f"{'total':<{width}}  {total:9.4f}")
+        table = "\n".join(lines)
+        print(table)
+        return table
+
+    def export_library(self, path: str | PathLike) -> tuple[Path, Path]:
+        """Write the model as a shared library (weights embedded) and a C header next to it.
+
+        >>> so, h = ex.export_library("build/model.so")   # doctest: +SKIP
+        """
+        if len(self.segments) != 1 or self.segments[0].entry is None:
+            raise PolyloopError(f"model '{self.graph.name}' calls extern Python functions; a "
+                                "library without Python cannot run it. Build it without "
+                                "register_extern routes to export it")
+        dest = Path(path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.library.path, dest)
+        header = dest.with_suffix(".h")
+        header.write_text(model_header(self.graph, self.segments[0].entry))
+        return dest, header

@@ -1,0 +1,239 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The graph IR: a function of dataflow bindings over typed values.
+
+A ``Graph`` has inputs, constants (weights), bindings and outputs. A binding defines its
+output values once, in order: an operator call (``Call``, an ``Op`` with attributes), a call
+into a fused kernel (``KernelCall``: the caller allocates the outputs, the kernel fills them),
+or a call to a registered extern function (``ExternCall``). Every value carries a shape and a
+dtype; a dimension is an ``int`` or the name of a size parameter (a symbolic batch).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Dim = int | str
+
+
+class Op(enum.Enum):
+    """The operators of the graph IR (see ``graph.oplib`` for their tensor expressions)."""
+
+    CONV2D = "conv2d"
+    LINEAR = "linear"
+    MATMUL = "matmul"
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    RELU = "relu"
+    GELU = "gelu"
+    GELU_TANH = "gelu_tanh"
+    SIGMOID = "sigmoid"
+    TANH = "tanh"
+    SQRT = "sqrt"
+    EXP = "exp"
+    NEG = "neg"
+    ERF = "erf"
+    SOFTMAX = "softmax"
+    LOG_SOFTMAX = "log_softmax"
+    MAX_POOL2D = "max_pool2d"
+    AVG_POOL2D = "avg_pool2d"
+    ADAPTIVE_AVG_POOL2D = "adaptive_avg_pool2d"
+    RESHAPE = "reshape"
+    PERMUTE = "permute"
+    CONCAT = "concat"
+    BATCH_NORM = "batch_norm"
+    LAYER_NORM = "layer_norm"
+    MEAN = "mean"
+    EMBEDDING = "embedding"
+    ATTENTION = "attention"
+    COPY = "copy"
+    SELECT = "select"
+    TE = "te"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Operators computed element by element from their inputs (each output element reads inputs at
+# the same or broadcast index): fusion appends them to the kernel of their producer.
+INJECTIVE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.RELU, Op.GELU, Op.GELU_TANH,
+                       Op.SIGMOID, Op.TANH, Op.SQRT, Op.EXP, Op.NEG, Op.ERF, Op.COPY, Op.BATCH_NORM})
+# Operators that only reinterpret a contiguous buffer: no kernel, the output aliases the input.
+VIEWS = frozenset({Op.RESHAPE})
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """The shape (ints and size-parameter names) and dtype (``"float32"``...) of a value."""
+
+    shape: tuple[Dim, ...]
+    dtype: str = "float32"
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return tuple(d for d in self.shape if isinstance(d, str))
+
+    def concrete(self, sizes: dict[str, int]) -> tuple[int, ...]:
+        """The shape with size parameters replaced by their values."""
+        return tuple(sizes[d] if isinstance(d, str) else d for d in self.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A named SSA value of the graph."""
+
+    name: str
+    type: TensorType
+
+    def __str__(self) -> str:
+        return f"%{self.name}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Constant:
+    """A weight: a value bound to a NumPy array (C-contiguous, the value's dtype)."""
+
+    value: Value
+    data: np.ndarray
+
+
+def attrs_to_str(attrs: tuple[tuple[str, object], ...]) -> str:
+    return ", ".join(f"{k}={getattr(v, '__qualname__', None) or repr(v)}" if callable(v)
+                     else f"{k}={v!r}" for k, v in attrs)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """``outputs = op(inputs, **attrs)``."""
+
+    outputs: tuple[Value, ...]
+    op: Op
+    inputs: tuple[Value, ...]
+    attrs: tuple[tuple[str, object], ...] = ()
+
+    def attr(self, key: str, default: object = None) -> object:
+        return dict(self.attrs).get(key, default)
+
+    def callee(self) -> str:
+        return str(self.op)
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """A fused group of operator calls, lowered together into one generated kernel: its
+    parameters are the group's inputs, its results the values the rest of the graph uses."""
+
+    name: str
+    params: tuple[Value, ...]
+    results: tuple[Value, ...]
+    body: tuple[Call, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCall:
+    """``outputs = call_kernel(kernel, inputs)``: outputs allocated by the caller."""
+
+    outputs: tuple[Value, ...]
+    kernel: Kernel
+    inputs: tuple[Value, ...]
+
+    def callee(self) -> str:
+        return f"call_kernel {self.kernel.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ExternCall:
+    """``outputs = call_extern("env.conv2d", inputs, **attrs)``: a registered Python function."""
+
+    outputs: tuple[Value, ...]
+    name: str
+    inputs: tuple[Value, ...]
+    attrs: tuple[tuple[str, object], ...] = ()
+
+    def callee(self) -> str:
+        return f"call_extern {self.name!r}"
+
+
+Binding = Call | KernelCall | ExternCall
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Graph:
+    """A model: inputs, constants, bindings in dataflow order, outputs.
+
+    >>> import polyloop as pl
+    >>> b = pl.graph.GraphBuilder("f")
+    >>> x = b.input("x", ("n", 4))
+    >>> y = b.emit(pl.graph.Op.RELU, x)
+    >>> print(b.build(y))
+    def f(%x: float32[n, 4]) -> float32[n, 4]:
+        %relu = relu(%x)  # float32[n, 4]
+        return %relu
+    """
+
+    name: str
+    inputs: tuple[Value, ...]
+    constants: tuple[Constant, ...]
+    bindings: tuple[Binding, ...]
+    outputs: tuple[Value, ...]
+    params: tuple[str, ...] = field(default=())
+
+    def __str__(self) -> str:
+        return "\n".join(graph_lines(self))
+
+    def constant_data(self) -> dict[str, np.ndarray]:
+        return {c.value.name: c.data for c in self.constants}
+
+    def replace(self, **changes: object) -> Graph:
+        fields = {k: getattr(self, k) for k in ("name", "inputs", "constants", "bindings",
+                                                  "outputs", "params")}
+        fields.update(changes)
+        return Graph(**fields)
+
+
+def binding_line(b: Binding) -> str:
+    outs = ", ".join(str(v) for v in b.outputs)
+    args = ", ".join(str(v) for v in b.inputs)
+    attrs = getattr(b, "attrs", ())
+    extra = f", {attrs_to_str(attrs)}" if attrs else ""
+    types = ", ".join(str(v.type) for v in b.outputs)
+    return f"{outs} = {b.callee()}({args}{extra})  # {types}"
+
+
+def graph_lines(g: Graph):
+    """The deterministic text form: constants, kernels, then the function."""
+    for c in g.constants:
+        yield f"const %{c.value.name}: {c.value.type}"
+    kernels = []
+    for b in g.bindings:
+        if isinstance(b, KernelCall) and b.kernel not in kernels:
+            kernels.append(b.kernel)
+    for k in kernels:
+        params = ", ".join(f"{v}: {v.type}" for v in k.params)
+        yield f"kernel {k.name}({params}):"
+        for call in k.body:
+            yield f"    {binding_line(call)}"
+        yield f"    return {', '.join(str(v) for v in k.results)}"
+    args = ", ".join(f"{v}: {v.type}" for v in g.inputs)
+    rets = ", ".join(str(v.type) for v in g.outputs)
+    yield f"def {g.name}({args}) -> {rets}:"
+    for b in g.bindings:
+        yield f"    {binding_line(b)}"
+    yield f"    return {', '.join(str(v) for v in g.outputs)}"
+
+
+def uses(g: Graph) -> dict[str, int]:
+    """How many times each value is read (bindings and graph outputs)."""
+    count: dict[str, int] = {}
+    for b in g.bindings:
+        for v in b.inputs:
+            count[v.name] = count.get(v.name, 0) + 1
+    for v in g.outputs:
+        count[v.name] = count.get(v.name, 0) + 1
+    return count

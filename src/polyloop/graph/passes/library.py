@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Kernels that ``polyloop.ops`` has a tuned recipe for get a kernel of their own.
+
+``polyloop.ops`` schedules a convolution with stride 1 (register tiles over packed weights; a
+depthwise one row by row) and a 2-D matrix product (register tiles over packed panels). Such a
+convolution, or a dense layer with constant weights on a 2-D input, is split out of its fused
+kernel: the product alone, then a kernel with the bias and the rest of the elementwise chain
+(which ``fuse_into_consumers`` may move into the next pooling or normalisation). The recipe's
+speed far outweighs one more pass over the output.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
+
+
+def library_conv(call: Call) -> str | None:
+    """``"conv2d"`` or ``"depthwise"`` when ``polyloop.ops`` schedules this convolution."""
+    if call.op is not Op.CONV2D or call.attr("stride") != (1, 1) \
+            or call.attr("dilation") != (1, 1):
+        return None
+    ph, pw = call.attr("padding")
+    x, w = call.inputs[0].type, call.inputs[1].type
+    if ph != pw or x.dtype != "float32" or w.shape[2] != w.shape[3]:
+        return None
+    groups = call.attr("groups")
+    if groups == 1:
+        return "conv2d"
+    if groups == x.shape[1] and w.shape[0] == groups and w.shape[1] == 1:
+        return "depthwise"
+    return None
+
+
+def library_matmul(call: Call) -> bool:
+    """Whether ``polyloop.ops.schedule_matmul`` schedules this call (a 2-D float32 product)."""
+    return call.op is Op.MATMUL and all(len(v.type.shape) == 2 and v.type.dtype == "float32"
+                                        for v in call.inputs)
+
+
+def _dense(call: Call) -> bool:
+    """A dense layer with constant (transposed) weights on rows of constant count, or on a
+    2-D input: ``polyloop.ops.matmul`` of the input viewed as a matrix."""
+    x = call.inputs[0].type
+    return call.op is Op.LINEAR and bool(call.attr("transposed")) and x.dtype == "float32" \
+        and (len(x.shape) == 2 or all(isinstance(d, int) for d in x.shape))
+
+
+def _as_matrix(v: Value, views: list) -> Value:
+    """``v`` viewed as a matrix (leading axes merged): a reshape binding, no copy."""
+    if len(v.type.shape) == 2:
+        return v
+    rows = int(np.prod(v.type.shape[:-1]))
+    m = Value(f"{v.name}_2d", TensorType((rows, v.type.shape[-1]), v.type.dtype))
+    views.append(Call((m,), Op.RESHAPE, (v,), (("shape", m.type.shape),)))
+    return m
+
+
+def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant]) -> list:
+    conv, rest = kc.kernel.body[0], kc.kernel.body[1:]
+    if len(conv.inputs) == 3 and conv.inputs[2].name not in data:
+        return [kc]
+    out = conv.outputs[0]
+    raw = Value(f"{out.name}_raw", out.type)
+    op = Op.MATMUL if conv.op is Op.LINEAR else conv.op
+    views: list = []
+    operands = conv.inputs[:2]
+    if op is Op.MATMUL and len(out.type.shape) != 2:
+        operands = (_as_matrix(conv.inputs[0], views), conv.inputs[1])
+        raw2d = _as_matrix(raw, [])
+        first = Call((raw2d,), op, operands)
+        views_after = [Call((raw,), Op.RESHAPE, (raw2d,), (("shape", raw.type.shape),))]
+    else:
+        first = Call((raw,), op, operands, conv.attrs if op is Op.CONV2D else ())
+        views_after = []
+    calls = []
+    if len(conv.inputs) == 3 and op is Op.MATMUL:
+        calls.append(Call((out,), Op.ADD, (raw, conv.inputs[2])))
+    elif len(conv.inputs) == 3:
+        bias = conv.inputs[2]
+        b3 = Value(f"{bias.name}_chw", TensorType(bias.type.shape + (1, 1), bias.type.dtype))
+        new.append(Constant(b3, np.ascontiguousarray(data[bias.name].reshape(-1, 1, 1))))
+        calls.append(Call((out,), Op.ADD, (raw, b3)))
+    else:
+        calls.append(Call((out,), Op.COPY, (raw,)))
+    calls += rest
+    if not rest and len(conv.inputs) == 2 and not views:
+        return [KernelCall(kc.outputs, Kernel(kc.kernel.name, kc.inputs, kc.outputs,
+                                              (Call(conv.outputs, op, conv.inputs,
+                                                    first.attrs),)), kc.inputs)]
+    k1 = Kernel(f"{kc.kernel.name}_ops", operands, first.outputs, (first,))
+    made = {v.name for c in calls for v in c.outputs}
+    params: list[Value] = []
+    for c in calls:
+        for v in c.inputs:
+            if v.name not in made and v not in params:
+                params.append(v)
+    k2 = Kernel(f"{kc.kernel.name}_epilogue", tuple(params), kc.outputs, tuple(calls))
+    return [*views, KernelCall(first.outputs, k1, operands), *views_after,
+            KernelCall(kc.outputs, k2, tuple(params))]
+
+
+def use_library_kernels(g: Graph) -> Graph:
+    """Split each convolution ``polyloop.ops`` schedules out of its fused kernel (after
+    ``fuse_operators``)."""
+    data = g.constant_data()
+    new: list[Constant] = []
+    bindings: list = []
+    for b in g.bindings:
+        first = b.kernel.body[0] if isinstance(b, KernelCall) else None
+        if first is not None and (library_conv(first) is not None or _dense(first)):
+            bindings += _split(b, data, new)
+        else:
+            bindings.append(b)
+    return g.replace(bindings=tuple(bindings), constants=g.constants + tuple(new))
