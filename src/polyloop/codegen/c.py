@@ -83,11 +83,11 @@ class CPrinter(CFamilyPrinter):
         for text in self.annotation_lines(loop):
             w.comment(text)
         var = self.names.ident(NameKind.ITERATOR, loop.var)
-        self.bound.setdefault(loop.var, []).append(var)
+        self.bind_iterator(loop, var)
         try:
             VectorLoopWriter(self, self.vectors, loop, plan, self.streams).emit(w, var)
         finally:
-            self.bound[loop.var].pop()
+            self.unbind_iterator(loop)
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.UNROLLED:

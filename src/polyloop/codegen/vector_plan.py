@@ -36,6 +36,7 @@ from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Select, Unary,
 from ..ir.loops import Block, For, Node, Store
 from ..ir.program import Buffer, BufferRole
 from ..util.isa import ISA
+from .flatten import flat_offset, var_coefficient
 
 MIN_VECTOR_BYTES = 16          # the narrowest vector register of any ISA we target
 ALIGNED_TEMP_BYTES = 64        # every temporary is declared or allocated 64-byte aligned
@@ -89,7 +90,7 @@ def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
     unknown = {s.buffer for s in stores} | {ld.buffer for s in stores for ld in _loads(s.value)}
     if unknown - set(buffers):
         return NotVectorized(f"it accesses unknown buffers {sorted(unknown - set(buffers))}")
-    check = _BodyCheck(loop.var)
+    check = _BodyCheck(loop.var, {name: b.shape for name, b in buffers.items()})
     for s in stores:
         reason = _check_store(s, loop.var, buffers, check)
         if reason:
@@ -179,15 +180,22 @@ def _sum(a: Affine, b: Affine) -> Affine:
     return out
 
 
-def index_stride(indices: tuple[Expr, ...], var: str) -> int | None:
-    """0 for an access invariant in ``var``, 1 for a contiguous one, None for anything else."""
+def index_stride(indices: tuple[Expr, ...], var: str,
+                 shape: tuple[Expr, ...] | None = None) -> int | None:
+    """0 for an access invariant in ``var``, 1 for a contiguous one, None for anything else.
+    With the buffer's ``shape``, the quotient and remainder of a fused index count as their
+    linear offset (``codegen.flatten``)."""
     if not any(mentions(i, var) for i in indices):
         return 0
+    if shape is not None and any(mentions(i, var) for i in indices[:-1]):
+        flat = flat_offset(indices, shape)
+        if flat is not None and not any(mentions(i, var) for i in indices[:flat[0]]):
+            return index_stride((flat[1],), var)
     if any(mentions(i, var) for i in indices[:-1]):
         return None
     last = affine(indices[-1])
-    if last is None:
-        return None
+    if last is None:    # invariant quotients or remainders (a partial tile's offset)
+        return 1 if var_coefficient(indices[-1], var) == 1 else None
     return 1 if last.get((var, VarKind.ITER), 0) == 1 else None
 
 
@@ -196,8 +204,9 @@ def _check_store(s: Store, var: str, buffers: Mapping[str, Buffer], check: _Body
     dtype = buffers[s.buffer].dtype
     if dtype not in VECTOR_DTYPES:
         return f"it stores {dtype} values"
-    if index_stride(s.indices, var) != 1:
-        what = "the same element on every iteration" if index_stride(s.indices, var) == 0 else \
+    stride = index_stride(s.indices, var, buffers[s.buffer].shape)
+    if stride != 1:
+        what = "the same element on every iteration" if stride == 0 else \
             "non-contiguous elements"
         return f"it stores {s.buffer} at {what}"
     check.dtypes.add(dtype)
@@ -227,8 +236,9 @@ class _BodyCheck:
     only under a condition that depends on the loop variable (a vector loop must not read
     them unmasked: ``where(j >= 1, A[j - 1], 0)`` never reads ``A[-1]``)."""
 
-    def __init__(self, var: str) -> None:
+    def __init__(self, var: str, shapes: Mapping[str, tuple[Expr, ...]] | None = None) -> None:
         self.var = var
+        self.shapes = shapes or {}
         self.dtypes: set[DType] = set()
         self.unconditional: set[tuple[str, tuple[str, ...]]] = set()
         self.conditional: list[Load] = []
@@ -249,7 +259,7 @@ class _BodyCheck:
             if e.dtype not in VECTOR_DTYPES:
                 return f"it reads {e.dtype} values"
             self._loads(e, guarded)
-            return None if index_stride(e.indices, var) == 1 else \
+            return None if index_stride(e.indices, var, self.shapes.get(e.buffer)) == 1 else \
                 f"it reads {e.buffer} at non-contiguous elements (a stride other than 1)"
         if isinstance(e, BinOp):
             if e.op not in VECTOR_BINOPS:

@@ -22,6 +22,7 @@ from ..ir.simplify import simplify
 from .names import kernel_name
 from .prefetch import apply_prefetch, mark_paths
 from .promote import promote_registers
+from .strength import canonical_divisions
 from .tensorize import apply_tensorize
 
 
@@ -53,6 +54,7 @@ def _flatten(node: Node) -> Node:
 
 STEPS: tuple[tuple[str, Callable[[Node], Node]], ...] = (
     ("simplify", lambda n: _map_exprs(n, simplify)),
+    ("divisions", lambda n: _map_exprs(n, canonical_divisions)),
     ("flatten", _flatten),
 )
 
