@@ -69,6 +69,7 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
 def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
              profile: int = 0):
     from .codegen import generate_c
+    from .codegen.explain import explain_kernel
     from .codegen.profile import profile_regions
     from .runtime import Module, compile_c
     if queue is not None:
@@ -79,14 +80,17 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
     kernel = lower(sch.program, sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     source = generate_c(kernel, profile=regions) if regions else generate_c(kernel)
+    explanation = explain_kernel(kernel)
     extra: tuple[str, ...] = ()
     if negative_stride_reduction(kernel.body) and \
             vectorizes_negative_step_reductions_wrongly(CONFIG.cc):
         extra = ("-fno-tree-loop-vectorize",)   # a wrong-code bug of GCC 12.1/12.2
     library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
-    return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
-                  source=source, target="c",
-                  profile=_profile_layout(sch.program, kernel, regions) if regions else None)
+    mod = Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
+                 source=source, target="c",
+                 profile=_profile_layout(sch.program, kernel, regions) if regions else None)
+    mod.explanation = explanation
+    return mod
 
 
 def _profile_layout(program: Program, kernel, regions: tuple):
@@ -130,7 +134,7 @@ TARGETS = {"c": _build_c, "opencl": _build_opencl}
 
 def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = None,
           name: str | None = None, check: bool = False, fast_math: bool = False,
-          queue: object = None, profile: bool | int = False):
+          queue: object = None, profile: bool | int = False, explain: bool = False):
     """Compile a schedule (or tensors/program with the default schedule) into a callable module.
 
     >>> import numpy as np, polyloop as pl
@@ -146,7 +150,10 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     interpreter once on small random inputs and refuses to return a module whose results differ.
     ``profile=True`` times each top-level loop nest of the C function (``profile=2``, ``3``...:
     also the nests inside them, that many levels deep); ``mod.profile()`` then says where the
-    time of the calls went. Without it no timing code is generated.
+    time of the calls went. Without it no timing code is generated. ``explain=True`` prints
+    what code generation made of the schedule (``mod.explain()``): loops marked vectorized that
+    are not vector code and why, unrolled loops without a constant trip count, temporaries
+    sized to a loop, accumulators kept in registers.
     """
     if target not in TARGETS:
         raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
@@ -158,6 +165,9 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
                           profile=_profile_depth(profile))
     mod.schedule = sch
+    if explain:
+        print(mod.explain() if hasattr(mod, "explain") else
+              f"explain=True: the {target!r} target gives no explanation")
     if check:
         _check(sch, mod)
     return mod

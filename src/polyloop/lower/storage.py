@@ -89,9 +89,10 @@ def _place_global(program: Program, root: Root, b: Buffer
     small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep),
                     scope=MemScope.LOCAL)
     program = _shifted(_with_buffer(program, small), result, keep)
-    box = "x".join(str(result.shape[d]) for d in keep) or "1"
-    return program, small, (f"temporary {b.name} (scope global) holds the {box} elements used "
-                            f"in one iteration of loop '{result.home}'",)
+    what = (f"holds the {'x'.join(str(result.shape[d]) for d in keep)} elements used"
+            if keep else "is the one element used")
+    return program, small, (f"temporary {b.name} (scope global) {what} in one iteration of "
+                            f"loop '{result.home}'",)
 
 
 def _item_loop(root: Root, name: str | None) -> bool:
