@@ -32,7 +32,8 @@ from dataclasses import dataclass, replace
 from ..ir.dtypes import INDEX
 from ..ir.expr import (BinOp, BinOpKind, Const, Expr, Load, Var, binop, free_vars, loads, rewrite,
                        same)
-from ..ir.loops import Barrier, Block, Call, For, If, LoopKind, Node, Store, map_children
+from ..ir.loops import (Barrier, Block, Call, For, If, LoopKind, Node, Store, iter_nodes,
+                        map_children)
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..ir.simplify import affine_form, simplify
 
@@ -142,32 +143,13 @@ class _State:
 
 def _blocked(node: Node) -> bool:
     """Does the nest hold something promotion does not reason about?"""
-    if isinstance(node, (Call, Barrier)):
-        return True
-    if isinstance(node, For) and node.kind is LoopKind.THREAD:
-        return True
-    if isinstance(node, (For, If, Block)):
-        kids = ([node.body] if isinstance(node, For) else list(node.body)
-                if isinstance(node, Block) else [node.then] + ([node.otherwise] if node.otherwise else []))
-        return any(_blocked(k) for k in kids)
-    return False
+    return any(isinstance(n, (Call, Barrier))
+               or isinstance(n, For) and n.kind is LoopKind.THREAD for n in iter_nodes(node))
 
 
 def _written(node: Node) -> list[str]:
     """Buffers stored to in the nest, in order of first store."""
-    out: list[str] = []
-    stack = [node]
-    while stack:
-        n = stack.pop(0)
-        if isinstance(n, Store) and n.buffer not in out:
-            out.append(n.buffer)
-        elif isinstance(n, For):
-            stack.insert(0, n.body)
-        elif isinstance(n, If):
-            stack[:0] = [n.then] + ([n.otherwise] if n.otherwise is not None else [])
-        elif isinstance(n, Block):
-            stack[:0] = list(n.body)
-    return out
+    return list(dict.fromkeys(n.buffer for n in iter_nodes(node) if isinstance(n, Store)))
 
 
 def _accesses(node: Node, name: str, path: tuple[For, ...], under_if: bool):
@@ -205,20 +187,7 @@ def _mentions(e: Expr, name: str) -> bool:
 
 def _reduces(node: Node, name: str) -> bool:
     return any(isinstance(n, Store) and n.buffer == name and n.reduction is not None
-               for n in _walk(node))
-
-
-def _walk(node: Node):
-    yield node
-    if isinstance(node, For):
-        yield from _walk(node.body)
-    elif isinstance(node, If):
-        yield from _walk(node.then)
-        if node.otherwise is not None:
-            yield from _walk(node.otherwise)
-    elif isinstance(node, Block):
-        for c in node.body:
-            yield from _walk(c)
+               for n in iter_nodes(node))
 
 
 def _register_loops(loop: For, accesses: list[_Access]) -> tuple[For, ...] | None:
