@@ -361,10 +361,12 @@ def cases(n: int) -> dict[str, list[Case]]:
         "bmm_relu": [Case("bmm_relu (MLC)", bmm, (16, 128, 128),
                           lambda a, b: np.maximum(a @ b, 0), bmm_relu_polyloop, bmm_relu_tvm)],
         "depthwise": [Case("depthwise 3x3", lambda r: [
-            r.random((1, 256, 64, 64), dtype=np.float32), r.random((256, 1, 3, 3), dtype=np.float32)],
+            r.random((1, 256, 64, 64), dtype=np.float32),
+            r.random((256, 1, 3, 3), dtype=np.float32)],
             (1, 256, 64, 64), lambda x, w: _conv_ref(x, w, depthwise=True),
             depthwise_polyloop, depthwise_tvm)],
-        "softmax": [Case("softmax rows", lambda r: [r.standard_normal((1024, 1024), dtype=np.float32)],
+        "softmax": [Case("softmax rows",
+                         lambda r: [r.standard_normal((1024, 1024), dtype=np.float32)],
                          (1024, 1024), _softmax_ref, softmax_polyloop, softmax_tvm)],
     }
 

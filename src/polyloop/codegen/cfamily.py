@@ -214,7 +214,8 @@ class CFamilyPrinter:
         return f"{lhs} {symbol} {rhs}", prec
 
     def _plain_division(self, e: BinOp) -> bool:
-        return (self.index_depth > 0 and e.dtype.is_int and isinstance(e.rhs, Const) and isinstance(e.rhs.value, int)
+        return (self.index_depth > 0 and e.dtype.is_int and isinstance(e.rhs, Const)
+                and isinstance(e.rhs.value, int)
                 and not isinstance(e.rhs.value, bool) and e.rhs.value > 0
                 and self.nonnegative(e.lhs))
 

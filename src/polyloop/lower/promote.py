@@ -118,8 +118,8 @@ class _State:
             return None
         reg = Buffer(self.fresh(f"{name}_reg"), tuple(Const(n, INDEX, True) for n in shape)
                      or (Const(1, INDEX, True),), buffer.dtype, BufferRole.TEMP, MemScope.LOCAL)
-        ridx: tuple[Expr, ...] = tuple(
-            simplify(binop(BinOpKind.SUB, Var(r.var), r.start)) for r in regs) or (Const(0, INDEX, True),)
+        ridx: tuple[Expr, ...] = tuple(simplify(binop(BinOpKind.SUB, Var(r.var), r.start))
+                                       for r in regs) or (Const(0, INDEX, True),)
         reads = any(not a.write for a in accesses) or _reduces(loop.body, name)
         inner = _replace(loop, name, indices, reg.name, ridx, buffer)
         parts: list[Node] = []

@@ -171,5 +171,6 @@ def _build(f: Form, names: dict[str, Var]) -> Expr:
     if out is None:
         return Const(f[1], INDEX, True)
     if f[1]:
-        out = binop(BinOpKind.ADD if f[1] > 0 else BinOpKind.SUB, out, Const(abs(f[1]), INDEX, True))
+        out = binop(BinOpKind.ADD if f[1] > 0 else BinOpKind.SUB, out,
+                    Const(abs(f[1]), INDEX, True))
     return out
