@@ -61,3 +61,51 @@ def test_full_tiles_carry_constant_bounds_and_the_rest_is_reported():
 def test_nothing_to_say_is_an_empty_report():
     A = pl.placeholder((8,), "float32", name="A")
     assert pl.build(pl.compute((8,), lambda i: A[i] * 2.0, name="B")).explain() == ""
+
+
+def bmm_relu(b, n, *, reorder: bool = True) -> pl.Schedule:
+    """The MLC course's batched matmul + ReLU schedule: Y's tile of 8 columns sized to the j
+    tile (reverse_compute_at), updated by a serial loop of 8 under an unrolled k."""
+    A = pl.placeholder((b, n, n), "float32", name="A")
+    B = pl.placeholder((b, n, n), "float32", name="B")
+    k = pl.reduce_axis((0, n), name="k")
+    Y = pl.compute((b, n, n), lambda t, i, j: pl.sum(A[t, i, k] * B[t, k, j], axis=k), name="Y")
+    C = pl.compute((b, n, n), lambda t, i, j: pl.maximum(Y[t, i, j], 0.0), name="C")
+    sch = pl.Schedule(C)
+    t, i, j, kk = sch.get_loops("Y")
+    j0, j1 = sch.split(j, [None, 8])
+    k0, k1 = sch.split(kk, [None, 4])
+    sch.reorder(j0, k0, k1, j1)
+    sch.reverse_compute_at("C", j0)
+    sch.parallel(t)
+    init = sch.decompose_reduction("Y", k0)
+    sch.unroll(k1)
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.vectorize(sch.get_loops("C")[-1])
+    return sch
+
+
+def test_serial_row_of_a_local_tile_is_left_to_the_vectorizer(rng):
+    mod = pl.build(bmm_relu(3, 24))
+    lines = mod.source.splitlines()
+    k = next(n for n, line in enumerate(lines) if "for (int64_t j_1 = 0; j_1 < 8; j_1++)" in line)
+    assert lines[k - 1].strip() == "#pragma GCC unroll 1"
+    assert "loop 'j_1' updates a row of a loop-local tile" in mod.explain()
+    a = rng.standard_normal((3, 24, 24)).astype(np.float32)
+    b = rng.standard_normal((3, 24, 24)).astype(np.float32)
+    out = np.full((3, 24, 24), np.nan, np.float32)
+    mod(a, b, out)
+    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_serial_loop_with_a_carried_dependence_is_not_a_tile_row():
+    n = pl.var("n")
+    A = pl.placeholder((n, 8), "float32", name="A")
+    k = pl.reduce_axis((0, 8), name="k")
+    S = pl.compute((n,), lambda i: pl.sum(A[i, k], axis=k), name="S")
+    T = pl.compute((n,), lambda i: S[i] * 2.0, name="T")
+    sch = pl.Schedule(T)
+    sch.compute_at("S", sch.get_loops("T")[0])
+    mod = pl.build(sch)
+    # S is one loop-local element summed over k: every iteration of k updates it
+    assert "#pragma GCC unroll 1" not in mod.source and "tile" not in mod.explain()

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 import polyloop as pl
+from polyloop import config
 from polyloop.ir.expr import BinOpKind, Var, binop
 from polyloop.lower.strength import canonical_divisions
+from polyloop.util.isa import host_isa
 
 x, y = Var("x"), Var("y")
 # what isl writes for the quotient and remainder of fused indices, and harder variants
@@ -121,5 +123,24 @@ def test_fused_conv2d_divides_without_helpers_and_matches_numpy(rng):
     mod(x, w, out)
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     want = sum(np.einsum("bchw,kc->bkhw", xp[:, :, r:r + 7, s:s + 9], w[:, :, r, s])
+               for r in range(3) for s in range(3))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, co", [((1, 2, 5, 20), 3), ((2, 1, 4, 33), 2)])
+def test_fused_conv2d_rows_wider_than_a_vector_are_masked_vector_code(shape, co, rng):
+    """Rows of 20 and 33 pixels: a vector of the fused loop spans two rows at most, so the
+    padding condition is two lane masks around the row break; results equal NumPy, the border
+    pixels and the partial last vector included."""
+    nb, _, h, w = shape
+    mod = pl.build(conv2d_fused(shape, co))
+    if host_isa(config.CONFIG.cc).name == "avx512":
+        assert "loop 'yy_xx_fused_1': explicit vectors of 16 lanes" in mod.explain()
+    x = rng.random(shape, dtype=np.float32)
+    wt = rng.random((co, shape[1], 3, 3), dtype=np.float32)
+    out = np.full((nb, co, h, w), np.nan, np.float32)
+    mod(x, wt, out)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("bchw,kc->bkhw", xp[:, :, r:r + h, s:s + w], wt[:, :, r, s])
                for r in range(3) for s in range(3))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)

@@ -24,7 +24,7 @@ from .profile import ProfileRegion, emit_profile_prelude, emit_timed
 from .tables import MULTIPLICATIVE, UNARY
 from .vector import VectorLoopWriter
 from .vector_lib import VectorLibrary
-from .vector_plan import NotVectorized, plan_vector_loop
+from .vector_plan import NotVectorized, plan_vector_loop, simd_accumulation
 from .vector_stream import StreamScopes
 from .writer import CodeWriter
 
@@ -92,6 +92,12 @@ class CPrinter(CFamilyPrinter):
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.UNROLLED:
             return [f"#pragma GCC unroll {unroll_count(loop)}"]
+        if simd_accumulation(loop, self.buffers, self.vectors.isa):
+            # gcc would unroll the short row completely and vectorize the pieces poorly; kept
+            # a loop, its vectorizer makes it one vector kept in a register across the loops
+            # around (gcc still proves the iterations independent itself)
+            return ["// the row of a loop-local tile: left to the C compiler's vectorizer",
+                    "#pragma GCC unroll 1"]
         return [C_LOOP_PRAGMAS[loop.kind]] if loop.kind in C_LOOP_PRAGMAS else []
 
     def thread_index(self, loop: For) -> str:

@@ -14,7 +14,7 @@ from ..ir.expr import Const
 from ..ir.loops import For, Kernel, LoopKind, iter_nodes
 from ..util.isa import ISA, host_isa
 from .temps import local_temp_homes
-from .vector_plan import NotVectorized, plan_vector_loop
+from .vector_plan import NotVectorized, plan_vector_loop, simd_accumulation
 
 
 def explain_kernel(kernel: Kernel, isa: ISA | None = None) -> tuple[str, ...]:
@@ -35,6 +35,10 @@ def explain_kernel(kernel: Kernel, isa: ISA | None = None) -> tuple[str, ...]:
             else:
                 lines.append(f"loop '{node.var}': explicit vectors of {plan.lanes} lanes "
                              f"({isa.name}), remainder {plan.epilogue.value}")
+        elif simd_accumulation(node, buffers, isa):
+            lines.append(f"loop '{node.var}' updates a row of a loop-local tile: it is left to "
+                         "the C compiler's vectorizer (not unrolled), which keeps the row in a "
+                         "vector register")
         elif node.kind is LoopKind.UNROLLED and not (isinstance(node.start, Const)
                                                      and isinstance(node.stop, Const)):
             lines.append(f"loop '{node.var}' is marked unrolled but its trip count is not a "

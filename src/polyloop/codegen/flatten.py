@@ -16,6 +16,8 @@ vectorized fused loop loads and stores whole vectors.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.dtypes import INDEX
 from ..ir.expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var, binop, walk
 
@@ -61,6 +63,46 @@ def var_coefficient(e: Expr, var: str) -> int | None:
                         for a in f):
         return None
     return f.get(("var", var), 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Wrap:
+    """An integer difference that depends on the loop variable ``j`` only as ``j`` itself and
+    through the quotient and remainder of one index ``e = j + (terms without j)`` by a constant
+    ``c``. At lane ``l`` of a vector that starts at ``j``, with ``r = c - e % c`` (where the
+    remainder wraps): lanes ``l < r`` see ``d + step * l`` and lanes ``l >= r`` see
+    ``d + jump + step * l``, ``d`` the difference at lane 0 (for ``c`` at least the lane count,
+    the remainder wraps at most once in a vector)."""
+    numerator: Expr
+    divisor: int
+    step: int
+    jump: int
+
+
+def wrap_of(e: Expr, var: str) -> Wrap | None:
+    """The :class:`Wrap` of the integer difference ``e`` in ``var``, or None (no quotient or
+    remainder of ``var``, or not of that form).
+
+    >>> from polyloop.ir.expr import Var
+    >>> w = wrap_of((Var("j") + 16) % 28 + 2, "j")
+    >>> w.divisor, w.step, w.jump
+    (28, 1, -28)
+    """
+    f = _form(e)
+    if f is None:
+        return None
+    here = [a for a in f if a and a[0] != "var" and any(x == ("var", var) for x, _ in a[1])]
+    keys = {(a[1], a[2]) for a in here}
+    if len(keys) != 1:
+        return None
+    (key, c), = keys
+    if dict(key).get(("var", var)) != 1:
+        return None
+    a = f.get(("floordiv", key, c), 0)
+    b = f.get(("mod", key, c), 0)
+    step = f.get(("var", var), 0) + b
+    return Wrap(_to_expr(dict(key), {n.name: n for n in walk(e) if isinstance(n, Var)}), c,
+                step, a - b * c)
 
 
 def _form(e: Expr) -> Form | None:
