@@ -98,6 +98,7 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
 
 def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
              profile: int = 0):
+    from .codegen.explain import explain_kernel
     from .codegen.profile import profile_regions
     from .runtime import Module, compile_c
     if queue is not None:
@@ -105,10 +106,12 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
     kernel, source, extra = c_kernel(sch, name=name, profile=profile, check_bounds=False)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
-    return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
-                  source=source, target="c",
-                  profile=_profile_layout(sch.program, kernel, regions) if regions else None,
-                  assumptions=assumption_checks(sch.program), temps=kernel.temps)
+    mod = Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
+                 source=source, target="c",
+                 profile=_profile_layout(sch.program, kernel, regions) if regions else None,
+                 assumptions=assumption_checks(sch.program), temps=kernel.temps)
+    mod.explanation = explain_kernel(kernel)
+    return mod
 
 
 def assert_in_bounds(sch: Schedule) -> None:
@@ -210,7 +213,7 @@ TARGETS = {"c": _build_c, "opencl": _build_opencl, "cuda": _build_cuda}
 def build(obj: object, target_or_args: object = None, target: str | None = None, *,
           args: Sequence[Tensor] | None = None, name: str | None = None, check: bool = False,
           fast_math: bool = False, queue: object = None, profile: bool | int = False,
-          database: object = None):
+          database: object = None, explain: bool = False):
     """Compile a schedule (or tensors/program with the default schedule) into a callable module.
 
     >>> import numpy as np, polyloop as pl
@@ -233,6 +236,9 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
     list must be the schedule's arguments (``pl.Schedule(C, args=[...])`` chooses them).
     ``database=`` (a ``pl.tune`` work directory or its ``records.sqlite``) builds the fastest
     schedule recorded there for this program and target, or, with a warning, the given one.
+    ``explain=True`` prints what code generation made of the schedule (``mod.explain()``):
+    loops marked vectorized that are not vector code and why, unrolled loops without a
+    constant trip count, temporaries sized to a loop, accumulators kept in registers.
     """
     target, args = _target_and_args(target_or_args, target, args)
     if target not in TARGETS:
@@ -244,6 +250,9 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
     mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
                           profile=_profile_depth(profile))
     mod.schedule = sch
+    if explain:
+        print(mod.explain() if hasattr(mod, "explain") else
+              f"explain=True: the {target!r} target gives no explanation")
     if check:
         _check(sch, mod)
     return mod

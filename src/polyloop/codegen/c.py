@@ -23,7 +23,7 @@ from .names import NameKind, is_c_identifier
 from .profile import ProfileRegion, emit_profile_prelude, emit_timed
 from .vector import VectorLoopWriter
 from .vector_lib import VectorLibrary
-from .vector_plan import NotVectorized, plan_vector_loop
+from .vector_plan import NotVectorized, plan_vector_loop, simd_accumulation
 from .vector_stream import StreamScopes
 from .writer import CodeWriter
 
@@ -82,15 +82,21 @@ class CPrinter(CFamilyPrinter):
         for text in self.annotation_lines(loop):
             w.comment(text)
         var = self.names.ident(NameKind.ITERATOR, loop.var)
-        self.bound.setdefault(loop.var, []).append(var)
+        self.bind_iterator(loop, var)
         try:
             VectorLoopWriter(self, self.vectors, loop, plan, self.streams).emit(w, var)
         finally:
-            self.bound[loop.var].pop()
+            self.unbind_iterator(loop)
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.UNROLLED:
             return [f"#pragma GCC unroll {unroll_count(loop)}"]
+        if simd_accumulation(loop, self.buffers, self.vectors.isa):
+            # gcc would unroll the short row completely and vectorize the pieces poorly; kept
+            # a loop, its vectorizer makes it one vector kept in a register across the loops
+            # around (gcc still proves the iterations independent itself)
+            return ["// the row of a loop-local tile: left to the C compiler's vectorizer",
+                    "#pragma GCC unroll 1"]
         return [C_LOOP_PRAGMAS[loop.kind]] if loop.kind in C_LOOP_PRAGMAS else []
 
     def thread_index(self, loop: For) -> str:

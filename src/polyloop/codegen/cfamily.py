@@ -24,8 +24,9 @@ from .helpers import Helper, HelperKind, emit_helper, helper
 from .names import NameKind, Names
 from .tables import (ADDITIVE, C_BINARY_FUNCTIONS, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX,
                      C_MATH_FUNCTIONS, C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES, CONDITIONAL,
-                     HELPER_OPERATORS, POSTFIX, REDUCTION_HELPERS, UNARY)
+                     HELPER_OPERATORS, MULTIPLICATIVE, POSTFIX, REDUCTION_HELPERS, UNARY)
 from .temps import temp_homes
+from .flatten import flat_offset
 from .writer import CodeWriter
 
 CACHE_LINE = 64    # bytes: one software prefetch per line
@@ -66,6 +67,8 @@ class CFamilyPrinter:
         self.buffers = {b.name: b for b in (*kernel.args, *kernel.temps)}
         self.names = Names(self.reserved)
         self.bound: dict[str, list[str]] = {}   # iterator name -> C names of enclosing loops
+        self.nonneg: dict[str, list[bool]] = {}  # iterator name -> is it proven >= 0, likewise
+        self.index_depth = 0     # > 0 while printing index arithmetic (see ``index_expr``)
         self.helpers: set[Helper] = set()
         self.intrinsics: dict[str, str] = {}    # function name -> C source (tensorize)
         self.externs: dict[str, ExternFunction] = {}   # pl.extern functions called
@@ -154,6 +157,16 @@ class CFamilyPrinter:
         """``e`` in C syntax with minimal parentheses."""
         return self._expr(e)[0]
 
+    def index_expr(self, e: Expr, min_prec: int = 0) -> str:
+        """``e`` as index arithmetic (an index, a loop bound, a condition on indices): a floor
+        division or remainder of a proven non-negative value is plain C division there. A
+        value the program computes keeps NumPy's helpers, whatever its operands."""
+        self.index_depth += 1
+        try:
+            return self._operand(e, min_prec)
+        finally:
+            self.index_depth -= 1
+
     def _expr(self, e: Expr) -> tuple[str, int]:
         if isinstance(e, Const):
             return self.literal(e)
@@ -194,6 +207,11 @@ class CFamilyPrinter:
         return f"({text})" if prec < min_prec or unclear else text
 
     def _binary(self, e: BinOp) -> tuple[str, int]:
+        if e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and self._plain_division(e):
+            # floor and C's truncation agree for a non-negative dividend and positive divisor
+            lhs = self._operand(e.lhs, MULTIPLICATIVE)
+            return f"{lhs} {'/' if e.op is BinOpKind.FLOORDIV else '%'} " \
+                   f"{self._operand(e.rhs, MULTIPLICATIVE + 1)}", MULTIPLICATIVE
         if e.op in HELPER_OPERATORS:
             name = self.use_helper(HELPER_OPERATORS[e.op], e.lhs.dtype)
             return f"{name}({self.expr(e.lhs)}, {self.expr(e.rhs)})", POSTFIX
@@ -208,10 +226,52 @@ class CFamilyPrinter:
             raise BuildError(f"true division of {e.lhs.dtype} operands in {e}; the IR casts "
                              "them to float first, so this expression was built by hand")
         symbol, prec = self.operators[e.op]
+        if e.op.is_comparison and e.lhs.dtype.is_int and e.rhs.dtype.is_int:
+            self.index_depth += 1   # a comparison of integers: a condition on indices
+            try:
+                lhs = self._operand(e.lhs, prec, unclear=self._unclear(e.op, e.lhs))
+                rhs = self._operand(e.rhs, prec + 1, unclear=self._unclear(e.op, e.rhs))
+            finally:
+                self.index_depth -= 1
+            return f"{lhs} {symbol} {rhs}", prec
         lhs = self._operand(e.lhs, prec, unclear=self._unclear(e.op, e.lhs))
         # left-associative: an equal-precedence right operand keeps its parentheses
         rhs = self._operand(e.rhs, prec + 1, unclear=self._unclear(e.op, e.rhs))
         return f"{lhs} {symbol} {rhs}", prec
+
+    def _plain_division(self, e: BinOp) -> bool:
+        return (self.index_depth > 0 and e.dtype.is_int and isinstance(e.rhs, Const)
+                and isinstance(e.rhs.value, int)
+                and not isinstance(e.rhs.value, bool) and e.rhs.value > 0
+                and self.nonnegative(e.lhs))
+
+    def nonnegative(self, e: Expr) -> bool:
+        """Is the integer ``e`` proven >= 0: built from non-negative constants and iterators
+        of loops that start at a non-negative value by +, *, min, max, and floor division and
+        modulo by a positive constant? (Size parameters are not assumed non-negative.)"""
+        if isinstance(e, Const):
+            return isinstance(e.value, int) and e.value >= 0
+        if isinstance(e, Var):
+            flags = self.nonneg.get(e.name) if e.kind is VarKind.ITER else None
+            return bool(flags) and flags[-1]
+        if isinstance(e, BinOp):
+            if e.op in (BinOpKind.ADD, BinOpKind.MUL, BinOpKind.MIN):
+                return self.nonnegative(e.lhs) and self.nonnegative(e.rhs)
+            if e.op is BinOpKind.MAX:
+                return self.nonnegative(e.lhs) or self.nonnegative(e.rhs)
+            if e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD):
+                return (self.nonnegative(e.lhs) and isinstance(e.rhs, Const)
+                        and isinstance(e.rhs.value, int) and e.rhs.value > 0)
+        return False
+
+    def bind_iterator(self, loop: For, var: str) -> None:
+        """``loop``'s iterator is spelled ``var`` until ``unbind_iterator``."""
+        self.nonneg.setdefault(loop.var, []).append(self.nonnegative(loop.start))
+        self.bound.setdefault(loop.var, []).append(var)
+
+    def unbind_iterator(self, loop: For) -> None:
+        self.bound[loop.var].pop()
+        self.nonneg[loop.var].pop()
 
     @staticmethod
     def _unclear(op: BinOpKind, child: Expr) -> bool:
@@ -300,7 +360,12 @@ class CFamilyPrinter:
         if len(indices) != b.ndim:
             raise BuildError(f"buffer '{buffer}' has {b.ndim} dimensions, accessed with "
                              f"{len(indices)} indices in kernel '{self.kernel.name}'")
-        subscripts = "".join(f"[{self.expr(i)}]" for i in indices) or "[0]"
+        flat = flat_offset(indices, b.shape)
+        if flat is not None:    # a fused loop's quotient and remainder: no division
+            k, offset = flat
+            head = "".join(f"[{self.index_expr(i)}]" for i in indices[:k]) + "[0]" * (b.ndim - k)
+            return f"(&{self.buffer_name(buffer)}{head})[{self.index_expr(offset)}]"
+        subscripts = "".join(f"[{self.index_expr(i)}]" for i in indices) or "[0]"
         return self.buffer_name(buffer) + subscripts
 
     def use_helper(self, kind: HelperKind, d: DType | None) -> str:
@@ -368,7 +433,7 @@ class CFamilyPrinter:
             self.emit_thread_loop(w, loop)
             return
         w.lines(self.loop_pragmas(loop))
-        start, stop = self.expr(loop.start), self.expr(loop.stop)
+        start, stop = self.index_expr(loop.start), self.index_expr(loop.stop)
         var = self.names.ident(NameKind.ITERATOR, loop.var)
         step = f"{var}++" if loop.step == 1 else f"{var} += {self.step(loop)}"
         with w.block(f"for ({self.type_name(INDEX)} {var} = {start}; {var} < {stop}; {step})"):
@@ -399,16 +464,16 @@ class CFamilyPrinter:
 
     def emit_loop_body(self, w: CodeWriter, loop: For, var: str) -> None:
         """The body of a loop whose iterator is spelled ``var``, with its private temporaries."""
-        self.bound.setdefault(loop.var, []).append(var)
+        self.bind_iterator(loop, var)
         try:
             for buffer in self.local_temps.get(id(loop), ()):
                 self.declare_local_temp(w, buffer)
             self.emit(w, loop.body)
         finally:
-            self.bound[loop.var].pop()
+            self.unbind_iterator(loop)
 
     def emit_if(self, w: CodeWriter, node: If, *, chained: bool = False) -> None:
-        header = ("else " if chained else "") + f"if ({self.expr(node.cond)})"
+        header = ("else " if chained else "") + f"if ({self.index_expr(node.cond)})"
         with w.block(header, chained=chained):
             self.emit(w, node.then)
         if isinstance(node.otherwise, If):

@@ -30,7 +30,9 @@ from ..ir.simplify import simplify
 from .cfamily import CFamilyPrinter
 from .tables import ADDITIVE, C_OPERATORS, MULTIPLICATIVE, POSTFIX, UNARY
 from .vector_lib import VecType, VectorLibrary, VectorOp
-from .vector_plan import Epilogue, VectorPlan, body_stores, lane_condition, mentions
+from .flatten import Wrap
+from .vector_plan import (Epilogue, VectorPlan, body_stores, lane_condition, mentions,
+                          wrapped_condition)
 from .vector_stream import StreamPlan, StreamScopes, plan_streams
 from .writer import CodeWriter
 
@@ -336,10 +338,31 @@ class VectorLoopWriter:
         if not (isinstance(e, BinOp) and e.op.is_comparison):
             return None
         step = lane_condition(e, self.loop.var)
-        if step not in (1, -1):
+        wrap = wrapped_condition(e, self.loop.var) if step is None else None
+        if step not in (1, -1) and wrap is None:
             return None
+        d = self.p.index_expr(simplify(binop(BinOpKind.SUB, e.lhs, e.rhs)))
+        return self._step_bits(e.op, d, step) if wrap is None else \
+            self._wrapped_bits(e.op, d, wrap)
+
+    def _wrapped_bits(self, op: BinOpKind, d: str, wrap: Wrap) -> str:
+        """The lanes of a condition on a fused index's quotient or remainder: two pieces, before
+        and after the lane ``r`` where the remainder wraps (``codegen.flatten.Wrap``)."""
+        every = f"{(1 << self.lanes) - 1}u"
+        rest = self.p.index_expr(binop(BinOpKind.MOD, wrap.numerator, wrap.divisor),
+                                 MULTIPLICATIVE)
+        wrapped = self._named_bits(self._lanes_below(f"{wrap.divisor} - {rest}"))
+        before = self._step_bits(op, d, wrap.step)
+        jump = "" if not wrap.jump else f" {'+' if wrap.jump > 0 else '-'} {abs(wrap.jump)}"
+        after = self._step_bits(op, f"{d}{jump}", wrap.step)
+        return f"(({before} & {wrapped}) | ({after} & ~{wrapped} & {every}))"
+
+    def _step_bits(self, op: BinOpKind, d: str, step: int) -> str:
+        """The lanes ``l`` where ``d + step * l CMP 0`` holds, ``step`` in -1, 0, 1."""
+        every = f"{(1 << self.lanes) - 1}u"
+        if step == 0:
+            return f"(({d}) {C_OPERATORS[op][0]} 0 ? {every} : 0u)"
         # lane l holds where d + step * l CMP 0; with m = -d (step 1): l CMP m
-        op, d = e.op, self.p.expr(simplify(binop(BinOpKind.SUB, e.lhs, e.rhs)))
         if step == -1:     # d - l CMP 0  <=>  l CMP' d, the comparison mirrored
             op, m = _MIRRORED[op], f"({d})"
         else:

@@ -27,15 +27,16 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Mapping
 
 from ..ir.dtypes import DType
 from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Select, Unary, UnaryKind, Var,
-                       VarKind, same, walk)
-from ..ir.loops import Block, For, Node, Store
-from ..ir.program import Buffer, BufferRole
+                       VarKind, binop, same, walk)
+from ..ir.loops import Block, For, LoopKind, Node, Store
+from ..ir.program import Buffer, BufferRole, MemScope
 from ..util.isa import ISA
+from .flatten import Wrap, flat_offset, var_coefficient, wrap_of
 
 MIN_VECTOR_BYTES = 16          # the narrowest vector register of any ISA we target
 ALIGNED_TEMP_BYTES = 64        # every temporary is declared or allocated 64-byte aligned
@@ -89,7 +90,7 @@ def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
     unknown = {s.buffer for s in stores} | {ld.buffer for s in stores for ld in _loads(s.value)}
     if unknown - set(buffers):
         return NotVectorized(f"it accesses unknown buffers {sorted(unknown - set(buffers))}")
-    check = _BodyCheck(loop.var)
+    check = _BodyCheck(loop.var, {name: b.shape for name, b in buffers.items()})
     for s in stores:
         reason = _check_store(s, loop.var, buffers, check)
         if reason:
@@ -111,6 +112,9 @@ def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
         return NotVectorized(f"it reads {guarded[0].buffer} only under a condition on "
                              f"'{loop.var}', which needs AVX-512 masked loads")
     maskable = masked_epilogue_available(isa, dtypes, lanes)
+    reason = _check_wraps(check.wraps, lanes, maskable)
+    if reason:
+        return NotVectorized(reason)
     if extent is not None and extent % lanes == 0:
         epilogue = Epilogue.NONE
     elif maskable:
@@ -121,6 +125,29 @@ def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
                         if proven_aligned(indices, buffers[_buffer_of(node)], loop, lanes))
     return VectorPlan(lanes, epilogue, aligned, extent, frozenset(id(ld) for ld in guarded),
                       maskable)
+
+
+# the longest serial loop over a loop-local tile that is left to the C compiler's vectorizer
+MAX_SIMD_TILE = 64
+
+
+def simd_accumulation(loop: For, buffers: Mapping[str, Buffer], isa: ISA) -> bool:
+    """Is ``loop`` a serial innermost loop of constant trip count (at most ``MAX_SIMD_TILE``)
+    that updates a loop-local tile (a temporary of scope 'local': a stage sized to its loop)
+    and whose iterations are independent (every access would be vector code: each iteration
+    writes its own elements and reads nothing another writes)? Such a loop is the row of an
+    accumulator tile, which the C compiler's vectorizer keeps in a vector register when the
+    loop is left a loop (not unrolled first)."""
+    stores = body_stores(loop.body)
+    if loop.kind is not LoopKind.SERIAL or not stores or not isinstance(loop.start, Const) \
+            or not isinstance(loop.stop, Const):
+        return False
+    if loop.stop.value - loop.start.value > MAX_SIMD_TILE:
+        return False
+    if not any(s.buffer in buffers and buffers[s.buffer].scope is MemScope.LOCAL for s in stores):
+        return False
+    as_vector = replace(loop, kind=LoopKind.VECTORIZED)
+    return isinstance(plan_vector_loop(as_vector, buffers, isa), VectorPlan)
 
 
 def body_stores(body: Node) -> list[Store] | None:
@@ -179,15 +206,22 @@ def _sum(a: Affine, b: Affine) -> Affine:
     return out
 
 
-def index_stride(indices: tuple[Expr, ...], var: str) -> int | None:
-    """0 for an access invariant in ``var``, 1 for a contiguous one, None for anything else."""
+def index_stride(indices: tuple[Expr, ...], var: str,
+                 shape: tuple[Expr, ...] | None = None) -> int | None:
+    """0 for an access invariant in ``var``, 1 for a contiguous one, None for anything else.
+    With the buffer's ``shape``, the quotient and remainder of a fused index count as their
+    linear offset (``codegen.flatten``)."""
     if not any(mentions(i, var) for i in indices):
         return 0
+    if shape is not None and any(mentions(i, var) for i in indices[:-1]):
+        flat = flat_offset(indices, shape)
+        if flat is not None and not any(mentions(i, var) for i in indices[:flat[0]]):
+            return index_stride((flat[1],), var)
     if any(mentions(i, var) for i in indices[:-1]):
         return None
     last = affine(indices[-1])
-    if last is None:
-        return None
+    if last is None:    # invariant quotients or remainders (a partial tile's offset)
+        return 1 if var_coefficient(indices[-1], var) == 1 else None
     return 1 if last.get((var, VarKind.ITER), 0) == 1 else None
 
 
@@ -196,8 +230,9 @@ def _check_store(s: Store, var: str, buffers: Mapping[str, Buffer], check: _Body
     dtype = buffers[s.buffer].dtype
     if dtype not in VECTOR_DTYPES:
         return f"it stores {dtype} values"
-    if index_stride(s.indices, var) != 1:
-        what = "the same element on every iteration" if index_stride(s.indices, var) == 0 else \
+    stride = index_stride(s.indices, var, buffers[s.buffer].shape)
+    if stride != 1:
+        what = "the same element on every iteration" if stride == 0 else \
             "non-contiguous elements"
         return f"it stores {s.buffer} at {what}"
     check.dtypes.add(dtype)
@@ -217,6 +252,28 @@ def lane_condition(e: Expr, var: str) -> int | None:
     return step if abs(step) <= MAX_LANE_STEP else None
 
 
+def wrapped_condition(e: Expr, var: str) -> Wrap | None:
+    """For a comparison of integer indices that depends on ``var`` through the quotient and
+    remainder of a fused index (``(16 * p0 + p1) % 28 + rx >= 1``), its :class:`Wrap`."""
+    if not (isinstance(e, BinOp) and e.op.is_comparison and e.lhs.dtype.is_int
+            and e.rhs.dtype.is_int):
+        return None
+    return wrap_of(binop(BinOpKind.SUB, e.lhs, e.rhs), var)
+
+
+def _check_wraps(wraps: list[Wrap], lanes: int, maskable: bool) -> str | None:
+    if not wraps:
+        return None
+    if not maskable:
+        return ("a condition depends on a quotient or remainder of the loop index, which "
+                "needs AVX-512 mask registers")
+    small = min(w.divisor for w in wraps)
+    if small < lanes:
+        return (f"a condition depends on a remainder by {small}, which wraps more than once "
+                f"in a vector of {lanes} lanes")
+    return None
+
+
 def load_key(e: Load) -> tuple[str, tuple[str, ...]]:
     """Loads with equal keys read the same element."""
     return e.buffer, tuple(str(i) for i in e.indices)
@@ -227,11 +284,13 @@ class _BodyCheck:
     only under a condition that depends on the loop variable (a vector loop must not read
     them unmasked: ``where(j >= 1, A[j - 1], 0)`` never reads ``A[-1]``)."""
 
-    def __init__(self, var: str) -> None:
+    def __init__(self, var: str, shapes: Mapping[str, tuple[Expr, ...]] | None = None) -> None:
         self.var = var
+        self.shapes = shapes or {}
         self.dtypes: set[DType] = set()
         self.unconditional: set[tuple[str, tuple[str, ...]]] = set()
         self.conditional: list[Load] = []
+        self.wraps: list[Wrap] = []     # conditions on a fused index's quotient or remainder
 
     def value(self, e: Expr, *, guarded: bool) -> str | None:
         """None when every node of ``e`` that depends on ``var`` has a vector form."""
@@ -249,12 +308,19 @@ class _BodyCheck:
             if e.dtype not in VECTOR_DTYPES:
                 return f"it reads {e.dtype} values"
             self._loads(e, guarded)
-            return None if index_stride(e.indices, var) == 1 else \
+            return None if index_stride(e.indices, var, self.shapes.get(e.buffer)) == 1 else \
                 f"it reads {e.buffer} at non-contiguous elements (a stride other than 1)"
         if isinstance(e, BinOp):
             if e.op not in VECTOR_BINOPS:
                 return f"'{e.op.value}' has no vector form here"
             if lane_condition(e, var) is not None:
+                return None
+            wrap = wrapped_condition(e, var)
+            if wrap is not None:
+                if wrap.step not in (-1, 0, 1):
+                    return (f"a condition steps by {wrap.step} per lane through a quotient or "
+                            "remainder of the loop index")
+                self.wraps.append(wrap)
                 return None
             if e.op.is_comparison and e.lhs.dtype is DType.BOOL:
                 return "it compares conditions"

@@ -109,3 +109,17 @@ def linear_coefficient(e: Expr, var: str) -> int:
         return 0
     term = lin[0].get(var)
     return term[1] if term is not None and isinstance(term[0], Var) else 0
+
+
+def affine_form(e: Expr) -> tuple[dict[str, int], int] | None:
+    """``e`` as variable coefficients and a constant, or None when it is not an affine integer
+    expression of variables (a floor division, a ``min`` or a load makes it opaque).
+
+    >>> from polyloop.ir.expr import Var
+    >>> affine_form(binop(BinOpKind.ADD, binop(BinOpKind.MUL, 4, Var("i")), 3))
+    ({'i': 4}, 3)
+    """
+    lin = _linear(e)
+    if lin is None or any(not isinstance(atom, Var) for atom, _ in lin[0].values()):
+        return None
+    return {key: c for key, (_, c) in lin[0].items()}, lin[1]

@@ -98,7 +98,7 @@ def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
     tree = Root((top,))
     groups, items = _sizes(sub, top)
     # compact first: reusing one box in every iteration is what creates the barriers' work
-    sub, _, notes = place_temporaries(sub, tree)
+    sub, _, notes = place_temporaries(sub, tree, size_global=False)
     # before the barriers: they add no value to any loop, and the loops keep their ids
     hardware = _hardware_loops(sub, tree, groups, items)
     tree, sub = _with_barriers(sub, tree)

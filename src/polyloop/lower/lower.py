@@ -12,7 +12,7 @@ from typing import Callable, Mapping
 from .. import config
 from ..errors import PolyloopError
 from ..ir.expr import Expr
-from ..ir.loops import Block, For, If, Kernel, Node, Store, map_children
+from ..ir.loops import Block, For, If, Kernel, Node, Store, iter_nodes, map_children
 from ..ir.printer import loops_to_str
 from ..ir.program import BufferRole, Program
 from ..poly.astgen import HardwareLoop, build_ast
@@ -21,6 +21,8 @@ from .storage import place_temporaries
 from ..ir.simplify import simplify
 from .names import kernel_name
 from .prefetch import apply_prefetch, mark_paths
+from .promote import promote_registers
+from .strength import canonical_divisions
 from .tensorize import apply_tensorize
 
 
@@ -52,6 +54,7 @@ def _flatten(node: Node) -> Node:
 
 STEPS: tuple[tuple[str, Callable[[Node], Node]], ...] = (
     ("simplify", lambda n: _map_exprs(n, simplify)),
+    ("divisions", lambda n: _map_exprs(n, canonical_divisions)),
     ("flatten", _flatten),
 )
 
@@ -79,6 +82,14 @@ def lower(program: Program, root: Root, *, name: str | None = None,
             print(f"# --- after {step}\n{loops_to_str(body)}", file=sys.stderr)
     body = apply_tensorize(program, root, body)  # after simplify: it reads isl's loop bounds
     body = apply_prefetch(program, root, body)   # after tensorize: its nests stay intact
-    kname = kernel_name(name or program.name, {b.name for b in program.buffers}
-                        | set(program.params))
-    return Kernel(kname, tuple(program.arg_buffers()), program.params, temps, body, notes)
+    taken = {b.name for b in program.buffers} | set(program.params)
+    body, registers, promoted = promote_registers(
+        body, {b.name: b for b in program.buffers}, taken | _loop_vars(body))
+    kname = kernel_name(name or program.name, taken | {r.name for r in registers})
+    notes = notes + tuple(p.describe() for p in promoted)
+    return Kernel(kname, tuple(program.arg_buffers()), program.params, temps + registers, body,
+                  notes)
+
+
+def _loop_vars(body: Node) -> set[str]:
+    return {n.var for n in iter_nodes(body) if isinstance(n, For)}

@@ -5,6 +5,13 @@ A 'shared' or 'local' temporary becomes the box of elements one iteration of its
 touches (``poly.storage.compact``: constant-size footprint, no value flowing between
 iterations), with every index shifted to the box's corner. Otherwise it is kept whole at
 function scope (global memory), which is always correct; a note in the generated code says why.
+
+A 'global' temporary of a stage computed at a loop (``compute_at``, ``reverse_compute_at``,
+``cache_read``, ``cache_write``) is sized the same way, as TVM does: the box one iteration of
+that loop touches, declared in the loop's body (so each thread of a parallel loop around it
+has its own). It stays whole when its stage is at the root, when no constant box holds it, on
+a GPU (a work-item's private memory is not global memory), or when the box is larger than
+``MAX_LOOP_BYTES`` (it would not fit a thread's stack).
 """
 from __future__ import annotations
 
@@ -19,15 +26,26 @@ from ..poly.gpu import is_item
 from ..poly.tree import Root, loops
 
 
-def place_temporaries(program: Program, root: Root
+# the largest temporary sized to a loop that lives on a thread's stack (OpenMP threads get a
+# few MiB; a tile of a few tens of KiB leaves room for the rest)
+MAX_LOOP_BYTES = 64 * 1024
+
+
+def place_temporaries(program: Program, root: Root, *, size_global: bool = True
                       ) -> tuple[Program, tuple[Buffer, ...], tuple[str, ...]]:
-    """The program with compacted temporaries, the temporaries, and notes for the reader."""
+    """The program with compacted temporaries, the temporaries, and notes for the reader.
+    ``size_global=False`` keeps every 'global' temporary whole (a GPU launch's scratch)."""
     temps, notes = [], []
     for b in program.buffers:
         if b.role is not BufferRole.TEMP:
             continue
-        if b.scope is MemScope.GLOBAL:
+        if b.scope is MemScope.GLOBAL and not size_global:
             temps.append(b)
+            continue
+        if b.scope is MemScope.GLOBAL:
+            program, temp, note = _place_global(program, root, b)
+            temps.append(temp)
+            notes.extend(note)
             continue
         result = compact(program, root, b.name)
         if isinstance(result, str):
@@ -52,6 +70,30 @@ def place_temporaries(program: Program, root: Root
                      if result.home else "one element")
             notes.append(f"temporary {b.name} (scope {b.scope.value}) is {owner}")
     return program, tuple(temps), tuple(notes)
+
+
+def _place_global(program: Program, root: Root, b: Buffer
+                  ) -> tuple[Program, Buffer, tuple[str, ...]]:
+    """A global temporary sized to its stage's loop, or kept whole (see the module docstring)."""
+    if any(n.thread is not None for n in loops(root)):
+        return program, b, ()
+    result = compact(program, root, b.name)
+    if isinstance(result, str) or result.home is None:
+        return program, b, ()
+    keep = tuple(d for d, n in enumerate(result.shape) if n > 1)
+    elements = 1
+    for n in result.shape:
+        elements *= n
+    if elements * b.dtype.itemsize > MAX_LOOP_BYTES:
+        return program, b, ()
+    # declared in the home loop's body, one copy per iteration (and so per thread)
+    small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep),
+                    scope=MemScope.LOCAL)
+    program = _shifted(_with_buffer(program, small), result, keep)
+    what = (f"holds the {'x'.join(str(result.shape[d]) for d in keep)} elements used"
+            if keep else "is the one element used")
+    return program, small, (f"temporary {b.name} (scope global) {what} in one iteration of "
+                            f"loop '{result.home}'",)
 
 
 def _item_loop(root: Root, name: str | None) -> bool:

@@ -146,11 +146,13 @@ def _store(w: _Walk, node: Store, loops: list[tuple[str, str]], conds: list[str]
     points = fix_sizes(isl.Set(f"{prefix}{{ {tuple_} : {where} }}"), w.sizes)
     count = count_points(points)
     statement = w.statements.get(node.statement)
-    if count is None or (w.statements and statement is None):
+    # a store of no statement is a copy lowering made (a register promotion): bytes, no flops
+    if count is None or (w.statements and statement is None and node.statement):
         _inexact(w, enclosing)
         return
     w.stored[node.statement] = w.stored.get(node.statement, 0) + count
     per = (instance_flops(statement) if statement is not None  # type: ignore[arg-type]
+           else 0 if not node.statement and w.statements
            else expression_flops(node.value, node.reduction))
     names = _renaming(loops)
     touched = [(ld, False) for ld in loads(node.value)] + [(Load(node.buffer, node.indices,

@@ -60,6 +60,16 @@ class Module:
         self._fn = _load(library, entry)
         self._profile = profile
         self._last_params: ctypes.Array | None = None   # the sizes of the latest call
+        self.explanation: tuple[str, ...] = ()   # set by the driver (``explain()``)
+
+    def explain(self) -> str:
+        """What code generation made of the schedule, one fact a line (see ``pl.build``'s
+        ``explain``); empty when there is nothing to say.
+
+        >>> print(mod.explain())  # doctest: +SKIP
+        loop 'j_1': explicit vectors of 16 lanes (avx512), remainder none
+        """
+        return "\n".join(self.explanation)
 
     @property
     def cache_hit(self) -> bool:
