@@ -245,7 +245,7 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
         raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
     sch = _schedule(obj, args, name)
     if database is not None:
-        sch = _best_known(sch, target, database)
+        sch = best_known(sch, target, database)
     assert_in_bounds(sch)
     mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
                           profile=_profile_depth(profile))
@@ -258,8 +258,9 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
     return mod
 
 
-def _best_known(sch: Schedule, target: str, database: object) -> Schedule:
-    """The best recorded schedule of ``sch``'s program, or ``sch`` with a warning."""
+def best_known(sch: Schedule, target: str, database: object) -> Schedule:
+    """The best schedule a tuning database (a ``pl.tune`` work directory or its
+    ``records.sqlite``) records for ``sch``'s program on ``target``, or ``sch`` with a warning."""
     from .runtime.records import Database, workload_key
     if not isinstance(database, (str, os.PathLike)):
         raise PolyloopError(f"build(database={database!r}): give the path of a tuning work "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import json
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from .. import driver, ops
 from ..frontend import te
 from ..config import CONFIG
 from ..errors import PolyloopError
+from ..runtime import cache
 from ..runtime.compiler import BASE_FLAGS, Library, compile_c_units, compiler_version
 from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
@@ -68,21 +68,16 @@ def _library_schedule(kc: KernelCall):
 
 
 def _schedule(kc: KernelCall, database: object):
-    if database is None:
-        library = _library_schedule(kc)
-        return library if library is not None else default_schedule(lower_kernel(kc.kernel))
-    lk = lower_kernel(kc.kernel)
-    if "database" not in inspect.signature(driver.build).parameters:
-        raise PolyloopError("database= needs pl.build(..., database=...) from the tuning "
-                            "support, which this installation lacks; build without database=")
-    mod = driver.build(list(lk.results), args=[*lk.params, *lk.results], name=kc.kernel.name,
-                       database=database)
-    return mod.schedule
+    """The kernel's schedule: the best one a tuning database records for it, else the
+    operator library's (matmul, conv2d, depthwise), else the default one."""
+    library = _library_schedule(kc)
+    sch = library if library is not None else default_schedule(lower_kernel(kc.kernel))
+    return sch if database is None else driver.best_known(sch, "c", database)
 
 
 def _blob_path(blob: bytes) -> str:
     digest = hashlib.sha256(blob).hexdigest()[:32]
-    path = Path(CONFIG.cache_dir) / "weights" / f"{digest}.bin"
+    path = cache.safe_directory(Path(CONFIG.cache_dir)) / "weights" / f"{digest}.bin"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
