@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..errors import PolyloopError
+from ..errors import ParseError, foreign_errors
 from ..ir.printer import loops_to_str
 from ..poly.astgen import build_ast
 from ..util.highlight import to_html
 from .block_primitives import BlockPrimitives
 from .loop_primitives import THREAD_AXES, LoopPrimitives
 from .software_prefetch import PrefetchPrimitives
-from .trace import Trace, decode
+from .trace import REPLAYABLE, Trace, decode
 
 __all__ = ["Schedule", "THREAD_AXES"]
 
@@ -66,6 +66,7 @@ class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives):
         return other
 
     @staticmethod
+    @foreign_errors("Schedule.from_trace")
     def from_trace(program: Any, trace: Trace | str) -> Schedule:
         """Replay a trace (or its JSON) on a program: ``pl.Schedule.from_trace(prog, t)``."""
         t = Trace.from_json(trace) if isinstance(trace, str) else trace
@@ -74,8 +75,9 @@ class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives):
         else:
             sch = Schedule(program)
         for step in t:
-            fn: Callable[..., Any] | None = getattr(sch, step.primitive, None)
-            if fn is None:
-                raise PolyloopError(f"unknown primitive {step.primitive!r} in trace")
+            if step.primitive not in REPLAYABLE:
+                raise ParseError(f"unknown primitive {step.primitive!r} in trace; primitives: "
+                                 + ", ".join(sorted(REPLAYABLE)))
+            fn: Callable[..., Any] = getattr(sch, step.primitive)
             fn(*[decode(a) for a in step.args], **{k: decode(v) for k, v in step.kwargs})
         return sch
