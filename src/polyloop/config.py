@@ -14,6 +14,7 @@ class Config:
     cc: str
     dump: frozenset[str]
     num_threads: int | None
+    fuzz_examples: int | None = None    # POLYLOOP_FUZZ_EXAMPLES: inputs per fuzz test
 
 
 def _positive_int(variable: str) -> int | None:
@@ -38,6 +39,7 @@ def load() -> Config:
         cc=os.environ.get("POLYLOOP_CC", "gcc"),
         dump=frozenset(s.strip() for s in dump.split(",") if s.strip()),
         num_threads=threads,
+        fuzz_examples=_positive_int("POLYLOOP_FUZZ_EXAMPLES"),
     )
 
 
