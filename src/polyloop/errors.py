@@ -64,9 +64,9 @@ def _quoted(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
 def as_polyloop_error(entry: str, exc: BaseException, quoted: str = "",
                       error: type[PolyloopError] = ParseError) -> PolyloopError:
     """The ``PolyloopError`` a foreign exception ``exc`` raised under ``entry`` becomes."""
-    if isinstance(exc, RecursionError):
-        reason = ("the input is nested too deeply (or an expression is too long) to process; "
-                  "split it into smaller pieces, using temporaries for parts of long expressions")
+    if isinstance(exc, (RecursionError, MemoryError)):   # Python's parser: "too deep" is OOM
+        reason = ("the input is nested too deeply, or is too long, to process; split it into "
+                  "smaller pieces, using temporaries for parts of long expressions")
     elif isinstance(exc, UnicodeError):
         reason = f"the input is not valid text ({exc}); pass a str, or bytes in UTF-8"
     else:
@@ -78,14 +78,16 @@ def as_polyloop_error(entry: str, exc: BaseException, quoted: str = "",
 
 
 def foreign_errors(entry: str, error: type[PolyloopError] = ParseError) -> Callable[[F], F]:
-    """Decorate a public entry point so that any exception other than a ``PolyloopError`` (and
-    ``MemoryError``/``KeyboardInterrupt``, which are not about the input) becomes ``error``."""
+    """Decorate a public entry point so that any exception other than a ``PolyloopError``
+    becomes ``error`` (``KeyboardInterrupt`` and ``SystemExit`` pass: they are no
+    ``Exception``). A ``MemoryError`` is converted too: Python's own parser raises it for
+    input nested too deeply."""
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
-            except (PolyloopError, MemoryError):
+            except PolyloopError:
                 raise
             except Exception as exc:  # noqa: BLE001 - this is the boundary that converts them
                 raise as_polyloop_error(entry, exc, _quoted(args, kwargs), error) from None
