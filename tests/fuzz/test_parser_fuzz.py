@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from polyloop.config import CONFIG
@@ -22,8 +22,11 @@ from .parser_pool import ParserPool
 
 DEFAULT_EXAMPLES = 80
 EXAMPLES = CONFIG.fuzz_examples or DEFAULT_EXAMPLES
+# no shrinking: every input costs a round trip to the worker (a hang costs the time limit),
+# and the failing inputs are reported whole, all of them, at the end of the test
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-                suppress_health_check=list(HealthCheck))
+                suppress_health_check=list(HealthCheck),
+                phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +37,19 @@ def pool():
     print(f"\nparser fuzzing, outcomes: {json.dumps(dict(sorted(p.counts.items())))}")
 
 
-def check(pool: ParserPool, kind: str, text: str, extra: str = "") -> None:
+@pytest.fixture
+def failures(pool):
+    """The inputs of one test that failed; the test fails after all its inputs ran."""
+    found: list[str] = []
+    yield found
+    assert not found, f"{len(found)} failing input(s):\n" + "\n\n".join(found[:10])
+
+
+def check(pool: ParserPool, failures: list[str], kind: str, text: str, extra: str = "") -> None:
     out = pool.run(kind, text, extra)
-    assert out.ok, f"{out.verdict} on {kind} input {text!r:.2000} (with {extra!r:.300}):\n" \
-                   f"{out.detail}"
+    if not out.ok:
+        failures.append(f"{out.verdict} on {kind} input {text!r:.2000} (with {extra!r:.300}):"
+                        f"\n{out.detail}")
 
 
 def _seed_pair(seeds: list[tuple[str, str]], mutate_first: bool):
@@ -50,23 +62,23 @@ def _seed_pair(seeds: list[tuple[str, str]], mutate_first: bool):
 
 @FUZZ
 @given(st.one_of(domains(), _seed_pair(DOMAIN_SEEDS, True), _seed_pair(INSTRUCTION_SEEDS, True)))
-def test_loop_domains(pool, case):
+def test_loop_domains(pool, failures, case):
     domain, body = case
-    check(pool, "domain", domain, body)
+    check(pool, failures, "domain", domain, body)
 
 
 @FUZZ
 @given(st.one_of(instructions(), _seed_pair(INSTRUCTION_SEEDS, False),
                  _seed_pair(DOMAIN_SEEDS, False)))
-def test_kernel_instructions(pool, case):
+def test_kernel_instructions(pool, failures, case):
     domain, body = case
-    check(pool, "instructions", body, domain)
+    check(pool, failures, "instructions", body, domain)
 
 
 @FUZZ
 @given(st.one_of(scripts(), st.one_of([mutated(s) for s in SCRIPT_SEEDS])))
-def test_script_sources(pool, source):
-    check(pool, "script", source)
+def test_script_sources(pool, failures, source):
+    check(pool, failures, "script", source)
 
 
 TRACE_SEED = json.dumps([
@@ -81,5 +93,5 @@ TRACE_SEED = json.dumps([
 
 @FUZZ
 @given(mutated(TRACE_SEED))
-def test_traces(pool, trace):
-    check(pool, "trace", trace, SCRIPT_SEEDS[0])
+def test_traces(pool, failures, trace):
+    check(pool, failures, "trace", trace, SCRIPT_SEEDS[0])
