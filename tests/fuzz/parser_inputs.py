@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-INAMES = ["i", "j", "k", "ii", "max", "n1"]
+INAMES = ["i", "j", "k", "ii", "t1"]
 PARAMS = ["n", "m", "N"]
 # characters and words the parsers give meaning to, and some they should reject cleanly
 PIECES = ["(", ")", "[", "]", "{", "}", ":", ";", ",", "->", "<=", "<", "=", "==", "+", "-",
@@ -148,10 +148,11 @@ def instructions(draw) -> tuple[str, str]:
     lines = []
     for k in range(draw(st.integers(1, 4))):
         target = draw(st.sampled_from(["out[i, j]", "out[j, i]", "<> x", "x", "out[i, 0]"]))
-        opts = draw(st.sampled_from(["", f"  {{id=s{k}}}", f"  {{id=s{k}, dep=s{k - 1}}}"]))
-        line = f"{target} = {draw(_value(names + ['x']))}{opts}"
+        opts = [f"  {{id=s{k}}}", ""] + ([f"  {{id=s{k}, dep=s{k - 1}}}"] if k else [])
+        line = f"{target} = {draw(_value(names + ['x']))}{draw(st.sampled_from(opts))}"
         if draw(st.integers(0, 4)) == 0:
-            line = f"if {draw(_value(names))}\n    {line}\nelse\n    {line}\nend"
+            other = f"{target} = {draw(_value(names + ['x']))}"
+            line = f"if {draw(_value(names))}\n    {line}\nelse\n    {other}\nend"
         lines.append(line)
     return "{ [i, j] : 0 <= i < n and 0 <= j < n }", "\n".join(lines)
 

@@ -12,6 +12,8 @@ import multiprocessing as mp
 import traceback
 from dataclasses import dataclass
 
+import polyloop as pl  # pl.script(text) reads names (pl.Buffer) from the caller's module
+
 TIMEOUT_S = 20.0        # generous: a loaded CI machine; a hang is minutes
 
 
@@ -27,7 +29,6 @@ class Outcome:
 
 def run_input(kind: str, text: str, extra: str) -> None:
     """What the worker does with one input (raises whatever polyloop raises)."""
-    import polyloop as pl
     if kind == "domain":
         knl = pl.make_kernel(text, extra)
         str(knl)
@@ -45,8 +46,6 @@ def run_input(kind: str, text: str, extra: str) -> None:
 
 def _serve(conn) -> None:
     import warnings
-
-    import polyloop as pl
     warnings.simplefilter("ignore")     # Python's SyntaxWarnings about mutated sources
     while True:
         try:
