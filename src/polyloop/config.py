@@ -15,6 +15,7 @@ class Config:
     dump: frozenset[str]
     num_threads: int | None
     compile_timeout: float = 300.0
+    fuzz_examples: int | None = None    # POLYLOOP_FUZZ_EXAMPLES: inputs per fuzz test
 
 
 # OpenMP runtimes crash or abort when asked for tens of thousands of threads; more threads
@@ -79,6 +80,7 @@ def load() -> Config:
         dump=frozenset(s.strip() for s in dump.split(",") if s.strip()),
         num_threads=threads,
         compile_timeout=_timeout("POLYLOOP_COMPILE_TIMEOUT", DEFAULT_COMPILE_TIMEOUT),
+        fuzz_examples=_positive_int("POLYLOOP_FUZZ_EXAMPLES"),
     )
 
 

@@ -1,8 +1,28 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The exceptions polyloop raises for user mistakes and refused transformations."""
+"""The exceptions polyloop raises for user mistakes and refused transformations, and the
+boundary that keeps any other exception from escaping a public entry point that reads text.
+
+Parsers report what they understand with a position (a caret under the text). Whatever they
+do not foresee -- a ``RecursionError`` from an expression nested thousands of levels deep, an
+``IndexError`` from a helper that met a case it was not written for -- is still the user's
+input meeting a limit of polyloop, so ``foreign_errors`` turns it into a ``ParseError`` (or the
+error class the entry point names) that says which entry point failed, quotes the start of the
+text, and keeps the original exception for a bug report in ``error.internal``.
+
+>>> @foreign_errors("demo")
+... def parse(text):
+...     return [int(x) for x in text.split(",")][3]
+>>> try:
+...     parse("1, 2")
+... except PolyloopError as e:
+...     print(type(e).__name__, "|", str(e).split(";")[0])
+ParseError | demo: could not process this input (IndexError: list index out of range)
+"""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
 
 
 class PolyloopError(Exception):
@@ -67,3 +87,50 @@ class DTypeError(PolyloopError):
 
 class DeviceError(PolyloopError):
     """No device can run the module (no CUDA GPU or driver here), or the device failed."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+QUOTE_LIMIT = 200
+
+
+def _quoted(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The first text argument, shortened, to show what was being read."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, str):
+            short = value if len(value) <= QUOTE_LIMIT else value[:QUOTE_LIMIT] + "..."
+            return f"\n  input: {short!r}"
+    return ""
+
+
+def as_polyloop_error(entry: str, exc: BaseException, quoted: str = "",
+                      error: type[PolyloopError] = ParseError) -> PolyloopError:
+    """The ``PolyloopError`` a foreign exception ``exc`` raised under ``entry`` becomes."""
+    if isinstance(exc, (RecursionError, MemoryError)):   # Python's parser: "too deep" is OOM
+        reason = ("the input is nested too deeply, or is too long, to process; split it into "
+                  "smaller pieces, using temporaries for parts of long expressions")
+    elif isinstance(exc, UnicodeError):
+        reason = f"the input is not valid text ({exc}); pass a str, or bytes in UTF-8"
+    else:
+        reason = (f"could not process this input ({type(exc).__name__}: {exc}); if the input "
+                  "is valid, this is a polyloop bug: please report it with the input")
+    err = error(f"{entry}: {reason}{quoted}")
+    err.internal = exc  # type: ignore[attr-defined]
+    return err
+
+
+def foreign_errors(entry: str, error: type[PolyloopError] = ParseError) -> Callable[[F], F]:
+    """Decorate a public entry point so that any exception other than a ``PolyloopError``
+    becomes ``error`` (``KeyboardInterrupt`` and ``SystemExit`` pass: they are no
+    ``Exception``). A ``MemoryError`` is converted too: Python's own parser raises it for
+    input nested too deeply."""
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except PolyloopError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - this is the boundary that converts them
+                raise as_polyloop_error(entry, exc, _quoted(args, kwargs), error) from None
+        return guarded  # type: ignore[return-value]
+    return decorate

@@ -1,10 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""C identifiers for IR names: valid, unique, and distinct per namespace."""
+"""C identifiers for IR names: valid, unique, and distinct per namespace.
+
+A name of the user's that the language, an included header or the target predefines (a
+keyword, ``int64_t``, ``INT64_MAX``, ``M_PI``, ``linux``) gets a trailing ``_``; one that is not
+an ASCII identifier (``ä``) is spelled with ``_`` for each other character.
+"""
 from __future__ import annotations
 
 import enum
 import re
 
+from ..lower.names import is_reserved
 from .tables import C_KEYWORDS
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -30,6 +36,8 @@ class Names:
     ('i_outer', 'args_')
     >>> names.ident(NameKind.PARAM, "k"), names.ident(NameKind.ITERATOR, "k")
     ('k', 'k_1')
+    >>> names.ident(NameKind.BUFFER, "INT64_MAX"), names.ident(NameKind.BUFFER, "linux")
+    ('INT64_MAX_', 'linux_')
     """
 
     def __init__(self, reserved: frozenset[str] | set[str]) -> None:
@@ -43,7 +51,8 @@ class Names:
             base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
             if base[0].isdigit() or base.startswith("_"):
                 base = "v" + base
-            if base in self._reserved or base.startswith("pl_"):  # pl_ is the helpers' prefix
+            # pl_ is the helpers' prefix; is_reserved: the headers' macros and types
+            if base in self._reserved or is_reserved(base):
                 base += "_"
             ident, n = base, 1
             while ident in self._taken:

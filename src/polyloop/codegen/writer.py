@@ -6,6 +6,25 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 
+def comment_text(text: str) -> str:
+    r"""``text`` safe inside a ``//`` comment: a backslash (which at the end of a line would
+    continue the comment over the next one), ``??`` (a trigraph in some C modes), control and
+    non-ASCII characters are written as escapes.
+
+    >>> comment_text("value: a\\"), comment_text("größe ??/")
+    ('value: a\\x5c', 'gr\\xf6\\xdfe ?\\x3f/')
+    """
+    out: list[str] = []
+    for ch in text:
+        if ch == "\\" or (ch == "?" and out and out[-1] == "?"):
+            out.append(f"\\x{ord(ch):02x}")
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
 class CodeWriter:
     """Lines of code whose indentation is managed by context managers.
 
@@ -37,9 +56,10 @@ class CodeWriter:
         self.line(text + ";")
 
     def comment(self, text: str) -> None:
-        """A ``//`` comment, one per line of text."""
+        """A ``//`` comment, one per line of text, whatever the text holds (it may come from a
+        user): see ``comment_text``."""
         for part in str(text).splitlines() or [""]:
-            self.line(("// " + part).rstrip())
+            self.line(("// " + comment_text(part)).rstrip())
 
     def blank(self) -> None:
         """A blank line; never at the start of a block and never two in a row."""

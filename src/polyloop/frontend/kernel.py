@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..errors import ParseError
+from ..errors import ParseError, foreign_errors
 from ..ir.dtypes import DType, as_dtype
 from ..ir.expr import Expr, Load, Var, const, free_vars, reduce_identity, select
 from ..ir.printer import loops_to_str
@@ -90,6 +90,7 @@ class LoopKernel:
                f"{len(self.history)} transformations>"
 
 
+@foreign_errors("make_kernel")
 def make_kernel(domains: str | Sequence[str], instructions: str | Sequence[str], *,
                 args: Sequence[ArrayArg | ValueArg | Any] | None = None,
                 assumptions: str | None = None, name: str | None = None) -> LoopKernel:
@@ -100,6 +101,8 @@ def make_kernel(domains: str | Sequence[str], instructions: str | Sequence[str],
     >>> sorted((b.name, b.role.value, [str(d) for d in b.shape]) for b in knl.program.buffers)
     [('a', 'input', ['n', 'm']), ('out', 'output', ['m', 'n'])]
     """
+    domains = _texts(domains, "loop domains", "'{ [i] : 0 <= i < n }'")
+    instructions = _texts(instructions, "instructions", "'out[i] = 2*a[i]'")
     doms = kd.parse_domains(domains)
     insns = parse_instructions(instructions)
     decl = _declarations(args or ())
@@ -107,6 +110,26 @@ def make_kernel(domains: str | Sequence[str], instructions: str | Sequence[str],
     program = builder.build(name or _default_name(insns))
     dom_texts = (domains,) if isinstance(domains, str) else tuple(domains)
     return LoopKernel(program, dom_texts, tuple(insns))
+
+
+def _texts(value: object, what: str, example: str) -> str | tuple[str, ...]:
+    """``value`` as text or a tuple of texts (bytes are read as UTF-8), or a ParseError."""
+    def text(v: object) -> str:
+        if isinstance(v, (bytes, bytearray)):
+            try:
+                return bytes(v).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ParseError(f"make_kernel: {what} are not UTF-8 text: byte {e.start} is "
+                                 f"{bytes(v)[e.start:e.start + 1]!r}; pass a str") from None
+        if isinstance(v, str):
+            return v
+        raise ParseError(f"make_kernel: {what} must be a string or a list of strings, like "
+                         f"{example}; got {type(v).__name__} {v!r:.80}")
+    if isinstance(value, (str, bytes, bytearray)):
+        return text(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(text(v) for v in value)
+    return text(value)
 
 
 def _default_name(insns: list[Instruction]) -> str:

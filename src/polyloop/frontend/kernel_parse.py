@@ -35,6 +35,12 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+# Deepest expression tree (and parenthesis nesting) an instruction may have: every later pass
+# walks the tree recursively, and hand-written code never comes near this.
+MAX_DEPTH = 100
+# Deepest nesting of parentheses, brackets, calls and unary operators: the parser recurses
+# through about ten methods per level, so this keeps it far from Python's recursion limit.
+MAX_NESTING = 40
 OPTIONS = ("id", "dep")
 
 
@@ -56,6 +62,11 @@ class Syntax:
     col: int
     text: str = ""                  # number text, name, called function or operator
     args: tuple["Syntax", ...] = ()
+    depth: int = field(default=1, compare=False, repr=False)   # levels of the tree below
+
+    def __post_init__(self) -> None:
+        if self.args:
+            object.__setattr__(self, "depth", 1 + max(a.depth for a in self.args))
 
     def __str__(self) -> str:
         if self.kind in ("number", "name"):
@@ -125,6 +136,15 @@ class ExprParser:
     def __init__(self, tokens: list[Token]):
         self.toks = tokens
         self.k = 0
+        self.nesting = 0
+
+    def node(self, kind: str, col: int, text: str, args: tuple[Syntax, ...]) -> Syntax:
+        """A tree node, refused where the tree would grow deeper than ``MAX_DEPTH``."""
+        out = Syntax(kind, col, text, args)
+        if out.depth > MAX_DEPTH:
+            raise SyntaxErrorAt(col, f"expression nested more than {MAX_DEPTH} levels deep; "
+                                "compute parts of it into temporaries first")
+        return out
 
     @property
     def tok(self) -> Token:
@@ -142,24 +162,37 @@ class ExprParser:
     def at(self, *texts: str) -> bool:
         return self.tok.kind in ("op", "name") and self.tok.text in texts
 
+    def enter(self) -> None:
+        """One more level of recursion (a parenthesis, a call, a unary operator), refused past
+        ``MAX_NESTING`` before Python's own recursion limit is near."""
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise SyntaxErrorAt(self.tok.col, "parentheses, brackets, calls or unary operators "
+                                f"nested more than {MAX_NESTING} levels deep")
+
     def expr(self) -> Syntax:
+        self.enter()
         lhs = self.and_()
         while self.at("or"):
             t = self.take()
-            lhs = Syntax("binary", t.col, "or", (lhs, self.and_()))
+            lhs = self.node("binary", t.col, "or", (lhs, self.and_()))
+        self.nesting -= 1
         return lhs
 
     def and_(self) -> Syntax:
         lhs = self.not_()
         while self.at("and"):
             t = self.take()
-            lhs = Syntax("binary", t.col, "and", (lhs, self.not_()))
+            lhs = self.node("binary", t.col, "and", (lhs, self.not_()))
         return lhs
 
     def not_(self) -> Syntax:
         if self.at("not"):
             t = self.take()
-            return Syntax("unary", t.col, "not", (self.not_(),))
+            self.enter()
+            operand = self.not_()
+            self.nesting -= 1
+            return self.node("unary", t.col, "not", (operand,))
         return self.comparison()
 
     def comparison(self) -> Syntax:
@@ -168,41 +201,46 @@ class ExprParser:
         while self.at(*COMPARISONS):
             t = self.take()
             rhs = self.arith()
-            parts.append(Syntax("binary", t.col, t.text, (lhs, rhs)))
+            parts.append(self.node("binary", t.col, t.text, (lhs, rhs)))
             lhs = rhs
         if not parts:
             return lhs
         out = parts[0]
         for p in parts[1:]:   # a < b < c means a < b and b < c
-            out = Syntax("binary", p.col, "and", (out, p))
+            out = self.node("binary", p.col, "and", (out, p))
         return out
 
     def arith(self) -> Syntax:
         lhs = self.term()
         while self.at("+", "-"):
             t = self.take()
-            lhs = Syntax("binary", t.col, t.text, (lhs, self.term()))
+            lhs = self.node("binary", t.col, t.text, (lhs, self.term()))
         return lhs
 
     def term(self) -> Syntax:
         lhs = self.unary()
         while self.at("*", "/", "//", "%"):
             t = self.take()
-            lhs = Syntax("binary", t.col, t.text, (lhs, self.unary()))
+            lhs = self.node("binary", t.col, t.text, (lhs, self.unary()))
         return lhs
 
     def unary(self) -> Syntax:
         if self.at("-", "+"):
             t = self.take()
+            self.enter()
             operand = self.unary()
-            return operand if t.text == "+" else Syntax("unary", t.col, "-", (operand,))
+            self.nesting -= 1
+            return operand if t.text == "+" else self.node("unary", t.col, "-", (operand,))
         return self.power()
 
     def power(self) -> Syntax:
         base = self.atom()
         if self.at("**"):
             t = self.take()
-            return Syntax("binary", t.col, "**", (base, self.unary()))
+            self.enter()
+            exponent = self.unary()
+            self.nesting -= 1
+            return self.node("binary", t.col, "**", (base, exponent))
         return base
 
     def atom(self) -> Syntax:
@@ -214,20 +252,20 @@ class ExprParser:
             self.k += 1
             if self.at("["):
                 self.take("[")
-                return Syntax("subscript", t.col, t.text, self.items("]"))
+                return self.node("subscript", t.col, t.text, self.items("]"))
             if self.at("("):
                 self.take("(")
-                return Syntax("call", t.col, t.text, self.items(")"))
+                return self.node("call", t.col, t.text, self.items(")"))
             return Syntax("name", t.col, t.text)
         if self.at("("):
             self.take("(")
             items = self.items(")")
             if len(items) == 1 and self.toks[self.k - 2].text != ",":
                 return items[0]
-            return Syntax("tuple", t.col, "", items)
+            return self.node("tuple", t.col, "", items)
         if self.at("["):
             self.take("[")
-            return Syntax("tuple", t.col, "", self.items("]"))
+            return self.node("tuple", t.col, "", self.items("]"))
         got = "the end of the line" if t.kind == "end" else repr(t.text)
         raise SyntaxErrorAt(t.col, f"expected an expression, found {got}")
 

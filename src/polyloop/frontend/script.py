@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ParseError, PolyloopError
+from ..errors import ParseError, PolyloopError, foreign_errors
 from ..ir.dtypes import DType
 from ..ir.expr import (BinOp, BinOpKind, Expr, Load, ReduceKind, Var, VarKind, binop, cast, const,
                        same, walk)
@@ -85,6 +85,7 @@ def script(fn: Callable[..., Any] | str | None = None, *, name: str | None = Non
     return _parse_source("".join(lines), filename, first, env, name)
 
 
+@foreign_errors("pl.script")
 def _parse_source(text: str, filename: str, first_line: int, env: dict[str, Any],
                   name: str | None) -> Program:
     source = textwrap.dedent(text)

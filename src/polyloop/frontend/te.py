@@ -26,7 +26,7 @@ from ..ir.expr import (Const, Expr, ExprLike, Load, Reduce, ReduceKind, Var, Var
                        const, free_vars, loads, reduce_identity, walk)
 from ..ir.program import Buffer, BufferRole, Program, Statement
 from ..ir.simplify import simplify
-from ..poly.isl_util import NotAffine, expr_to_isl, params_prefix
+from ..poly.isl_util import NotAffine, expr_to_isl, isl_name, params_prefix
 
 _counter = itertools.count()
 _names: dict[str, itertools.count] = {}
@@ -43,14 +43,14 @@ def _tensor_name(name: str | None, base: str) -> str:
     if not isinstance(name, str) or not name.isidentifier():
         raise PolyloopError(f"tensor name {name!r} is not an identifier; use letters, digits and "
                             "underscores, not starting with a digit")
-    return name
+    return isl_name(name)
 
 
 def var(name: str) -> Var:
     """A symbolic size: ``n = pl.var("n")``; bound from argument shapes at call time."""
-    if not name.isidentifier():
+    if not isinstance(name, str) or not name.isidentifier():
         raise PolyloopError(f"size parameter name {name!r} is not an identifier")
-    return Var(name, VarKind.PARAM)
+    return Var(isl_name(name), VarKind.PARAM)
 
 
 class ReduceAxis(Expr):
@@ -90,7 +90,9 @@ def reduce_axis(dom: object, name: str | None = None) -> ReduceAxis:
     if isinstance(extent, Const) and extent.value < 0:
         raise PolyloopError(f"reduce_axis(({lo}, {hi})) has a negative extent {extent.value}: "
                             "the stop must not be below the start")
-    return ReduceAxis(Var(name or _auto_name("k")), lo, extent)
+    if name is not None and (not isinstance(name, str) or not name.isidentifier()):
+        raise PolyloopError(f"reduce_axis name {name!r} is not an identifier")
+    return ReduceAxis(Var(isl_name(name) if name else _auto_name("k")), lo, extent)
 
 
 def _sub(a: Expr, b: Expr) -> Expr:
@@ -256,7 +258,7 @@ def _iter_names(fcompute: Callable[..., object], n: int) -> list[str]:
     if len(params) != n:
         raise PolyloopError(f"the compute function takes {len(params)} arguments but the shape "
                             f"has {n} dimensions")
-    return [p.name for p in params]
+    return [isl_name(p.name) for p in params]
 
 
 def _check_body(body: Expr, iters: list[str]) -> None:

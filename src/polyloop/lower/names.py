@@ -3,8 +3,8 @@
 language keyword, standard-header function, buffer or size parameter already takes.
 
 >>> from polyloop.lower.names import is_reserved
->>> is_reserved("expf"), is_reserved("matmul")
-(True, False)
+>>> is_reserved("expf"), is_reserved("M_PI"), is_reserved("linux"), is_reserved("matmul")
+(True, True, True, False)
 """
 from __future__ import annotations
 
@@ -42,14 +42,28 @@ _OTHER = frozenset("""
     fpclassify isgreater isless INFINITY NAN HUGE_VAL HUGE_VALF EOF size_t ptrdiff_t int8_t
     int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t intmax_t
     uintmax_t div_t ldiv_t lldiv_t float_t double_t""".split())
-_RESERVED = _KEYWORDS | _OTHER | frozenset(f + s for f in _MATH for s in ("", "f", "l"))
+# Lower-case macros the included headers define (``gcc -dM -E`` in GNU mode: ``linux`` and
+# ``unix`` expand to 1), and the BSD type names stdlib.h brings in through sys/types.h.
+_MACROS = frozenset("""
+    linux unix i386 alloca offsetof math_errhandling isfinite isgreater isgreaterequal isinf
+    isless islessequal islessgreater isnan isnormal isunordered signbit fpclassify be16toh
+    be32toh be64toh htobe16 htobe32 htobe64 htole16 htole32 htole64 le16toh le32toh le64toh
+    errno assert stdin stdout stderr uint ushort ulong u_char u_short u_int u_long fd_set
+    timeval timespec""".split())
+_RESERVED = (_KEYWORDS | _OTHER | _MACROS
+             | frozenset(f + s for f in _MATH for s in ("", "f", "l")))
+# Macro-like names (``INT64_MAX``, ``M_PI``, ``RAND_MAX``: headers and OpenCL define many),
+# POSIX's reserved type names (``*_t``) and OpenCL's vector types (``float4``, ``int8``).
+_PATTERN = re.compile(r"[A-Z][A-Z0-9_]+|.*_t|(u?(char|short|int|long)|float|double|half|bool)"
+                      r"(2|3|4|8|16)")
 
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 def is_reserved(name: str) -> bool:
     """Would ``name`` clash with the language, its standard headers or the code generators?"""
-    return name in _RESERVED or name.startswith(("pl_", "__"))
+    return (name in _RESERVED or name.startswith(("pl_", "_"))
+            or _PATTERN.fullmatch(name) is not None)
 
 
 def kernel_name(wanted: str, taken: set[str]) -> str:

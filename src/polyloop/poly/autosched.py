@@ -80,6 +80,12 @@ def merge_shifts(program: Program, deps: Sequence[Dependence], outer: Sequence[L
     for la, lb in zip(first, second):
         worst: isl.PwAff | None = None
         all_zero = True
+        below_a, below_b = set(statements_under(la)), set(statements_under(lb))
+        if any(d.source not in below_a or d.sink not in below_b for d in between):
+            # a statement of a dependence sits above this level (between the spine's loops):
+            # fusing here could reorder it with the other nest, and no shift of these loops
+            # says by how much
+            return out
         for d in between:
             if not (_inside(la, d.source) and _inside(lb, d.sink)):
                 # an end of the dependence sits above this level of an imperfect nest: no

@@ -98,6 +98,23 @@ def solved_dim(c: isl.Constraint, kind: isl.dim_type, n: int) -> int | None:
     return dims[0]
 
 
+# Words isl's parser reads as keywords wherever a name could stand (checked one by one with
+# isl: as a parameter, a set dimension and in a constraint).
+ISL_KEYWORDS = frozenset("""and or not mod floor ceil floord ceild min max exists infty NaN nan
+    true false implies rat""".split())
+
+
+def isl_name(name: str) -> str:
+    """A spelling of the Python identifier ``name`` that isl reads as a name: an isl keyword
+    gets a trailing ``_``, a character outside ASCII becomes ``_<hex>_``.
+
+    >>> isl_name("n"), isl_name("max"), isl_name("größe")
+    ('n', 'max_', 'gr_f6__df_e')
+    """
+    out = "".join(c if c.isascii() else f"_{ord(c):x}_" for c in name)
+    return out + "_" if out in ISL_KEYWORDS else out
+
+
 def params_prefix(params: tuple[str, ...] | list[str]) -> str:
     return f"[{', '.join(params)}] -> " if params else ""
 

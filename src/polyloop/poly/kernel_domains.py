@@ -117,10 +117,32 @@ def parse_domain(text: str) -> Domain:
         raise ParseError(f"invalid loop domain (ISL syntax, e.g. '{{ [i, j] : 0 <= i < n and "
                          f"0 <= j < i }}'):\n    {text}{caret}\n  isl says: {e}") from None
     s = s.set_tuple_name(None) if s.get_tuple_name() else s
+    _check_bounded(text, s, inames)
     npar = s.dim(isl.dim_type.param)
     constraints = s.move_dims(isl.dim_type.param, npar, isl.dim_type.set, 0,
                               s.dim(isl.dim_type.set))
     return Domain(text, tuple(inames), tuple(params), constraints)
+
+
+def _check_bounded(text: str, s: isl.Set, inames: list[str]) -> None:
+    """Every iname has a lower and an upper bound (for fixed parameters), and some parameter
+    values leave the domain non-empty: a loop must have ends, and a domain that no parameter
+    value makes non-empty is a typing mistake (``0 <= i < i``)."""
+    if s.params().is_empty() or s.is_empty():
+        raise _error(text, text.find("{"), "this loop domain is empty for every value of its "
+                     "parameters; check the bounds of its inames")
+    for k, name in enumerate(inames):
+        for side, optimum in (("lower", s.dim_min), ("upper", s.dim_max)):
+            try:
+                optimum(k)
+            except isl.Error:
+                raise _error(text, _name_column(text, name), f"iname '{name}' has no {side} "
+                             f"bound in this domain; bound it, e.g. '0 <= {name} < n'") from None
+
+
+def _name_column(text: str, name: str) -> int:
+    m = re.search(rf"(?<![A-Za-z0-9_']){re.escape(name)}(?![A-Za-z0-9_'])", text)
+    return m.start() if m else 0
 
 
 _TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_']*)|(?P<num>\d+)|"
@@ -303,6 +325,10 @@ def infer_extents(array: str, ndim: int, accesses: Sequence[ArrayAccess],
         region = img if region is None else _union(region, img)
     if region is None:
         return []
+    if region.is_empty():
+        raise ParseError(f"cannot infer the shape of '{array}': no instance of the kernel "
+                         f"accesses it (the loop domains around its accesses are empty); "
+                         f"declare it with args=[pl.ArrayArg({array!r}, dtype, shape=...)]")
     region = _align(region, ctx).intersect_params(_align(ctx, region))
     nonneg = isl.Set.universe(region.get_space())
     for k in range(ndim):

@@ -289,6 +289,7 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
     else:
         perm = 0
     sizes = None
+    outside = len(order)        # loops outside the tiles: all of them until tiling succeeds
     if tile is not None and perm >= 2:
         coincident = list(transform.coincident[:perm])
         sizes = _tile_sizes(sch, order[:perm], tile, coincident)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..errors import ScheduleError
-from . import blocks, hints, rewrites
+from . import arguments as arg, blocks, hints, rewrites
 from . import state as st
 from . import tensorize as tz
 from .core import ScheduleCore, _broken, _with_hint
@@ -125,6 +125,7 @@ class BlockPrimitives(ScheduleCore):
         then run in parallel or vectorized) followed by a final reduction; returns the
         partial-result block."""
         node = self._loop(loop, "rfactor")
+        arg.integer("rfactor", "factor_axis", factor_axis, minimum=0)
         new, rf = rewrites.rfactor(self._state, node, factor_axis)
         h = BlockHandle(rf)
         self._apply(new, "rfactor", (loop,), {"factor_axis": factor_axis}, (h,))
@@ -137,6 +138,10 @@ class BlockPrimitives(ScheduleCore):
         made); the map must be one-to-one."""
         self._block(block, "transform_layout")
         buf = self._buffer(buffer, "transform_layout")
+        if not callable(index_map):
+            raise ScheduleError(f"transform_layout: the index map must be a function of the "
+                                f"indices of '{buf}', like lambda i, j: (j, i); got "
+                                f"{index_map!r:.60}")
         new, _ = rewrites.transform_layout(self._state, buf, index_map)
         text = _lambda_text(index_map, self.program.buffer(buf).ndim)
         self._apply(new, "transform_layout", (block if isinstance(block, BlockHandle)

@@ -83,6 +83,10 @@ class ScheduleCore:
             raise ScheduleError(f"{primitive}: expected a loop from get_loops/split/..., got "
                                 f"{loop!r}")
         node = self._state.loop(loop.id)
+        if node is not None and node.name != loop.name:
+            raise ScheduleError(f"{primitive}: loop '{loop.name}' is not a loop of this schedule "
+                                f"(its loop #{loop.id} is '{node.name}'); use the handles that "
+                                "this schedule's get_loops/split/... returned")
         if node is None:
             raise ScheduleError(f"{primitive}: loop '{loop.name}' is no longer in the schedule "
                                 "(a primitive replaced it, e.g. split or fuse); use the loops "

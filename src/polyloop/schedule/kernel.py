@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
-from ..errors import ScheduleError
+from ..errors import ParseError, ScheduleError, foreign_errors
 from ..ir.program import BufferRole, MemScope
 from ..poly import affine, kernel_params
 from ..poly.tree import LoopNode, statements_under
@@ -43,6 +43,7 @@ __all__ = ["add_prefetch", "assume", "fix_parameters", "join_inames", "loops_nam
 
 # transformations ---------------------------------------------------------------------------------
 
+@foreign_errors("split_iname", ScheduleError)
 def split_iname(knl: Any, iname: str, factor: int, outer_tag: str | None = None,
                 inner_tag: str | None = None, *, outer_iname: str | None = None,
                 inner_iname: str | None = None, slabs: tuple[int, int] = (0, 0)) -> Any:
@@ -86,6 +87,7 @@ def split_iname(knl: Any, iname: str, factor: int, outer_tag: str | None = None,
                     "inner_iname": inner} | ({"slabs": slabs} if any(slabs) else {}))
 
 
+@foreign_errors("tag_inames", ScheduleError)
 def tag_inames(knl: Any, tags: Mapping[str, str] | Sequence[tuple[str, str]] | str) -> Any:
     """Tag loops: ``g.N`` (work-group index N), ``l.N`` (work-item index N within the group),
     ``unr`` (unroll), ``vec`` (SIMD), ``ilp`` (unrolled), ``for`` (sequential). A parallel tag
@@ -100,6 +102,7 @@ def tag_inames(knl: Any, tags: Mapping[str, str] | Sequence[tuple[str, str]] | s
     return derive(knl, work, "tag_inames", (pairs,), {})
 
 
+@foreign_errors("rename_iname", ScheduleError)
 def rename_iname(knl: Any, old: str, new: str) -> Any:
     """Rename a loop (every loop named ``old``)."""
     work = work_of(knl)
@@ -114,6 +117,7 @@ def rename_iname(knl: Any, old: str, new: str) -> Any:
     return derive(knl, work, "rename_iname", (old, new), {})
 
 
+@foreign_errors("join_inames", ScheduleError)
 def join_inames(knl: Any, inames: Sequence[str], new_iname: str | None = None,
                 tag: str | None = None) -> Any:
     """Fuse directly nested loops (outermost first, inner ones of constant extent) into one."""
@@ -142,6 +146,7 @@ def join_inames(knl: Any, inames: Sequence[str], new_iname: str | None = None,
     return derive(knl, work, "join_inames", (tuple(names),), {"new_iname": new, "tag": tag})
 
 
+@foreign_errors("add_prefetch", ScheduleError)
 def add_prefetch(knl: Any, var_name: str, sweep_inames: Sequence[str] = (), *,
                  dim_arg_names: Sequence[str] | None = None, default_tag: str | None = "l.auto",
                  temporary_name: str | None = None) -> Any:
@@ -275,6 +280,7 @@ def _loop_range(sch: Schedule, node: LoopNode) -> tuple[int | None, int | None]:
 
 # program-level changes: a new reference program, the transformations replayed ---------------------
 
+@foreign_errors("assume", ParseError)
 def assume(knl: Any, assumptions: str) -> Any:
     """Tell polyloop facts about the size parameters (``"n mod 16 = 0 and n >= 16"``) so that
     isl can drop the boundary checks they make unnecessary. Not checked at run time.
@@ -286,6 +292,7 @@ def assume(knl: Any, assumptions: str) -> Any:
     return replace(out, history=knl.history + (("assume", (assumptions,), ()),))
 
 
+@foreign_errors("fix_parameters", ScheduleError)
 def fix_parameters(knl: Any, **values: int) -> Any:
     """Give size parameters fixed values (``n=1024``): they disappear from the kernel's
     arguments and loop bounds become constants. Earlier transformations are replayed."""

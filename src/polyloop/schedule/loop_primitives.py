@@ -10,7 +10,7 @@ from ..errors import ScheduleError
 from ..ir.loops import LoopKind
 from ..ir.program import BufferRole
 from ..ir.thread_axis import ThreadAxis, parse_thread_axis
-from . import fusion, hints, loops, state as st
+from . import arguments as arg, fusion, hints, loops, state as st
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import LoopHandle
 
@@ -27,7 +27,7 @@ def _factors(loop: LoopHandle, factors: Sequence[int | None] | None, factor: int
         return [None, factor]
     if nparts is not None:
         return [nparts, None]
-    return list(factors)  # type: ignore[arg-type]
+    return arg.factor_list("split", factors)
 
 
 def _symbolic(state: st.State, node: Any) -> bool:
@@ -56,12 +56,14 @@ class LoopPrimitives(ScheduleCore):
         """
         factors = _factors(loop, factors, factor, nparts)
         node = self._loop(loop, "split")
+        factors = arg.factor_list("split", factors)
+        names = arg.loop_names("split", names)
         if nparts is not None and factors[1] is None and _symbolic(self._state, node):
             raise ScheduleError(
                 f"split({loop.name}, nparts={nparts}): the extent of '{loop.name}' is symbolic, "
                 f"so each part would hold extent/{nparts} iterations, a division by a size that "
                 f"is not affine; split with factor= (split({loop.name}, factor=k)) instead")
-        new, nodes = loops.split(self._state, node, list(factors), names)
+        new, nodes = loops.split(self._state, node, factors, names)
         result = [self._handle(n) for n in nodes]
         kw = {"factors": list(factors)} | ({"names": list(names)} if names else {})
         self._apply(new, "split", (loop,), kw, tuple(result))
@@ -69,6 +71,7 @@ class LoopPrimitives(ScheduleCore):
 
     def reorder(self, *loops_: LoopHandle) -> None:
         """Put perfectly nested loops in the given order (refused if a dependence would break)."""
+        arg.distinct_loops("reorder", loops_, at_least=1)
         nodes = [self._loop(x, "reorder") for x in loops_]
         try:
             self._apply(loops.reorder(self._state, nodes), "reorder", tuple(loops_), {})
@@ -81,6 +84,10 @@ class LoopPrimitives(ScheduleCore):
 
     def tile(self, loop_a: LoopHandle, loop_b: LoopHandle, ta: int, tb: int) -> list[LoopHandle]:
         """2-D tiling: split both loops and reorder to (a0, b0, a1, b1)."""
+        arg.distinct_loops("tile", (loop_a, loop_b), at_least=2)
+        self._loop(loop_a, "tile"), self._loop(loop_b, "tile")
+        arg.integer("tile", "the first tile size", ta, minimum=1)
+        arg.integer("tile", "the second tile size", tb, minimum=1)
         # three recorded steps, applied all or nothing: a refused reorder undoes the splits
         saved_state, saved_trace = self._state, self.trace
         try:
@@ -102,6 +109,9 @@ class LoopPrimitives(ScheduleCore):
 
     def fuse(self, *loops_: LoopHandle, name: str | None = None) -> LoopHandle:
         """Fuse directly nested loops (outermost first) into one loop."""
+        arg.distinct_loops("fuse", loops_, at_least=2)
+        if name is not None:
+            arg.loop_name("fuse", name)
         nodes = [self._loop(x, "fuse") for x in loops_]
         new, fused = loops.fuse(self._state, nodes, name)
         h = self._handle(fused)
@@ -111,6 +121,7 @@ class LoopPrimitives(ScheduleCore):
     def skew(self, outer: LoopHandle, inner: LoopHandle, factor: int = 1) -> None:
         """``inner += factor * outer``: the wavefront transformation that can make inner loops
         parallel (wavefront parallelism)."""
+        arg.distinct_loops("skew", (outer, inner), at_least=2)
         o, i = self._loop(outer, "skew"), self._loop(inner, "skew")
         self._apply(loops.skew(self._state, o, i, factor), "skew", (outer, inner),
                     {"factor": factor})
@@ -131,6 +142,7 @@ class LoopPrimitives(ScheduleCore):
         """Fuse two adjacent sibling loops into one that runs ``first``'s body, then
         ``second``'s, at each value (classic loop fusion; ``fuse`` collapses nested loops).
         Refused if a dependence would break: ``shift`` the second loop first to line them up."""
+        arg.distinct_loops("merge", (first, second), at_least=2)
         a, b = self._loop(first, "merge"), self._loop(second, "merge")
         new, merged = fusion.merge(self._state, a, b, None)
         h = self._handle(merged)
@@ -197,8 +209,10 @@ class LoopPrimitives(ScheduleCore):
     def unroll(self, loop: LoopHandle, factor: int | None = None) -> None:
         """Unroll a loop fully (``factor=None``) or by ``factor``."""
         node = self._loop(loop, "unroll")
-        if factor is not None and (not isinstance(factor, int) or factor < 1):
-            raise ScheduleError(f"unroll factor must be a positive integer, got {factor!r}")
+        if factor is not None and (not isinstance(factor, int) or isinstance(factor, bool)
+                                   or not 1 <= factor <= arg.MAX_CONSTANT):
+            raise ScheduleError(f"unroll factor must be a positive integer, got {factor!r:.60} "
+                                f"({type(factor).__name__}); None unrolls fully")
         new = loops.set_kind(self._state, node, LoopKind.UNROLLED, unroll_factor=factor)
         self._apply(new, "unroll", (loop,), {"factor": factor} if factor else {})
 
@@ -226,9 +240,10 @@ class LoopPrimitives(ScheduleCore):
         followed by an ``sfence`` (see ``polyloop.codegen.vector_stream``).
         """
         node = self._loop(loop, "annotate")
-        if str(key) == "nontemporal":
+        key, value = arg.annotation("annotate", key, value)
+        if key == "nontemporal":
             self._check_stored_buffers(str(value))
-        ann = tuple((k, v) for k, v in node.annotations if k != key) + ((str(key), str(value)),)
+        ann = tuple((k, v) for k, v in node.annotations if k != key) + ((key, value),)
         new = loops.set_kind(self._state, node, node.kind, annotations=ann)
         self._apply(new, "annotate", (loop, key, value), {})
 

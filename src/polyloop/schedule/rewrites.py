@@ -312,6 +312,15 @@ def _call_map(index_map: Callable[..., object], names: Sequence[str], buffer: st
     except TypeError as e:
         raise ScheduleError(f"transform_layout: the index map must take {len(names)} indices of "
                             f"'{buffer}': {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's function failed on index expressions
+        raise ScheduleError(f"transform_layout: the index map of '{buffer}' raised "
+                            f"{type(e).__name__}: {e}; it is called once on symbolic indices "
+                            "and may only compute with them (+, -, * and // or % by constants)"
+                            ) from None
     out = out if isinstance(out, (tuple, list)) else (out,)
-    return [as_expr(x) for x in out]  # type: ignore[arg-type]
+    try:
+        return [as_expr(x) for x in out]  # type: ignore[arg-type]
+    except Exception as e:  # noqa: BLE001 - a result that is no index expression
+        raise ScheduleError(f"transform_layout: the index map of '{buffer}' must return index "
+                            f"expressions, got {out!r:.80} ({type(e).__name__})") from None
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from ..errors import PolyloopError
+from ..errors import ParseError, PolyloopError, foreign_errors
 from ..ir.printer import loops_to_str
 from ..poly.astgen import build_ast
 from ..util.highlight import to_html
@@ -23,7 +23,7 @@ from .block_primitives import BlockPrimitives
 from .loop_primitives import THREAD_AXES, LoopPrimitives
 from .sampling import SamplingPrimitives
 from .software_prefetch import PrefetchPrimitives
-from .trace import Trace, decode
+from .trace import REPLAYABLE, Trace, decode
 
 __all__ = ["Schedule", "THREAD_AXES"]
 
@@ -70,6 +70,7 @@ class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives, SamplingPrim
         return other
 
     @staticmethod
+    @foreign_errors("Schedule.from_trace")
     def from_trace(program: Any, trace: Trace | str, *,
                    decisions: dict[int, Any] | None = None) -> Schedule:
         """Replay a trace (or its JSON) on a program: ``pl.Schedule.from_trace(prog, t)``.
@@ -86,9 +87,10 @@ class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives, SamplingPrim
         decisions = decisions or {}
         swap: dict[str, Any] = {}       # a recorded sample result (JSON) -> its replayed value
         for index, step in enumerate(t):
-            fn: Callable[..., Any] | None = getattr(sch, step.primitive, None)
-            if fn is None:
-                raise PolyloopError(f"unknown primitive {step.primitive!r} in trace")
+            if step.primitive not in REPLAYABLE:
+                raise ParseError(f"unknown primitive {step.primitive!r} in trace; primitives: "
+                                 + ", ".join(sorted(REPLAYABLE)))
+            fn: Callable[..., Any] = getattr(sch, step.primitive)
             kwargs = {k: _replayed(v, swap) for k, v in step.kwargs}
             if index in decisions:
                 if "decision" not in kwargs:

@@ -7,6 +7,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ParseError
+from .index_map import parse_index_map
+
+# The schedule methods a trace may call when it is replayed (a trace read from a file names
+# its primitives as text: nothing outside this list is looked up).
+REPLAYABLE = frozenset("""
+    annotate bind cache_read cache_write compute_at compute_inline decompose_reduction
+    distribute fuse get_block get_consumers get_loops get_producers merge parallel prefetch
+    reorder reverse reverse_compute_at reverse_compute_inline rfactor shift skew split
+    tensorize tile transform_layout unroll vectorize compute_root sample_categorical
+    sample_compute_location sample_perfect_tile""".split())
+
 
 @dataclass(frozen=True, slots=True)
 class BlockHandle:
@@ -83,11 +95,27 @@ def decode(v: Any) -> Any:
     if isinstance(v, dict) and "intrin" in v:
         return v["intrin"]  # tensorize looks the intrinsic up by name
     if isinstance(v, dict) and "lambda" in v:
-        # index maps are recorded as their printed form: arithmetic on named indices only
-        return eval(v["lambda"], {"__builtins__": {}}, {})  # noqa: S307
+        # index maps are recorded as their printed form: read back against a whitelist
+        return parse_index_map(v["lambda"])
     if isinstance(v, list):
         return [decode(x) for x in v]
     return v
+
+
+def _step(k: int, d: Any) -> Step:
+    """Step ``k`` of a trace read from JSON, checked for shape and for a known primitive."""
+    fields = {"primitive": str, "args": list, "kwargs": dict, "results": list}
+    if not isinstance(d, dict) or any(not isinstance(d.get(f), t) for f, t in fields.items()):
+        raise ParseError(f"step {k} of the trace is not {{'primitive': str, 'args': list, "
+                         f"'kwargs': dict, 'results': list}}: {str(d)[:120]}")
+    if d["primitive"] not in REPLAYABLE:
+        raise ParseError(f"step {k} of the trace calls {d['primitive'][:60]!r}, which is not a "
+                         f"schedule primitive; primitives: {', '.join(sorted(REPLAYABLE))}")
+    if not all(isinstance(key, str) and key.isidentifier() for key in d["kwargs"]):
+        raise ParseError(f"step {k} of the trace has a keyword that is not a name: "
+                         f"{list(d['kwargs'])[:5]}")
+    return Step(d["primitive"], tuple(d["args"]), tuple(d["kwargs"].items()),
+                tuple(d["results"]))
 
 
 def _py(v: Any) -> str:
@@ -136,12 +164,17 @@ class Trace:
                            for s in self.steps])
 
     @staticmethod
-    def from_json(text: str) -> Trace:
-        steps = []
-        for d in json.loads(text):
-            steps.append(Step(d["primitive"], tuple(d["args"]),
-                              tuple(d["kwargs"].items()), tuple(d["results"])))
-        return Trace(tuple(steps))
+    def from_json(text: str | bytes) -> Trace:
+        """The trace ``to_json`` wrote; ParseError for text that is not one (checked step by
+        step: a trace may come from a file or a shared database)."""
+        try:
+            data = json.loads(text)
+        except (ValueError, TypeError, RecursionError) as e:
+            raise ParseError(f"a trace is the JSON text Trace.to_json writes; this is not JSON "
+                             f"({type(e).__name__}: {str(e)[:120]})") from None
+        if not isinstance(data, list):
+            raise ParseError(f"a trace in JSON is a list of steps, got {type(data).__name__}")
+        return Trace(tuple(_step(k, d) for k, d in enumerate(data)))
 
     def __str__(self) -> str:
         lines = []
