@@ -40,7 +40,7 @@ class For(Node):
     step: int = 1
     unroll_factor: int | None = None   # UNROLLED: None means full unroll
     thread: str | None = None          # THREAD: "blockIdx.x", "threadIdx.y", ...
-    annotations: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, object], ...] = ()   # values: str or a loop_notes type
 
 
 @_node
