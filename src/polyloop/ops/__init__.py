@@ -14,9 +14,11 @@ only; their constants are keyword arguments.
 """
 from .conv import (conv2d_nchw, depthwise_conv2d_nchw, schedule_conv2d_nchw,
                    schedule_depthwise_conv2d_nchw)
-from .matmul import batch_matmul_relu, matmul, schedule_batch_matmul_relu, schedule_matmul
+from .matmul import (batch_matmul_relu, matmul, matmul_relu, schedule_batch_matmul_relu,
+                     schedule_matmul, schedule_matmul_relu)
 from .softmax import schedule_softmax, softmax
 
-__all__ = ["batch_matmul_relu", "matmul", "schedule_batch_matmul_relu", "schedule_matmul"]
+__all__ = ["batch_matmul_relu", "matmul", "matmul_relu", "schedule_batch_matmul_relu",
+           "schedule_matmul", "schedule_matmul_relu"]
 __all__ += ["conv2d_nchw", "depthwise_conv2d_nchw", "schedule_conv2d_nchw",
             "schedule_depthwise_conv2d_nchw", "schedule_softmax", "softmax"]
