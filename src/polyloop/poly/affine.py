@@ -9,7 +9,7 @@ import islpy as isl
 
 from ..ir.program import Program
 from .access import accesses, domain, footprint
-from .isl_util import map_, map_in, out_dims, params_prefix, printed, set_, with_params
+from .isl_util import CTX, map_, map_in, out_dims, params_prefix, printed, set_, with_params
 
 
 def _text(m: isl.Map) -> str:
@@ -23,6 +23,75 @@ def combine(program: Program, exprs: Sequence[str], formula: str) -> str:
         m = m.flat_range_product(map_in(program.params, e))
     f = map_(params_prefix(program.params) + "{ " + formula + " }")
     return _text(m.apply_range(f))
+
+
+def _apply(program: Program, exprs: Sequence[str], formula: isl.PwAff) -> str:
+    """The values of ``exprs`` (one per input dimension of ``formula``) mapped by ``formula``."""
+    m = map_in(program.params, exprs[0])
+    for e in exprs[1:]:
+        m = m.flat_range_product(map_in(program.params, e))
+    # in the form isl's parser gives a formula (the divisions as existentials), so that the
+    # result prints exactly as when the formula was written as text
+    return _text(m.apply_range(isl.Map.from_pw_aff(formula).detect_equalities()))
+
+
+def _inputs(count: int) -> list[isl.PwAff]:
+    """The input values ``[x0, ..., x(count-1)]`` of a formula, as affine functions."""
+    space = isl.LocalSpace.from_space(isl.Space.set_alloc(CTX, 0, count))
+    return [isl.PwAff.from_aff(isl.Aff.var_on_domain(space, isl.dim_type.set, k))
+            for k in range(count)]
+
+
+def split_part(program: Program, expr: str, *, shift: int, inner: int,
+               factor: int | None) -> str:
+    """One loop of a split: ``floor((x - shift) / inner) mod factor`` of the value ``x`` of
+    ``expr`` (no ``mod`` for the outermost part, ``factor=None``)."""
+    (x,) = _inputs(1)
+    value = x.add_constant_val(isl.Val.int_from_si(CTX, -shift)) if shift else x
+    if inner > 1:
+        value = value.scale_down_val(isl.Val.int_from_si(CTX, inner)).floor()
+    if factor is not None:
+        value = value.mod_val(isl.Val.int_from_si(CTX, factor))
+    return _apply(program, [expr], value)
+
+
+def flatten(program: Program, exprs: Sequence[str],
+            ranges: Sequence[tuple[int | None, int | None]]) -> str:
+    """The fused loop of nested loops with values ``exprs`` and value ranges ``ranges``
+    (lowest, highest; the inner ones constant): ``((a0 - lo0) * ext1 + (a1 - lo1)) * ...``."""
+    values = _inputs(len(exprs))
+    acc: isl.Aff | None = None
+    for value, (lo, hi) in zip(values, ranges):
+        term = value.add_constant_val(isl.Val.int_from_si(CTX, -lo)) if lo else value
+        if acc is None:
+            acc = term
+        else:
+            extent = isl.Val.int_from_si(CTX, hi - lo + 1)  # type: ignore[operator]
+            acc = acc.scale_val(extent).add(term)
+    assert acc is not None
+    return _apply(program, exprs, acc)
+
+
+def skewed(program: Program, outer: str, inner: str, factor: int) -> str:
+    """The inner loop's value plus ``factor`` times the outer loop's."""
+    a, b = _inputs(2)
+    return _apply(program, [outer, inner],
+                  b.add(a.scale_val(isl.Val.int_from_si(CTX, factor))))
+
+
+def negated(program: Program, expr: str) -> str:
+    """Minus the value of ``expr`` (a reversed loop)."""
+    (x,) = _inputs(1)
+    return _apply(program, [expr], x.neg())
+
+
+def shifted(program: Program, expr: str, offset: int | str) -> str:
+    """The value of ``expr`` plus ``offset``: an integer or an affine expression of the size
+    parameters typed by a user (``"K - 1"``; isl's ParseError when it is not one)."""
+    if isinstance(offset, int):
+        (x,) = _inputs(1)
+        return _apply(program, [expr], x.add_constant_val(isl.Val.int_from_si(CTX, offset)))
+    return combine(program, [expr], f"[x] -> [(x + ({offset}))]")
 
 
 def value_range(program: Program, stmt: str, expr: str) -> tuple[int | None, int | None]:
