@@ -43,7 +43,8 @@ def main() -> None:
         os.environ[var] = str(args.threads)     # before NumPy and polyloop read them
     import numpy as np
     import polyloop as pl
-    from polyloop.cli import matmul_relu, schedule_matmul_relu
+    from polyloop.cli import matmul_relu
+    from polyloop.ops import schedule_matmul_relu
 
     def build(n, isolate: bool):
         sch = schedule_matmul_relu(matmul_relu(n))

@@ -8,7 +8,7 @@ NumPy, in one run.
 Rows:
 - default schedule: ``pl.build(C)`` with no schedule, one module for every n (``n = pl.var``);
   compared with NumPy's ``a @ b``.
-- hand schedule: the schedule ``polyloop demo`` uses (``polyloop.cli.schedule_matmul_relu``) on
+- hand schedule: the schedule ``polyloop demo`` uses (``polyloop.ops.schedule_matmul_relu``) on
   matmul + ReLU, once size-generic (``pl.var``) and once specialized (n a constant); compared
   with NumPy's ``np.maximum(a @ b, 0)``.
 
@@ -31,7 +31,8 @@ import numpy as np
 
 import polyloop as pl
 from polyloop.cli import (format_speed, matmul_relu, numpy_matmul_relu, package_version,
-                          schedule_matmul_relu, time_numpy, usable_cores)
+                          time_numpy, usable_cores)
+from polyloop.ops import schedule_matmul_relu
 
 
 @dataclass(slots=True)

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polyloop import cli
+from polyloop import cli, ops
+from polyloop.ops.knobs import default_lanes
 
 SECTIONS = ["## algorithm", "## schedule", "## scheduled program", "## generated C",
             "## check against NumPy", "## time"]
@@ -43,12 +44,15 @@ def test_demo_prints_every_section_for_both_workloads(capsys, size):
 def test_demo_shows_the_schedule_the_loops_and_the_c(capsys):
     status, out, _ = run_demo(capsys, "--size", "130")
     assert status == 0
-    assert "sch.split(j, factors=[None, 4, 16])" in out          # the schedule's source
-    assert "for j_0 in parallel(3):" in out                      # print(sch)
-    assert "B_packed[ax1 // 64, ax0, ax1 % 64] = B[ax0, ax1]" in out
+    lanes = default_lanes("float32")     # the ops schedules' default: the host's vector width
+    nr = 4 * lanes
+    assert "## schedule (polyloop.ops.schedule_matmul_relu" in out
+    assert re.search(rf"sch\.split\(\w+, factors=\[None, 4, {lanes}\]\)", out)  # the trace
+    assert f"for j_0 in parallel({-(-130 // nr)}):" in out                      # print(sch)
+    assert f"B_packed[j_0, ax0, -({nr} * j_0) + ax1] = B[ax0, ax1]" in out
     assert re.search(r"for j_2 in vectorized\(", out)
     assert "int32_t D_kernel(void **args, const int64_t *params)" in out   # mod.source
-    assert "int32_t Y_kernel(void **args, const int64_t *params)" in out
+    assert "int32_t softmax_kernel(void **args, const int64_t *params)" in out
     assert out.count("#pragma omp parallel for") == 2
     assert "explicit vectors of" in out and "typedef float v" in out
 
@@ -98,10 +102,15 @@ def test_check_accepts_float32_rounding_and_rejects_a_wrong_value():
     assert not ok
 
 
+def test_demo_schedules_are_the_operator_library_s():
+    assert [c.schedule for c in cli.CASES] == [ops.schedule_matmul_relu, ops.schedule_softmax]
+    assert not hasattr(cli, "schedule_softmax") and not hasattr(cli, "schedule_matmul_relu")
+
+
 def test_hand_schedules_are_size_generic():
     # the demo's schedules also work on symbolic sizes: one module for every n
     import polyloop as pl
-    mod = pl.build(cli.schedule_softmax(cli.softmax(pl.var("n"))))
+    mod = pl.build(cli.CASES[1].schedule(cli.softmax(pl.var("n"))))
     for n in (1, 5, 33):
         x = np.random.default_rng(n).standard_normal((n, n), dtype=np.float32)
         np.testing.assert_allclose(mod(x), cli.numpy_softmax(x), rtol=1e-5, atol=1e-6)

@@ -10,6 +10,7 @@ stay inside its own unit; it never points up, and never sideways to a sibling of
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,3 +164,55 @@ def test_imports_point_only_downwards(unit_edge):
     else:
         still = [str(e) for e in bad if e.units == unit_edge]
         assert not still, "\n".join(still)
+
+
+# Packages and modules where no function imports a polyloop module: a local import there would
+# hide a circle (STYLE.md: "A local import to dodge a cycle means the layering is wrong").
+NO_LOCAL_IMPORTS = ("ir", "lower/lower.py", "lower/prefetch.py", "schedule/rewrites.py",
+                    "schedule/loops.py", "schedule/software_prefetch.py", "poly/affine.py",
+                    "poly/isl_text.py")
+
+
+def local_imports_of(path: Path) -> list[Edge]:
+    """The polyloop imports of ``path`` made inside a function or method body."""
+    local_lines = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local_lines |= {n.lineno for n in ast.walk(node)
+                            if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return [e for e in imports_of(path) if e.line in local_lines]
+
+
+def test_no_function_local_imports_of_polyloop_modules():
+    paths = [p for where in NO_LOCAL_IMPORTS for p in (
+        [ROOT / where] if where.endswith(".py") else sorted((ROOT / where).rglob("*.py")))]
+    assert all(p.is_file() for p in paths)
+    found = [str(e) for path in paths for e in local_imports_of(path)]
+    assert not found, "function-local imports (fix the layering instead):\n" + "\n".join(found)
+
+
+def test_modules_inside_ir_import_one_way():
+    """No circle between the modules of ``ir``, at module level or anywhere else."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "ir").rglob("*.py")):
+        graph[module_name(path)] = {e.target for e in imports_of(path)
+                                    if e.target.startswith("polyloop.ir.")}
+    done: set[str] = set()
+
+    def visit(module: str, stack: tuple[str, ...]) -> None:
+        assert module not in stack, "import circle: " + " -> ".join(stack + (module,))
+        if module in done:
+            return
+        for target in sorted(graph.get(module, ())):
+            visit(target, stack + (module,))
+        done.add(module)
+    for module in graph:
+        visit(module, ())
+
+
+def test_local_import_check_sees_a_local_import(tmp_path, monkeypatch):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from polyloop.ir import dtypes\n\n\ndef f():\n"
+                     "    from polyloop.ir import expr\n")
+    monkeypatch.setattr(sys.modules[__name__], "module_name", lambda p: "polyloop.ir.probe")
+    assert [(e.target, e.line) for e in local_imports_of(probe)] == [("polyloop.ir.expr", 5)]

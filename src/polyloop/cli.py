@@ -3,8 +3,9 @@
 ``polyloop version``.
 
 ``polyloop demo`` walks the whole path on two workloads, matmul + ReLU and a row softmax: the
-algorithm, its hand schedule, the scheduled loop nest, the generated C, a check against NumPy
-and a timing table next to NumPy's time for the same computation.
+algorithm, its schedule from ``polyloop.ops`` (shown as the trace of primitives it applied),
+the scheduled loop nest, the generated C, a check against NumPy and a timing table next to
+NumPy's time for the same computation.
 
 >>> from polyloop.cli import main
 >>> main(["demo", "--size", "64"])  # doctest: +SKIP
@@ -27,12 +28,11 @@ from importlib import metadata
 
 import numpy as np
 
-from . import bench, config, graph
+from . import bench, config, graph, ops
 from .driver import build
 from .errors import PolyloopError
 from .frontend import te
 from .frontend.te import Tensor
-from .ir.elementwise import exp, maximum
 from .runtime import Module
 from .runtime.compiler import compiler_version
 from .schedule import Schedule
@@ -46,64 +46,20 @@ class DemoFailure(Exception):
     """A demo result differs from NumPy's: the compiler is wrong, and the demo says so."""
 
 
-# --- the workloads: algorithm and hand schedule, written as a user would ----------------------
+# --- the workloads: the algorithm as a user writes it, the schedule from polyloop.ops --------
 
 def matmul_relu(n: int) -> Tensor:
     """``D = max(A @ B, 0)`` for n x n float32 matrices (n: an int, or pl.var for any size)."""
     A = te.placeholder((n, n), "float32", name="A")
     B = te.placeholder((n, n), "float32", name="B")
-    k = te.reduce_axis((0, n), name="k")
-    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return te.compute((n, n), lambda i, j: maximum(C[i, j], 0.0), name="D")
-
-
-def schedule_matmul_relu(D: Tensor) -> Schedule:
-    """B is copied into panels of 64 columns, contiguous along k; each thread owns panels. A
-    6 x 64 tile of C lives in a loop-local buffer (cache_write "local": storage compaction sizes
-    it to the tile, so gcc keeps it in 24 AVX-512 registers). Per step of k the tile is updated
-    from one broadcast of A per row and 4 vector loads of B; ReLU is applied as the tile is
-    written back."""
-    sch = Schedule(D)
-    sch.transform_layout("C", "B", lambda k, j: (j // 64, k, j % 64))
-    tile = sch.cache_write("C", "local")
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
-    i0, i1 = sch.split(i, factors=[None, 6])
-    j0, j1, j2 = sch.split(j, factors=[None, 4, 16])
-    sch.reorder(j0, i0, k, i1, j1, j2)
-    sch.parallel(j0)
-    sch.unroll(i1)
-    sch.unroll(j1)
-    sch.vectorize(j2)
-    sch.decompose_reduction(c, k)
-    sch.reverse_compute_inline(sch.get_block("D"))
-    sch.reverse_compute_at(tile, i0)
-    return sch
+    return ops.matmul_relu(A, B)
 
 
 def softmax(n: int) -> Tensor:
     """Softmax over the last axis of an n x n float32 matrix, in the numerically stable form
     (n: an int, or pl.var for any size)."""
     X = te.placeholder((n, n), "float32", name="X")
-    k1 = te.reduce_axis((0, n), name="k")
-    M = te.compute((n,), lambda i: te.max(X[i, k1], axis=k1), name="M")
-    E = te.compute((n, n), lambda i, j: exp(X[i, j] - M[i]), name="E")
-    k2 = te.reduce_axis((0, n), name="k")
-    S = te.compute((n,), lambda i: te.sum(E[i, k2], axis=k2), name="S")
-    return te.compute((n, n), lambda i, j: E[i, j] / S[i], name="Y")
-
-
-def schedule_softmax(Y: Tensor) -> Schedule:
-    """One row per iteration of a parallel loop: max, exp, sum and divide all run on the row
-    while it is in cache; the elementwise loops are vectorized."""
-    sch = Schedule(Y)
-    i, _ = sch.get_loops("Y")
-    sch.parallel(i)
-    for block in ("S", "E", "M"):
-        sch.compute_at(block, i)
-    sch.vectorize(sch.get_loops("E")[-1])
-    sch.vectorize(sch.get_loops("Y")[-1])
-    return sch
+    return ops.softmax(X)
 
 
 def numpy_matmul_relu(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -138,14 +94,14 @@ class Case:
 
 CASES = (
     Case(title="matmul + ReLU", formula="D = max(A @ B, 0);  A, B: n x n float32",
-         default_size=512, algorithm=matmul_relu, schedule=schedule_matmul_relu,
+         default_size=512, algorithm=matmul_relu, schedule=ops.schedule_matmul_relu,
          reference=numpy_matmul_relu, numpy_text="np.maximum(a @ b, 0)",
          inputs=lambda n, rng: [rng.random((n, n), dtype=np.float32) for _ in range(2)],
          work=lambda n: 2.0 * n ** 3, unit="GFLOP/s",
          work_note="GFLOP/s counts 2 n^3 (the ReLU's n^2 is not counted)",
          rtol=1e-4, atol=1e-5),
     Case(title="softmax over rows", formula="Y[i, :] = softmax(X[i, :]);  X: n x n float32",
-         default_size=1024, algorithm=softmax, schedule=schedule_softmax,
+         default_size=1024, algorithm=softmax, schedule=ops.schedule_softmax,
          reference=numpy_softmax,
          numpy_text="e = np.exp(x - x.max(1, keepdims=True)); e / e.sum(1, keepdims=True)",
          inputs=lambda n, rng: [rng.standard_normal((n, n), dtype=np.float32)],
@@ -220,8 +176,8 @@ def show(case: Case, sch: Schedule, mod: Module, build_s: float) -> str:
     out: list[str] = []
     section(out, "algorithm (tensor expressions; te.f here is pl.f for a user)",
             source_of(case.algorithm))
-    section(out, "schedule (primitives, each checked against exact dependences)",
-            source_of(case.schedule))
+    section(out, f"schedule (polyloop.ops.{case.schedule.__name__}, as its trace: each "
+                 "primitive checked against exact dependences)", str(sch.trace))
     section(out, "scheduled program  -- print(sch)", str(sch))
     lib = mod.library
     how = "taken from the cache" if mod.cache_hit else f"compiled with {' '.join(lib.flags)}"

@@ -281,8 +281,10 @@ def test_demo_register_tile_is_vector_fmas(tmp_path):
     import subprocess
 
     import polyloop as pl
-    from polyloop.cli import matmul_relu, schedule_matmul_relu
-    src = pl.build(schedule_matmul_relu(matmul_relu(192))).source  # 6 and 64 divide 192
+    from polyloop import ops
+    from polyloop.cli import matmul_relu
+    sch = ops.schedule_matmul_relu(matmul_relu(192), lanes=16, pack_in_panel=False)
+    src = pl.build(sch).source  # 6 and 64 divide 192
     assert "typedef float v16f __attribute__((vector_size(64)));" in src
     assert "const v16f pl_bc0 = pl_broadcast_v16f(A[6 * i_0 + i_1][k]);" in src
     assert "pl_load_aligned_v16f(&B_packed[j_0][k][16 * j_1 + j_2])" in src

@@ -260,6 +260,7 @@ def _walk_regions(sch, sizes, buffer):
     """(prefetched, touched): per (outer loop values, hinted loop value), the elements of
     ``buffer`` the prefetches at the top of that iteration name, and those the stores touch."""
     from polyloop.ir.expr import Load, loads
+    from polyloop.ir.loop_notes import PrefetchHint
     from polyloop.ir.loops import Block, For, If, Prefetch, Store
     from polyloop.lower.lower import lower
     kernel = lower(sch.program, sch.state.root)
@@ -275,7 +276,7 @@ def _walk_regions(sch, sizes, buffer):
             elif n.otherwise is not None:
                 go(n.otherwise, env, here)
         elif isinstance(n, For):
-            hinted = any(k == "prefetch" and v.startswith(f"{buffer} for ")
+            hinted = any(k == "prefetch" and isinstance(v, PrefetchHint) and v.buffer == buffer
                          for k, v in n.annotations)
             key = tuple(sorted(env.items()))
             for v in range(_value(n.start, env), _value(n.stop, env), n.step):

@@ -132,7 +132,6 @@ class Expr:
         return cast(as_dtype(dtype), self)
 
     def __str__(self) -> str:
-        from .printer import expr_to_str  # printer imports expr: same layer, one direction
         return expr_to_str(self)
 
     def __repr__(self) -> str:
@@ -490,6 +489,55 @@ def reduce_identity(kind: ReduceKind, dtype: DType) -> Const:
         return const(1, dtype)
     if dtype.is_float:
         return const(float("-inf") if kind is ReduceKind.MAX else float("inf"), dtype)
-    import numpy as np
     info = np.iinfo(dtype.numpy)
     return const(int(info.min) if kind is ReduceKind.MAX else int(info.max), dtype)
+
+
+# The one text form of expressions (Python-like), used by str() and every printer.
+# Python operator precedence, higher binds tighter. Conditions print with ``&`` and ``|``, as
+# users write them, which bind tighter than comparisons: ``(x > 0) & (i < n)``.
+_COMPARE = 4
+_PREC = {
+    BinOpKind.LT: _COMPARE, BinOpKind.LE: _COMPARE, BinOpKind.GT: _COMPARE,
+    BinOpKind.GE: _COMPARE, BinOpKind.EQ: _COMPARE, BinOpKind.NE: _COMPARE,
+    BinOpKind.OR: 5, BinOpKind.AND: 6, BinOpKind.ADD: 7, BinOpKind.SUB: 7,
+    BinOpKind.MUL: 8, BinOpKind.DIV: 8, BinOpKind.FLOORDIV: 8, BinOpKind.MOD: 8,
+}
+_UNARY = 9
+
+
+def expr_to_str(e: Expr, prec: int = 0) -> str:
+    if isinstance(e, Const):
+        if e.weak:
+            return repr(e.value)
+        return repr(e.value) if e.dtype.is_float or e.dtype.is_int else str(e.value)
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Load):
+        return f"{e.buffer}[{', '.join(expr_to_str(i) for i in e.indices)}]"
+    if isinstance(e, BinOp):
+        if e.op in (BinOpKind.MIN, BinOpKind.MAX, BinOpKind.POW, BinOpKind.FMOD):
+            return f"{e.op.value}({expr_to_str(e.lhs)}, {expr_to_str(e.rhs)})"
+        p = _PREC[e.op]
+        sym = {BinOpKind.AND: "&", BinOpKind.OR: "|"}.get(e.op, e.op.value)
+        left = p + 1 if p == _COMPARE else p    # Python chains a < b < c: never print one
+        s = f"{expr_to_str(e.lhs, left)} {sym} {expr_to_str(e.rhs, p + 1)}"
+        return f"({s})" if p < prec else s
+    if isinstance(e, Unary):
+        if e.op is UnaryKind.NEG:
+            return f"-{expr_to_str(e.operand, _UNARY)}"
+        if e.op is UnaryKind.NOT:
+            return f"~{expr_to_str(e.operand, _UNARY)}"
+        return f"{e.op.value}({expr_to_str(e.operand)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({expr_to_str(e.value)})"
+    if isinstance(e, Select):
+        return (f"where({expr_to_str(e.cond)}, {expr_to_str(e.true_value)}, "
+                f"{expr_to_str(e.false_value)})")
+    if isinstance(e, Reduce):
+        return (f"{e.kind.value}({expr_to_str(e.source)}, axis=["
+                f"{', '.join(a.name for a in e.axes)}])")
+    render = getattr(e, "render_text", None)    # nodes defined above this module (extern calls)
+    if render is not None:
+        return render(expr_to_str)
+    raise TypeError(f"unknown expression node {type(e).__name__}")

@@ -56,6 +56,10 @@ class Extern(Expr):
     dtype: DType
     weak: bool = False
 
+    def render_text(self, text: Callable[[Expr], str]) -> str:
+        """The call as printed by ``expr_to_str`` (which renders the arguments)."""
+        return f"{self.function.name}({', '.join(text(a) for a in self.args)})"
+
 
 def extern(name: str, *, dtype: object, args: Sequence[object] = (), header: str = "",
            source: str = "", python: Callable[..., Any] | None = None

@@ -41,7 +41,7 @@ class For(Node):
     step: int = 1
     unroll_factor: int | None = None   # UNROLLED: None means full unroll
     thread: ThreadAxis | None = None   # THREAD: the GPU index it runs on
-    annotations: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, object], ...] = ()   # values: str or a loop_notes type
 
 
 @_node

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from ..errors import PolyloopError
 from ..util.highlight import to_html
 from .dtypes import DType
-from .expr import Expr, Load, ReduceKind, Var, loads
+from .expr import Expr, Load, ReduceKind, Var, VarKind, as_expr, expr_to_str, loads
 
 
 class MemScope(enum.Enum):
@@ -70,7 +70,6 @@ class Buffer:
         return types.GenericAlias(cls, spec if isinstance(spec, tuple) else (spec,))
 
     def __getitem__(self, indices: object) -> Load:
-        from .expr import as_expr
         idx = indices if isinstance(indices, tuple) else (indices,)
         if len(idx) != self.ndim:
             raise PolyloopError(f"buffer '{self.name}' has {self.ndim} dimensions, "
@@ -169,7 +168,6 @@ class Program:
         return replace(self, _by_name={}, **changes)  # type: ignore[arg-type]
 
     def __str__(self) -> str:
-        from .printer import program_to_str
         return program_to_str(self)
 
     def _repr_html_(self) -> str:
@@ -178,5 +176,25 @@ class Program:
 
 
 def param(name: str) -> Var:
-    from .expr import VarKind
     return Var(name, VarKind.PARAM)
+
+
+def statement_to_str(s: Statement) -> str:
+    lhs = expr_to_str(s.target)
+    if s.reduction is None:
+        return f"{lhs} = {expr_to_str(s.value)}"
+    if s.reduction.value == "sum":
+        return f"{lhs} += {expr_to_str(s.value)}"
+    return f"{lhs} = {s.reduction.value}({lhs}, {expr_to_str(s.value)})"
+
+
+def program_to_str(p: Program) -> str:
+    lines = [f"# program {p.name}" + (f"  (params: {', '.join(p.params)})" if p.params else "")]
+    for b in p.buffers:
+        shape = ", ".join(expr_to_str(d) for d in b.shape)
+        scope = "" if b.scope.value == "global" else f" @{b.scope.value}"
+        lines.append(f"# {b.role.value:6} {b.name}: {b.dtype}[{shape}]{scope}")
+    for s in p.statements:
+        lines.append(f"{s.name}: {s.domain}")
+        lines.append(f"    {statement_to_str(s)}")
+    return "\n".join(lines)

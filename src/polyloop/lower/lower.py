@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Lowering: a scheduled program -> a target-independent Kernel (loop AST plus signature).
 
-The pipeline is a list of named steps; ``POLYLOOP_DUMP=lower`` prints the loop nest after each.
+The pipeline is a list of named steps (``STEPS``); ``POLYLOOP_DUMP=lower`` prints the program
+or loop nest after each, and an error raised inside a step names it.
 """
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from .. import config
@@ -14,7 +15,7 @@ from ..errors import PolyloopError
 from ..ir.expr import Expr
 from ..ir.loops import Block, For, If, Kernel, Node, Store, iter_nodes, map_children
 from ..ir.printer import loops_to_str
-from ..ir.program import BufferRole, Program
+from ..ir.program import Buffer, BufferRole, Program
 from ..poly.astgen import HardwareLoop, build_ast
 from ..poly.tree import Root
 from .storage import place_temporaries
@@ -52,44 +53,113 @@ def _flatten(node: Node) -> Node:
     return map_children(node, _flatten)
 
 
-STEPS: tuple[tuple[str, Callable[[Node], Node]], ...] = (
-    ("simplify", lambda n: _map_exprs(n, simplify)),
-    ("divisions", lambda n: _map_exprs(n, canonical_divisions)),
-    ("flatten", _flatten),
+@dataclass(frozen=True, slots=True)
+class Lowering:
+    """What the steps of ``lower`` pass on: the inputs, then the loop AST once isl built it."""
+    program: Program
+    root: Root
+    compact: bool
+    hardware: Mapping[int, HardwareLoop] | None
+    temps: tuple[Buffer, ...] = ()
+    notes: tuple[str, ...] = ()
+    body: Node | None = None
+
+    def text(self) -> str:
+        """The program before isl built the loop AST, the loop AST after."""
+        return str(self.program) if self.body is None else loops_to_str(self.body)
+
+
+def _place_temporaries(s: Lowering) -> Lowering:
+    if not s.compact:   # the caller placed them already
+        temps = tuple(b for b in s.program.buffers if b.role is BufferRole.TEMP)
+        return replace(s, temps=temps)
+    program, temps, notes = place_temporaries(s.program, s.root)
+    return replace(s, program=program, temps=tuple(temps), notes=tuple(notes))
+
+
+def _build_ast(s: Lowering) -> Lowering:
+    body = build_ast(s.program, mark_paths(s.root), isolate=True, hardware=s.hardware)
+    return replace(s, body=body)
+
+
+def _on_body(fn: Callable[[Node], Node]) -> Callable[[Lowering], Lowering]:
+    return lambda s: replace(s, body=fn(s.body))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    name: str
+    run: Callable[[Lowering], Lowering]
+
+
+# In order. tensorize runs after simplify (it reads isl's loop bounds); prefetch after
+# tensorize (its nests stay intact).
+STEPS: tuple[Step, ...] = (
+    Step("place temporaries", _place_temporaries),
+    Step("build loop AST", _build_ast),
+    Step("simplify", _on_body(lambda n: _map_exprs(n, simplify))),
+    Step("canonical divisions", _on_body(lambda n: _map_exprs(n, canonical_divisions))),
+    Step("flatten", _on_body(_flatten)),
+    Step("tensorize", lambda s: replace(s, body=apply_tensorize(s.program, s.root, s.body))),
+    Step("prefetch", lambda s: replace(s, body=apply_prefetch(s.program, s.root, s.body))),
+    Step("promote registers", lambda s: _promote(s)),
 )
+
+
+def run_steps(state: Lowering, steps: tuple[Step, ...] = STEPS) -> Lowering:
+    """``state`` after each of ``steps``; with ``POLYLOOP_DUMP=lower`` each result is printed
+    to stderr. An error inside a step says which step it was."""
+    dump = "lower" in config.CONFIG.dump
+    for step in steps:
+        try:
+            state = step.run(state)
+        except PolyloopError as e:
+            e.add_note(f"raised in lowering step '{step.name}'")
+            raise
+        except Exception as e:  # a bug in a step must say which step
+            raise PolyloopError(f"lowering step '{step.name}' failed: "
+                                f"{type(e).__name__}: {e}") from e
+        if dump:
+            print(f"# --- after {step.name}\n{state.text()}", file=sys.stderr)
+    return state
 
 
 def lower(program: Program, root: Root, *, name: str | None = None,
           compact: bool = True, hardware: Mapping[int, HardwareLoop] | None = None) -> Kernel:
-    """The Kernel for ``program`` scheduled by the loop tree ``root``. With ``compact=False``
-    the temporaries are taken as they are (a caller that placed them already). ``hardware``:
-    the loops a GPU runs as work-groups and work-items, which isl does not generate
-    (``poly.astgen.build_ast``)."""
-    if compact:
-        program, temps, notes = place_temporaries(program, root)
-    else:
-        temps = tuple(b for b in program.buffers if b.role is BufferRole.TEMP)
-        notes = ()
-    body = build_ast(program, mark_paths(root), isolate=True, hardware=hardware)
-    for step, fn in STEPS:
-        try:
-            body = fn(body)
-        except PolyloopError:
-            raise
-        except Exception as e:  # a bug in a step must say which step
-            raise PolyloopError(f"lowering step '{step}' failed: {e}") from e
-        if "lower" in config.CONFIG.dump:
-            print(f"# --- after {step}\n{loops_to_str(body)}", file=sys.stderr)
-    body = apply_tensorize(program, root, body)  # after simplify: it reads isl's loop bounds
-    body = apply_prefetch(program, root, body)   # after tensorize: its nests stay intact
-    taken = {b.name for b in program.buffers} | set(program.params)
-    body, registers, promoted = promote_registers(
-        body, {b.name: b for b in program.buffers}, taken | _loop_vars(body))
-    kname = kernel_name(name or program.name, taken | {r.name for r in registers})
-    notes = notes + tuple(p.describe() for p in promoted)
-    return Kernel(kname, tuple(program.arg_buffers()), program.params, temps + registers, body,
-                  notes)
+    """The Kernel for ``program`` scheduled by the loop tree ``root``, made by ``STEPS``. With
+    ``compact=False`` the temporaries are taken as they are (a caller that placed them
+    already). ``hardware``: the loops a GPU runs as work-groups and work-items, which isl does
+    not generate (``poly.astgen.build_ast``).
+
+    >>> import polyloop as pl
+    >>> from polyloop.ir.printer import loops_to_str
+    >>> A = pl.placeholder((10,), "float32", name="A")
+    >>> B = pl.compute((10,), lambda i: A[i] + 1.0, name="B")
+    >>> sch = pl.Schedule(B)
+    >>> print(loops_to_str(lower(sch.program, sch.state.root).body))
+    for i in range(10):
+        B[i] = A[i] + 1.0
+    >>> [step.name for step in STEPS][:2]
+    ['place temporaries', 'build loop AST']
+    """
+    done = run_steps(Lowering(program, root, compact, hardware))
+    program = done.program
+    kname = kernel_name(name or program.name, {b.name for b in program.buffers}
+                        | set(program.params) | {t.name for t in done.temps})
+    return Kernel(kname, tuple(program.arg_buffers()), program.params, done.temps,
+                  done.body, done.notes)  # type: ignore[arg-type]
 
 
-def _loop_vars(body: Node) -> set[str]:
-    return {n.var for n in iter_nodes(body) if isinstance(n, For)}
+def _promote(s: Lowering) -> Lowering:
+    """Accumulators kept in registers across inner loops (``promote.promote_registers``): the
+    registers join the temporaries, and what was promoted joins the notes."""
+    program, body = s.program, s.body
+    taken = {b.name for b in program.buffers} | set(program.params) | _loop_vars(body)
+    body, registers, promoted = promote_registers(body, {b.name: b for b in program.buffers},
+                                                  taken)
+    return replace(s, body=body, temps=s.temps + tuple(registers),
+                   notes=s.notes + tuple(p.describe() for p in promoted))
+
+
+def _loop_vars(body: Node | None) -> set[str]:
+    return {n.var for n in iter_nodes(body) if isinstance(n, For)} if body is not None else set()

@@ -17,7 +17,8 @@ from ..ir.loops import Block, For, Node, iter_nodes, map_children
 from ..ir.program import BufferRole, MemScope, Program
 from ..poly.prefetch_regions import Along, along_fits, prefetch_nest, statement_paths
 from ..poly.tree import LoopNode, Root, loops, path_to, statements_under
-from ..schedule.software_prefetch import ANNOTATION, PrefetchHint, hints_of
+from ..ir.loop_notes import PrefetchHint, PrefetchPath, SkippedPrefetch
+from ..schedule.software_prefetch import ANNOTATION, hints_of
 from ..schedule.state import map_tree
 
 MARKER = "prefetch loop"
@@ -35,7 +36,7 @@ def mark_paths(root: Root) -> Root:
 
     def mark(n: object) -> object:
         if isinstance(n, LoopNode) and n.id in wanted:
-            return replace(n, annotations=n.annotations + ((MARKER, str(n.id)),))
+            return replace(n, annotations=n.annotations + ((MARKER, PrefetchPath(n.id)),))
         return n
     return map_tree(root, mark)
 
@@ -61,22 +62,22 @@ class _Pass:
         if not isinstance(n, For):
             return map_children(n, lambda c: self.node(c, values))
         marker = dict(n.annotations).get(MARKER)
-        if marker is None:
+        if not isinstance(marker, PrefetchPath):
             return map_children(n, lambda c: self.node(c, values))
-        loop_id = int(marker)
+        loop_id = marker.id
         inner = values | {loop_id: Var(n.var)}
         kept = tuple((k, v) for k, v in n.annotations if k != MARKER)
         body = self.node(n.body, inner)
         if loop_id not in self.hinted:
             return replace(n, body=body, annotations=kept)
         nests: list[Node] = []
-        notes: dict[str, str] = {}
+        notes: dict[PrefetchHint, SkippedPrefetch] = {}
         for hint in hints_of(self.hinted[loop_id]):
             nest, why = self.nest(loop_id, hint, n, inner)
             if nest is not None:
                 nests.append(nest)
             if why:
-                notes[hint.text()] = f"{hint.text()} (not emitted: {why})"
+                notes[hint] = SkippedPrefetch(hint, why)
         ann = tuple((k, notes.get(v, v) if k == ANNOTATION else v) for k, v in kept)
         return replace(n, body=Block(tuple(nests) + (body,)) if nests else body,
                        annotations=ann)
@@ -91,12 +92,12 @@ class _Pass:
         spec = None
         if hint.along is not None:
             ids = [p.id for p in path[:-1]]
-            if hint.along[1] not in ids:
-                return None, f"loop '{hint.along[0]}' no longer encloses this loop"
-            index = ids.index(hint.along[1])
+            if hint.along.id not in ids:
+                return None, f"loop '{hint.along.name}' no longer encloses this loop"
+            index = ids.index(hint.along.id)
             stmts = _block_statements(self.program, path[index], hint.block)
             if not stmts:
-                return None, f"block '{hint.block}' is no longer inside loop '{hint.along[0]}'"
+                return None, f"block '{hint.block}' is no longer inside loop '{hint.along.name}'"
             here = tuple(s for s in statements_under(node)
                          if s in {st.name for st in self.program.statements})
             spec = Along(index, statement_paths(path[:index + 1], stmts), here)

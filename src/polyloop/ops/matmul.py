@@ -69,6 +69,18 @@ def batch_matmul_relu(a: Tensor, b: Tensor) -> Tensor:
     return te.compute(c.shape, lambda p, i, j: maximum(c[p, i, j], 0.0), name="D")
 
 
+def matmul_relu(a: Tensor, b: Tensor) -> Tensor:
+    """``D[i, j] = max(sum_k a[i, k] * b[k, j], 0)`` for ``a: (m, k)`` and ``b: (k, n)``;
+    the product is ``C``, the result ``D``.
+
+    >>> import polyloop as pl
+    >>> matmul_relu(pl.placeholder((4, 3), name="A"), pl.placeholder((3, 5), name="B"))
+    Tensor(D: float32[4, 5])
+    """
+    c = matmul(a, b)
+    return te.compute(c.shape, lambda i, j: maximum(c[i, j], 0.0), name="D")
+
+
 def _axis_name(a: Tensor, b: Tensor) -> str:
     """``k``, unless a size parameter already has that name (``pl.var("k")``)."""
     sizes = " ".join(str(d) for d in a.shape + b.shape)
@@ -170,6 +182,31 @@ def schedule_batch_matmul_relu(d: Tensor, *, mr: int = 8, nr_vectors: int = 2,
                    lanes=default_lanes(str(c.dtype)) if lanes is None else lanes,
                    pack_in_panel=pack_in_panel,
                    epilogue=d.name)
+    return sch
+
+
+def schedule_matmul_relu(d: Tensor, *, mr: int = 6, nr_vectors: int = 4,
+                         lanes: int | None = None,
+                         pack_in_panel: bool | None = None) -> Schedule:
+    """The register-tile schedule of ``d = matmul_relu(a, b)``: ``schedule_matmul``'s recipe,
+    with ReLU applied as each tile of C is written back (no separate pass over C).
+
+    >>> import numpy as np, polyloop as pl
+    >>> A, B = pl.placeholder((13, 9), name="A"), pl.placeholder((9, 70), name="B")
+    >>> mod = pl.build(schedule_matmul_relu(matmul_relu(A, B), mr=4))
+    >>> a = np.random.rand(13, 9).astype("float32") - 0.5; b = np.random.rand(9, 70).astype("float32")
+    >>> bool(np.allclose(mod(a, b), np.maximum(a @ b, 0), rtol=1e-5, atol=1e-6))
+    True
+    """
+    if not isinstance(d, Tensor) or len(d.inputs) != 1 or d.inputs[0].is_placeholder:
+        raise ScheduleError(f"schedule_matmul_relu: expected the result of matmul_relu(a, b), "
+                            f"got {d!r}")
+    c = d.inputs[0]
+    _, b = _operands(c, "schedule_matmul_relu", 2)
+    sch = Schedule(d)
+    _register_tile(sch, c.name, b.name, batch=False, mr=mr, nr_vectors=nr_vectors,
+                   lanes=default_lanes(str(c.dtype)) if lanes is None else lanes,
+                   pack_in_panel=pack_in_panel, epilogue=d.name)
     return sch
 
 

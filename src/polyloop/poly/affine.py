@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 import islpy as isl
 
 from ..ir.program import Program
 from .access import accesses, domain, footprint
-from .isl_util import map_, map_in, out_dims, params_prefix, printed, set_, with_params
+from .isl_util import CTX, map_, map_in, out_dims, params_prefix, printed, set_, with_params
 
 
 def _text(m: isl.Map) -> str:
@@ -23,6 +23,98 @@ def combine(program: Program, exprs: Sequence[str], formula: str) -> str:
         m = m.flat_range_product(map_in(program.params, e))
     f = map_(params_prefix(program.params) + "{ " + formula + " }")
     return _text(m.apply_range(f))
+
+
+def _apply(program: Program, exprs: Sequence[str], formula: isl.Map) -> str:
+    """The values of ``exprs`` (one per input dimension of ``formula``) mapped by ``formula``."""
+    m = map_in(program.params, exprs[0])
+    for e in exprs[1:]:
+        m = m.flat_range_product(map_in(program.params, e))
+    return _text(m.apply_range(formula))
+
+
+def _formula(count: int, build: Callable[..., isl.PwAff]) -> isl.Map:
+    """``[x0, ..., x(count-1)] -> [build(x0, ...)]`` as a map, in the form isl's parser gives a
+    formula written as text (divisions as existentials), so that results print the same."""
+    space = isl.LocalSpace.from_space(isl.Space.set_alloc(CTX, 0, count))
+    xs = [isl.PwAff.from_aff(isl.Aff.var_on_domain(space, isl.dim_type.set, k))
+          for k in range(count)]
+    return isl.Map.from_pw_aff(build(*xs)).detect_equalities()
+
+
+def _int(value: int) -> isl.Val:
+    return isl.Val.int_from_si(CTX, value)
+
+
+# The formulas are remembered by their constants: a schedule asks for the same few many times.
+@lru_cache(maxsize=1024)
+def _split_formula(shift: int, inner: int, factor: int | None) -> isl.Map:
+    def build(x: isl.PwAff) -> isl.PwAff:
+        value = x.add_constant_val(_int(-shift)) if shift else x
+        if inner > 1:
+            value = value.scale_down_val(_int(inner)).floor()
+        return value if factor is None else value.mod_val(_int(factor))
+    return _formula(1, build)
+
+
+@lru_cache(maxsize=1024)
+def _flatten_formula(ranges: tuple[tuple[int | None, int | None], ...]) -> isl.Map:
+    def build(*values: isl.PwAff) -> isl.PwAff:
+        acc: isl.PwAff | None = None
+        for value, (lo, hi) in zip(values, ranges):
+            term = value.add_constant_val(_int(-lo)) if lo else value
+            acc = term if acc is None else \
+                acc.scale_val(_int(hi - lo + 1)).add(term)  # type: ignore[operator]
+        assert acc is not None
+        return acc
+    return _formula(len(ranges), build)
+
+
+@lru_cache(maxsize=256)
+def _skew_formula(factor: int) -> isl.Map:
+    return _formula(2, lambda a, b: b.add(a.scale_val(_int(factor))))
+
+
+@lru_cache(maxsize=1)
+def _negate_formula() -> isl.Map:
+    return _formula(1, lambda x: x.neg())
+
+
+@lru_cache(maxsize=256)
+def _shift_formula(offset: int) -> isl.Map:
+    return _formula(1, lambda x: x.add_constant_val(_int(offset)))
+
+
+def split_part(program: Program, expr: str, *, shift: int, inner: int,
+               factor: int | None) -> str:
+    """One loop of a split: ``floor((x - shift) / inner) mod factor`` of the value ``x`` of
+    ``expr`` (no ``mod`` for the outermost part, ``factor=None``)."""
+    return _apply(program, [expr], _split_formula(shift, inner, factor))
+
+
+def flatten(program: Program, exprs: Sequence[str],
+            ranges: Sequence[tuple[int | None, int | None]]) -> str:
+    """The fused loop of nested loops with values ``exprs`` and value ranges ``ranges``
+    (lowest, highest; the inner ones constant): ``((a0 - lo0) * ext1 + (a1 - lo1)) * ...``."""
+    return _apply(program, exprs, _flatten_formula(tuple(ranges)))
+
+
+def skewed(program: Program, outer: str, inner: str, factor: int) -> str:
+    """The inner loop's value plus ``factor`` times the outer loop's."""
+    return _apply(program, [outer, inner], _skew_formula(factor))
+
+
+def negated(program: Program, expr: str) -> str:
+    """Minus the value of ``expr`` (a reversed loop)."""
+    return _apply(program, [expr], _negate_formula())
+
+
+def shifted(program: Program, expr: str, offset: int | str) -> str:
+    """The value of ``expr`` plus ``offset``: an integer or an affine expression of the size
+    parameters typed by a user (``"K - 1"``; isl's ParseError when it is not one)."""
+    if isinstance(offset, int):
+        return _apply(program, [expr], _shift_formula(offset))
+    return combine(program, [expr], f"[x] -> [(x + ({offset}))]")
 
 
 def value_range(program: Program, stmt: str, expr: str) -> tuple[int | None, int | None]:
@@ -45,9 +137,12 @@ def _value_range(params: tuple[str, ...], domain_text: str, expr: str
 
 
 def clear_caches() -> None:
-    """Forget remembered value ranges (for timing code generation from scratch)."""
+    """Forget remembered value ranges and formulas (for timing code generation from scratch)."""
     _value_range.cache_clear()
     _prefix_map.cache_clear()
+    for formula in (_split_formula, _flatten_formula, _skew_formula, _negate_formula,
+                    _shift_formula):
+        formula.cache_clear()
 
 
 def _finite(v: isl.Val) -> int | None:

@@ -52,7 +52,7 @@ class LoopNode:
     kind: LoopKind = LoopKind.SERIAL
     unroll_factor: int | None = None
     thread: ThreadAxis | None = None
-    annotations: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, object], ...] = ()   # values: str or a loop_notes type
     collapse: Collapse | None = None
 
     def expr(self, statement: str) -> str:

@@ -31,7 +31,7 @@ from enum import Enum
 from pathlib import Path
 
 from ..errors import PolyloopError
-from ..ir.printer import program_to_str
+from ..ir.program import program_to_str
 from ..ir.program import Program
 
 FILE_NAME = "records.sqlite"

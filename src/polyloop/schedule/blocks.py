@@ -9,6 +9,7 @@ from ..ir.expr import Expr, Load, Var, rewrite, substitute
 from ..ir.program import BufferRole, Statement
 from ..poly import affine, legality
 from ..poly.access import accesses
+from ..poly.isl_text import instance_map
 from ..poly.tree import LoopNode, Node, StmtNode, statements_under
 from .state import (State, add_exprs, identity_expr, insert_children, rebase, remove_statements)
 
@@ -167,8 +168,7 @@ def decompose_reduction(state: State, block: str, loop: LoopNode) -> State:
         raise ScheduleError(f"decompose_reduction: loop '{loop.name}' is not a loop of block "
                             f"'{block}'")
     spatial = list(init.iters)
-    arg_map = (f"{{ {init.name}[{', '.join(init.iters)}] -> {update.name}"
-               f"[{', '.join(update.iters)}] }}")
+    arg_map = instance_map(init.name, init.iters, update.name, update.iters)
     exprs = []
     parts: dict[int, dict[str, tuple[str, ...]]] = {}
     for anc in path[:-1]:

@@ -20,8 +20,7 @@ def shift(state: State, node: LoopNode, offset: int | str) -> State:
         raise ScheduleError(f"shift of loop '{node.name}': the offset is an integer or an affine "
                             f"expression of size parameters such as \"K - 1\", got {offset!r}")
     try:
-        exprs = tuple((s, affine.combine(state.program, [e], f"[x] -> [(x + ({offset}))]"))
-                      for s, e in node.exprs)
+        exprs = tuple((s, affine.shifted(state.program, e, offset)) for s, e in node.exprs)
     except ParseError:
         raise ScheduleError(f"shift of loop '{node.name}': {offset!r} is not an affine expression "
                             "of the size parameters " + ", ".join(state.program.params)) from None

@@ -17,6 +17,7 @@ from ..errors import ArgumentError, ScheduleError
 from ..ir.expr import Var, loads
 from ..ir.program import Program, Statement
 from ..poly.affine import value_range
+from ..poly.isl_text import iterator_expr
 from ..poly.gpu import loop_upper_bound
 from ..poly.tree import loops
 from . import state as st
@@ -120,7 +121,7 @@ def _trip_counts(desc_program: Program, desc: Statement, original: Program, impl
 
 
 def _expr(s: Statement, it: str) -> str:
-    return f"{{ {s.name}[{', '.join(s.iters)}] -> [{it}] }}"
+    return iterator_expr(s.name, s.iters, it)
 
 
 def _dropped_inits(state: st.State, impl: Statement, desc: Statement, refuse

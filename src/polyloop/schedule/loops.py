@@ -44,11 +44,9 @@ def split(state: State, node: LoopNode, factors: Sequence[int | None],
     nid = state.next_id
     for k in range(len(facs)):
         inner = prod(f for f in facs[k + 1:])  # type: ignore[misc]
-        x = f"(x - {shift})" if shift else "x"
-        val = f"floor({x}/{inner})" if inner > 1 else x
-        if k > 0:
-            val = f"({val}) mod {facs[k]}"
-        exprs = tuple((s, affine.combine(state.program, [e], f"[x] -> [({val})]"))
+        factor = facs[k] if k > 0 else None
+        exprs = tuple((s, affine.split_part(state.program, e, shift=shift, inner=inner,
+                                            factor=factor))  # type: ignore[arg-type]
                       for s, e in node.exprs)
         new_nodes.append(LoopNode(nid, names[k], exprs, ()))
         nid += 1
@@ -145,13 +143,8 @@ def fuse(state: State, nodes: Sequence[LoopNode], name: str | None) -> tuple[Sta
     # the parts of already fused loops are fused again directly (flattening is associative)
     parts = {s: [p for n in seg for p in _parts(n, s)] for s in stmts}
     part_ranges = [r for n, rng in zip(seg, ranges) for r in _part_ranges(n, rng)]
-    vals = [f"a{k}" for k in range(len(seg))]
-    acc = None
-    for k, (lo, hi) in enumerate(ranges):
-        term = f"({vals[k]} - {lo})" if lo else vals[k]
-        acc = term if acc is None else f"({acc}) * {hi - lo + 1} + {term}"  # type: ignore[operator]
-    exprs = tuple((s, affine.combine(state.program, [n.expr(s) for n in seg],
-                                     f"[{', '.join(vals)}] -> [({acc})]")) for s in stmts)
+    exprs = tuple((s, affine.flatten(state.program, [n.expr(s) for n in seg], ranges))
+                  for s in stmts)
     collapse = None
     if all(lo is not None and hi is not None for lo, hi in ranges):
         collapse = Collapse(tuple((s, e, tuple(parts[s])) for s, e in exprs),
@@ -201,14 +194,13 @@ def skew(state: State, outer: LoopNode, inner: LoopNode, factor: int) -> State:
     path = state.path(inner.id)
     if outer.id not in [p.id for p in path[:-1]]:
         raise ScheduleError(f"skew: loop '{inner.name}' is not inside loop '{outer.name}'")
-    exprs = tuple((s, affine.combine(state.program, [outer.expr(s), e],
-                                     f"[a, b] -> [(b + {factor} * a)]"))
+    exprs = tuple((s, affine.skewed(state.program, outer.expr(s), e, factor))
                   for s, e in inner.exprs)
     return state.with_root(replace_node(state.root, inner.id, replace(inner, exprs=exprs)))
 
 
 def reverse(state: State, node: LoopNode) -> State:
-    exprs = tuple((s, affine.combine(state.program, [e], "[a] -> [(-a)]")) for s, e in node.exprs)
+    exprs = tuple((s, affine.negated(state.program, e)) for s, e in node.exprs)
     return state.with_root(replace_node(state.root, node.id, replace(node, exprs=exprs)))
 
 

@@ -16,6 +16,7 @@ from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly import affine, regions, storage
 from ..poly.gpu import loop_upper_bound
 from ..poly.deps import Dependences
+from ..poly.isl_text import iterator_expr
 from ..poly.tree import LoopNode, StmtNode, statements_under
 from .state import (State, add_exprs, inherit_sequence_edit, insert_children, rebase,
                     record_first_in_sequence, verify)
@@ -79,8 +80,7 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
             statements.append(s)
     new_program = program.replace(statements=tuple(statements),
                                   buffers=program.buffers + (temp,), nesting=())
-    head = f"{fname}[{', '.join(o_names + dims)}]"
-    root = add_exprs(state.root, {n.id: ((fname, f"{{ {head} -> [({o})] }}"),)
+    root = add_exprs(state.root, {n.id: ((fname, iterator_expr(fname, o_names + dims, o)),)
                                   for n, o in zip(outer, o_names)})
     loop_exprs = storage.fetch_loop_exprs(dom, len(outer))
     nid = state.next_id

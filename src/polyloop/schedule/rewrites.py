@@ -10,7 +10,9 @@ from typing import Callable, Sequence
 from ..errors import PolyloopError, ScheduleError
 from ..ir.expr import Const, Expr, Load, Var, as_expr, reduce_identity, rewrite, substitute
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
-from ..poly import regions
+from ..poly import affine, regions
+from ..poly.isl_text import box_domain
+from ..poly.isl_util import expr_to_isl
 from ..poly.tree import LoopNode, Node, Root, StmtNode, statements_under
 from .blocks import block_statements, fresh_nest, readers, writers
 from .state import State, insert_children, rebase
@@ -154,7 +156,6 @@ def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]
     spatial = init.iters if init is not None else ()
     if init is None:
         raise ScheduleError(f"rfactor: block '{block}' has no initialization")
-    from ..poly import affine
     text = loop.expr(s.name)
     if affine.depends_only_on(program, s.name, text, list(spatial)) or \
             _uses_spatial(program, s, text, spatial):
@@ -215,7 +216,6 @@ def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]
 
 
 def _uses_spatial(program: Program, s: Statement, text: str, spatial: Sequence[str]) -> bool:
-    from ..poly import affine
     reduction_iters = [i for i in s.iters if i not in spatial]
     return not affine.depends_only_on(program, s.name, text, reduction_iters)
 
@@ -271,21 +271,19 @@ def transform_layout(state: State, buffer: str, index_map: Callable[..., object]
                     for b in program.buffers)
     if buf.role is not BufferRole.TEMP:
         buffers += (new_buf,)
-    pre = ", ".join(old)
-    box = " and ".join(f"0 <= {a} < {_isl(d)}" for a, d in zip(old, buf.shape)) or "true"
-    from ..poly.isl_util import params_prefix
-    pp = params_prefix(program.params)
+    extents = [expr_to_isl(d) for d in buf.shape]
     copy_in = copy_out = None
     idx_new = tuple(new_idx)
     if buf.role in (BufferRole.INPUT, BufferRole.INOUT):
         name = _fresh_name(program, f"{target}_in")
-        copy_in = Statement(name, tuple(old), f"{pp}{{ {name}[{pre}] : {box} }}", target, idx_new,
+        copy_in = Statement(name, tuple(old), box_domain(program.params, name, old, extents),
+                            target, idx_new,
                             Load(buffer, tuple(Var(a) for a in old), buf.dtype), block=name)
         stmts.insert(0, copy_in)
     if buf.role in (BufferRole.OUTPUT, BufferRole.INOUT):
         name = _fresh_name(program, f"{target}_out")
-        copy_out = Statement(name, tuple(old), f"{pp}{{ {name}[{pre}] : {box} }}", buffer,
-                             tuple(Var(a) for a in old), Load(target, idx_new, buf.dtype),
+        copy_out = Statement(name, tuple(old), box_domain(program.params, name, old, extents),
+                             buffer, tuple(Var(a) for a in old), Load(target, idx_new, buf.dtype),
                              block=name)
         stmts.append(copy_out)
     prog = program.with_statements(tuple(stmts), buffers)
@@ -299,11 +297,6 @@ def transform_layout(state: State, buffer: str, index_map: Callable[..., object]
         nest, nid = fresh_nest(tmp, copy_out, nid)
         root = insert_children(root, None, (nest,))
     return rebase(state.with_root(root, nid), prog, root), target
-
-
-def _isl(e: Expr) -> str:
-    from ..poly.isl_util import expr_to_isl
-    return expr_to_isl(e)
 
 
 def _call_map(index_map: Callable[..., object], names: Sequence[str], buffer: str) -> list[Expr]:

@@ -14,16 +14,15 @@ structure is final.
 ``along=<an enclosing loop>`` looks ahead along that loop instead, for a block that may sit
 elsewhere under it (``poly.prefetch_regions``): e.g. in the exponential's chunk loop of one
 row, the chunk of the *next* row that the max pass will read at the same chunk index. The
-annotation names the enclosing loop by its id (``along loop i_1 (#7)``); if at lowering that
+annotation names the enclosing loop by its id (``AlongLoop``, shown as ``along loop i_1 (#7)``); if at lowering that
 loop no longer encloses the hinted one, the hint becomes a comment saying so.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ScheduleError
+from ..ir.loop_notes import AlongLoop, PrefetchHint
 from ..ir.loops import LoopKind
 from ..poly.prefetch_regions import Along, along_fits, lines_per_iteration, statement_paths
 from ..poly.tree import LoopNode, statements_under
@@ -34,41 +33,11 @@ from .trace import BlockHandle, LoopHandle
 
 ANNOTATION = "prefetch"
 MAX_LINES = 64          # cache lines per iteration: more is a misplaced hint, not a prefetch
-_TEXT = re.compile(r"(\S+) for (\S+), (\d+) iterations? ahead(?: along loop (\S+) \(#(\d+)\))?, "
-                   r"(read|write), locality ([0-3])")
-
-
-@dataclass(frozen=True, slots=True)
-class PrefetchHint:
-    """One prefetch request, as stored in a loop's annotations."""
-    buffer: str
-    block: str
-    distance: int
-    write: bool
-    locality: int
-    along: tuple[str, int] | None = None    # (name, id) of the enclosing loop looked along
-
-    def text(self) -> str:
-        """``B for C, 1 iteration ahead, read, locality 3``: the annotation's value, printed by
-        ``sch.show()`` and as a comment above the loop in generated code."""
-        plural = "" if self.distance == 1 else "s"
-        along = "" if self.along is None else f" along loop {self.along[0]} (#{self.along[1]})"
-        return (f"{self.buffer} for {self.block}, {self.distance} iteration{plural} ahead"
-                f"{along}, {'write' if self.write else 'read'}, locality {self.locality}")
-
-    @staticmethod
-    def parse(text: str) -> PrefetchHint | None:
-        m = _TEXT.fullmatch(text)
-        if m is None:
-            return None
-        along = None if m[4] is None else (m[4], int(m[5]))
-        return PrefetchHint(m[1], m[2], int(m[3]), m[6] == "write", int(m[7]), along)
 
 
 def hints_of(node: LoopNode) -> list[PrefetchHint]:
     """The prefetch hints of a loop, in the order they were given."""
-    found = (PrefetchHint.parse(v) for k, v in node.annotations if k == ANNOTATION)
-    return [h for h in found if h is not None]
+    return [v for k, v in node.annotations if k == ANNOTATION and isinstance(v, PrefetchHint)]
 
 
 def block_statements_under(state: State, node: LoopNode, block: str) -> list[str]:
@@ -153,7 +122,7 @@ class PrefetchPrimitives(ScheduleCore):
                     f"'{outer.name}' does not enclose it (its enclosing loops: "
                     f"{', '.join(p.name for p in path[:-1]) or 'none'})")
         hint = PrefetchHint(buf, name, distance, write, locality,
-                            None if outer is None else (outer.name, outer.id))
+                            None if outer is None else AlongLoop(outer.name, outer.id))
         stmts = self._check_prefetch(hint, node, outer)
         spec = None if outer is None else along_spec(path, outer, stmts)
         where = f"prefetch of '{buf}' for '{name}' at loop '{node.name}'"
@@ -169,10 +138,10 @@ class PrefetchPrimitives(ScheduleCore):
                 f"cache lines of {64} bytes; prefetch at an inner loop (or split this one) so "
                 "that one iteration touches a few lines")
         kept = tuple((k, v) for k, v in node.annotations
-                     if not (k == ANNOTATION and (p := PrefetchHint.parse(v)) is not None
-                             and (p.buffer, p.block) == (buf, name)))
+                     if not (k == ANNOTATION and isinstance(v, PrefetchHint)
+                             and (v.buffer, v.block) == (buf, name)))
         new = loops.set_kind(self._state, node, node.kind,
-                             annotations=kept + ((ANNOTATION, hint.text()),))
+                             annotations=kept + ((ANNOTATION, hint),))
         kw: dict[str, Any] = {"distance": distance, "locality": locality, "write": write}
         if along is not None:
             kw["along"] = along

@@ -14,6 +14,7 @@ from ..ir.loops import LoopKind
 from ..ir.program import Program
 from ..poly import deps as deps_mod
 from ..poly import legality
+from ..poly.isl_text import iterator_expr
 from ..poly.order import original_tree
 from ..poly.tree import (LoopNode, Node, Root, StmtNode, flat_schedule, loop_position, loops,
                          path_to, schedule_items, statement_schedule, statements_under)
@@ -127,7 +128,7 @@ def _reference(program: Program, root: Root, next_id: int) -> State:
 
 def identity_expr(program: Program, stmt: str, iterator: str) -> str:
     s = program.statement(stmt)
-    return f"{{ {s.name}[{', '.join(s.iters)}] -> [({iterator})] }}"
+    return iterator_expr(s.name, s.iters, iterator)
 
 
 def rebase(state: State, program: Program, root: Root) -> State:

@@ -18,6 +18,7 @@ from typing import Callable
 from ..errors import ArgumentError, ScheduleError
 from ..ir.dtypes import INDEX
 from ..ir.expr import Const, Expr, loads
+from ..ir.loop_notes import TensorizeMark, TensorizePart
 from ..ir.program import Program, Statement
 from ..ir.simplify import simplify
 from ..poly.nest_shape import NestShape, nest_shape
@@ -28,7 +29,7 @@ from . import state as st
 from .intrin_body import check_operands, match_body
 
 ANNOTATION = "tensorize"
-PART = "tensorize_loop"      # on every loop of a tensorized nest: "#<top id>.<position>"
+PART = "tensorize_loop"      # on every loop of a tensorized nest: a TensorizePart
 _REGISTRY: dict[str, "TensorIntrin"] = {}
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -394,18 +395,17 @@ def tensorize(state: st.State, node: LoopNode, intrin: TensorIntrin) -> st.State
         n = state.loop(loop_id)
         ann = tuple((k, v) for k, v in n.annotations if k not in (ANNOTATION, PART))
         if t == 0:
-            ann += ((ANNOTATION, f"{intrin.name} #{node.id}"),)
-        ann += ((PART, f"#{node.id}.{t}"),)
+            ann += ((ANNOTATION, TensorizeMark(intrin.name, node.id)),)
+        ann += ((PART, TensorizePart(node.id, t)),)
         state = loop_edits.set_kind(state, n, n.kind, annotations=ann)  # type: ignore[arg-type]
     return state
 
 
-def nest_part(annotations: tuple[tuple[str, str], ...]) -> tuple[int, int] | None:
+def nest_part(annotations: tuple[tuple[str, object], ...]) -> tuple[int, int] | None:
     """(id of the tensorized loop, position in its nest) of a loop of a tensorized nest."""
     for k, v in annotations:
-        if k == PART:
-            top, t = v.lstrip("#").split(".")
-            return int(top), int(t)
+        if k == PART and isinstance(v, TensorizePart):
+            return v.loop, v.position
     return None
 
 
@@ -414,6 +414,6 @@ def marked_loops(root: Root) -> dict[int, str]:
     out = {}
     for n in loops(root):
         for k, v in n.annotations:
-            if k == ANNOTATION:
-                out[n.id] = v.split(" #")[0]
+            if k == ANNOTATION and isinstance(v, TensorizeMark):
+                out[n.id] = v.intrin
     return out

@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The isl text of the simple relations the schedule primitives start from.
+
+Loop expressions and statement domains are kept as isl text in the loop tree and the
+program; these functions are the one place that writes that text for the schedule, so that
+no isl syntax is spelled outside ``poly``.
+
+>>> iterator_expr("S", ("i", "j"), "j")
+'{ S[i, j] -> [(j)] }'
+>>> box_domain(("n",), "T", ("a", "b"), ("n", "4"))
+'[n] -> { T[a, b] : 0 <= a < n and 0 <= b < 4 }'
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .isl_util import params_prefix
+
+
+def iterator_expr(statement: str, iters: Sequence[str], value: str) -> str:
+    """The loop expression whose value is ``value`` (an iterator of the statement, or an
+    affine text in them): ``{ S[i, j] -> [(value)] }``."""
+    return f"{{ {statement}[{', '.join(iters)}] -> [({value})] }}"
+
+
+def instance_map(source: str, source_iters: Sequence[str], target: str,
+                 target_iters: Sequence[str]) -> str:
+    """The map from the instances of ``source`` to those of ``target`` with the same
+    iterator values: ``{ S[i, j] -> T[i, j, k] }``."""
+    return (f"{{ {source}[{', '.join(source_iters)}] -> "
+            f"{target}[{', '.join(target_iters)}] }}")
+
+
+def box_domain(params: Sequence[str], statement: str, iters: Sequence[str],
+               extents: Sequence[str]) -> str:
+    """The domain ``0 <= iters[k] < extents[k]`` (extents: isl texts of the sizes)."""
+    box = " and ".join(f"0 <= {a} < {d}" for a, d in zip(iters, extents)) or "true"
+    return f"{params_prefix(params)}{{ {statement}[{', '.join(iters)}] : {box} }}"
