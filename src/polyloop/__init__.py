@@ -11,7 +11,8 @@
 (4, 4)
 """
 from .driver import build, dependences
-from .errors import ArgumentError, BuildError, DTypeError, ParseError, PolyloopError, ScheduleError
+from .errors import (ArgumentError, BuildError, DTypeError, IndexOutOfBounds, ParseError,
+                     PolyloopError, ScheduleError)
 from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, sum,  # noqa: A004
                           to_program, var)
 from .frontend.script import alloc, script
@@ -28,7 +29,7 @@ from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames,
                               split_iname, tag_inames)
 
 __all__ = [
-    "ArgumentError", "BlockHandle", "Buffer", "BufferRole", "BuildError", "DType", "DTypeError",
+    "ArgumentError", "BlockHandle", "Buffer", "BufferRole", "BuildError", "DType", "DTypeError", "IndexOutOfBounds",
     "LoopHandle", "MemScope", "ParseError", "PolyloopError", "Program", "Schedule",
     "ScheduleError", "Statement", "Tensor", "Trace", "abs", "build", "compute", "const",
     "dependences", "exp", "log", "max", "maximum", "min", "minimum", "placeholder",

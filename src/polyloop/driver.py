@@ -68,7 +68,7 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
 
 def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
              profile: int = 0):
-    from .codegen import generate_c
+    from . import codegen
     from .codegen.profile import profile_regions
     from .runtime import Module, compile_c
     if queue is not None:
@@ -78,7 +78,7 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
     from .runtime.compiler import vectorizes_negative_step_reductions_wrongly
     kernel = lower(sch.program, sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
-    source = generate_c(kernel, profile=regions) if regions else generate_c(kernel)
+    source, sites = codegen.generate_c_unit(kernel, profile=regions)
     extra: tuple[str, ...] = ()
     if negative_stride_reduction(kernel.body) and \
             vectorizes_negative_step_reductions_wrongly(CONFIG.cc):
@@ -86,7 +86,8 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
     library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
     return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
                   source=source, target="c",
-                  profile=_profile_layout(sch.program, kernel, regions) if regions else None)
+                  profile=_profile_layout(sch.program, kernel, regions) if regions else None,
+                  index_sites=tuple(site.describe() for site in sites))
 
 
 def _profile_layout(program: Program, kernel, regions: tuple):
@@ -112,16 +113,19 @@ def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: ob
     if profile:
         raise PolyloopError("profile= is an option of the 'c' target; the OpenCL target has "
                             "no per-nest timers")
-    from .codegen.opencl import generate_opencl
+    from .codegen.opencl import generate_opencl_unit
     from .lower.launches import lower_device
-    from .runtime.opencl import LaunchSpec, OpenCLModule, default_queue
+    from .runtime.opencl import FAULT_BUFFER, LaunchSpec, OpenCLModule, default_queue
     queue = queue if queue is not None else default_queue()   # a clear error without OpenCL
     device = lower_device(sch.program, sch.state.root, name=name)
-    source = generate_opencl(device)
+    unit = generate_opencl_unit(device)
     launches = tuple(LaunchSpec(x.kernel.name, x.groups, x.items,
-                                tuple(b.name for b in x.kernel.args)) for x in device.launches)
-    return OpenCLModule(source, entry=device.name, args=device.args, params=device.params,
-                        scratch=device.scratch, launches=launches, queue=queue)
+                                tuple(b.name for b in x.kernel.args)
+                                + ((FAULT_BUFFER,) if x.kernel.name in unit.faulting else ()))
+                     for x in device.launches)
+    return OpenCLModule(unit.source, entry=device.name, args=device.args, params=device.params,
+                        scratch=device.scratch, launches=launches, queue=queue,
+                        index_sites=tuple(site.describe() for site in unit.index_sites))
 
 
 # target -> builder (lower, generate code, compile, wrap in a callable module)

@@ -10,6 +10,8 @@ the dependence).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
 from ..ir.expr import BinOpKind, Const, Expr, UnaryKind, binop
@@ -17,6 +19,7 @@ from ..ir.loops import Barrier, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..lower.launches import EXACT_GRID, DeviceProgram, Launch
 from .cfamily import CFamilyPrinter
+from .index_checks import OPENCL_CHECK_HELPER, IndexSite
 from .names import NameKind
 from .tables import C_KEYWORDS
 from .writer import CodeWriter
@@ -52,8 +55,9 @@ class OpenCLPrinter(CFamilyPrinter):
     math_functions = OPENCL_MATH_FUNCTIONS
     libm_suffix = {DType.FLOAT32: "", DType.FLOAT64: ""}
     int_limits = OPENCL_INT_LIMITS
-    reserved = OPENCL_KEYWORDS | {"args", "params"}
+    reserved = OPENCL_KEYWORDS | {"args", "params", "pl_fault", "pl_index_ok"}
     kernel_prefix = "__kernel void "
+    index_check_helper = OPENCL_CHECK_HELPER
 
     def address_space(self, buffer: Buffer) -> str:
         return ADDRESS_SPACES[buffer.scope]
@@ -158,7 +162,11 @@ class OpenCLPrinter(CFamilyPrinter):
 
     def emit_kernel(self, w: CodeWriter) -> None:
         k = self.kernel
+        body = CodeWriter()     # printed first: it tells whether indices are checked
+        self.emit(body, k.body)
         params = [self.parameter(b) for b in k.args]
+        if self.checks_indices:     # the last buffer argument, before the sizes
+            params.append(f"__global long *{self.fault_words}")
         params += [f"const long {self.param(p)}" for p in k.params]
         with w.block(f"{self.kernel_prefix}{k.name}({', '.join(params) or 'void'})"):
             for b in self.function_temps:
@@ -169,7 +177,7 @@ class OpenCLPrinter(CFamilyPrinter):
                 w.statement(self.array_declaration(b))
             if self.function_temps:
                 w.blank()
-            self.emit(w, k.body)
+            w.lines(body.text().splitlines())
 
 
 def _private_scalar(buffer: Buffer) -> bool:
@@ -189,7 +197,25 @@ def _check_constant_shape(buffer: Buffer, memory: str) -> None:
 
 def generate_opencl(program: DeviceProgram) -> str:
     """The OpenCL C source of all launches of a device program: notes, helpers, kernels."""
+    return generate_opencl_unit(program).source
+
+
+@dataclass(frozen=True, slots=True)
+class OpenCLUnit:
+    """An OpenCL program's source, the accesses it checks at run time (by site number), and
+    the kernels that take the fault words (``index_checks``) as their last buffer."""
+    source: str
+    index_sites: tuple[IndexSite, ...]
+    faulting: frozenset[str]
+
+
+def generate_opencl_unit(program: DeviceProgram) -> OpenCLUnit:
+    """``generate_opencl`` with what the runtime needs to report out-of-range indices."""
     printers = [OpenCLPrinter(launch.kernel) for launch in program.launches]
+    sites: list[IndexSite] = []
+    numbers: dict[tuple, int] = {}
+    for p in printers:      # one numbering of checked accesses across the program's kernels
+        p.index_sites, p.index_site_numbers = sites, numbers
     kernels = CodeWriter()
     for p in printers:
         p.emit_kernel(kernels)
@@ -207,13 +233,15 @@ def generate_opencl(program: DeviceProgram) -> str:
         helpers = OpenCLPrinter(program.launches[0].kernel)
         for p in printers:
             helpers.helpers |= p.helpers
+        helpers.index_sites = sites
         helpers.emit_prelude(prelude)
     if "double" in kernels.text() or "double" in prelude.text():
         w.line("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         w.line()
     w.lines(prelude.text().splitlines())
     w.lines(kernels.text().splitlines())
-    return w.text()
+    faulting = frozenset(p.kernel.name for p in printers if p.checks_indices)
+    return OpenCLUnit(w.text(), tuple(sites), faulting)
 
 
 def _launch_text(launch: Launch) -> str:
@@ -222,4 +250,4 @@ def _launch_text(launch: Launch) -> str:
     return f"work-groups ({groups}) of ({items}) work-items"
 
 
-__all__ = ["OpenCLPrinter", "generate_opencl"]
+__all__ = ["OpenCLPrinter", "OpenCLUnit", "generate_opencl", "generate_opencl_unit"]

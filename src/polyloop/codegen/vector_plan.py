@@ -36,6 +36,7 @@ from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Select, Unary,
 from ..ir.loops import Block, For, Node, Store
 from ..ir.program import Buffer, BufferRole
 from ..util.isa import ISA
+from .index_checks import needs_check
 
 MIN_VECTOR_BYTES = 16          # the narrowest vector register of any ISA we target
 ALIGNED_TEMP_BYTES = 64        # every temporary is declared or allocated 64-byte aligned
@@ -89,6 +90,10 @@ def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
     unknown = {s.buffer for s in stores} | {ld.buffer for s in stores for ld in _loads(s.value)}
     if unknown - set(buffers):
         return NotVectorized(f"it accesses unknown buffers {sorted(unknown - set(buffers))}")
+    checked = [b for b, ix in ((s.buffer, s.indices) for s in stores) if needs_check(ix)] + \
+        [ld.buffer for s in stores for ld in _loads(s.value) if needs_check(ld.indices)]
+    if checked:
+        return NotVectorized(f"its index into {checked[0]} is checked at run time")
     check = _BodyCheck(loop.var)
     for s in stores:
         reason = _check_store(s, loop.var, buffers, check)

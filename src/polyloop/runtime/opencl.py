@@ -24,13 +24,17 @@ from ..errors import ArgumentError, BuildError, PolyloopError
 from ..ir.expr import Expr
 from ..ir.program import Buffer, BufferRole
 from .binding import Binder
-from .module import signature_to_str
+from .module import index_fault_error, signature_to_str
 from .shapes import evaluate
 
 INSTALL_HINT = ("install one with `pip install pyopencl pocl-binary-distribution` (PoCL, an "
                 "OpenCL platform for the CPU; also the `polyloop[opencl]` extra) or the system "
                 "package pocl-opencl-icd")
 _DEFAULT: dict[str, Any] = {}
+# The launch argument that stands for the fault words of checked indices (codegen.index_checks):
+# not a valid buffer name, so no user buffer can take its place.
+FAULT_BUFFER = "<index fault>"
+FAULT_WORDS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +123,8 @@ class OpenCLModule:
 
     def __init__(self, source: str, *, entry: str, args: tuple[Buffer, ...],
                  params: tuple[str, ...], scratch: tuple[Buffer, ...],
-                 launches: tuple[LaunchSpec, ...], queue: Any = None) -> None:
+                 launches: tuple[LaunchSpec, ...], queue: Any = None,
+                 index_sites: tuple[str, ...] = ()) -> None:
         cl = _cl()
         self.source = source
         self.entry = entry
@@ -127,6 +132,7 @@ class OpenCLModule:
         self.params = tuple(params)
         self.scratch = tuple(scratch)
         self.launches = tuple(launches)
+        self._index_sites = tuple(index_sites)   # accesses checked at run time, by number
         self.target = "opencl"
         self.queue = queue if queue is not None else default_queue()
         self.signature = signature_to_str(entry, self.args)
@@ -166,6 +172,10 @@ class OpenCLModule:
         for b in self.scratch:
             size = int(np.prod([evaluate(d, env) for d in b.shape])) * b.dtype.itemsize
             buffers[b.name] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=max(size, 1))
+        fault = np.zeros(FAULT_WORDS, np.int64)
+        if self._index_sites:
+            buffers[FAULT_BUFFER] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE
+                                              | cl.mem_flags.COPY_HOST_PTR, hostbuf=fault)
         start = time.perf_counter()
         for spec in self.launches:
             groups = [evaluate(g, env) for g in spec.groups]
@@ -182,6 +192,10 @@ class OpenCLModule:
                 cl.enqueue_copy(queue, a, buffers[slot.name])
         queue.finish()
         elapsed = time.perf_counter() - start
+        if self._index_sites:
+            cl.enqueue_copy(queue, fault, buffers[FAULT_BUFFER])
+            if fault[0]:
+                raise index_fault_error(self.entry, self._index_sites, *map(int, fault[1:]))
         allocations = plan.allocations
         if not allocations:
             return None, elapsed
