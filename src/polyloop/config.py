@@ -14,6 +14,8 @@ class Config:
     cc: str
     dump: frozenset[str]
     num_threads: int | None
+    fuzz_examples: int | None = None    # POLYLOOP_FUZZ_EXAMPLES: examples per fuzz test
+    cflags: tuple[str, ...] = ()        # POLYLOOP_CFLAGS: appended to the C compiler's flags
 
 
 def _positive_int(variable: str) -> int | None:
@@ -38,6 +40,8 @@ def load() -> Config:
         cc=os.environ.get("POLYLOOP_CC", "gcc"),
         dump=frozenset(s.strip() for s in dump.split(",") if s.strip()),
         num_threads=threads,
+        fuzz_examples=_positive_int("POLYLOOP_FUZZ_EXAMPLES"),
+        cflags=tuple(os.environ.get("POLYLOOP_CFLAGS", "").split()),
     )
 
 
