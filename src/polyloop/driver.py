@@ -3,6 +3,7 @@
 knows the whole pipeline."""
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -67,7 +68,7 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
 
 
 def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
-             profile: int = 0):
+             profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     from . import codegen
     from .codegen.profile import profile_regions
     from .runtime import Module, compile_c
@@ -87,7 +88,8 @@ def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
     return Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
                   source=source, target="c",
                   profile=_profile_layout(sch.program, kernel, regions) if regions else None,
-                  index_sites=tuple(site.describe() for site in sites))
+                  index_sites=tuple(site.describe() for site in sites),
+                  partial_outputs=partial_outputs)
 
 
 def _profile_layout(program: Program, kernel, regions: tuple):
@@ -109,7 +111,7 @@ def _profile_layout(program: Program, kernel, regions: tuple):
 
 
 def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
-                  profile: int = 0):
+                  profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     if profile:
         raise PolyloopError("profile= is an option of the 'c' target; the OpenCL target has "
                             "no per-nest timers")
@@ -125,7 +127,8 @@ def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: ob
                      for x in device.launches)
     return OpenCLModule(unit.source, entry=device.name, args=device.args, params=device.params,
                         scratch=device.scratch, launches=launches, queue=queue,
-                        index_sites=tuple(site.describe() for site in unit.index_sites))
+                        index_sites=tuple(site.describe() for site in unit.index_sites),
+                        partial_outputs=partial_outputs)
 
 
 # target -> builder (lower, generate code, compile, wrap in a callable module)
@@ -159,12 +162,32 @@ def build(obj: object, target: str = "c", *, args: Sequence[Tensor] | None = Non
     if outside is not None:
         raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
                             "read with pl.where(condition, read, other)")
+    partial = _check_dataflow(sch)
     mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
-                          profile=_profile_depth(profile))
+                          profile=_profile_depth(profile), partial_outputs=partial)
     mod.schedule = sch
     if check:
         _check(sch, mod)
     return mod
+
+
+def _check_dataflow(sch: Schedule) -> frozenset[str]:
+    """Refuse a temporary element read before any instance writes it (it would be whatever the
+    memory held); warn for such reads of outputs. Returns the outputs some element of which
+    the program may not write: allocated zeroed, never overwritten where not written."""
+    from .poly.coverage import unwritten_elements, unwritten_reads
+    program, schedule = sch.program, sch.state.schedule_map()
+    for read in unwritten_reads(program, schedule):
+        if read.ordinary:
+            raise BuildError(f"{read}; a temporary has no initial value: write it before "
+                             "reading it (or read an input instead)")
+        warnings.warn(f"{read}, a temporary with no initial value (only where a size is 0: "
+                      "do not call the kernel with those sizes)", RuntimeWarning, stacklevel=3)
+    for read in unwritten_reads(program, schedule, frozenset({BufferRole.OUTPUT})):
+        warnings.warn(f"{read}: the output's element keeps the value it had before the call "
+                      "(zero when polyloop allocates it)", RuntimeWarning, stacklevel=3)
+    return frozenset(b.name for b in program.arg_buffers() if b.role is BufferRole.OUTPUT
+                     and unwritten_elements(program, b.name) is not None)
 
 
 def _profile_depth(profile: object) -> int:

@@ -79,8 +79,10 @@ class Binder:
     ([3], ((1, (3,)),))
     """
 
-    def __init__(self, func: str, args: tuple[Buffer, ...], params: tuple[str, ...]) -> None:
+    def __init__(self, func: str, args: tuple[Buffer, ...], params: tuple[str, ...],
+                 zeroed: frozenset[str] = frozenset()) -> None:
         self.func = func
+        self.zeroed = zeroed    # outputs the kernel may not write everywhere: allocated zeroed
         self.params = params
         _check_signature(func, args, params)
         self.slots = tuple(Slot(i, b, b.dtype.numpy, b.ndim, b.role is not BufferRole.INPUT,
@@ -126,7 +128,9 @@ class Binder:
         if len(positional) + len(named) > 1:
             self._check_aliasing(arrays, pointers)
         for index, shape in plan.allocations:
-            a = arrays[index] = np.empty(shape, self.slots[index].dtype)
+            slot = self.slots[index]
+            allocate = np.zeros if slot.name in self.zeroed else np.empty
+            a = arrays[index] = allocate(shape, slot.dtype)
             pointers[index] = read(a)
         return arrays, pointers, plan
 

@@ -40,7 +40,8 @@ class Module:
     def __init__(self, library: Library, *, entry: str, args: tuple[Buffer, ...],
                  params: tuple[str, ...], source: str, target: str = "c",
                  profile: ProfileLayout | None = None,
-                 index_sites: tuple[str, ...] = ()) -> None:
+                 index_sites: tuple[str, ...] = (),
+                 partial_outputs: frozenset[str] = frozenset()) -> None:
         self.library = library
         self.entry = entry
         self.args = tuple(args)
@@ -48,7 +49,7 @@ class Module:
         self.source = source
         self.target = target
         self.signature = signature_to_str(entry, self.args)
-        self._binder = Binder(entry, self.args, self.params)
+        self._binder = Binder(entry, self.args, self.params, zeroed=partial_outputs)
         self._args_type = ctypes.c_void_p * len(self.args)
         self._fn = _load(library, entry)
         self._profile = profile

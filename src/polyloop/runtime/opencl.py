@@ -124,7 +124,8 @@ class OpenCLModule:
     def __init__(self, source: str, *, entry: str, args: tuple[Buffer, ...],
                  params: tuple[str, ...], scratch: tuple[Buffer, ...],
                  launches: tuple[LaunchSpec, ...], queue: Any = None,
-                 index_sites: tuple[str, ...] = ()) -> None:
+                 index_sites: tuple[str, ...] = (),
+                 partial_outputs: frozenset[str] = frozenset()) -> None:
         cl = _cl()
         self.source = source
         self.entry = entry
@@ -136,7 +137,7 @@ class OpenCLModule:
         self.target = "opencl"
         self.queue = queue if queue is not None else default_queue()
         self.signature = signature_to_str(entry, self.args)
-        self._binder = Binder(entry, self.args, self.params)
+        self._binder = Binder(entry, self.args, self.params, zeroed=partial_outputs)
         try:
             self.program = cl.Program(self.queue.context, source).build()
         except cl.Error as e:
@@ -165,7 +166,10 @@ class OpenCLModule:
                 buffers[slot.name] = device_given[slot.name].base_data
                 continue
             flags = cl.mem_flags.READ_WRITE
-            if slot.buffer.role is not BufferRole.OUTPUT and a.nbytes:
+            # an output the kernel may not write everywhere starts as the caller's array
+            # (zeros when allocated), so the copy back never overwrites what it did not write
+            copy_in = slot.buffer.role is not BufferRole.OUTPUT or slot.name in self._binder.zeroed
+            if copy_in and a.nbytes:
                 buffers[slot.name] = cl.Buffer(ctx, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
             else:
                 buffers[slot.name] = cl.Buffer(ctx, flags, size=max(a.nbytes, 1))
