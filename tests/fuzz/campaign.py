@@ -60,6 +60,8 @@ def one(r: random.Random, stats: collections.Counter) -> dict | None:
         return case | {"stage": stage, "error": f"{kind}: {str(e)[:400]}",
                        "where": traceback.format_tb(e.__traceback__)[-1][:300]}
     stats["schedules compared"] += 1
+    if any(not step.primitive.startswith("get_") for step in sch.trace):
+        stats["transformed schedules compared"] += 1
     return None
 
 
