@@ -17,7 +17,9 @@ import traceback
 
 import polyloop as pl
 
-from .corpus import PRIMITIVES, PROGRAMS, plan_step, run_both
+from .corpus import GPU_PRIMITIVES, PRIMITIVES, PROGRAMS, plan_step, run_both
+
+TARGET = "c"
 
 
 TRACE_CASES = False
@@ -26,7 +28,8 @@ TRACE_CASES = False
 def one(r: random.Random, stats: collections.Counter) -> dict | None:
     """One random schedule built and compared; a dict describing the failure, or None."""
     name = r.choice(sorted(PROGRAMS))
-    steps = [(r.choice(PRIMITIVES), r.randrange(2**20)) for _ in range(r.randint(1, 6))]
+    primitives = PRIMITIVES if TARGET == "c" else GPU_PRIMITIVES
+    steps = [(r.choice(primitives), r.randrange(2**20)) for _ in range(r.randint(1, 6))]
     sizes = dict(zip(PROGRAMS[name].sizes, (r.randint(1, 13) for _ in range(3))))
     case = {"program": name, "steps": steps, "sizes": sizes}
     if TRACE_CASES:     # a crash of the process leaves the case that caused it
@@ -49,7 +52,7 @@ def one(r: random.Random, stats: collections.Counter) -> dict | None:
         stage = "print"
         str(sch)
         stage = "build"
-        mod = pl.build(sch)
+        mod = pl.build(sch, target=TARGET)
         stage = "run"
         run_both(sch, mod, sizes, r.randrange(2**16))
         stage = "replay"
@@ -70,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trace", action="store_true", help="print each case before it runs")
+    parser.add_argument("--target", default="c", choices=("c", "opencl"))
     args = parser.parse_args(argv)
-    global TRACE_CASES
-    TRACE_CASES = args.trace
+    global TRACE_CASES, TARGET
+    TRACE_CASES, TARGET = args.trace, args.target
     r, stats = random.Random(args.seed), collections.Counter()
     start = time.time()
     while stats["schedules compared"] < args.schedules:

@@ -124,6 +124,7 @@ PROGRAMS = {p.name: p for p in (
 PRIMITIVES = ("split", "reorder", "tile", "fuse", "skew", "reverse", "parallel", "vectorize",
               "unroll", "compute_at", "reverse_compute_at", "decompose_reduction",
               "compute_inline", "reverse_compute_inline", "cache_read", "cache_write", "rfactor")
+GPU_PRIMITIVES = PRIMITIVES + ("bind", "bind")   # for the OpenCL target
 
 
 def plan_step(sch: pl.Schedule, primitive: str, choice: int) -> Callable[[], object] | None:
@@ -161,6 +162,7 @@ def plan_step(sch: pl.Schedule, primitive: str, choice: int) -> Callable[[], obj
         if reads else None,
         "cache_write": lambda: sch.cache_write(block, r.choice(["global", "local"])),
         "rfactor": lambda: sch.rfactor(loop),
+        "bind": lambda: sch.bind(loop, r.choice(["blockIdx.x", "threadIdx.x", "blockIdx.y"])),
     }
     return calls[primitive]
 

@@ -38,7 +38,19 @@ class UnwrittenRead:
 def unwritten_reads(program: Program, schedule: dict[str, isl.Map],
                     roles: frozenset[BufferRole] = frozenset({BufferRole.TEMP})
                     ) -> list[UnwrittenRead]:
-    """Reads of buffers with one of ``roles`` that no write precedes in ``schedule`` order."""
+    """Reads of buffers with one of ``roles`` that no write precedes in ``schedule`` order.
+
+    >>> import polyloop as pl
+    >>> prog = pl.script('''
+    ... def f(A: pl.Buffer[("n",), "float32"], B: pl.Buffer[("n",), "float32"]):
+    ...     T = pl.alloc(("n",), "float32")
+    ...     for i in range(n - 1):
+    ...         B[i] = T[i + 1]
+    ...         T[i] = A[i]
+    ... ''')
+    >>> print(unwritten_reads(prog, pl.Schedule(prog).state.schedule_map())[0])
+    'B' reads T[i + 1] before any statement writes it: with n = 2, i = 0 it reads T[1]
+    """
     names = {b.name for b in program.buffers if b.role in roles}
     found = []
     for s in program.statements:
@@ -106,7 +118,14 @@ def _example(statement: str, access: str, buffer: str, rel: isl.Map,
 
 def unwritten_elements(program: Program, buffer: str) -> isl.Set | None:
     """The elements of ``buffer`` that no statement surely writes (for some sizes), or None
-    when every element is written. Writes with non-affine indices prove nothing."""
+    when every element is written. Writes with non-affine indices prove nothing.
+
+    >>> import polyloop as pl
+    >>> knl = pl.make_kernel("{ [i, j] : 0 <= j <= i < n }", "out[i, j] = a[i, j]",
+    ...                      args=[pl.ArrayArg("out", "float32", shape=("n", "n")), ...])
+    >>> print(unwritten_elements(knl.program, "out"))
+    [n] -> { out[x0, x1] : n >= 0 and x0 >= 0 and x0 < x1 < n }
+    """
     box = buffer_box(program, buffer)
     if program.assumptions:
         box = box.intersect_params(set_(program.assumptions))
