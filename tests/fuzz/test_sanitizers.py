@@ -37,7 +37,7 @@ def test_fuzz_sample_has_no_sanitizer_report(tmp_path):
                ASAN_OPTIONS="detect_leaks=0:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1", POLYLOOP_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=os.pathsep.join([str(TESTS), *sys.path]))
-    count = CONFIG.fuzz_examples or 4
+    count = CONFIG.fuzz_examples or 2
     proc = subprocess.run([sys.executable, "-m", "fuzz.sanitize_sample", str(count), "1"],
                           cwd=TESTS, env=env, capture_output=True, text=True, timeout=600)
     report = proc.stdout[-3000:] + proc.stderr[-6000:]

@@ -18,7 +18,7 @@ from .corpus import GPU_PRIMITIVES, PRIMITIVES, PROGRAMS, plan_step, run_both
 hypothesis = pytest.importorskip("hypothesis", reason="the fuzzers use hypothesis")
 st = hypothesis.strategies
 
-EXAMPLES = CONFIG.fuzz_examples or 40
+EXAMPLES = CONFIG.fuzz_examples or 25
 OPENCL, WHY = platform_available()
 
 
