@@ -274,12 +274,13 @@ def test_check_runs_the_reference_interpreter_and_accepts_a_correct_module(rng):
 def test_check_refuses_a_module_whose_results_differ(monkeypatch):
     import polyloop.codegen
 
-    right = polyloop.codegen.generate_c
+    right = polyloop.codegen.generate_c_unit
 
-    def wrong(kernel):   # a code generator with a bug: the reduction subtracts
-        return right(kernel).replace("+=", "-=")
+    def wrong(kernel, **options):   # a code generator with a bug: the reduction subtracts
+        source, sites = right(kernel, **options)
+        return source.replace("+=", "-="), sites
 
-    monkeypatch.setattr(polyloop.codegen, "generate_c", wrong)
+    monkeypatch.setattr(polyloop.codegen, "generate_c_unit", wrong)
     _, _, D = matmul(pl.var("n"), relu=True)
     with pytest.raises(pl.BuildError, match=r"check failed.*reference interpreter"):
         pl.build(D, check=True)
@@ -317,9 +318,12 @@ def test_an_in_place_program_updates_its_argument(rng):
 def test_check_compares_arrays_updated_in_place(monkeypatch):
     import polyloop.codegen
 
-    right = polyloop.codegen.generate_c
-    monkeypatch.setattr(polyloop.codegen, "generate_c",
-                        lambda kernel: right(kernel).replace("/ 3.0", "/ 3.5"))
+    right = polyloop.codegen.generate_c_unit
+
+    def wrong(kernel, **options):
+        source, sites = right(kernel, **options)
+        return source.replace("/ 3.0", "/ 3.5"), sites
+    monkeypatch.setattr(polyloop.codegen, "generate_c_unit", wrong)
     with pytest.raises(pl.BuildError, match=r"check failed"):
         pl.build(seidel_1d(), check=True)
 

@@ -12,7 +12,7 @@
 """
 from .driver import build, dependences
 from .errors import (ArgumentError, BrokenDependence, BuildError, DeviceError, DTypeError,
-                     ParseError, PolyloopError, ScheduleError)
+                     IndexOutOfBounds, ParseError, PolyloopError, ScheduleError)
 from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, sum,  # noqa: A004
                           to_program, var)
 from .frontend.script import alloc, script
@@ -38,7 +38,7 @@ from .schedule.kernel import prioritize_loops, set_temporary_address_space
 
 __all__ = [
     "ArgumentError", "BlockHandle", "Buffer", "BufferRole", "BuildError", "DType", "DTypeError",
-    "DeviceError",
+    "DeviceError", "IndexOutOfBounds",
     "LoopHandle", "MemScope", "ParseError", "PolyloopError", "Program", "Schedule",
     "ScheduleError", "Statement", "Tensor", "Trace", "abs", "build", "compute", "const",
     "dependences", "exp", "log", "max", "maximum", "min", "minimum", "placeholder",

@@ -16,6 +16,7 @@ class Config:
     num_threads: int | None
     compile_timeout: float = 300.0
     fuzz_examples: int | None = None    # POLYLOOP_FUZZ_EXAMPLES: inputs per fuzz test
+    cflags: tuple[str, ...] = ()        # POLYLOOP_CFLAGS: appended to the C compiler's flags
 
 
 # OpenMP runtimes crash or abort when asked for tens of thousands of threads; more threads
@@ -81,6 +82,7 @@ def load() -> Config:
         num_threads=threads,
         compile_timeout=_timeout("POLYLOOP_COMPILE_TIMEOUT", DEFAULT_COMPILE_TIMEOUT),
         fuzz_examples=_positive_int("POLYLOOP_FUZZ_EXAMPLES"),
+        cflags=tuple(os.environ.get("POLYLOOP_CFLAGS", "").split()),
     )
 
 

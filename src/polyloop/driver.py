@@ -97,19 +97,22 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
 
 
 def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
-             profile: int = 0):
+             profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     from .codegen.explain import explain_kernel
     from .codegen.profile import profile_regions
     from .runtime import Module, compile_c
     if queue is not None:
         raise PolyloopError("queue= is an option of the 'opencl' target")
-    kernel, source, extra = c_kernel(sch, name=name, profile=profile, check_bounds=False)
+    kernel, source, extra, sites = c_kernel(sch, name=name, profile=profile,
+                                            check_bounds=False)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
     mod = Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
                  source=source, target="c",
                  profile=_profile_layout(sch.program, kernel, regions) if regions else None,
-                 assumptions=assumption_checks(sch.program), temps=kernel.temps)
+                 assumptions=assumption_checks(sch.program), temps=kernel.temps,
+                 index_sites=tuple(site.describe() for site in sites),
+                 partial_outputs=partial_outputs)
     mod.explanation = explain_kernel(kernel)
     return mod
 
@@ -124,18 +127,19 @@ def assert_in_bounds(sch: Schedule) -> None:
 
 def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
              check_bounds: bool = True):
-    """Lower a schedule and generate its C function: ``(kernel, source, extra_flags)``, where
-    ``kernel`` has the entry's ``name``, ``args`` and ``params`` and ``extra_flags`` are the
-    compiler flags the source needs. (The graph executor links many such sources into one
+    """Lower a schedule and generate its C function: ``(kernel, source, extra_flags, sites)``,
+    where ``kernel`` has the entry's ``name``, ``args`` and ``params``, ``extra_flags`` are the
+    compiler flags the source needs and ``sites`` the accesses checked at run time. (The graph executor links many such sources into one
     library.)
 
     >>> import polyloop as pl
     >>> B = pl.compute((4,), lambda i: pl.placeholder((4,), name="A")[i] + 1.0, name="B")
-    >>> kernel, source, flags = c_kernel(pl.Schedule(B), name="inc")
+    >>> kernel, source, flags, sites = c_kernel(pl.Schedule(B), name="inc")
     >>> kernel.name, "int32_t inc(" in source
     ('inc', True)
     """
     from .codegen import generate_c
+    from . import codegen
     from .codegen.profile import profile_regions
     from .config import CONFIG
     from .lower.hazards import negative_stride_reduction
@@ -144,12 +148,12 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
         assert_in_bounds(sch)
     kernel = lower(sch.program, sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
-    source = generate_c(kernel, profile=regions) if regions else generate_c(kernel)
+    source, sites = codegen.generate_c_unit(kernel, profile=regions)
     extra: tuple[str, ...] = ()
     if negative_stride_reduction(kernel.body) and \
             vectorizes_negative_step_reductions_wrongly(CONFIG.cc):
         extra = ("-fno-tree-loop-vectorize",)   # a wrong-code bug of GCC 12.1/12.2
-    return kernel, source, extra
+    return kernel, source, extra, sites
 
 
 def _profile_layout(program: Program, kernel, regions: tuple):
@@ -171,26 +175,30 @@ def _profile_layout(program: Program, kernel, regions: tuple):
 
 
 def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
-                  profile: int = 0):
+                  profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     if profile:
         raise PolyloopError("profile= is an option of the 'c' target; the OpenCL target has "
                             "no per-nest timers")
-    from .codegen.opencl import generate_opencl
+    from .codegen.opencl import generate_opencl_unit
     from .lower.launches import lower_device
-    from .runtime.opencl import LaunchSpec, OpenCLModule, default_queue
+    from .runtime.opencl import FAULT_BUFFER, LaunchSpec, OpenCLModule, default_queue
     queue = queue if queue is not None else default_queue()   # a clear error without OpenCL
     sch = map_unbound_nests(sch)    # a nest left unbound runs on work-groups where it can
     device = lower_device(sch.program, sch.state.root, name=name)
-    source = generate_opencl(device)
+    unit = generate_opencl_unit(device)
     launches = tuple(LaunchSpec(x.kernel.name, x.groups, x.items,
-                                tuple(b.name for b in x.kernel.args)) for x in device.launches)
-    return OpenCLModule(source, entry=device.name, args=device.args, params=device.params,
+                                tuple(b.name for b in x.kernel.args)
+                                + ((FAULT_BUFFER,) if x.kernel.name in unit.faulting else ()))
+                     for x in device.launches)
+    return OpenCLModule(unit.source, entry=device.name, args=device.args, params=device.params,
                         scratch=device.scratch, launches=launches, queue=queue,
+                        index_sites=tuple(site.describe() for site in unit.index_sites),
+                        partial_outputs=partial_outputs,
                         assumptions=assumption_checks(sch.program))
 
 
 def _build_cuda(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
-                profile: int = 0):
+                profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     if profile or queue is not None:
         raise PolyloopError("profile= and queue= are options of the 'c' and 'opencl' targets")
     from .codegen.cuda import generate_cuda
@@ -247,8 +255,9 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
     if database is not None:
         sch = best_known(sch, target, database)
     assert_in_bounds(sch)
+    partial = _check_dataflow(sch)
     mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
-                          profile=_profile_depth(profile))
+                          profile=_profile_depth(profile), partial_outputs=partial)
     mod.schedule = sch
     if explain:
         print(mod.explain() if hasattr(mod, "explain") else
@@ -273,6 +282,25 @@ def best_known(sch: Schedule, target: str, database: object) -> Schedule:
                       "(run pl.tune on it to fill the database)", RuntimeWarning, stacklevel=3)
         return sch
     return Schedule.from_trace(sch.original, best.trace)
+
+
+def _check_dataflow(sch: Schedule) -> frozenset[str]:
+    """Refuse a temporary element read before any instance writes it (it would be whatever the
+    memory held); warn for such reads of outputs. Returns the outputs some element of which
+    the program may not write: allocated zeroed, never overwritten where not written."""
+    from .poly.coverage import unwritten_elements, unwritten_reads
+    program, schedule = sch.program, sch.state.schedule_map()
+    for read in unwritten_reads(program, schedule):
+        if read.ordinary:
+            raise BuildError(f"{read}; a temporary has no initial value: write it before "
+                             "reading it (or read an input instead)")
+        warnings.warn(f"{read}, a temporary with no initial value (only where a size is 0: "
+                      "do not call the kernel with those sizes)", RuntimeWarning, stacklevel=3)
+    for read in unwritten_reads(program, schedule, frozenset({BufferRole.OUTPUT})):
+        warnings.warn(f"{read}: the output's element keeps the value it had before the call "
+                      "(zero when polyloop allocates it)", RuntimeWarning, stacklevel=3)
+    return frozenset(b.name for b in program.arg_buffers() if b.role is BufferRole.OUTPUT
+                     and unwritten_elements(program, b.name) is not None)
 
 
 def _profile_depth(profile: object) -> int:

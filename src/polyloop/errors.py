@@ -85,6 +85,11 @@ class DTypeError(PolyloopError):
     """Operands of different dtypes were mixed without an explicit cast."""
 
 
+class IndexOutOfBounds(ArgumentError, IndexError):
+    """A kernel met an index read from data (or a non-affine index) outside its array; the
+    access was skipped and the message names the buffer, the index and the statement."""
+
+
 class DeviceError(PolyloopError):
     """No device can run the module (no CUDA GPU or driver here), or the device failed."""
 

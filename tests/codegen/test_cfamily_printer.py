@@ -49,7 +49,14 @@ def test_expressions_have_minimal_but_correct_parentheses(build, text):
 
 def test_loads_index_multidimensional_arrays():
     i, j = Var("i"), Var("j")
-    assert printer(A).expr(A[i + 1, j * n] * 2.0) == "A[i + 1][j * n] * 2.0f"
+    assert printer(A).expr(A[i + 1, j * 2] * 2.0) == "A[i + 1][j * 2] * 2.0f"
+
+
+def test_non_affine_loads_are_checked_per_dimension():
+    i, j = Var("i"), Var("j")
+    assert printer(A).expr(A[i + 1, j * n] * 2.0) == (
+        "(pl_index_ok(pl_fault, 0, 0, (int64_t)(i + 1), n) && "
+        "pl_index_ok(pl_fault, 0, 1, (int64_t)(j * n), n) ? A[i + 1][j * n] : (float)0) * 2.0f")
 
 
 @pytest.mark.parametrize("value, dtype, text", [

@@ -40,6 +40,9 @@ def test_each_copy_of_the_home_loop_declares_the_tile():
     head = body[:body.index("#pragma omp parallel")]
     assert "C_local" not in head              # not shared at function scope
     assert len(re.findall(r"float C_local\[", body)) == 2
+    # the packed panel of B, a global temporary sized to loop j_0, is each thread's own too
+    parallel = body[body.index("#pragma omp parallel"):]
+    assert re.search(r"float B_packed\[", parallel[:parallel.index("for (int64_t i_0")])
     rng = np.random.default_rng(0)
     for _ in range(20):
         a = rng.standard_normal((100, 70)).astype("float32")

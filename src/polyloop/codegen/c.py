@@ -19,6 +19,7 @@ from ..util.isa import ISA, host_isa
 from .cfamily import CFamilyPrinter
 from .function import InlineFunction
 from .helpers import HelperKind
+from .index_checks import FAULT_WORDS, INDEX_FAULT_STATUS, IndexSite, fault_symbol
 from .names import NameKind, is_c_identifier
 from .profile import ProfileRegion, emit_profile_prelude, emit_timed
 from .vector import VectorLoopWriter
@@ -146,12 +147,25 @@ class CPrinter(CFamilyPrinter):
                     w.statement(self.pointer_declaration(b, self.allocation(b)))
             if heap:
                 self.emit_allocation_check(w, heap)
+            body = CodeWriter()     # printed first: it tells whether indices are checked
+            self.emit(body, k.body)
+            if self.checks_indices:
+                w.statement(f"int64_t {self.fault_words}[{FAULT_WORDS}] = {{0}}")
             w.blank()
-            self.emit(w, k.body)
+            w.lines(body.text().splitlines())
             w.blank()
             for b in heap:
                 w.statement(f"free({self.buffer_name(b.name)})")
+            if self.checks_indices:
+                self.emit_fault_report(w)
             w.statement("return 0")
+
+    def emit_fault_report(self, w: CodeWriter) -> None:
+        """Copy the call's first out-of-range index where the runtime reads it."""
+        with w.block(f"if ({self.fault_words}[0])"):
+            with w.block(f"for (int k = 0; k < {FAULT_WORDS}; k++)"):
+                w.statement(f"{fault_symbol(self.kernel.name)}[k] = {self.fault_words}[k]")
+            w.statement(f"return {INDEX_FAULT_STATUS}")
 
     def allocation(self, buffer: Buffer) -> str:
         """``aligned_alloc`` of the buffer, its byte count computed with overflow checks."""
@@ -234,6 +248,13 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None,
         return 0;
     }
     """
+    return generate_c_unit(kernel, isa=isa, profile=profile)[0]
+
+
+def generate_c_unit(kernel: Kernel, *, isa: ISA | None = None,
+                    profile: tuple[ProfileRegion, ...] = ()) -> tuple[str, tuple[IndexSite, ...]]:
+    """``generate_c``'s text and the accesses it checks at run time, by site number
+    (``index_checks``): what an out-of-range fault of the compiled kernel refers to."""
     _check_name(kernel)
     printer = CPrinter(kernel, isa, tuple(profile))
     function = CodeWriter()
@@ -249,10 +270,14 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None,
     w.line()
     printer.vectors.emit_prelude(w)
     printer.emit_prelude(w)
+    if printer.checks_indices:
+        w.comment("the first out-of-range index of the latest faulting call (index_checks)")
+        w.statement(f"int64_t {fault_symbol(kernel.name)}[{FAULT_WORDS}]")
+        w.line()
     if profile:
         emit_profile_prelude(w, list(profile))
     w.lines(function.text().splitlines())
-    return w.text()
+    return w.text(), tuple(printer.index_sites)
 
 
 def generate_c_header(kernel: Kernel) -> str:

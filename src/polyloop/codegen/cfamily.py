@@ -21,6 +21,7 @@ from ..ir.loops import Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Pr
 from ..ir.program import Buffer, BufferRole
 from ..ir.simplify import simplify
 from .helpers import Helper, HelperKind, emit_helper, helper
+from .index_checks import C_CHECK_HELPER, IndexSite, needs_check
 from .names import NameKind, Names
 from .tables import (ADDITIVE, C_BINARY_FUNCTIONS, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX,
                      C_MATH_FUNCTIONS, C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES, CONDITIONAL,
@@ -56,11 +57,14 @@ class CFamilyPrinter:
     restrict = "restrict"
     helper_qualifier = "static inline"
     kernel_prefix = ""
+    index_check_helper = C_CHECK_HELPER    # index_checks: the check of one dimension
+    fault_words = "pl_fault"               # where the first out-of-range index is recorded
     # names the generated code calls or declares: a user's buffer, loop or size named like one
     # of them is renamed instead of shadowing it
     reserved: frozenset[str] = (C_KEYWORDS | frozenset(C_MATH_FUNCTIONS.values())
                                 | frozenset(C_BINARY_FUNCTIONS.values())
-                                | {"args", "params", "aligned_alloc", "free", "malloc", "size_t"})
+                                | {"args", "params", "aligned_alloc", "free", "malloc", "size_t",
+                                   "pl_fault", "pl_index_ok"})
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
@@ -73,6 +77,10 @@ class CFamilyPrinter:
         self.intrinsics: dict[str, str] = {}    # function name -> C source (tensorize)
         self.externs: dict[str, ExternFunction] = {}   # pl.extern functions called
         self.local_temps, self.function_temps = temp_homes(kernel)
+        self.index_sites: list[IndexSite] = []  # accesses checked at run time (index_checks)
+        self.index_site_numbers: dict[tuple, int] = {}
+        self._statement = ""                    # the statement of the store being printed
+        self.checks_indices = False             # this printer emitted a check
 
     # hooks -------------------------------------------------------------------------------------
     def type_name(self, d: DType) -> str:
@@ -173,6 +181,10 @@ class CFamilyPrinter:
         if isinstance(e, Var):
             return self.variable(e), POSTFIX
         if isinstance(e, Load):
+            if needs_check(e.indices):
+                cond = self.index_condition(e.buffer, e.indices, str(e), is_write=False)
+                zero = f"({self.type_name(e.dtype)})0"
+                return f"{cond} ? {self.element(e.buffer, e.indices)} : {zero}", CONDITIONAL
             return self.element(e.buffer, e.indices), POSTFIX
         if isinstance(e, BinOp):
             return self._binary(e)
@@ -368,6 +380,24 @@ class CFamilyPrinter:
         subscripts = "".join(f"[{self.index_expr(i)}]" for i in indices) or "[0]"
         return self.buffer_name(buffer) + subscripts
 
+    def index_condition(self, buffer: str, indices: tuple[Expr, ...], access: str, *,
+                        is_write: bool) -> str:
+        """``pl_index_ok(...) && ...``: every dimension of an access checked (index_checks)."""
+        b = self.buffers.get(buffer)
+        if b is None or len(indices) != b.ndim:
+            self.element(buffer, indices)   # raises the error that explains it
+            raise AssertionError(buffer)
+        key = (self._statement, buffer, access, is_write)
+        site = self.index_site_numbers.get(key)
+        if site is None:
+            site = self.index_site_numbers[key] = len(self.index_sites)
+            self.index_sites.append(IndexSite(*key))
+        index = self.type_name(INDEX)
+        self.checks_indices = True
+        return " && ".join(
+            f"pl_index_ok({self.fault_words}, {site}, {d}, ({index})({self.expr(i)}), "
+            f"{self.expr(extent)})" for d, (i, extent) in enumerate(zip(indices, b.shape)))
+
     def use_helper(self, kind: HelperKind, d: DType | None) -> str:
         """Name of a helper function, recorded so that the prelude defines it."""
         h = helper(kind, d)
@@ -384,6 +414,9 @@ class CFamilyPrinter:
             if fn.source:
                 w.lines(fn.source.strip("\n").splitlines())
                 w.line()
+        if self.index_sites:
+            w.lines(self.index_check_helper.splitlines())
+            w.line()
         for source in self.intrinsics.values():  # each tensor intrinsic once per module
             w.lines(source.strip("\n").splitlines())
             w.line()
@@ -483,6 +516,17 @@ class CFamilyPrinter:
                 self.emit(w, node.otherwise)
 
     def emit_store(self, w: CodeWriter, node: Store) -> None:
+        self._statement = node.statement
+        if needs_check(node.indices):
+            access = str(Load(node.buffer, node.indices, node.value.dtype))
+            cond = self.index_condition(node.buffer, node.indices, access, is_write=True)
+            with w.block(f"if ({cond})"):
+                self._emit_store(w, node)
+        else:
+            self._emit_store(w, node)
+        self._statement = ""
+
+    def _emit_store(self, w: CodeWriter, node: Store) -> None:
         target = self.element(node.buffer, node.indices)
         value = self.expr(node.value)
         if node.reduction is None:

@@ -100,7 +100,11 @@ class GpuPrinter(CFamilyPrinter):
 
     def emit_kernel(self, w: CodeWriter) -> None:
         k = self.kernel
+        body = CodeWriter()     # printed first: it tells whether indices are checked
+        self.emit(body, k.body)
         params = [self.parameter(b) for b in k.args]
+        if self.checks_indices:     # the last buffer argument, before the sizes
+            params.append(self.fault_parameter())
         params += [self.size_parameter(p) for p in k.params]
         with w.block(self.kernel_header(params)):
             for b in self.function_temps:
@@ -111,7 +115,14 @@ class GpuPrinter(CFamilyPrinter):
                 w.statement(self.array_declaration(b))
             if self.function_temps:
                 w.blank()
-            self.emit(w, k.body)
+            w.lines(body.text().splitlines())
+
+    def fault_parameter(self) -> str:
+        """The parameter through which a kernel reports an out-of-range index read from data
+        (``index_checks``); a target without one refuses such kernels."""
+        raise BuildError(f"kernel '{self.kernel.name}' indexes an array with a value read from "
+                         f"data (or a non-affine index), which must be checked at run time; the "
+                         f"{self.target} target has no such check yet: build for 'c' or 'opencl'")
 
     def parameter(self, buffer: Buffer) -> str:
         """The kernel parameter of a global buffer argument."""

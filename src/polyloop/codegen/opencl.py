@@ -9,6 +9,8 @@ the dependence).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import BuildError
 from ..ir.dtypes import DType
 from ..ir.expr import BinOp, BinOpKind, Expr, Load, Unary, UnaryKind, walk
@@ -17,6 +19,7 @@ from ..ir.program import Buffer, BufferRole, MemScope
 from ..ir.thread_axis import AxisLevel
 from ..lower.launches import DeviceProgram, Launch
 from .gpu import GpuPrinter, trip_count
+from .index_checks import OPENCL_CHECK_HELPER, IndexSite
 from .tables import C_KEYWORDS, POSTFIX, UNARY
 from .writer import CodeWriter
 
@@ -66,8 +69,9 @@ class OpenCLPrinter(GpuPrinter):
     binary_functions = OPENCL_BINARY_FUNCTIONS
     libm_suffix = {DType.FLOAT32: "", DType.FLOAT64: ""}
     int_limits = OPENCL_INT_LIMITS
-    reserved = OPENCL_KEYWORDS | {"args", "params"}
+    reserved = OPENCL_KEYWORDS | {"args", "params", "pl_fault", "pl_index_ok"}
     kernel_prefix = "__kernel void "
+    index_check_helper = OPENCL_CHECK_HELPER
 
     def address_space(self, buffer: Buffer) -> str:
         return ADDRESS_SPACES[buffer.scope]
@@ -135,9 +139,30 @@ class OpenCLPrinter(GpuPrinter):
                f"{self.buffer_name(buffer.name)}"
 
 
+    def fault_parameter(self) -> str:
+        return f"__global long *{self.fault_words}"
+
 def generate_opencl(program: DeviceProgram) -> str:
     """The OpenCL C source of all launches of a device program: notes, helpers, kernels."""
+    return generate_opencl_unit(program).source
+
+
+@dataclass(frozen=True, slots=True)
+class OpenCLUnit:
+    """An OpenCL program's source, the accesses it checks at run time (by site number), and
+    the kernels that take the fault words (``index_checks``) as their last buffer."""
+    source: str
+    index_sites: tuple[IndexSite, ...]
+    faulting: frozenset[str]
+
+
+def generate_opencl_unit(program: DeviceProgram) -> OpenCLUnit:
+    """``generate_opencl`` with what the runtime needs to report out-of-range indices."""
     printers = [OpenCLPrinter(launch.kernel) for launch in program.launches]
+    sites: list[IndexSite] = []
+    numbers: dict[tuple, int] = {}
+    for p in printers:      # one numbering of checked accesses across the program's kernels
+        p.index_sites, p.index_site_numbers = sites, numbers
     kernels = CodeWriter()
     for p in printers:
         p.emit_kernel(kernels)
@@ -155,13 +180,15 @@ def generate_opencl(program: DeviceProgram) -> str:
         helpers = OpenCLPrinter(program.launches[0].kernel)
         for p in printers:
             helpers.helpers |= p.helpers
+        helpers.index_sites = sites
         helpers.emit_prelude(prelude)
     if "double" in kernels.text() or "double" in prelude.text():
         w.line("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         w.line()
     w.lines(prelude.text().splitlines())
     w.lines(kernels.text().splitlines())
-    return w.text()
+    faulting = frozenset(p.kernel.name for p in printers if p.checks_indices)
+    return OpenCLUnit(w.text(), tuple(sites), faulting)
 
 
 def _launch_text(launch: Launch) -> str:
@@ -170,4 +197,4 @@ def _launch_text(launch: Launch) -> str:
     return f"work-groups ({groups}) of ({items}) work-items"
 
 
-__all__ = ["OpenCLPrinter", "generate_opencl"]
+__all__ = ["OpenCLPrinter", "OpenCLUnit", "generate_opencl", "generate_opencl_unit"]

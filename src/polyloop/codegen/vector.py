@@ -28,7 +28,7 @@ from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, ReduceKind, Se
 from ..ir.loops import For, Store
 from ..ir.simplify import simplify
 from .cfamily import CFamilyPrinter
-from .tables import ADDITIVE, C_OPERATORS, MULTIPLICATIVE, POSTFIX, UNARY
+from .tables import ADDITIVE, C_OPERATORS, CONDITIONAL, MULTIPLICATIVE, POSTFIX, UNARY
 from .vector_lib import VecType, VectorLibrary, VectorOp
 from .flatten import Wrap
 from .vector_plan import (Epilogue, VectorPlan, body_stores, lane_condition, mentions,
@@ -252,6 +252,12 @@ class VectorLoopWriter:
             return f"{self.lib.use(_UNARY_HELPERS[e.op], t)}({self.value(e.operand)})", POSTFIX
         if isinstance(e, Cast):
             return f"__builtin_convertvector({self.value(e.value)}, {t.name})", POSTFIX
+        if isinstance(e, Select) and not mentions(e.cond, var):
+            # the same condition in every lane: C's ?: evaluates only the branch taken, so a
+            # load the condition guards (where(i > 0, A[i - 1, j], 0)) is never read outside
+            cond = f"({self.p.expr(e.cond)})"
+            return (f"{cond} ? {_paren(self._value(e.true_value), CONDITIONAL + 1)} : "
+                    f"{_paren(self._value(e.false_value), CONDITIONAL + 1)}"), CONDITIONAL
         if isinstance(e, Select):
             bits = self.bit_mask(e.cond)
             if bits is not None and self._zero_else_load(e):

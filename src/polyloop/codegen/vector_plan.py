@@ -37,6 +37,7 @@ from ..ir.loops import Block, For, LoopKind, Node, Store
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..util.isa import ISA
 from .flatten import Wrap, flat_offset, var_coefficient, wrap_of
+from .index_checks import needs_check
 
 MIN_VECTOR_BYTES = 16          # the narrowest vector register of any ISA we target
 ALIGNED_TEMP_BYTES = 64        # every temporary is declared or allocated 64-byte aligned
@@ -90,6 +91,10 @@ def plan_vector_loop(loop: For, buffers: Mapping[str, Buffer], isa: ISA,
     unknown = {s.buffer for s in stores} | {ld.buffer for s in stores for ld in _loads(s.value)}
     if unknown - set(buffers):
         return NotVectorized(f"it accesses unknown buffers {sorted(unknown - set(buffers))}")
+    checked = [b for b, ix in ((s.buffer, s.indices) for s in stores) if needs_check(ix)] + \
+        [ld.buffer for s in stores for ld in _loads(s.value) if needs_check(ld.indices)]
+    if checked:
+        return NotVectorized(f"its index into {checked[0]} is checked at run time")
     check = _BodyCheck(loop.var, {name: b.shape for name, b in buffers.items()})
     for s in stores:
         reason = _check_store(s, loop.var, buffers, check)

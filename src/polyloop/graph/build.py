@@ -176,7 +176,7 @@ def _generate(g: Graph, database: object) -> tuple[list, list[Segment]]:
     labels: list[str] = []
     for b in g.bindings:
         if isinstance(b, KernelCall):
-            kernel, source, extra = driver.c_kernel(_schedule(b, database), name=b.kernel.name)
+            kernel, source, extra, _ = driver.c_kernel(_schedule(b, database), name=b.kernel.name)
             units.append((source, extra))
             steps.append(Step(kernel.name, (*b.inputs, *b.outputs), tuple(kernel.params)))
             labels.append(b.kernel.name)

@@ -88,7 +88,7 @@ def _place_global(program: Program, root: Root, b: Buffer
         return program, b, ()
     # declared in the home loop's body, one copy per iteration (and so per thread)
     small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep),
-                    scope=MemScope.LOCAL)
+                    scope=MemScope.LOCAL, home=result.home)
     program = _shifted(_with_buffer(program, small), result, keep)
     what = (f"holds the {'x'.join(str(result.shape[d]) for d in keep)} elements used"
             if keep else "is the one element used")

@@ -55,6 +55,14 @@ def find_out_of_bounds(program: Program) -> OutOfBounds | None:
     return None
 
 
+def guarded_loads(program: Program, s: Statement):
+    """(load, the instances of ``s`` at which it executes) for every load of ``s``; the
+    instances are None where a condition on data decides."""
+    dom = domain(program, s)
+    for e in (s.value, *s.indices):
+        yield from _guarded_loads(program, s, e, dom)
+
+
 def _guarded_loads(program: Program, s: Statement, e: Expr, where: isl.Set | None):
     """(load, the instances at which it executes) for every load of e; None: not decidable."""
     if isinstance(e, Load):

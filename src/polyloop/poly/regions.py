@@ -94,6 +94,10 @@ def read_region(program: Program, stmts: Sequence[str], buffer: str, name: str,
     if region is None:
         raise ScheduleError(f"{', '.join(stmts)} do not {'write' if writes else 'read'} "
                             f"'{buffer}'")
+    # An access under where(cond, ...) has instances where cond is false and it never runs;
+    # the accesses that run stay inside the buffer (pl.build proves it), so the region is
+    # clipped to the buffer: a copy never touches an element outside it.
+    region = region.intersect(buffer_box(program, buffer))
     region = region.coalesce().set_tuple_name(name)
     for k, it in enumerate(iters):
         region = region.set_dim_name(isl.dim_type.set, k, it)
@@ -124,7 +128,7 @@ def exposed_region(program: Program, stmts: Sequence[str], buffer: str,
         region = r if region is None else region.union(r)
     if region is None:
         return None
-    region = region.coalesce().set_tuple_name(name)
+    region = region.intersect(buffer_box(program, buffer)).coalesce().set_tuple_name(name)
     for k, it in enumerate(iters):
         region = region.set_dim_name(isl.dim_type.set, k, it)
     return str(region)

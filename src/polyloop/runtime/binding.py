@@ -91,8 +91,10 @@ class Binder:
 
     def __init__(self, func: str, args: tuple[Buffer, ...], params: tuple[str, ...], *,
                  assumptions: tuple[Assumption, ...] = (),
-                 temps: tuple[Buffer, ...] = ()) -> None:
+                 temps: tuple[Buffer, ...] = (),
+                 zeroed: frozenset[str] = frozenset()) -> None:
         self.func = func
+        self.zeroed = zeroed    # outputs the kernel may not write everywhere: allocated zeroed
         self.params = params
         _check_signature(func, args, params)
         _check_assumptions(func, assumptions, params)
@@ -144,10 +146,12 @@ class Binder:
         if len(positional) + len(named) > 1:
             self._check_aliasing(arrays, pointers)
         for index, shape in plan.allocations:
+            slot = self.slots[index]
+            allocate = np.zeros if slot.name in self.zeroed else np.empty
             try:
-                a = arrays[index] = np.empty(shape, self.slots[index].dtype)
+                a = arrays[index] = allocate(shape, slot.dtype)
             except MemoryError:
-                raise ArgumentError(f"cannot allocate output '{self.slots[index].name}' of "
+                raise ArgumentError(f"cannot allocate output '{slot.name}' of "
                                     f"{self.func}() with shape {shape}: out of memory; pass it "
                                     "as an argument, or use smaller sizes") from None
             pointers[index] = read(a)

@@ -70,7 +70,8 @@ def compile_c(source: str, *, name: str, fast_math: bool = False,
     'kernel.so'
     """
     cc = config.CONFIG.cc
-    flags = BASE_FLAGS + (("-ffast-math",) if fast_math else ()) + tuple(extra_flags)
+    flags = BASE_FLAGS + (("-ffast-math",) if fast_math else ()) + tuple(extra_flags) \
+        + config.CONFIG.cflags    # POLYLOOP_CFLAGS: e.g. -fsanitize=address,undefined
     key = _cache_key(source, flags + LINK_FLAGS + LINK_ONLY_FLAGS, compiler_version(cc))
     entry = cache.safe_directory(config.CONFIG.cache_dir) / f"{_safe(name)}-{key[:24]}"
     source_path, library_path = entry / SOURCE_NAME, entry / LIBRARY_NAME

@@ -15,8 +15,12 @@ from ..ir.dtypes import c_name
 from ..ir.program import Buffer, BufferRole
 from .binding import shape_to_str
 
+INDEX_FAULT_STATUS = 2
 STATUS_CODES = {0: "success", 1: "a temporary buffer could not be allocated (out of memory, or "
-                                 "its byte count does not fit a 64-bit size)"}
+                                 "its byte count does not fit a 64-bit size)",
+                INDEX_FAULT_STATUS: "an index read from data (or a non-affine index) was outside "
+                                    "its array; ENTRY_index_fault[1..4] holds the access number, "
+                                    "dimension, index and extent of the first one"}
 
 
 def header_lines(entry: str, args: tuple[Buffer, ...], params: tuple[str, ...],

@@ -13,14 +13,14 @@ from pathlib import Path
 
 from .. import config
 from ..config import max_threads
-from ..errors import BuildError, PolyloopError
+from ..errors import BuildError, IndexOutOfBounds, PolyloopError
 from ..ir.assumption import Assumption
 from ..ir.program import Buffer, BufferRole
 from ..util.highlight import to_html
 from .binding import Binder, shape_to_str
 from .cache import verified
 from .compiler import Library
-from .header import STATUS_CODES, header_lines
+from .header import INDEX_FAULT_STATUS, STATUS_CODES, header_lines
 from .profile import Profile, ProfileLayout, make_profile, openmp_threads, read_counters
 
 # Calibration stops growing the number of calls per timing here, even for an empty kernel.
@@ -46,7 +46,9 @@ class Module:
                  params: tuple[str, ...], source: str, target: str = "c",
                  profile: ProfileLayout | None = None,
                  assumptions: tuple[Assumption, ...] = (),
-                 temps: tuple[Buffer, ...] = ()) -> None:
+                 temps: tuple[Buffer, ...] = (),
+                 index_sites: tuple[str, ...] = (),
+                 partial_outputs: frozenset[str] = frozenset()) -> None:
         self.library = library
         self.entry = entry
         self.args = tuple(args)
@@ -55,10 +57,11 @@ class Module:
         self.target = target
         self.signature = signature_to_str(entry, self.args)
         self._binder = Binder(entry, self.args, self.params, assumptions=assumptions,
-                              temps=temps)
+                              temps=temps, zeroed=partial_outputs)
         self._args_type = ctypes.c_void_p * len(self.args)
         self._fn = _load(library, entry)
         self._profile = profile
+        self._index_sites = tuple(index_sites)   # accesses checked at run time, by site number
         self._last_params: ctypes.Array | None = None   # the sizes of the latest call
         self.explanation: tuple[str, ...] = ()   # set by the driver (``explain()``)
 
@@ -185,8 +188,26 @@ class Module:
             raise self._failure(status)
 
     def _failure(self, status: int) -> PolyloopError:
+        if status == INDEX_FAULT_STATUS and self._index_sites:
+            return self._index_fault()
         meaning = STATUS_CODES.get(status, "the kernel reported a failure")
         return PolyloopError(f"kernel {self.entry}() failed with status {status}: {meaning}")
+
+    def _index_fault(self) -> PolyloopError:
+        """The out-of-range index the kernel recorded (see codegen.index_checks)."""
+        cdll = ctypes.CDLL(str(self.library.path))   # the loaded library: its fault words
+        words = (ctypes.c_int64 * 5).in_dll(cdll, f"{self.entry}_index_fault")
+        return index_fault_error(self.entry, self._index_sites, *(int(v) for v in words[1:5]))
+
+
+def index_fault_error(entry: str, sites: tuple[str, ...], site: int, dim: int, index: int,
+                      extent: int) -> IndexOutOfBounds:
+    """The error raised after a call in which a checked index left its buffer."""
+    where = sites[site] if 0 <= site < len(sites) else f"checked access #{site}"
+    return IndexOutOfBounds(
+        f"kernel {entry}(): {where} with index {index} in dimension {dim}, outside 0..{extent - 1}"
+        "; that access was skipped, so the outputs are incomplete. Keep the values of index "
+        "arrays (and non-affine indices) inside the shape of the buffer they index")
 
 
 def signature_to_str(entry: str, args: tuple[Buffer, ...]) -> str:

@@ -27,13 +27,17 @@ from ..ir.expr import Expr
 from ..ir.program import Buffer, BufferRole
 from . import cache
 from .binding import Binder
-from .module import signature_to_str
+from .module import index_fault_error, signature_to_str
 from .shapes import evaluate
 
 INSTALL_HINT = ("install one with `pip install pyopencl pocl-binary-distribution` (PoCL, an "
                 "OpenCL platform for the CPU; also the `polyloop[opencl]` extra) or the system "
                 "package pocl-opencl-icd")
 _DEFAULT: dict[str, Any] = {}
+# The launch argument that stands for the fault words of checked indices (codegen.index_checks):
+# not a valid buffer name, so no user buffer can take its place.
+FAULT_BUFFER = "<index fault>"
+FAULT_WORDS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +144,9 @@ class OpenCLModule:
     def __init__(self, source: str, *, entry: str, args: tuple[Buffer, ...],
                  params: tuple[str, ...], scratch: tuple[Buffer, ...],
                  launches: tuple[LaunchSpec, ...], queue: Any = None,
-                 assumptions: tuple[Assumption, ...] = ()) -> None:
+                 assumptions: tuple[Assumption, ...] = (),
+                 index_sites: tuple[str, ...] = (),
+                 partial_outputs: frozenset[str] = frozenset()) -> None:
         cl = _cl()
         self.source = source
         self.entry = entry
@@ -148,11 +154,12 @@ class OpenCLModule:
         self.params = tuple(params)
         self.scratch = tuple(scratch)
         self.launches = tuple(launches)
+        self._index_sites = tuple(index_sites)   # accesses checked at run time, by number
         self.target = "opencl"
         self.queue = queue if queue is not None else default_queue()
         self.signature = signature_to_str(entry, self.args)
         self._binder = Binder(entry, self.args, self.params, assumptions=assumptions,
-                              temps=self.scratch)
+                              temps=self.scratch, zeroed=partial_outputs)
         try:
             self.program = cl.Program(self.queue.context, source).build(
                 cache_dir=_binary_cache())
@@ -185,12 +192,17 @@ class OpenCLModule:
                 if slot.written and slot.name not in device_given and a.nbytes:
                     cl.enqueue_copy(self.queue, a, buffers[slot.name])
             self.queue.finish()
+            elapsed = time.perf_counter() - start
+            fault = np.zeros(FAULT_WORDS, np.int64)
+            if self._index_sites:
+                cl.enqueue_copy(self.queue, fault, buffers[FAULT_BUFFER])
         except (cl.Error, OverflowError) as e:   # out of device memory, a grid too large
             lines = str(e).strip().splitlines() or [type(e).__name__]
             raise PolyloopError(f"OpenCL could not run {self.entry}() with sizes {env} on "
                                 f"{self.queue.device.name.strip()}: {lines[0]}; use smaller "
                                 "sizes or another device") from None
-        elapsed = time.perf_counter() - start
+        if fault[0]:
+            raise index_fault_error(self.entry, self._index_sites, *map(int, fault[1:]))
         allocations = plan.allocations
         if not allocations:
             return None, elapsed
@@ -208,13 +220,20 @@ class OpenCLModule:
                 buffers[slot.name] = device_given[slot.name].base_data
                 continue
             flags = cl.mem_flags.READ_WRITE
-            if slot.buffer.role is not BufferRole.OUTPUT and a.nbytes:
+            # an output the kernel may not write everywhere starts as the caller's array
+            # (zeros when allocated), so the copy back never overwrites what it did not write
+            copy_in = slot.buffer.role is not BufferRole.OUTPUT or slot.name in self._binder.zeroed
+            if copy_in and a.nbytes:
                 buffers[slot.name] = cl.Buffer(ctx, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
             else:
                 buffers[slot.name] = cl.Buffer(ctx, flags, size=max(a.nbytes, 1))
         for b in self.scratch:
             size = math.prod(max(evaluate(d, env), 0) for d in b.shape) * b.dtype.itemsize
             buffers[b.name] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=max(size, 1))
+        if self._index_sites:
+            buffers[FAULT_BUFFER] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE
+                                              | cl.mem_flags.COPY_HOST_PTR,
+                                              hostbuf=np.zeros(FAULT_WORDS, np.int64))
         return buffers
 
     def _launch(self, cl: Any, buffers: dict[str, Any], env: dict[str, int]) -> None:

@@ -282,8 +282,13 @@ def transform_layout(state: State, buffer: str, index_map: Callable[..., object]
         stmts.insert(0, copy_in)
     if buf.role in (BufferRole.OUTPUT, BufferRole.INOUT):
         name = _fresh_name(program, f"{target}_out")
-        copy_out = Statement(name, tuple(old), box_domain(program.params, name, old, extents),
-                             buffer, tuple(Var(a) for a in old), Load(target, idx_new, buf.dtype),
+        domain = box_domain(program.params, name, old, extents)
+        writers = sorted({s.name for s in program.statements if s.buffer == buffer})
+        if buf.role is BufferRole.OUTPUT and writers:
+            # only what the program writes: the packed copy holds nothing else
+            domain = regions.read_region(program, writers, buffer, name, old, writes=True)
+        copy_out = Statement(name, tuple(old), domain, buffer,
+                             tuple(Var(a) for a in old), Load(target, idx_new, buf.dtype),
                              block=name)
         stmts.append(copy_out)
     prog = program.with_statements(tuple(stmts), buffers)

@@ -537,6 +537,7 @@ def verify(state: State, primitive: str) -> None:
         raise ScheduleError(f"{primitive} would break {v.summary()}: {v.describe()}, but after "
                             "it the two would run in the opposite order (or at once). "
                             "Dependences must keep their order.", dependence=v.evidence())
+    _check_nesting(state, primitive)
     for n in loops(state.root):
         if n.kind in _EXCLUSIVE:
             bad = check_parallel(state, n)
@@ -544,6 +545,22 @@ def verify(state: State, primitive: str) -> None:
                 raise ScheduleError(f"{primitive} would make {n.kind.value} loop '{n.name}' carry "
                                     f"{bad.summary()}: {bad.describe()}",
                                     dependence=bad.evidence())
+
+
+def _check_nesting(state: State, primitive: str) -> None:
+    """A vector loop runs its iterations in lockstep lanes of one thread: no loop inside it may
+    start threads (OpenMP forbids a parallel region inside a simd loop; a GPU index cannot vary
+    within a lane)."""
+    for outer in loops(state.root):
+        if outer.kind is not LoopKind.VECTORIZED:
+            continue
+        for inner in loops(outer):
+            if inner is not outer and inner.kind in (LoopKind.PARALLEL, LoopKind.THREAD):
+                raise ScheduleError(
+                    f"{primitive} would put {inner.kind.value} loop '{inner.name}' inside "
+                    f"vectorized loop '{outer.name}', whose iterations run as lanes of one "
+                    "thread; keep vectorized loops innermost (vectorize the inner loop, or "
+                    "reorder before marking loops parallel/vectorized)")
 
 
 def check_order(state: State) -> legality.Violation | None:
