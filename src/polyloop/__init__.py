@@ -10,7 +10,7 @@
 >>> mod(np.ones((4, 4), "float32")).shape
 (4, 4)
 """
-from .driver import build, dependences
+from .driver import build
 from .errors import (ArgumentError, BrokenDependence, BuildError, DeviceError, DTypeError,
                      IndexOutOfBounds, ParseError, PolyloopError, ScheduleError)
 from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, sum,  # noqa: A004
@@ -25,6 +25,7 @@ from .ir.elementwise import (abs, const, exp, log, maximum, minimum, sqrt, tanh,
                              where)
 from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from .schedule import BlockHandle, LoopHandle, Schedule, Trace
+from .schedule.analysis import dependences
 from .schedule.auto import auto_schedule
 from .schedule.tensorize import TensorIntrin
 from .tune import TuneResult, tune

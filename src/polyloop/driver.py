@@ -19,41 +19,7 @@ from .poly.bounds import find_out_of_bounds
 from .schedule import Schedule
 from .schedule.gpu_default import map_unbound_nests
 from .schedule.kernel import schedule_of
-
-def dependences(obj: object, *, kind: str = "dataflow"):
-    """The dependences of a program, schedule or output tensors: kind (RAW/WAR/WAW), source and
-    sink statements, buffer, the exact isl relation and the distance vector where constant.
-
-    ``kind="dataflow"`` (the default) keeps the direct ones: the write whose value each read
-    sees, each write's previous write, the reads since the previous write. ``kind="memory"``
-    lists every ordered pair of accesses to one element, which is what legality checks use.
-
-    >>> import polyloop as pl
-    >>> n = pl.var("n")
-    >>> A = pl.placeholder((n,), "float32", name="A")
-    >>> B = pl.compute((n,), lambda i: A[i] + 1.0, name="B")
-    >>> print(pl.dependences(B))
-    no dependences
-    """
-    from .poly.api import program_dependences
-    from .poly.deps import direct
-    if kind not in ("dataflow", "memory"):
-        raise PolyloopError(f"dependences(kind={kind!r}): kind is 'dataflow' or 'memory'")
-    if isinstance(obj, Schedule):
-        program, deps = obj.program, obj.state.deps
-    elif isinstance(obj, Program):
-        program, deps = obj, program_dependences(obj)
-    elif isinstance(obj, Tensor):
-        program = obj.to_program()
-        deps = program_dependences(program)
-    elif isinstance(obj, (list, tuple)) and obj and all(isinstance(t, Tensor) for t in obj):
-        program = obj[0].to_program(*obj[1:])
-        deps = program_dependences(program)
-    else:
-        raise PolyloopError(f"dependences() takes a Program, a Schedule or output tensors, "
-                            f"got {obj!r}")
-    return deps if kind == "memory" else direct(deps, program)
-
+from .testing.oracle import check_against_interpreter
 
 def _target_and_args(second: object, target: str | None, args: Sequence[Tensor] | None
                      ) -> tuple[str, Sequence[Tensor] | None]:
@@ -141,19 +107,13 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
     from .codegen import generate_c
     from . import codegen
     from .codegen.profile import profile_regions
-    from .config import CONFIG
-    from .lower.hazards import negative_stride_reduction
-    from .runtime.compiler import vectorizes_negative_step_reductions_wrongly
+    from .runtime.compiler import workaround_flags
     if check_bounds:
         assert_in_bounds(sch)
     kernel = lower(sch.program, sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     source, sites = codegen.generate_c_unit(kernel, profile=regions)
-    extra: tuple[str, ...] = ()
-    if negative_stride_reduction(kernel.body) and \
-            vectorizes_negative_step_reductions_wrongly(CONFIG.cc):
-        extra = ("-fno-tree-loop-vectorize",)   # a wrong-code bug of GCC 12.1/12.2
-    return kernel, source, extra, sites
+    return kernel, source, workaround_flags(kernel.body), sites
 
 
 def _profile_layout(program: Program, kernel, regions: tuple):
@@ -263,7 +223,7 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
         print(mod.explain() if hasattr(mod, "explain") else
               f"explain=True: the {target!r} target gives no explanation")
     if check:
-        _check(sch, mod)
+        check_against_interpreter(sch.original, mod)
     return mod
 
 
@@ -310,50 +270,3 @@ def _profile_depth(profile: object) -> int:
         return profile
     raise PolyloopError(f"profile={profile!r}: give True, False, or the number of nest levels "
                         "to time (1: the top-level nests)")
-
-
-def _random_inputs(program: Program, rng: np.random.Generator, sizes: dict[str, int]):
-    from .ir.shapes import evaluate
-    arrays = {}
-    for b in program.arg_buffers():
-        if b.role is BufferRole.OUTPUT:
-            continue
-        shape = tuple(evaluate(d, sizes) for d in b.shape)
-        if b.dtype.is_float:
-            arrays[b.name] = rng.standard_normal(shape).astype(b.dtype.numpy)
-        elif b.dtype.is_int:
-            arrays[b.name] = rng.integers(-9, 10, size=shape).astype(b.dtype.numpy)
-        else:
-            arrays[b.name] = rng.integers(0, 2, size=shape).astype(bool)
-    return arrays
-
-
-def _check(sch: Schedule, mod) -> None:
-    from .testing import interpret
-    program = sch.original
-    rng = np.random.default_rng(0)
-    sizes = sizes_satisfying(program, {p: int(rng.integers(5, 12)) for p in program.params})
-    inputs = _random_inputs(program, rng, sizes)
-    ref_args = {k: v.copy() for k, v in inputs.items()}
-    mod_args = {k: v.copy() for k, v in inputs.items()}
-    expected = interpret(program, **ref_args, **sizes)
-    got = mod(**mod_args, **sizes)
-    # the returned outputs, then the arrays both updated in place
-    inout = [b.name for b in program.arg_buffers() if b.role is BufferRole.INOUT]
-    exp_t = (expected if isinstance(expected, tuple) else (expected,)) + tuple(
-        ref_args[name] for name in inout)
-    got_t = (got if isinstance(got, tuple) else (got,)) + tuple(mod_args[name] for name in inout)
-    for e, g in zip(exp_t, got_t):
-        if e is None:
-            continue
-        tol = 1e-4 if e.dtype == np.float32 else 1e-9
-        if not np.allclose(g, e, rtol=tol, atol=tol, equal_nan=False):
-            bad = np.argwhere(~np.isclose(g, e, rtol=tol, atol=tol))[0]
-            raise BuildError(f"check failed: the compiled '{mod.entry}' differs from the reference "
-                             f"interpreter at {tuple(int(x) for x in bad)} (sizes {sizes}): "
-                             f"{g[tuple(bad)]} vs {e[tuple(bad)]}. Source: {_source_of(mod)}")
-
-
-def _source_of(mod) -> str:
-    library = getattr(mod, "library", None)
-    return str(library.source_path) if library is not None else "mod.source"

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from .. import config
 from ..errors import BuildError
+from ..ir.loops import Node
+from ..lower.hazards import negative_stride_reduction
 from ..util.process import Completed, ProcessTimeout, run_limited
 from . import cache
 
@@ -101,6 +103,20 @@ def vectorizes_negative_step_reductions_wrongly(cc: str) -> bool:
     (fixed in 12.3); polyloop compiles such kernels without loop vectorization there."""
     version = compiler_version(cc)
     return "gcc" in version.lower() and re.search(r"\b12\.[12]\.\d+", version) is not None
+
+
+def workaround_flags(body: Node) -> tuple[str, ...]:
+    """Flags that keep the C compiler's known wrong-code bugs away from a kernel ``body``: GCC
+    12.1 and 12.2 vectorize a reduction reading memory backwards wrongly (fixed in 12.3).
+
+    >>> from polyloop.ir.loops import Block
+    >>> workaround_flags(Block(()))
+    ()
+    """
+    if negative_stride_reduction(body) and \
+            vectorizes_negative_step_reductions_wrongly(config.CONFIG.cc):
+        return ("-fno-tree-loop-vectorize",)
+    return ()
 
 
 def compiler_version(cc: str) -> str:

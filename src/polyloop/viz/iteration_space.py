@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..driver import dependences
+from ..schedule.analysis import dependences
 from ..errors import PolyloopError
 from ..ir.program import Program
 from ..poly.affine import prefix_map
