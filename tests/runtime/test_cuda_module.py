@@ -62,6 +62,8 @@ def test_without_nvcc_nvrtc_compiles_or_the_error_says_how_to_get_a_compiler(mon
     try:
         ptx = cuda_compiler.compile_cuda(source, name="k")
     except pl.BuildError as e:
-        assert "neither nvcc nor NVRTC" in str(e) and "pip install cuda-bindings" in str(e)
+        # without cuda-bindings, or with the bindings but no libnvrtc: either way it says how
+        assert ("neither nvcc nor NVRTC" in str(e) or "needs a CUDA compiler" in str(e))
+        assert "pip install cuda-bindings" in str(e)
     else:
         assert ".entry k" in ptx.text and ptx.compiler.startswith("nvrtc")
