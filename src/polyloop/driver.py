@@ -107,13 +107,15 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
     from .codegen import generate_c
     from . import codegen
     from .codegen.profile import profile_regions
+    from .lower.hazards import negative_stride_reduction
     from .runtime.compiler import workaround_flags
     if check_bounds:
         assert_in_bounds(sch)
     kernel = lower(sch.program, sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     source, sites = codegen.generate_c_unit(kernel, profile=regions)
-    return kernel, source, workaround_flags(kernel.body), sites
+    flags = workaround_flags(negative_step_reduction=negative_stride_reduction(kernel.body))
+    return kernel, source, flags, sites
 
 
 def _profile_layout(program: Program, kernel, regions: tuple):

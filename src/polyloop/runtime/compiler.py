@@ -16,8 +16,6 @@ from pathlib import Path
 
 from .. import config
 from ..errors import BuildError
-from ..ir.loops import Node
-from ..lower.hazards import negative_stride_reduction
 from ..util.process import Completed, ProcessTimeout, run_limited
 from . import cache
 
@@ -105,16 +103,16 @@ def vectorizes_negative_step_reductions_wrongly(cc: str) -> bool:
     return "gcc" in version.lower() and re.search(r"\b12\.[12]\.\d+", version) is not None
 
 
-def workaround_flags(body: Node) -> tuple[str, ...]:
-    """Flags that keep the C compiler's known wrong-code bugs away from a kernel ``body``: GCC
-    12.1 and 12.2 vectorize a reduction reading memory backwards wrongly (fixed in 12.3).
+def workaround_flags(*, negative_step_reduction: bool) -> tuple[str, ...]:
+    """Flags that keep the C compiler's known wrong-code bugs away from a kernel: GCC 12.1 and
+    12.2 vectorize a reduction reading memory backwards wrongly (fixed in 12.3).
+    ``negative_step_reduction``: whether the kernel has such a reduction
+    (``lower.hazards.negative_stride_reduction``).
 
-    >>> from polyloop.ir.loops import Block
-    >>> workaround_flags(Block(()))
+    >>> workaround_flags(negative_step_reduction=False)
     ()
     """
-    if negative_stride_reduction(body) and \
-            vectorizes_negative_step_reductions_wrongly(config.CONFIG.cc):
+    if negative_step_reduction and vectorizes_negative_step_reductions_wrongly(config.CONFIG.cc):
         return ("-fno-tree-loop-vectorize",)
     return ()
 
