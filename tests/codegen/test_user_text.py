@@ -101,3 +101,19 @@ def test_a_program_named_like_a_macro_gets_a_usable_entry_point(rng):
     assert "int32_t M_PI(" not in mod.source
     a = rng.standard_normal(5, dtype="float32")
     np.testing.assert_array_equal(mod(a), a + 1)
+
+
+@pytest.mark.parametrize("target", ["c", "opencl"])
+def test_non_ascii_names_in_a_script_build(target):
+    if target == "opencl":
+        pytest.importorskip("pyopencl", reason="the OpenCL target needs PyOpenCL")
+    prog = pl.script('''
+def scale(Ä: pl.Buffer[("größe",), "float32"], B: pl.Buffer[("größe",), "float32"]):
+    for ä in range(größe):
+        B[ä] = Ä[ä] * 2.0 + 1.0
+''')
+    mod = pl.build(prog, target=target)
+    a = np.random.default_rng(5).standard_normal(37).astype("float32")
+    out = np.full(37, np.nan, "float32")
+    mod(a, out)
+    np.testing.assert_allclose(out, a * 2 + 1, rtol=1e-6)

@@ -41,7 +41,7 @@ from ..ir.dtypes import DType
 from ..ir.expr import (BinOp, BinOpKind, Expr, Load, ReduceKind, Var, VarKind, binop, cast, const,
                        same, walk)
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
-from ..poly.isl_util import params_prefix
+from ..poly.isl_util import isl_name, params_prefix
 from ..poly.order import exposed_reads
 from .kernel_program import privatized
 from .script_expr import ISL_RESERVED, ExprParser, Scope
@@ -96,7 +96,34 @@ def _parse_source(text: str, filename: str, first_line: int, env: dict[str, Any]
     fdef = next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
     if fdef is None:
         raise ParseError(f"{filename}:{first_line}: pl.script needs a function definition")
+    fdef = _AsciiNames(env).visit(fdef)
     return _Parser(filename, first_line, source.splitlines(), env).parse(fdef, name)
+
+
+class _AsciiNames(ast.NodeTransformer):
+    """Python names outside ASCII (``Ä``, ``größe``) respelled as isl and C read them
+    (``isl_name``: ``_c4_``, ``gr_f6__df_e``), in the function's variables, arguments and the
+    size names of its annotations; names the caller's module defines are kept."""
+
+    def __init__(self, env: dict[str, Any]):
+        self.env = env
+
+    def _spell(self, name: str) -> str:
+        return name if name.isascii() or name in self.env else isl_name(name)
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        node.id = self._spell(node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.arg = self._spell(node.arg)
+        self.generic_visit(node)
+        return node
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        if isinstance(node.value, str) and node.value.isidentifier():   # a size name
+            node.value = self._spell(node.value)
+        return node
 
 
 class _Parser:
