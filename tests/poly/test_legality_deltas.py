@@ -13,6 +13,7 @@ from polyloop.poly.legality import carried_at
 from polyloop.poly.tree import loop_position, loops, statements_under
 from polyloop.schedule import loops as loops_mod
 from polyloop.schedule import state as st
+from polyloop.schedule import verdicts as vd
 from polyloop.schedule.kernel import schedule_of
 
 KERNELS = {
@@ -62,9 +63,9 @@ def test_verdicts_match_isl(name):
     seen_broken = seen_legal = 0
     for state in _states(name):
         broken, carried = _reference(state)
-        assert (st.check_order(state) is not None) == broken
+        assert (vd.check_order(state) is not None) == broken
         for n in loops(state.root):
-            assert (st.check_parallel(state, n) is not None) == carried[n.id], n.name
+            assert (vd.check_parallel(state, n) is not None) == carried[n.id], n.name
         seen_broken += broken
         seen_legal += not broken
     assert seen_legal and (seen_broken or name != "recurrence")
@@ -81,7 +82,7 @@ def test_cached_verdicts_still_refuse():
     with pytest.raises(pl.ScheduleError, match="k_inner"):
         pl.tag_inames(knl, {"k_inner": "l.1"})
     sch = schedule_of(pl.tag_inames(knl, {"k_outer": "for"}))
-    assert st.check_order(sch.state) is None
+    assert vd.check_order(sch.state) is None
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -94,8 +95,8 @@ def test_split_inherits_exact_verdicts(name):
         # make every loop parallel, one state per loop, and know its verdicts first
         for n in list(loops(state.root)):
             par = loops_mod.set_kind(state, n, LoopKind.PARALLEL)
-            st.check_order(par)
-            st.check_parallel(par, par.loop(n.id))
+            vd.check_order(par)
+            vd.check_parallel(par, par.loop(n.id))
             for target in loops(par.root):
                 if target.id == n.id:
                     continue
@@ -105,8 +106,8 @@ def test_split_inherits_exact_verdicts(name):
                     except pl.ScheduleError:
                         continue     # a None factor needs a constant extent
                     broken, carried = _reference(new)
-                    assert (st.check_order(new) is not None) == broken
-                    assert (st.check_parallel(new, new.loop(n.id)) is not None) == carried[n.id]
+                    assert (vd.check_order(new) is not None) == broken
+                    assert (vd.check_parallel(new, new.loop(n.id)) is not None) == carried[n.id]
                     checked += 1
     assert checked
 
@@ -131,18 +132,18 @@ def test_distribute_inherits_exact_verdicts(name):
     for state in _states(name, DISTRIBUTE):
         for n in list(loops(state.root)):
             par = loops_mod.set_kind(state, n, LoopKind.PARALLEL)
-            st.check_order(par)
+            vd.check_order(par)
             for m in loops(par.root):
-                st.check_parallel(par, m)
+                vd.check_parallel(par, m)
             for target in loops(par.root):
                 for at in range(1, len(target.children)):
                     before = len(par.memo.verdicts)
                     new, _, _ = fusion.distribute(par, target, at, None)
                     passed += len(new.memo.verdicts) > before
                     broken, carried = _reference(new)
-                    assert (st.check_order(new) is not None) == broken
+                    assert (vd.check_order(new) is not None) == broken
                     for m in loops(new.root):
-                        assert (st.check_parallel(new, m) is not None) == carried[m.id], m.name
+                        assert (vd.check_parallel(new, m) is not None) == carried[m.id], m.name
                     checked += 1
     if name in ("two statements", "backward flow", "forward flow"):
         assert checked and passed
@@ -174,9 +175,9 @@ def test_prefetch_kernel_verdicts_match_isl(fetch):
         knl = pl.add_prefetch(knl, name, sweeps[name])
     state = schedule_of(knl).state
     broken, carried = _reference(state)
-    assert not broken and st.check_order(state) is None
+    assert not broken and vd.check_order(state) is None
     for n in loops(state.root):
-        assert (st.check_parallel(state, n) is not None) == carried[n.id], n.name
+        assert (vd.check_parallel(state, n) is not None) == carried[n.id], n.name
     assert carried[next(n.id for n in loops(state.root) if n.name == "k_outer")]
 
 
@@ -187,7 +188,7 @@ def test_prefetch_records_the_copy_verdict_isl_would_give(monkeypatch, sweep):
     the one the time deltas give."""
     from polyloop.schedule import prefetch as prefetch_mod
     seen = []
-    plain = st.record_first_in_sequence
+    plain = vd.record_first_in_sequence
 
     def record(state, k):
         got = plain(state, k)
@@ -203,6 +204,6 @@ def test_prefetch_records_the_copy_verdict_isl_would_give(monkeypatch, sweep):
     state, k, _ = seen[0]
     items = dict(st.shape(state.program, state.root))
     d = state.deps[k]
-    key = st._dep_key(k, items[d.source], items[d.sink])
+    key = vd._dep_key(k, items[d.source], items[d.sink])
     recorded = state.memo.verdicts.pop(key)
-    assert st.verdict(state, k, d, items[d.source], items[d.sink]) == recorded
+    assert vd.verdict(state, k, d, items[d.source], items[d.sink]) == recorded

@@ -19,7 +19,7 @@ from ..poly.prefetch_regions import Along, along_fits, prefetch_nest, statement_
 from ..poly.tree import LoopNode, Root, loops, path_to, statements_under
 from ..ir.loop_notes import PrefetchHint, PrefetchPath, SkippedPrefetch
 from ..schedule.software_prefetch import ANNOTATION, hints_of
-from ..schedule.state import map_tree
+from ..poly.tree_edits import map_tree
 
 MARKER = "prefetch loop"
 

@@ -69,6 +69,7 @@ from ..ir.loops import LoopKind
 from ..poly import affine, autosched
 from ..poly.tree import LoopNode, loops, statements_under
 from . import state as st
+from . import verdicts as vd
 from .schedule import Schedule
 from .trace import LoopHandle
 
@@ -188,7 +189,7 @@ def _time_loop(sch: Schedule, node: LoopNode | None) -> bool:
     if node is None or any(len(sch.state.path(leaf.id)) > 3 for leaf in loops(node)):
         # sweeps of 3-D grids: time tiles whose data fits L2 are too thin to vectorize well
         return False
-    return st.check_parallel(sch.state, node) is not None and _has_deep_reuse(sch, node)
+    return vd.check_parallel(sch.state, node) is not None and _has_deep_reuse(sch, node)
 
 
 def _merge(sch: Schedule, first: list[LoopNode], second: list[LoopNode],

@@ -9,6 +9,7 @@ from typing import Any, Callable
 from ..errors import ScheduleError
 from . import arguments as arg, blocks, hints, rewrites
 from . import state as st
+from . import verdicts as vd
 from . import tensorize as tz
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import BlockHandle, LoopHandle
@@ -59,11 +60,11 @@ class BlockPrimitives(ScheduleCore):
         name = self._block(block, "compute_root")
         try:
             new = blocks.compute_root(self._state, name)
-            st.verify(new, f"compute_root({name})")
+            vd.verify(new, f"compute_root({name})")
         except ScheduleError as before:
             try:    # a consumer moved in with reverse_compute_at goes after its producers
                 new = blocks.compute_root(self._state, name, after=True)
-                st.verify(new, f"compute_root({name})")
+                vd.verify(new, f"compute_root({name})")
             except ScheduleError:
                 raise before from None
         self._apply(new, "compute_root", (BlockHandle(name),), {})

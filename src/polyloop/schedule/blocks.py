@@ -11,7 +11,8 @@ from ..poly import affine, legality
 from ..poly.access import accesses
 from ..poly.isl_text import instance_map
 from ..poly.tree import LoopNode, Node, StmtNode, statements_under
-from .state import (State, add_exprs, identity_expr, insert_children, rebase, remove_statements)
+from .state import State, identity_expr, rebase
+from ..poly.tree_edits import add_exprs, insert_children, remove_statements
 
 
 def block_statements(state: State, block: str) -> list[Statement]:

@@ -12,6 +12,7 @@ from ..errors import PolyloopError, ScheduleError
 from ..ir.program import Program
 from ..poly.tree import LoopNode
 from . import blocks, state as st
+from . import verdicts as vd
 from .trace import BlockHandle, LoopHandle, Step, Trace, encode
 
 
@@ -74,7 +75,7 @@ class ScheduleCore:
 
     def _apply(self, new: st.State, primitive: str, args: tuple, kwargs: dict[str, Any],
                results: tuple = ()) -> None:
-        st.verify(new, _call_text(primitive, args, kwargs))
+        vd.verify(new, _call_text(primitive, args, kwargs))
         self._state = new
         self._record(primitive, args, kwargs, results)
 

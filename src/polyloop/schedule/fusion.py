@@ -2,7 +2,7 @@
 """Fusing loop nests as pure functions ``State -> State``: ``shift`` renumbers a loop's
 iterations, ``merge`` fuses two adjacent sibling loops into one, ``distribute`` (fission, the
 inverse of ``merge``) splits one loop into two over its children. Legality is checked by the
-caller (``state.verify``) on the result, as for every primitive."""
+caller (``verdicts.verify``) on the result, as for every primitive."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -11,7 +11,9 @@ from ..errors import ParseError, ScheduleError
 from ..poly import affine
 from ..poly.tree import LoopNode, Root, statements_under
 from . import state as st
-from .state import State, replace_node
+from . import verdicts as vd
+from .state import State
+from ..poly.tree_edits import replace_node
 
 
 def shift(state: State, node: LoopNode, offset: int | str) -> State:
@@ -68,8 +70,8 @@ def distribute(state: State, node: LoopNode, at: int,
     # the loop's place among its siblings (or a new sequence where it had none) and the
     # children's positions below it. Two statements left in one part keep the relative order
     # of their positions; two put in different parts are now ordered by the parts.
-    # ``state.transfer_verdict`` says why the verdicts follow from these items alone.
-    st.inherit_sequence_edit(state, new)
+    # ``verdicts.transfer_verdict`` says why the verdicts follow from these items alone.
+    vd.inherit_sequence_edit(state, new)
     return new, first, second
 
 

@@ -9,7 +9,8 @@ from typing import Callable
 from ..errors import ScheduleError
 from ..poly.tree import LoopNode
 from . import blocks, loops
-from .state import State, verify
+from .state import State
+from .verdicts import verify
 
 SKEWS = (1, 2, 3, 4)
 

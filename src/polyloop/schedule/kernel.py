@@ -33,7 +33,7 @@ from .kernel_tags import (Tag, TagKind, Work, apply_tag, apply_tags, chain_from,
                           taken_names, with_state, work_of)
 from .prefetch import prefetch
 from .schedule import Schedule
-from .state import map_tree
+from ..poly.tree_edits import map_tree
 from .trace import LoopHandle
 
 __all__ = ["add_prefetch", "assume", "fix_parameters", "join_inames", "loops_named",

@@ -27,6 +27,8 @@ from ..ir.thread_axis import AxisLevel, ThreadAxis
 from ..poly.tree import LoopNode, loops
 from . import loops as loops_mod
 from . import state as st
+from . import verdicts as vd
+from ..poly import tree_edits
 from .schedule import Schedule
 from .trace import LoopHandle, Trace
 
@@ -128,7 +130,7 @@ def tagged_state(work: Work) -> st.State:
             return replace(n, kind=LoopKind.VECTORIZED)
         return replace(n, kind=LoopKind.UNROLLED, unroll_factor=None)
     state = work.sch.state
-    return state.with_root(st.map_tree(state.root, fn))
+    return state.with_root(tree_edits.map_tree(state.root, fn))
 
 
 def derive(knl: Any, work: Work, step: str, args: tuple, kwargs: dict) -> Any:
@@ -141,7 +143,7 @@ def schedule_of(knl: Any) -> Schedule:
     """The schedule of a kernel (transformed, or the loop tree as written), verified."""
     if knl.schedule is None:
         return Schedule(knl.program)
-    st.verify(knl.schedule.state, "the kernel's transformations")
+    vd.verify(knl.schedule.state, "the kernel's transformations")
     return knl.schedule
 
 
@@ -206,7 +208,7 @@ def apply_tag(work: Work, h: LoopHandle, tag: Tag) -> None:
         kind = LoopKind.VECTORIZED if tag.kind is TagKind.VECTOR else LoopKind.THREAD
         thread = thread_name(tag) if tag.kind in HARDWARE else None
         new = loops_mod.set_kind(state, node, kind, thread=thread)
-        bad = st.check_parallel(new, new.loop(node.id))  # type: ignore[arg-type]
+        bad = vd.check_parallel(new, new.loop(node.id))  # type: ignore[arg-type]
         if bad is not None:
             verb = "vectorize" if tag.kind is TagKind.VECTOR else "bind"
             hint = (" It is a reduction loop: split it and use rfactor, or choose a spatial "

@@ -11,6 +11,7 @@ from ..ir.loops import LoopKind
 from ..ir.program import BufferRole
 from ..ir.thread_axis import ThreadAxis, parse_thread_axis
 from . import arguments as arg, fusion, hints, loops, state as st
+from . import verdicts as vd
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import LoopHandle
 
@@ -176,7 +177,7 @@ class LoopPrimitives(ScheduleCore):
     def _exclusive(self, loop: LoopHandle, primitive: str, kind: LoopKind, **fields: Any) -> None:
         node = self._loop(loop, primitive)
         new = loops.set_kind(self._state, node, kind, **fields)
-        bad = st.check_parallel(new, new.loop(node.id))  # type: ignore[arg-type]
+        bad = vd.check_parallel(new, new.loop(node.id))  # type: ignore[arg-type]
         if bad is not None:
             hint = ""
             if bad.dependence.reduction:

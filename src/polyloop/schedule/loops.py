@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Loop primitives as pure functions ``State -> State``: split, reorder, fuse, skew, reverse,
-and loop kinds. Legality is checked by the caller (``state.verify``) on the result."""
+and loop kinds. Legality is checked by the caller (``verdicts.verify``) on the result."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -12,7 +12,9 @@ from ..ir.loops import LoopKind
 from ..poly import affine
 from ..poly.tree import Collapse, LoopNode
 from . import state as st
-from .state import State, replace_node
+from . import verdicts as vd
+from .state import State
+from ..poly.tree_edits import replace_node
 
 
 def split(state: State, node: LoopNode, factors: Sequence[int | None],
@@ -62,7 +64,7 @@ def split(state: State, node: LoopNode, factors: Sequence[int | None],
     # instances keeps its relative order (the order verdict), and every exclusive loop (the
     # new loops are serial; the split loop's own kind is dropped) keeps the pairs on which
     # the dimensions above it agree (its carried verdict).
-    st.inherit_split(state, new, node, len(facs))
+    vd.inherit_split(state, new, node, len(facs))
     return new, new_nodes
 
 
@@ -127,7 +129,7 @@ def reorder(state: State, nodes: Sequence[LoopNode]) -> State:
     rebuilt = _chain([replace(n, children=()) for n in new_seq], seg[-1].children)
     new = state.with_root(replace_node(state.root, seg[0].id, rebuilt))
     old_slot = {n.id: k for k, n in enumerate(seg)}
-    st.inherit_permutation(state, new, seg[0], len(seg), [old_slot[n.id] for n in new_seq])
+    vd.inherit_permutation(state, new, seg[0], len(seg), [old_slot[n.id] for n in new_seq])
     return new
 
 

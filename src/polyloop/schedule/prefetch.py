@@ -18,8 +18,9 @@ from ..poly.gpu import loop_upper_bound
 from ..poly.deps import Dependences
 from ..poly.isl_text import iterator_expr
 from ..poly.tree import LoopNode, StmtNode, statements_under
-from .state import (State, add_exprs, inherit_sequence_edit, insert_children, rebase,
-                    record_first_in_sequence, verify)
+from .state import State, rebase
+from .verdicts import inherit_sequence_edit, record_first_in_sequence, verify
+from ..poly.tree_edits import add_exprs, insert_children
 
 
 def _fresh(program: Program, base: str) -> str:

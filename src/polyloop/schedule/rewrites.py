@@ -15,7 +15,8 @@ from ..poly.isl_text import box_domain
 from ..poly.isl_util import expr_to_isl
 from ..poly.tree import LoopNode, Node, Root, StmtNode, statements_under
 from .blocks import block_statements, fresh_nest, readers, writers
-from .state import State, insert_children, rebase
+from .state import State, rebase
+from ..poly.tree_edits import insert_children
 
 
 def _root_index(root: Root, stmts: set[str], *, last: bool = False) -> int:

@@ -26,6 +26,7 @@ from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to
 from . import implementation as impl_check
 from . import loops as loop_edits
 from . import state as st
+from . import verdicts as vd
 from .intrin_body import check_operands, match_body
 
 ANNOTATION = "tensorize"
@@ -386,7 +387,7 @@ def tensorize(state: st.State, node: LoopNode, intrin: TensorIntrin) -> st.State
     nodes = [state.loop(i) for i in m.loops]
     in_order = [nodes[m.axis_of_loop.index(a)] for a in sorted(m.axis_of_loop)]
     if [n.id for n in in_order] != list(m.loops):  # type: ignore[union-attr]
-        st.verify(loop_edits.reorder(state, in_order),  # type: ignore[arg-type]
+        vd.verify(loop_edits.reorder(state, in_order),  # type: ignore[arg-type]
                   f"tensorize: intrinsic '{intrin.name}' runs the nest in the order "
                   f"{', '.join(intrin.axes)}; that")
     for t, loop_id in enumerate(m.loops):

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Edits of a loop tree (``poly.tree``) that the schedule primitives and lowering share: each
+returns a new tree, the old one is unchanged.
+
+>>> from polyloop.poly.tree import Root
+>>> map_tree(Root(()), lambda n: n)
+Root(children=())
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .tree import LoopNode, Node, Root, StmtNode
+
+
+def replace_node(root: Root, loop_id: int, new: Node | tuple[Node, ...] | None) -> Root:
+    """Replace the loop ``loop_id`` by ``new`` (a node, several siblings, or nothing)."""
+    def go(kids: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for c in kids:
+            if isinstance(c, LoopNode) and c.id == loop_id:
+                if new is None:
+                    continue
+                out.extend(new if isinstance(new, tuple) else (new,))
+            elif isinstance(c, LoopNode):
+                out.append(c.with_children(go(c.children)))
+            else:
+                out.append(c)
+        return tuple(out)
+    return Root(go(root.children))
+
+
+def map_tree(root: Root, fn) -> Root:
+    """Rebuild the tree bottom-up; fn(node) returns a node, a tuple of nodes, or None to drop."""
+    def go(kids: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for c in kids:
+            if isinstance(c, LoopNode):
+                c = c.with_children(go(c.children))
+            r = fn(c)
+            if r is None:
+                continue
+            out.extend(r if isinstance(r, tuple) else (r,))
+        return tuple(out)
+    return Root(go(root.children))
+
+
+def remove_statements(root: Root, names: set[str]) -> Root:
+    """Drop statements (and their expressions in loops); loops left empty disappear."""
+    def fn(n: Node):
+        if isinstance(n, StmtNode):
+            return None if n.statement in names else n
+        if not n.children:
+            return None
+        exprs = tuple((s, e) for s, e in n.exprs if s not in names)
+        return replace(n, exprs=exprs)
+    return map_tree(root, fn)
+
+
+def insert_children(root: Root, parent_id: int | None, nodes: tuple[Node, ...], *,
+                    index: int | None = None) -> Root:
+    """Insert ``nodes`` among the children of loop ``parent_id`` (None: the root)."""
+    if parent_id is None:
+        kids = list(root.children)
+        at = len(kids) if index is None else index
+        return Root(tuple(kids[:at]) + nodes + tuple(kids[at:]))
+
+    def fn(n: Node):
+        if isinstance(n, LoopNode) and n.id == parent_id:
+            kids = list(n.children)
+            at = len(kids) if index is None else index
+            return n.with_children(tuple(kids[:at]) + nodes + tuple(kids[at:]))
+        return n
+    return map_tree(root, fn)
+
+
+def add_exprs(root: Root, additions: dict[int, tuple[tuple[str, str], ...]],
+              parts: dict[int, dict[str, tuple[str, ...]]] | None = None) -> Root:
+    """Give loops expressions for statements newly placed below them (and, for fused loops,
+    the values of the loops they were fused from, when known: see ``tree.Collapse``)."""
+    def fn(n: Node):
+        if isinstance(n, LoopNode) and n.id in additions:
+            new = replace(n, exprs=n.exprs + additions[n.id])
+            known = (parts or {}).get(n.id, {})
+            if n.collapse is not None and all(s in known for s, _ in additions[n.id]):
+                more = tuple((s, e, known[s]) for s, e in additions[n.id])
+                new = replace(new, collapse=replace(n.collapse, parts=n.collapse.parts + more))
+            return new
+        return n
+    return map_tree(root, fn)
