@@ -60,9 +60,9 @@ def polyloop_source(kernel: str) -> str:
 
 
 def clear_polyloop_caches() -> None:
-    from polyloop.poly import access, tree
+    from polyloop.poly import access, caches
     access._accesses_cached.cache_clear()
-    tree.clear_caches()     # the schedule maps, and isl_util's parsed and printed objects
+    caches.clear_all()      # the schedule maps, isl_util's parsed and printed objects, ...
 
 
 # Loo.py -------------------------------------------------------------------------------------
