@@ -7,15 +7,30 @@ import os
 import warnings
 from typing import Sequence
 
-import numpy as np
 
+from . import codegen
+from .codegen.cuda import generate_cuda
+from .codegen.explain import explain_kernel
+from .codegen.opencl import generate_opencl_unit
+from .codegen.profile import profile_regions
 from .errors import BuildError, PolyloopError
 from .frontend.kernel import LoopKernel
 from .frontend.te import Tensor
 from .ir.program import BufferRole, Program
 from .lower import lower
-from .poly.assumptions import assumption_checks, sizes_satisfying
+from .lower.hazards import negative_stride_reduction
+from .lower.launches import lower_device
+from .poly.assumptions import assumption_checks
 from .poly.bounds import find_out_of_bounds
+from .poly.coverage import unwritten_elements, unwritten_reads
+from .poly.nest_work import nest_work
+from .runtime import Module, compile_c
+from .runtime.compiler import workaround_flags
+from .runtime.cuda import CudaLaunch, CudaModule
+from .runtime.cuda_compiler import compile_cuda
+from .runtime.opencl import FAULT_BUFFER, LaunchSpec, OpenCLModule, default_queue
+from .runtime.profile import ProfileLayout
+from .runtime.records import Database, workload_key
 from .schedule import Schedule
 from .schedule.gpu_default import map_unbound_nests
 from .schedule.kernel import schedule_of
@@ -64,9 +79,6 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
 
 def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
              profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
-    from .codegen.explain import explain_kernel
-    from .codegen.profile import profile_regions
-    from .runtime import Module, compile_c
     if queue is not None:
         raise PolyloopError("queue= is an option of the 'opencl' target")
     kernel, source, extra, sites = c_kernel(sch, name=name, profile=profile,
@@ -104,11 +116,6 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
     >>> kernel.name, "int32_t inc(" in source
     ('inc', True)
     """
-    from .codegen import generate_c
-    from . import codegen
-    from .codegen.profile import profile_regions
-    from .lower.hazards import negative_stride_reduction
-    from .runtime.compiler import workaround_flags
     if check_bounds:
         assert_in_bounds(sch)
     kernel = lower(sch.program, sch.state.root, name=name)
@@ -121,8 +128,6 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
 def _profile_layout(program: Program, kernel, regions: tuple):
     """What the timers of ``regions`` measure, with their work counted by isl for the sizes of
     a call (cached per sizes)."""
-    from .poly.nest_work import nest_work
-    from .runtime.profile import ProfileLayout
     buffers = {b.name: b for b in (*kernel.args, *kernel.temps)}
     cache: dict[tuple, list] = {}
 
@@ -141,9 +146,6 @@ def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: ob
     if profile:
         raise PolyloopError("profile= is an option of the 'c' target; the OpenCL target has "
                             "no per-nest timers")
-    from .codegen.opencl import generate_opencl_unit
-    from .lower.launches import lower_device
-    from .runtime.opencl import FAULT_BUFFER, LaunchSpec, OpenCLModule, default_queue
     queue = queue if queue is not None else default_queue()   # a clear error without OpenCL
     sch = map_unbound_nests(sch)    # a nest left unbound runs on work-groups where it can
     device = lower_device(sch.program, sch.state.root, name=name)
@@ -163,10 +165,6 @@ def _build_cuda(sch: Schedule, *, name: str | None, fast_math: bool, queue: obje
                 profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     if profile or queue is not None:
         raise PolyloopError("profile= and queue= are options of the 'c' and 'opencl' targets")
-    from .codegen.cuda import generate_cuda
-    from .lower.launches import lower_device
-    from .runtime.cuda import CudaLaunch, CudaModule
-    from .runtime.cuda_compiler import compile_cuda
     device = lower_device(sch.program, sch.state.root, name=name)
     source = generate_cuda(device)
     ptx = compile_cuda(source, name=device.name, fast_math=fast_math)
@@ -232,7 +230,6 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
 def best_known(sch: Schedule, target: str, database: object) -> Schedule:
     """The best schedule a tuning database (a ``pl.tune`` work directory or its
     ``records.sqlite``) records for ``sch``'s program on ``target``, or ``sch`` with a warning."""
-    from .runtime.records import Database, workload_key
     if not isinstance(database, (str, os.PathLike)):
         raise PolyloopError(f"build(database={database!r}): give the path of a tuning work "
                             "directory or of its records.sqlite")
@@ -250,7 +247,6 @@ def _check_dataflow(sch: Schedule) -> frozenset[str]:
     """Refuse a temporary element read before any instance writes it (it would be whatever the
     memory held); warn for such reads of outputs. Returns the outputs some element of which
     the program may not write: allocated zeroed, never overwritten where not written."""
-    from .poly.coverage import unwritten_elements, unwritten_reads
     program, schedule = sch.program, sch.state.schedule_map()
     for read in unwritten_reads(program, schedule):
         if read.ordinary:
