@@ -19,18 +19,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..driver import build
 from ..errors import PolyloopError
 from ..frontend.kernel import LoopKernel
 from ..frontend.te import Tensor
-from ..ir.program import BufferRole, Program
-from ..ir.shapes import evaluate
+from ..ir.program import Program
 from ..poly.count import instance_flops, statement_instances
 from ..runtime.records import Database, Record, Status, workload_key
 from ..schedule import Schedule
 from ..schedule.kernel import schedule_of
 from ..schedule.sampling import decisions_of
 from ..schedule.trace import Trace
+from ..testing.oracle import random_inputs
 from .measure import BuildJob, BuildResult, LocalBuilder, LocalRunner, RunResult
 from .ray_runner import RayMeasurer
 from .result import Progress, TuneResult
@@ -72,7 +71,7 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     db = Database(work_dir if work_dir is not None else tempfile.mkdtemp(prefix="polyloop-tune-"))
     sizes = _sizes(program, sizes)
     rng = random.Random(seed)
-    inputs = _inputs(program, sizes, np.random.default_rng(seed))
+    inputs = random_inputs(program, np.random.default_rng(seed), sizes)
     build_, run_ = _measurers(runner, builder, timeout, repeat)
     run_.set_inputs(inputs, sizes)
     try:
@@ -128,20 +127,6 @@ def _sizes(program: Program, sizes: dict[str, int] | None) -> dict[str, int]:
             log.info("size %s = %d for measuring (give sizes= to choose)", p, DEFAULT_SIZE)
             sizes[p] = DEFAULT_SIZE
     return sizes
-
-
-def _inputs(program: Program, sizes: dict[str, int], rng: np.random.Generator
-            ) -> dict[str, np.ndarray]:
-    arrays = {}
-    for b in program.arg_buffers():
-        if b.role is BufferRole.OUTPUT:
-            continue
-        shape = tuple(evaluate(d, sizes) for d in b.shape)
-        if b.dtype.is_float:
-            arrays[b.name] = rng.standard_normal(shape).astype(b.dtype.numpy)
-        else:
-            arrays[b.name] = rng.integers(-9, 10, size=shape).astype(b.dtype.numpy)
-    return arrays
 
 
 def _flops(program: Program, sizes: dict[str, int]) -> float:
