@@ -22,6 +22,8 @@ print both as plain C division when ``e`` is not negative.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..ir.dtypes import INDEX
 from ..ir.expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var, binop, rewrite, walk
 from ..ir.simplify import affine_form
@@ -118,18 +120,9 @@ def _plus(a: tuple[Form, dict[Division, int]], b: tuple[Form, dict[Division, int
 
 
 def _rebuild(linear: Form, divisions: dict[Division, int], names: dict[str, Var]) -> Expr:
-    out: Expr | None = None
-    for v in sorted(linear[0]):
-        out = _term(out, linear[0][v], names[v])
-    for (op, num, const, c), m in sorted(divisions.items(), key=str):
-        atom = binop(op, _build((dict(num), const), names), Const(c, INDEX, True))
-        out = _term(out, m, atom)
-    if out is None:
-        return Const(linear[1], INDEX, True)
-    if linear[1]:
-        out = binop(BinOpKind.ADD if linear[1] > 0 else BinOpKind.SUB, out,
-                    Const(abs(linear[1]), INDEX, True))
-    return out
+    atoms = [(m, binop(op, _build((dict(num), const), names), Const(c, INDEX, True)))
+             for (op, num, const, c), m in sorted(divisions.items(), key=str)]
+    return _build(linear, names, atoms)
 
 
 def _term(out: Expr | None, k: int, atom: Expr) -> Expr:
@@ -163,11 +156,14 @@ def _vars(e: Expr) -> dict[str, Var]:
     return {n.name: n for n in walk(e) if isinstance(n, Var)}
 
 
-def _build(f: Form, names: dict[str, Var]) -> Expr:
-    """The expression of an affine form, variables in order of name, the constant last."""
+def _build(f: Form, names: dict[str, Var], atoms: Sequence[tuple[int, Expr]] = ()) -> Expr:
+    """The expression of an affine form, variables in order of name, then ``atoms`` (each
+    with its coefficient), the constant last."""
     out: Expr | None = None
     for v in sorted(f[0]):
         out = _term(out, f[0][v], names[v])
+    for m, atom in atoms:
+        out = _term(out, m, atom)
     if out is None:
         return Const(f[1], INDEX, True)
     if f[1]:
