@@ -43,7 +43,7 @@ def main() -> None:
         os.environ[var] = str(args.threads)     # before NumPy and polyloop read them
     import numpy as np
     import polyloop as pl
-    from polyloop.cli import matmul_relu
+    from polyloop.cli.demo import matmul_relu
     from polyloop.ops import schedule_matmul_relu
 
     def build(n, isolate: bool):

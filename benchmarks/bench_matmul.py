@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import polyloop as pl
-from polyloop.cli import (format_speed, matmul_relu, numpy_matmul_relu, package_version,
-                          time_numpy, usable_cores)
+from polyloop.cli.demo import (format_speed, matmul_relu, numpy_matmul_relu, package_version,
+                               time_numpy, usable_cores)
 from polyloop.ops import schedule_matmul_relu
 
 

@@ -78,7 +78,7 @@ def test_demo_time_table_has_numpy_first_and_throughput_units(capsys):
 
 def test_demo_fails_loudly_when_a_result_is_wrong(capsys, monkeypatch):
     def off_by_one(*arrays):
-        return cli.numpy_matmul_relu(*arrays) + 1
+        return cli.demo.numpy_matmul_relu(*arrays) + 1
 
     wrong = dataclasses.replace(cli.CASES[0], reference=off_by_one)
     monkeypatch.setattr(cli, "CASES", (wrong, cli.CASES[1]))
@@ -94,26 +94,28 @@ def test_demo_fails_loudly_when_a_result_is_wrong(capsys, monkeypatch):
 def test_check_accepts_float32_rounding_and_rejects_a_wrong_value():
     case = cli.CASES[1]
     want = np.full((4, 4), 0.25, np.float32)
-    ok, line = cli.check("x", want + np.float32(1e-8), want, case)
+    ok, line = cli.demo.check("x", want + np.float32(1e-8), want, case)
     assert ok and line.endswith("OK")
-    ok, line = cli.check("x", want + np.float32(1e-3), want, case)
+    ok, line = cli.demo.check("x", want + np.float32(1e-3), want, case)
     assert not ok and "max abs error 1.00e-03" in line and line.endswith("WRONG")
-    ok, _ = cli.check("x", np.full((4, 4), np.nan, np.float32), want, case)
+    ok, _ = cli.demo.check("x", np.full((4, 4), np.nan, np.float32), want, case)
     assert not ok
 
 
 def test_demo_schedules_are_the_operator_library_s():
     assert [c.schedule for c in cli.CASES] == [ops.schedule_matmul_relu, ops.schedule_softmax]
-    assert not hasattr(cli, "schedule_softmax") and not hasattr(cli, "schedule_matmul_relu")
+    for module in (cli, cli.demo):
+        assert not hasattr(module, "schedule_softmax")
+        assert not hasattr(module, "schedule_matmul_relu")
 
 
 def test_hand_schedules_are_size_generic():
     # the demo's schedules also work on symbolic sizes: one module for every n
     import polyloop as pl
-    mod = pl.build(cli.CASES[1].schedule(cli.softmax(pl.var("n"))))
+    mod = pl.build(cli.CASES[1].schedule(cli.demo.softmax(pl.var("n"))))
     for n in (1, 5, 33):
         x = np.random.default_rng(n).standard_normal((n, n), dtype=np.float32)
-        np.testing.assert_allclose(mod(x), cli.numpy_softmax(x), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(mod(x), cli.demo.numpy_softmax(x), rtol=1e-5, atol=1e-6)
 
 
 def test_version_names_polyloop_numpy_and_the_compiler(capsys):

@@ -282,7 +282,7 @@ def test_demo_register_tile_is_vector_fmas(tmp_path):
 
     import polyloop as pl
     from polyloop import ops
-    from polyloop.cli import matmul_relu
+    from polyloop.cli.demo import matmul_relu
     sch = ops.schedule_matmul_relu(matmul_relu(192), lanes=16, pack_in_panel=False)
     src = pl.build(sch).source  # 6 and 64 divide 192
     assert "typedef float v16f __attribute__((vector_size(64)));" in src

@@ -11,7 +11,7 @@ import pytest
 
 import polyloop as pl
 from polyloop import ops
-from polyloop.cli import matmul_relu
+from polyloop.cli.demo import matmul_relu
 from polyloop.poly.astgen import context
 from polyloop.poly.isolate import isolation_plan
 from polyloop.poly.tree import loops
