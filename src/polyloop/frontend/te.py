@@ -13,92 +13,23 @@ from __future__ import annotations
 import contextvars
 import inspect
 import itertools
-import numbers
-import operator
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-import numpy as np
-
 from ..errors import PolyloopError
-from ..ir.dtypes import INDEX, DType, as_dtype
-from ..ir.expr import (Const, Expr, ExprLike, Load, Reduce, ReduceKind, Var, VarKind, as_expr,
-                       const, free_vars, loads, reduce_identity, walk)
+from ..ir.dtypes import DType, as_dtype
+from ..ir.expr import (Const, Expr, ExprLike, Load, Reduce, Var, VarKind, as_expr, const,
+                       free_vars, loads, reduce_identity, walk)
 from ..ir.program import Buffer, BufferRole, Program, Statement
 from ..ir.simplify import simplify
 from ..poly.isl_util import NotAffine, expr_to_isl, isl_name, params_prefix
+from .te_axes import ReduceAxis, _shape, _tensor_name, reduce_axis, var
+from .te_reducer import max, min, sum  # noqa: A004 - te.sum etc. are the public reductions
+
+__all__ = ["Piece", "ReduceAxis", "Tensor", "compute", "max", "min", "placeholder",
+           "reduce_axis", "sum", "to_program", "var"]
 
 _counter = itertools.count()
-_names: dict[str, itertools.count] = {}
-
-
-def _auto_name(base: str) -> str:
-    k = next(_names.setdefault(base, itertools.count()))
-    return base if k == 0 else f"{base}_{k}"
-
-
-def _tensor_name(name: str | None, base: str) -> str:
-    if name is None:
-        return _auto_name(base)
-    if not isinstance(name, str) or not name.isidentifier():
-        raise PolyloopError(f"tensor name {name!r} is not an identifier; use letters, digits and "
-                            "underscores, not starting with a digit")
-    return isl_name(name)
-
-
-def var(name: str) -> Var:
-    """A symbolic size: ``n = pl.var("n")``; bound from argument shapes at call time."""
-    if not isinstance(name, str) or not name.isidentifier():
-        raise PolyloopError(f"size parameter name {name!r} is not an identifier")
-    return Var(isl_name(name), VarKind.PARAM)
-
-
-class ReduceAxis(Expr):
-    """An iterator that a reduction runs over: ``k = pl.reduce_axis((0, n), name="k")``."""
-
-    __slots__ = ("var", "start", "extent", "dtype", "weak")
-
-    def __init__(self, var_: Var, start: Expr, extent: Expr):
-        object.__setattr__(self, "var", var_)
-        object.__setattr__(self, "start", start)
-        object.__setattr__(self, "extent", extent)
-        object.__setattr__(self, "dtype", INDEX)
-        object.__setattr__(self, "weak", True)
-
-    def as_expr(self) -> Var:
-        return self.var
-
-    def __str__(self) -> str:
-        return self.var.name
-
-
-def reduce_axis(dom: object, name: str | None = None) -> ReduceAxis:
-    """A reduction axis over ``range(lo, hi)``: ``pl.reduce_axis((0, n))`` or ``pl.reduce_axis(n)``.
-
-    >>> import polyloop as pl
-    >>> k = pl.reduce_axis((0, 16), name="k")
-    """
-    if isinstance(dom, (tuple, list)):
-        if len(dom) != 2:
-            raise PolyloopError(f"reduce_axis takes (start, stop) or an extent, got {dom!r}")
-        lo, hi = _size(dom[0], "reduce_axis start"), _size(dom[1], "reduce_axis stop")
-    else:
-        lo, hi = const(0), _size(dom, "reduce_axis extent")
-    for e in (lo, hi):
-        _check_extent(e, "reduce_axis bound", allow_zero=True)
-    extent = simplify(_sub(hi, lo))
-    if isinstance(extent, Const) and extent.value < 0:
-        raise PolyloopError(f"reduce_axis(({lo}, {hi})) has a negative extent {extent.value}: "
-                            "the stop must not be below the start")
-    if name is not None and (not isinstance(name, str) or not name.isidentifier()):
-        raise PolyloopError(f"reduce_axis name {name!r} is not an identifier")
-    return ReduceAxis(Var(isl_name(name) if name else _auto_name("k")), lo, extent)
-
-
-def _sub(a: Expr, b: Expr) -> Expr:
-    if isinstance(b, Const) and b.value == 0:
-        return a
-    return a - b
 
 
 @dataclass(eq=False)
@@ -161,39 +92,6 @@ class Piece:
 
 
 _reads: contextvars.ContextVar[list[Tensor] | None] = contextvars.ContextVar("reads", default=None)
-
-
-def _check_extent(e: Expr, what: str, *, allow_zero: bool = True) -> None:
-    if not e.dtype.is_int:
-        raise PolyloopError(f"{what} must be an integer, got {e.dtype} {e}")
-    if isinstance(e, Const) and (e.value < 0 or (e.value == 0 and not allow_zero)):
-        raise PolyloopError(f"{what} must be non-negative, got {e.value}")
-    for n in walk(e):
-        if isinstance(n, Var) and n.kind is not VarKind.PARAM:
-            raise PolyloopError(f"{what} may only use size parameters (pl.var), got {e}")
-
-
-def _shape(shape: object) -> tuple[Expr, ...]:
-    if isinstance(shape, (int, Expr)):
-        shape = (shape,)
-    if not isinstance(shape, (tuple, list)):
-        raise PolyloopError(f"shape must be a tuple of sizes, got {shape!r}")
-    out = []
-    for k, d in enumerate(shape):
-        e = _size(d, f"extent {k} of the shape")
-        _check_extent(e, f"extent {k} of the shape")
-        out.append(e)
-    return tuple(out)
-
-
-def _size(value: object, what: str) -> Expr:
-    """A size given by the user: an integer (Python or NumPy) or an expression of pl.var sizes."""
-    if isinstance(value, Expr) or hasattr(value, "as_expr"):
-        return as_expr(value)  # type: ignore[arg-type]
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise PolyloopError(f"{what} is {value!r} of type {type(value).__name__}: sizes must be "
-                            "integers or expressions of pl.var sizes")
-    return const(operator.index(value))
 
 
 def placeholder(shape: object, dtype: object = "float32", name: str | None = None) -> Tensor:
@@ -285,33 +183,6 @@ def _check_body(body: Expr, iters: list[str]) -> None:
                 f"the compute body uses axis '{v.name}', which is neither one of its own axes "
                 f"({', '.join(iters) or 'none'}) nor reduced over: {body}; reduce over a "
                 f"reduce axis with pl.sum/max/min(..., axis={v.name})")
-
-
-def _reduce(kind: ReduceKind, expr: ExprLike, axis: object) -> Reduce:
-    axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
-    if not axes or not all(isinstance(a, ReduceAxis) for a in axes):
-        raise PolyloopError(f"{kind.value}(..., axis=) takes reduce axes made by pl.reduce_axis, "
-                            f"got {axis!r}")
-    src = as_expr(expr)
-    if src.weak:
-        src = src.astype(src.dtype)
-    return Reduce(kind, src, tuple(a.var for a in axes), tuple(a.start for a in axes),
-                  tuple(a.extent for a in axes), src.dtype)
-
-
-def sum(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001 - the public name is pl.sum
-    """Sum over reduce axes: ``pl.sum(A[i, k] * B[k, j], axis=k)`` (or ``axis=[k, l]``)."""
-    return _reduce(ReduceKind.SUM, expr, axis)
-
-
-def max(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001
-    """Maximum over reduce axes: ``pl.max(A[i, k], axis=k)``."""
-    return _reduce(ReduceKind.MAX, expr, axis)
-
-
-def min(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001
-    """Minimum over reduce axes: ``pl.min(A[i, k], axis=k)``."""
-    return _reduce(ReduceKind.MIN, expr, axis)
 
 
 # lowering to a Program ------------------------------------------------------------------------

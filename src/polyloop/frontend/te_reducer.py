@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``pl.comm_reducer(combine, identity)``: a reduction named by its combining function, as
-TVM's ``te.comm_reducer`` spells it.
+"""Reductions: ``pl.sum``, ``pl.max``, ``pl.min``, and ``pl.comm_reducer(combine, identity)``, a
+reduction named by its combining function, as TVM's ``te.comm_reducer`` spells it.
 
 The combining function is applied once to two symbolic values to see which reduction it is
 (sum, product, max or min, each commutative and associative, so a schedule may reorder its
@@ -22,7 +22,35 @@ from ..errors import PolyloopError
 from ..ir.dtypes import DType
 from ..ir.expr import (BinOp, BinOpKind, Const, Expr, ExprLike, Reduce, ReduceKind, Var, VarKind,
                        as_expr, reduce_identity)
-from .te import _reduce
+from .te_axes import ReduceAxis
+
+
+def _reduce(kind: ReduceKind, expr: ExprLike, axis: object) -> Reduce:
+    axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+    if not axes or not all(isinstance(a, ReduceAxis) for a in axes):
+        raise PolyloopError(f"{kind.value}(..., axis=) takes reduce axes made by pl.reduce_axis, "
+                            f"got {axis!r}")
+    src = as_expr(expr)
+    if src.weak:
+        src = src.astype(src.dtype)
+    return Reduce(kind, src, tuple(a.var for a in axes), tuple(a.start for a in axes),
+                  tuple(a.extent for a in axes), src.dtype)
+
+
+def sum(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001 - the public name is pl.sum
+    """Sum over reduce axes: ``pl.sum(A[i, k] * B[k, j], axis=k)`` (or ``axis=[k, l]``)."""
+    return _reduce(ReduceKind.SUM, expr, axis)
+
+
+def max(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001
+    """Maximum over reduce axes: ``pl.max(A[i, k], axis=k)``."""
+    return _reduce(ReduceKind.MAX, expr, axis)
+
+
+def min(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001
+    """Minimum over reduce axes: ``pl.min(A[i, k], axis=k)``."""
+    return _reduce(ReduceKind.MIN, expr, axis)
+
 
 _KINDS = {BinOpKind.ADD: ReduceKind.SUM, BinOpKind.MUL: ReduceKind.PROD,
           BinOpKind.MAX: ReduceKind.MAX, BinOpKind.MIN: ReduceKind.MIN}

@@ -24,7 +24,8 @@ from typing import Sequence
 from ..errors import PolyloopError
 from ..ir.expr import Const, Expr, Load, Reduce, Var, rewrite, walk
 from ..ir.simplify import simplify
-from .te import Piece, Tensor, _counter, _tensor_name
+from .te import Piece, Tensor, _counter
+from .te_axes import _tensor_name
 
 
 def scan(init: Tensor, update: Tensor, state: Tensor, inputs: Sequence[Tensor] | None = None,
