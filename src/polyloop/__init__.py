@@ -18,6 +18,8 @@ from .frontend.te import (Tensor, compute, max, min, placeholder, reduce_axis, s
 from .frontend.script import alloc, script
 from .frontend.te_scan import scan
 from .frontend.te_reducer import comm_reducer
+from .frontend.te_reducer import argmax, argmin
+from .frontend.te_tuple import max_value, min_value
 from .ir.extern import extern
 from .frontend.kernel import ArrayArg, LoopKernel, ValueArg, make_kernel
 from .ir.dtypes import DType
@@ -51,6 +53,7 @@ __all__ += ["TuneResult", "tune"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
 __all__ += ["comm_reducer", "extern", "scan"]
+__all__ += ["argmax", "argmin", "max_value", "min_value"]
 __all__ += ["prioritize_loops", "set_temporary_address_space"]
 __all__ += ["ceil", "cos", "erf", "floor", "fmod", "isnan", "pow", "round", "sigmoid", "sin",
             "tan"]

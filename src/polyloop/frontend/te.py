@@ -21,10 +21,11 @@ from ..ir.dtypes import DType, as_dtype
 from ..ir.expr import (Const, Expr, ExprLike, Load, Reduce, Var, VarKind, as_expr, const,
                        free_vars, loads, reduce_identity, walk)
 from ..ir.program import Buffer, BufferRole, Program, Statement
-from ..ir.simplify import simplify
-from ..poly.isl_util import NotAffine, expr_to_isl, isl_name, params_prefix
-from .te_axes import ReduceAxis, _shape, _tensor_name, reduce_axis, var
+from ..poly.isl_util import isl_name, params_prefix
+from .te_axes import ReduceAxis, _bounds, _shape, _tensor_name, reduce_axis, var
 from .te_reducer import max, min, sum  # noqa: A004 - te.sum etc. are the public reductions
+from .te_tuple import (TupleGroup, TupleReduce, check_iters, group_positions, group_statements,
+                       resolve)
 
 __all__ = ["Piece", "ReduceAxis", "Tensor", "compute", "max", "min", "placeholder",
            "reduce_axis", "sum", "to_program", "var"]
@@ -44,6 +45,8 @@ class Tensor:
     inputs: tuple["Tensor", ...] = ()
     # a tensor defined piecewise along its first axis (pl.scan: init rows, then the update)
     pieces: tuple["Piece", ...] = ()
+    # one output of a reduction over tuples (argmax): the statements of all its outputs
+    group: TupleGroup | None = None
 
     @property
     def ndim(self) -> int:
@@ -118,6 +121,8 @@ def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None =
         value = fcompute(*iters)
     finally:
         _reads.reset(token)
+    if isinstance(value, TupleReduce):
+        return _group_tensors(tensor_name, dims, names, value, collector)  # type: ignore[return-value]
     if isinstance(value, (tuple, list)):
         if not value:
             raise PolyloopError(f"the compute function of '{tensor_name}' returned an empty tuple")
@@ -144,6 +149,26 @@ def _tensor(tensor_name: str, dims: tuple[Expr, ...], names: list[str], body: Ex
         body = body.astype(body.dtype)
     inputs = tuple(dict.fromkeys(collector))
     return Tensor(tensor_name, dims, body.dtype, next(_counter), body, tuple(names), inputs)
+
+
+def _group_tensors(tensor_name: str, dims: tuple[Expr, ...], names: list[str], r: TupleReduce,
+                   collector: list[Tensor]) -> tuple[Tensor, ...] | Tensor:
+    outputs = [f"{tensor_name}_{k}" if k else tensor_name for k in range(len(r.sources))]
+    group = resolve(r, outputs, names)
+    check_iters(group, r.sources, names)
+    read = {t.name for t in collector}
+    for src in r.sources:
+        for ld in loads(src):
+            if ld.buffer not in read:
+                raise PolyloopError(f"reducer '{r.label}' reads '{ld.buffer}' through an "
+                                    f"expression built outside the compute function ({ld}); "
+                                    "index tensors inside the function passed to compute")
+    inputs = tuple(dict.fromkeys(collector))
+    out = tuple(Tensor(name, dims, d, next(_counter), body, tuple(names), inputs, group=group)
+                for name, d, body in zip(outputs, group.dtypes, group.updates))
+    for t in out:  # each update reads the other outputs' values: they are its inputs too
+        t.inputs = inputs + tuple(u for u in out if u is not t)
+    return out if len(out) > 1 else out[0]  # type: ignore[return-value]
 
 
 def _iter_names(fcompute: Callable[..., object], n: int) -> list[str]:
@@ -227,12 +252,34 @@ def to_program(*outputs: Tensor, args: Sequence[Tensor] | None = None,
                 BufferRole.OUTPUT if id(t) in arg_ids else BufferRole.TEMP)
         buffers.append(Buffer(t.name, t.shape, t.dtype, role))
     params = _params(arg_list, tensors)
-    statements: list[Statement] = []
-    for t in tensors:
-        if not t.is_placeholder:
-            statements.extend(_statements(t, params))
+    statements, nesting = _all_statements(tensors, params)
     return Program(name or outs[0].name, tuple(buffers), tuple(statements), tuple(params),
-                   tuple(t.name for t in arg_list))
+                   tuple(t.name for t in arg_list), nesting=nesting)
+
+
+def _all_statements(tensors: list[Tensor], params: list[str]
+                    ) -> tuple[list[Statement], tuple[tuple[str, tuple[int, ...]], ...]]:
+    """The statements in program order, and their nesting when a tuple reduction shares loops
+    between statements (otherwise none: one loop nest per statement)."""
+    statements: list[Statement] = []
+    nesting: list[tuple[str, tuple[int, ...]]] = []
+    done: set[int] = set()
+    top = 0
+    for t in tensors:
+        if t.is_placeholder or id(t.group) in done:
+            continue
+        if t.group is None:
+            for s in _statements(t, params):
+                statements.append(s)
+                nesting.append((s.name, (top,) + (0,) * len(s.iters)))
+                top += 1
+            continue
+        done.add(id(t.group))
+        statements.extend(group_statements(t.group, t.iters, t.shape, params))
+        pos, used = group_positions(t.group, top, len(t.iters))
+        nesting.extend(pos)
+        top += used
+    return statements, tuple(nesting) if done else ()
 
 
 def _assert_unique(tensors: Sequence[Tensor], what: str) -> None:
@@ -280,19 +327,6 @@ def _params(args: list[Tensor], tensors: list[Tensor]) -> list[str]:
                 if isinstance(v, Var) and v.kind is VarKind.PARAM:
                     found.setdefault(v.name)
     return list(found)
-
-
-def _bounds(names: Sequence[str], starts: Sequence[Expr], extents: Sequence[Expr],
-            owner: str) -> list[str]:
-    out = []
-    for n, lo, ext in zip(names, starts, extents):
-        try:
-            a, b = expr_to_isl(simplify(lo)), expr_to_isl(simplify(lo + ext))
-        except NotAffine:
-            raise PolyloopError(f"the extent of axis '{n}' of '{owner}' must be affine in the size "
-                                f"parameters (like 2*n + 1), got {ext}") from None
-        out.append(f"{a} <= {n} < {b}")
-    return out
 
 
 def _piece_statements(t: Tensor, params: list[str]) -> list[Statement]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import numbers
 import operator
+from typing import Sequence
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ..errors import PolyloopError
 from ..ir.dtypes import INDEX
 from ..ir.expr import Const, Expr, Var, VarKind, as_expr, const, walk
 from ..ir.simplify import simplify
-from ..poly.isl_util import isl_name
+from ..poly.isl_util import NotAffine, expr_to_isl, isl_name
 _names: dict[str, itertools.count] = {}
 
 
@@ -123,3 +124,16 @@ def _size(value: object, what: str) -> Expr:
         raise PolyloopError(f"{what} is {value!r} of type {type(value).__name__}: sizes must be "
                             "integers or expressions of pl.var sizes")
     return const(operator.index(value))
+
+
+def _bounds(names: Sequence[str], starts: Sequence[Expr], extents: Sequence[Expr],
+            owner: str) -> list[str]:
+    out = []
+    for n, lo, ext in zip(names, starts, extents):
+        try:
+            a, b = expr_to_isl(simplify(lo)), expr_to_isl(simplify(lo + ext))
+        except NotAffine:
+            raise PolyloopError(f"the extent of axis '{n}' of '{owner}' must be affine in the size "
+                                f"parameters (like 2*n + 1), got {ext}") from None
+        out.append(f"{a} <= {n} < {b}")
+    return out

@@ -42,6 +42,8 @@ class ScheduleCore:
 
     def __init__(self, *outputs: Any, args: Sequence[Any] | None = None,
                  name: str | None = None, seed: int | None = None):
+        if len(outputs) == 1 and isinstance(outputs[0], (list, tuple)):
+            outputs = tuple(outputs[0])   # pl.Schedule([T0, T1]), as TVM's create_schedule
         if len(outputs) == 1 and isinstance(outputs[0], Program):
             program = outputs[0]
         elif outputs and hasattr(outputs[0], "to_program"):
