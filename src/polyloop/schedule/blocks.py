@@ -11,7 +11,7 @@ from ..poly import affine, legality
 from ..poly.access import accesses
 from ..poly.isl_text import instance_map
 from ..poly.tree import LoopNode, Node, StmtNode, statements_under
-from .state import State, identity_expr, rebase
+from .state import State, identity_expr, loop_label, rebase
 from ..poly.tree_edits import add_exprs, insert_children, remove_statements
 
 
@@ -84,7 +84,8 @@ def compute_at(state: State, block: str, loop: LoopNode) -> State:
     under = set(statements_under(loop))
     names = {s.name for s in producers}
     if names & under:
-        raise ScheduleError(f"compute_at: block '{block}' is already inside loop '{loop.name}'")
+        raise ScheduleError(f"compute_at: block '{block}' is already inside loop "
+                            f"{loop_label(state, loop)}")
     buffer = producers[0].buffer
     if state.program.buffer(buffer).role is not BufferRole.TEMP:
         raise ScheduleError(f"compute_at: block '{block}' writes '{buffer}', an argument of the "
@@ -93,10 +94,11 @@ def compute_at(state: State, block: str, loop: LoopNode) -> State:
     outside = [c for c in consumers if c not in under]
     if outside:
         raise ScheduleError(f"compute_at: '{buffer}' (written by block '{block}') is also read by "
-                            f"{', '.join(outside)} outside loop '{loop.name}'; move the block to a "
-                            "loop that contains all its consumers")
+                            f"{', '.join(outside)} outside loop {loop_label(state, loop)}; move "
+                            "the block to a loop that contains all its consumers")
     if not consumers:
-        raise ScheduleError(f"compute_at: nothing under loop '{loop.name}' reads '{buffer}'")
+        raise ScheduleError(f"compute_at: nothing under loop {loop_label(state, loop)} reads "
+                            f"'{buffer}'")
     placements = {}
     for s in producers:
         others = {c: [p.expr(c) for p in path] for c in consumers}
@@ -104,7 +106,8 @@ def compute_at(state: State, block: str, loop: LoopNode) -> State:
                                                     stmt_writes=True, first=True)
         if not covered:
             raise ScheduleError(f"compute_at: some instances of '{s.name}' write elements of "
-                                f"'{buffer}' that nothing under loop '{loop.name}' reads")
+                                f"'{buffer}' that nothing under loop {loop_label(state, loop)} "
+                                "reads")
         placements[s.name] = exprs
     return _place(state, producers, path, placements, loop, 0)
 
@@ -152,7 +155,7 @@ def reverse_compute_at(state: State, block: str, loop: LoopNode) -> State:
             break
         if rel_exprs is None:
             raise ScheduleError(f"reverse_compute_at: block '{block}' reads nothing produced "
-                                f"under loop '{loop.name}'")
+                                f"under loop {loop_label(state, loop)}")
         placements[s.name] = rel_exprs
     return _place(state, consumers, path, placements, loop, None)
 
@@ -166,7 +169,8 @@ def decompose_reduction(state: State, block: str, loop: LoopNode) -> State:
                             "initialization")
     path = state.path(loop.id)
     if update.name not in statements_under(loop):
-        raise ScheduleError(f"decompose_reduction: loop '{loop.name}' is not a loop of block "
+        raise ScheduleError(f"decompose_reduction: loop {loop_label(state, loop)} is not a loop "
+                            "of block "
                             f"'{block}'")
     spatial = list(init.iters)
     arg_map = instance_map(init.name, init.iters, update.name, update.iters)
@@ -175,8 +179,9 @@ def decompose_reduction(state: State, block: str, loop: LoopNode) -> State:
     for anc in path[:-1]:
         e = anc.expr(update.name)
         if not affine.depends_only_on(state.program, update.name, e, spatial):
-            raise ScheduleError(f"decompose_reduction: loop '{anc.name}' encloses loop "
-                                f"'{loop.name}' and runs over a reduction axis; choose a loop "
+            raise ScheduleError(f"decompose_reduction: loop {loop_label(state, anc)} encloses "
+                                f"loop {loop_label(state, loop)} and runs over a reduction axis; "
+                                "choose a loop "
                                 "above every reduction loop")
         exprs.append(affine.retarget(state.program, e, update.name, init.name, arg_map))
         if anc.collapse is not None and anc.collapse.applies(anc.exprs):

@@ -19,13 +19,15 @@ from ..poly.tree_edits import replace_node
 def shift(state: State, node: LoopNode, offset: int | str) -> State:
     """Every statement below ``node`` sees the loop's value increased by ``offset``."""
     if isinstance(offset, bool) or not isinstance(offset, (int, str)):
-        raise ScheduleError(f"shift of loop '{node.name}': the offset is an integer or an affine "
-                            f"expression of size parameters such as \"K - 1\", got {offset!r}")
+        raise ScheduleError(f"shift of loop {st.loop_label(state, node)}: the offset is an "
+                            "integer or an affine expression of size parameters such as "
+                            f"\"K - 1\", got {offset!r}")
     try:
         exprs = tuple((s, affine.shifted(state.program, e, offset)) for s, e in node.exprs)
     except ParseError:
-        raise ScheduleError(f"shift of loop '{node.name}': {offset!r} is not an affine expression "
-                            "of the size parameters " + ", ".join(state.program.params)) from None
+        raise ScheduleError(f"shift of loop {st.loop_label(state, node)}: {offset!r} is not an "
+                            "affine expression of the size parameters "
+                            + ", ".join(state.program.params)) from None
     return state.with_root(replace_node(state.root, node.id, replace(node, exprs=exprs)))
 
 
@@ -35,11 +37,13 @@ def merge(state: State, first: LoopNode, second: LoopNode,
     siblings = _siblings(state.root, first.id)
     ids = [c.id if isinstance(c, LoopNode) else None for c in siblings]
     if first.id == second.id or second.id not in ids:
-        raise ScheduleError(f"merge: loops '{first.name}' and '{second.name}' are not siblings "
-                            "(children of the same loop, or both outermost)")
+        raise ScheduleError(f"merge: loops {st.loop_label(state, first)} and "
+                            f"{st.loop_label(state, second)} are not siblings (children of the "
+                            "same loop, or both outermost)")
     if ids.index(second.id) != ids.index(first.id) + 1:
-        raise ScheduleError(f"merge: loop '{second.name}' does not directly follow loop "
-                            f"'{first.name}'; merge adjacent loops, in program order")
+        raise ScheduleError(f"merge: loop {st.loop_label(state, second)} does not directly follow "
+                            f"loop {st.loop_label(state, first)}; merge adjacent loops, in program "
+                            "order")
     merged = LoopNode(state.next_id, name or first.name, first.exprs + second.exprs,
                       first.children + second.children, first.kind, first.unroll_factor,
                       first.thread, first.annotations)
@@ -53,9 +57,9 @@ def distribute(state: State, node: LoopNode, at: int,
     """Two loops over the same values: the first runs ``node``'s children before position
     ``at``, the second the others (loop fission)."""
     if not 0 < at < len(node.children):
-        raise ScheduleError(f"distribute of loop '{node.name}': the split position is between "
-                            f"1 and {len(node.children) - 1} (it has {len(node.children)} "
-                            f"children), got {at!r}")
+        raise ScheduleError(f"distribute of loop {st.loop_label(state, node)}: the split position "
+                            f"is between 1 and {len(node.children) - 1} (it has "
+                            f"{len(node.children)} children), got {at!r}")
     head, tail = node.children[:at], node.children[at:]
 
     def part(ident: int, kids: tuple, loop_name: str) -> LoopNode:

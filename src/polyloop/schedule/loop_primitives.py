@@ -182,7 +182,8 @@ class LoopPrimitives(ScheduleCore):
             hint = ""
             if bad.dependence.reduction:
                 hint = " It is a reduction loop: split it and use rfactor, or choose a spatial loop."
-            raise ScheduleError(f"cannot {primitive} loop '{node.name}': it carries "
+            raise ScheduleError(f"cannot {primitive} loop {st.loop_label(self._state, node)}: it "
+                                "carries "
                                 f"{bad.summary()}; for instance {bad.describe()}.{hint}",
                                 dependence=bad.evidence())
         return new  # type: ignore[return-value]
@@ -192,8 +193,9 @@ class LoopPrimitives(ScheduleCore):
         node = self._loop(loop, "parallelize")
         for anc in self._state.path(node.id)[:-1]:
             if anc.kind is LoopKind.PARALLEL:
-                raise ScheduleError(f"cannot parallelize loop '{node.name}': it is inside "
-                                    f"parallel loop '{anc.name}'; fuse them instead")
+                raise ScheduleError(f"cannot parallelize loop {st.loop_label(self._state, node)}: "
+                                    "it is inside parallel loop "
+                                    f"{st.loop_label(self._state, anc)}; fuse them instead")
         new = self._exclusive(loop, "parallelize", LoopKind.PARALLEL)
         self._apply(new, "parallel", (loop,), {})  # type: ignore[arg-type]
 
@@ -202,8 +204,8 @@ class LoopPrimitives(ScheduleCore):
         node = self._loop(loop, "vectorize")
         inner = st.inner_loops(self._state, node)
         if inner:
-            raise ScheduleError(f"cannot vectorize loop '{node.name}': it contains loop "
-                                f"'{inner[0].name}'; vectorize an innermost loop")
+            raise ScheduleError(f"cannot vectorize loop {st.loop_label(self._state, node)}: "
+                                f"it contains loop '{inner[0].name}'; vectorize an innermost loop")
         new = self._exclusive(loop, "vectorize", LoopKind.VECTORIZED)
         self._apply(new, "vectorize", (loop,), {})  # type: ignore[arg-type]
 

@@ -20,26 +20,29 @@ from ..poly.tree_edits import replace_node
 def split(state: State, node: LoopNode, factors: Sequence[int | None],
           names: Sequence[str] | None) -> tuple[State, list[LoopNode]]:
     if len(factors) < 2:
-        raise ScheduleError(f"split of loop '{node.name}' needs at least two factors, got "
-                            f"{list(factors)}")
+        raise ScheduleError(f"split of loop {st.loop_label(state, node)} needs at least two "
+                            f"factors, got {list(factors)}")
     if sum(f is None for f in factors) > 1:
-        raise ScheduleError(f"split of loop '{node.name}': at most one factor may be None")
+        raise ScheduleError(f"split of loop {st.loop_label(state, node)}: at most one factor may "
+                            "be None")
     for f in factors:
         if f is not None and (not isinstance(f, int) or isinstance(f, bool) or f <= 0):
-            raise ScheduleError(f"split of loop '{node.name}': factors must be positive integers "
-                                f"or None, got {f!r}")
+            raise ScheduleError(f"split of loop {st.loop_label(state, node)}: factors must be "
+                                f"positive integers or None, got {f!r}")
     lo, hi = _range(state, node)
     facs = list(factors)
     if None in facs[1:]:
         if lo is None or hi is None:
-            raise ScheduleError(f"split of loop '{node.name}': a None factor other than the first "
-                                "needs a constant extent; the extent of this loop is symbolic")
+            raise ScheduleError(f"split of loop {st.loop_label(state, node)}: a None factor other "
+                                "than the first needs a constant extent; the extent of this loop "
+                                "is symbolic")
         k = facs.index(None)
         rest = prod(f for f in facs if f is not None)
         facs[k] = -(-(hi - lo + 1) // rest)
     names = list(names) if names else [f"{node.name}_{k}" for k in range(len(facs))]
     if len(names) != len(facs):
-        raise ScheduleError(f"split of loop '{node.name}': {len(facs)} factors but "
+        raise ScheduleError(f"split of loop {st.loop_label(state, node)}: {len(facs)} factors "
+                            "but "
                             f"{len(names)} names")
     shift = lo if lo is not None else 0
     new_nodes: list[LoopNode] = []
@@ -99,21 +102,23 @@ def chain(state: State, nodes: Sequence[LoopNode], primitive: str) -> list[LoopN
     ids = [p.id for p in full]
     for n in nodes:
         if n.id not in ids:
-            raise ScheduleError(f"{primitive}: loops '{n.name}' and '{deepest.name}' are not "
-                                "nested in one another")
+            raise ScheduleError(f"{primitive}: loops {st.loop_label(state, n)} and "
+                                f"{st.loop_label(state, deepest)} are not nested in one another")
     top = min(ids.index(n.id) for n in nodes)
     seg = full[top:]
     for outer in seg[:-1]:
         if len(outer.children) != 1:
-            others = ", ".join(_describe(c) for c in outer.children)
-            raise ScheduleError(f"{primitive}: loop '{outer.name}' is not perfectly nested: it "
-                                f"contains {others}; move the other statements first "
-                                "(compute_at) or schedule each nest separately")
+            others = ", ".join(_describe(state, c) for c in outer.children)
+            raise ScheduleError(f"{primitive}: loop {st.loop_label(state, outer)} is not "
+                                f"perfectly nested: it contains {others}; move the other "
+                                "statements first (compute_at) or schedule each nest separately")
     return seg
 
 
-def _describe(n: object) -> str:
-    return f"loop '{n.name}'" if isinstance(n, LoopNode) else f"statement '{n.statement}'"
+def _describe(state: State, n: object) -> str:
+    if isinstance(n, LoopNode):
+        return f"loop {st.loop_label(state, n)}"
+    return f"statement '{n.statement}'"
 
 
 def reorder(state: State, nodes: Sequence[LoopNode]) -> State:
@@ -168,7 +173,8 @@ def _common_ranges(state: State, seg: Sequence[LoopNode], stmts: list[str]
         hi = None if None in his else max(his)  # type: ignore[type-var]
         if k > 0 and (lo is None or hi is None):
             raise ScheduleError(
-                f"fuse: loop '{n.name}' has a symbolic extent; the fused loop would compute its "
+                f"fuse: loop {st.loop_label(state, n)} has a symbolic extent; the fused loop would "
+                "compute its "
                 f"iterators as f // extent and f % extent, a division by a size that is not "
                 f"affine. Fuse loops whose inner extents are constants (split '{n.name}' by a "
                 "constant first and fuse the outer parts, or pl.fix_parameters in a kernel), "
@@ -195,7 +201,8 @@ def skew(state: State, outer: LoopNode, inner: LoopNode, factor: int) -> State:
         raise ScheduleError(f"skew factor must be a non-zero integer, got {factor!r}")
     path = state.path(inner.id)
     if outer.id not in [p.id for p in path[:-1]]:
-        raise ScheduleError(f"skew: loop '{inner.name}' is not inside loop '{outer.name}'")
+        raise ScheduleError(f"skew: loop {st.loop_label(state, inner)} is not inside loop "
+                            f"{st.loop_label(state, outer)}")
     exprs = tuple((s, affine.skewed(state.program, outer.expr(s), e, factor))
                   for s, e in inner.exprs)
     return state.with_root(replace_node(state.root, inner.id, replace(inner, exprs=exprs)))

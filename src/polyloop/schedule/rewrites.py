@@ -15,7 +15,7 @@ from ..poly.isl_text import box_domain
 from ..poly.isl_util import expr_to_isl
 from ..poly.tree import LoopNode, Node, Root, StmtNode, statements_under
 from .blocks import block_statements, fresh_nest, readers, writers
-from .state import State, rebase
+from .state import State, loop_label, rebase
 from ..poly.tree_edits import insert_children
 
 
@@ -150,7 +150,8 @@ def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]
     upd = [program.statement(s) for s in statements_under(loop)
            if program.statement(s).reduction is not None]
     if len(upd) != 1:
-        raise ScheduleError(f"rfactor: loop '{loop.name}' must be inside exactly one reduction")
+        raise ScheduleError(f"rfactor: loop {loop_label(state, loop)} must be inside exactly one "
+                            "reduction by sum, product, max or min")
     s = upd[0]
     block = s.block_name
     init = next((x for x in block_statements(state, block) if x.is_init), None)
@@ -160,11 +161,12 @@ def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]
     text = loop.expr(s.name)
     if affine.depends_only_on(program, s.name, text, list(spatial)) or \
             _uses_spatial(program, s, text, spatial):
-        raise ScheduleError(f"rfactor: loop '{loop.name}' is not a reduction loop of '{block}'")
+        raise ScheduleError(f"rfactor: loop {loop_label(state, loop)} is not a reduction loop "
+                            f"of '{block}'")
     rng = regions.constant_extent(program, s.name, text)
     if rng is None:
-        raise ScheduleError(f"rfactor: loop '{loop.name}' needs a constant extent; split the "
-                            "reduction axis by a constant first")
+        raise ScheduleError(f"rfactor: loop {loop_label(state, loop)} needs a constant extent; "
+                            "split the reduction axis by a constant first")
     lo, hi = rng
     ext = hi - lo + 1
     buf = program.buffer(s.buffer)

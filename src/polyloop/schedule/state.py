@@ -154,6 +154,22 @@ def inner_loops(state: State, node: LoopNode) -> list[LoopNode]:
     return found
 
 
+def shown(state: State, node: LoopNode) -> bool:
+    """Does ``print(sch)`` show the loop? Not when it has one iteration once the loops around
+    it are fixed: isl leaves such a loop out of the code and prints its value instead."""
+    outer = state.path(node.id)[:-1] if state.loop(node.id) is node else []
+    return not all(fixed_by(state.program, s, [o.expr(s) for o in outer], node.expr(s))
+                   for s in statements_under(node))
+
+
+def loop_label(state: State, node: LoopNode) -> str:
+    """The loop as an error names it: ``'j'``, and for a loop ``print(sch)`` does not show,
+    its name and why it is not to be seen."""
+    if shown(state, node):
+        return f"'{node.name}'"
+    return f"'{node.name}' (it has one iteration, so print(sch) shows its value, not the loop)"
+
+
 def shape(program: Program, root: Root) -> tuple:
     """What the flat schedule of ``root`` depends on: for each statement, its sequence
     positions and loop expressions, outermost first, padded with zeros as in

@@ -12,7 +12,7 @@ from ..ir.loops import LoopKind
 from ..poly import deps as deps_mod
 from ..poly import legality
 from ..poly.tree import LoopNode, loop_position, loops, statements_under
-from .state import State, Verdict, shape
+from .state import State, Verdict, loop_label, shape
 
 _EXCLUSIVE = (LoopKind.PARALLEL, LoopKind.VECTORIZED, LoopKind.THREAD)
 
@@ -288,7 +288,8 @@ def verify(state: State, primitive: str) -> None:
         if n.kind in _EXCLUSIVE:
             bad = check_parallel(state, n)
             if bad is not None:
-                raise ScheduleError(f"{primitive} would make {n.kind.value} loop '{n.name}' carry "
+                raise ScheduleError(f"{primitive} would make {n.kind.value} loop "
+                                    f"{loop_label(state, n)} carry "
                                     f"{bad.summary()}: {bad.describe()}",
                                     dependence=bad.evidence())
 
@@ -303,8 +304,9 @@ def _check_nesting(state: State, primitive: str) -> None:
         for inner in loops(outer):
             if inner is not outer and inner.kind in (LoopKind.PARALLEL, LoopKind.THREAD):
                 raise ScheduleError(
-                    f"{primitive} would put {inner.kind.value} loop '{inner.name}' inside "
-                    f"vectorized loop '{outer.name}', whose iterations run as lanes of one "
+                    f"{primitive} would put {inner.kind.value} loop {loop_label(state, inner)} "
+                    f"inside vectorized loop {loop_label(state, outer)}, whose iterations run as "
+                    "lanes of one "
                     "thread; keep vectorized loops innermost (vectorize the inner loop, or "
                     "reorder before marking loops parallel/vectorized)")
 
