@@ -131,12 +131,11 @@ class OpenCLPrinter(GpuPrinter):
         return f"{v}L"
 
     def parameter(self, buffer: Buffer) -> str:
-        if buffer.dtype is DType.BOOL:
-            raise BuildError(f"argument '{buffer.name}' is a bool array, which OpenCL kernels "
-                             "cannot take; use int32 (0/1) instead")
         const = "const " if buffer.role is BufferRole.INPUT else ""
-        return f"__global {const}{self.type_name(buffer.dtype)} *restrict " \
-               f"{self.buffer_name(buffer.name)}"
+        # OpenCL leaves the size of bool to the device and forbids it in kernel arguments;
+        # NumPy's bool is one byte holding 0 or 1, which uchar reads and writes as such
+        element = "uchar" if buffer.dtype is DType.BOOL else self.type_name(buffer.dtype)
+        return f"__global {const}{element} *restrict {self.buffer_name(buffer.name)}"
 
 
     def fault_parameter(self) -> str:

@@ -91,8 +91,8 @@ class LoopKernel:
 
 
 @foreign_errors("make_kernel")
-def make_kernel(domains: str | Sequence[str], instructions: str | Sequence[str], *,
-                args: Sequence[ArrayArg | ValueArg | Any] | None = None,
+def make_kernel(domains: str | Sequence[str], instructions: str | Sequence[str],
+                args: Sequence[ArrayArg | ValueArg | Any] | None = None, *,
                 assumptions: str | None = None, name: str | None = None) -> LoopKernel:
     """A kernel from loop domains in ISL syntax and instructions, one per line.
 

@@ -36,6 +36,10 @@ def _reduce(kind: ReduceKind, expr: ExprLike, axis: object) -> Reduce:
     src = as_expr(expr)
     if src.weak:
         src = src.astype(src.dtype)
+    if src.dtype is DType.BOOL:
+        raise PolyloopError(f"{kind.value}(..., axis=) over bool values ({src}): reductions add "
+                            "or compare numbers; reduce x.astype(\"int32\") (a count for sum, "
+                            "any/all for max/min) and compare the result with 0")
     return Reduce(kind, src, tuple(a.var for a in axes), tuple(a.start for a in axes),
                   tuple(a.extent for a in axes), src.dtype)
 
