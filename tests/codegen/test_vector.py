@@ -149,14 +149,16 @@ def test_transposed_read_falls_back(run, rng):
     assert "#pragma omp simd" in src
 
 
-@pytest.mark.parametrize("op", [UnaryKind.LOG, UnaryKind.TANH])
-def test_functions_without_a_vector_form_fall_back(run, rng, op):
+@pytest.mark.parametrize("op", [BinOpKind.FLOORDIV, BinOpKind.MOD])
+def test_operations_without_a_vector_form_fall_back(run, rng, op):
     A, Y = buf("A", (n,), F32), buf("Y", (n,), F32, OUT)
-    kernel = Kernel("fn", (A, Y), ("n",), (), loop("j", n, Store("Y", (j,), unary(op, A[j])), V))
-    a, y = np.abs(data(rng, 21, "float32")) + 0.5, poison((21,), "float32")
+    body = Store("Y", (j,), binop(op, A[j], c(0.75, F32)))
+    kernel = Kernel("fn", (A, Y), ("n",), (), loop("j", n, body, V))
+    a, y = data(rng, 21, "float32") * 10, poison((21,), "float32")
     src = run(kernel, [a, y], [21])
-    np.testing.assert_allclose(y, getattr(np, op.value)(a), rtol=1e-6)
-    assert f"'{op.value}' of float32 has no vector form here" in src
+    want = a // np.float32(0.75) if op is BinOpKind.FLOORDIV else a % np.float32(0.75)
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+    assert f"'{op.value}' has no vector form here" in src
 
 
 def test_select_comparisons_casts_and_mixed_widths(build, rng):

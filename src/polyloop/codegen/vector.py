@@ -40,9 +40,15 @@ REST = "pl_rest"      # lanes left for the epilogue; pl_ names never clash with 
 GAP = "pl_gap"        # elements before the first streamed store is on a vector boundary
 HEAD_END = "pl_head_end"
 _UNARY_HELPERS = {UnaryKind.ABS: VectorOp.ABS, UnaryKind.SQRT: VectorOp.SQRT,
-                  UnaryKind.EXP: VectorOp.EXP}
+                  UnaryKind.EXP: VectorOp.EXP, UnaryKind.SIN: VectorOp.SIN,
+                  UnaryKind.COS: VectorOp.COS, UnaryKind.TAN: VectorOp.TAN,
+                  UnaryKind.ERF: VectorOp.ERF, UnaryKind.LOG: VectorOp.LOG,
+                  UnaryKind.TANH: VectorOp.TANH, UnaryKind.FLOOR: VectorOp.FLOOR,
+                  UnaryKind.CEIL: VectorOp.CEIL, UnaryKind.ROUND: VectorOp.ROUND}
+# binary operations computed by a helper of two vectors
 _MINMAX = {BinOpKind.MIN: VectorOp.MIN, BinOpKind.MAX: VectorOp.MAX,
-           ReduceKind.MIN: VectorOp.MIN, ReduceKind.MAX: VectorOp.MAX}
+           ReduceKind.MIN: VectorOp.MIN, ReduceKind.MAX: VectorOp.MAX,
+           BinOpKind.POW: VectorOp.POW, BinOpKind.FMOD: VectorOp.FMOD}
 _MASK_OPS = {BinOpKind.AND: "&", BinOpKind.OR: "|"}
 _MIRRORED = {BinOpKind.LT: BinOpKind.GT, BinOpKind.LE: BinOpKind.GE, BinOpKind.GT: BinOpKind.LT,
              BinOpKind.GE: BinOpKind.LE, BinOpKind.EQ: BinOpKind.EQ, BinOpKind.NE: BinOpKind.NE}
@@ -397,6 +403,8 @@ class VectorLoopWriter:
             return f"({parts[0]} {_MASK_OPS[e.op]} {parts[1]})"
         if isinstance(e, Unary) and e.op is UnaryKind.NOT:
             return f"~{self.mask(e.operand, mt)}"
+        if isinstance(e, Unary) and e.op is UnaryKind.ISNAN:  # the one value unequal to itself
+            return self.mask(BinOp(BinOpKind.NE, e.operand, e.operand, DType.BOOL), mt)
         assert isinstance(e, BinOp) and e.op.is_comparison, e
         step = lane_condition(e, self.loop.var)
         if step is not None:

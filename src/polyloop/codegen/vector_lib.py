@@ -22,17 +22,15 @@ static inline v16f pl_load_v16f(const float *p) {
 """
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
 from ..ir.dtypes import DType
 from ..util.isa import ISA
-from .tables import C_TYPES
+from .vector_libm import LIBM_FUNCTIONS, libm_helper
 from .vector_math import exp_body, exp_body_avx512
+from .vector_types import SUFFIX, VecType, VectorOp
 from .writer import CodeWriter
 
-SUFFIX = {DType.FLOAT32: "f", DType.FLOAT64: "d", DType.INT32: "i", DType.INT64: "l"}
-INT_OF_SIZE = {4: DType.INT32, 8: DType.INT64}
+__all__ = ["SUFFIX", "VecType", "VectorLibrary", "VectorOp", "helper_name"]
+
 _X86_PREFIX = {64: "_mm512", 32: "_mm256", 16: "_mm"}
 _X86_SUFFIX = {DType.FLOAT32: "ps", DType.FLOAT64: "pd", DType.INT32: "epi32",
                DType.INT64: "epi64"}
@@ -43,60 +41,6 @@ _X86_INT_TYPE = {64: "__m512i", 32: "__m256i", 16: "__m128i"}
 _SQRT_MACRO = {64: "__AVX512F__", 32: "__AVX__", 16: "__SSE2__"}
 _STREAM_MACRO = _SQRT_MACRO    # the streaming stores of each vector size come with the same ISA
 _X86_STREAM_INT = {64: "_mm512_stream_si512", 32: "_mm256_stream_si256", 16: "_mm_stream_si128"}
-
-
-@dataclass(frozen=True, slots=True)
-class VecType:
-    """A vector of ``lanes`` elements of ``dtype``."""
-    dtype: DType
-    lanes: int
-
-    @property
-    def name(self) -> str:
-        return f"v{self.lanes}{SUFFIX[self.dtype]}"
-
-    @property
-    def unaligned(self) -> str:
-        return self.name + "_u"
-
-    @property
-    def element(self) -> str:
-        return C_TYPES[self.dtype]
-
-    @property
-    def bytes(self) -> int:
-        return self.lanes * self.dtype.itemsize
-
-    @property
-    def mask(self) -> VecType:
-        """The integer vector a comparison of two such vectors gives (-1 true, 0 false)."""
-        return VecType(INT_OF_SIZE[self.dtype.itemsize], self.lanes)
-
-
-class VectorOp(enum.Enum):
-    """Helpers, in the order the prelude defines them (a helper calls only earlier ones)."""
-    BROADCAST = "broadcast"
-    LOAD = "load"
-    LOAD_ALIGNED = "load_aligned"
-    LOAD_MASKED = "load_masked"
-    LOAD_WHERE = "load_where"
-    LOAD_WHERE_MASKED = "load_where_masked"
-    STORE = "store"
-    STORE_ALIGNED = "store_aligned"
-    STORE_MASKED = "store_masked"
-    STORE_STREAM = "store_stream"
-    LANES_BELOW = "lanes_below"
-    LOAD_WHERE_BITS = "load_where_bits"
-    SELECT_BITS = "select_bits"
-    ALIGN_GAP = "align_gap"
-    IOTA = "iota"
-    LANE_OFFSET = "lane_offset"
-    SELECT = "select"
-    MAX = "max"
-    MIN = "min"
-    ABS = "abs"
-    SQRT = "sqrt"
-    EXP = "exp"
 
 
 _NEEDS = {VectorOp.MAX: (VectorOp.SELECT,), VectorOp.MIN: (VectorOp.SELECT,),
@@ -191,6 +135,17 @@ class VectorLibrary:
         return f"return ({t.name})((m & ({m})a) | (~m & ({m})b));"
 
     def _math_helper(self, op: VectorOp, t: VecType) -> tuple[str, list[str]]:
+        """Signature and body of every helper but the one-line ones of ``_emit_helper``."""
+        if op in LIBM_FUNCTIONS:
+            return libm_helper(op, t, self.isa, helper_name(op, t))
+        for family in (self._masked_memory_helper, self._lane_helper, self._arith_helper):
+            found = family(op, t)
+            if found is not None:
+                return found
+        raise AssertionError(op)
+
+    def _masked_memory_helper(self, op: VectorOp, t: VecType) -> tuple[str, list[str]] | None:
+        """Loads and stores of some lanes (AVX-512 masks), and streaming stores."""
         v, e, m, name = t.name, t.element, t.mask.name, helper_name(op, t)
         if op is VectorOp.LOAD_MASKED:
             return (f"{v} {name}(const {e} *p, int64_t n)",
@@ -206,6 +161,37 @@ class VectorLibrary:
                     ["// lanes where m is 0" + (" or at n and above" if masked else "")
                      + " read nothing (no fault) and are 0",
                      f"return ({v}){_x86(t, 'maskz_loadu')}({bits}, p);"])
+        if op is VectorOp.LOAD_WHERE_BITS:
+            return (f"{v} {name}(const {e} *p, uint32_t k)",
+                    ["// lanes whose bit is clear read nothing (no fault) and are 0",
+                     f"return ({v}){_x86(t, 'maskz_loadu')}(({_kmask(t)})k, p);"])
+        if op is VectorOp.SELECT_BITS:
+            cast = _X86_TYPE.get((t.bytes, t.dtype), _X86_INT_TYPE[t.bytes])
+            return (f"{v} {name}(uint32_t k, {v} a, {v} b)",
+                    ["// a where the lane's bit is set, else b",
+                     f"return ({v}){_x86(t, 'mask_blend')}(({_kmask(t)})k, ({cast})b, ({cast})a);"])
+        if op is VectorOp.STORE_STREAM:
+            return self._stream_helper(t, name)
+        if op is VectorOp.STORE_MASKED:
+            cast = _X86_TYPE.get((t.bytes, t.dtype), _X86_INT_TYPE[t.bytes])
+            return (f"void {name}({e} *p, {v} x, int64_t n)",
+                    [f"{_x86(t, 'mask_storeu')}(p, {_mask(t)}, ({cast})x);"])
+        return None
+
+    @staticmethod
+    def _stream_helper(t: VecType, name: str) -> tuple[str, list[str]]:
+        if t.dtype.is_int:
+            cast = _X86_INT_TYPE[t.bytes]
+            call = f"{_X86_STREAM_INT[t.bytes]}(({cast} *)p, ({cast})x);"
+        else:
+            call = f"{_x86(t, 'stream')}(p, ({_X86_TYPE[(t.bytes, t.dtype)]})x);"
+        return (f"void {name}({t.element} *p, {t.name} x)",
+                [f"// p is {t.bytes}-byte aligned: the line is written without being read", call])
+
+    @staticmethod
+    def _lane_helper(op: VectorOp, t: VecType) -> tuple[str, list[str]] | None:
+        """Lane numbers, lane masks of a count, and alignment gaps."""
+        v, e, name = t.name, t.element, helper_name(op, t)
         if op is VectorOp.IOTA:
             lanes = ", ".join(str(lane) for lane in range(t.lanes))
             return f"{v} {name}(void)", [f"return ({v}){{{lanes}}};"]
@@ -219,24 +205,6 @@ class VectorLibrary:
                     [f"// bit l set for the lanes l < n, n clamped to [0, {t.lanes}]",
                      f"const int64_t c = n < 0 ? 0 : n > {t.lanes} ? {t.lanes} : n;",
                      "return (uint32_t)(((uint64_t)1 << c) - 1);"])
-        if op is VectorOp.LOAD_WHERE_BITS:
-            return (f"{v} {name}(const {e} *p, uint32_t k)",
-                    ["// lanes whose bit is clear read nothing (no fault) and are 0",
-                     f"return ({v}){_x86(t, 'maskz_loadu')}(({_kmask(t)})k, p);"])
-        if op is VectorOp.SELECT_BITS:
-            cast = _X86_TYPE.get((t.bytes, t.dtype), _X86_INT_TYPE[t.bytes])
-            return (f"{v} {name}(uint32_t k, {v} a, {v} b)",
-                    ["// a where the lane's bit is set, else b",
-                     f"return ({v}){_x86(t, 'mask_blend')}(({_kmask(t)})k, ({cast})b, ({cast})a);"])
-        if op is VectorOp.STORE_STREAM:
-            if t.dtype.is_int:
-                cast = _X86_INT_TYPE[t.bytes]
-                call = f"{_X86_STREAM_INT[t.bytes]}(({cast} *)p, ({cast})x);"
-            else:
-                call = f"{_x86(t, 'stream')}(p, ({_X86_TYPE[(t.bytes, t.dtype)]})x);"
-            return (f"void {name}({e} *p, {v} x)",
-                    [f"// p is {t.bytes}-byte aligned: the line is written without being read",
-                     call])
         if op is VectorOp.ALIGN_GAP:
             return (f"int64_t {name}(const {e} *p)",
                     [f"// elements from p to the next {t.bytes}-byte boundary; -1 if p is not "
@@ -245,10 +213,11 @@ class VectorLibrary:
                      f"if (a % sizeof({e}) != 0) return -1;",
                      f"return (int64_t)(((uintptr_t){t.bytes} - a % {t.bytes}) % {t.bytes} "
                      f"/ sizeof({e}));"])
-        if op is VectorOp.STORE_MASKED:
-            cast = _X86_TYPE.get((t.bytes, t.dtype), _X86_INT_TYPE[t.bytes])
-            return (f"void {name}({e} *p, {v} x, int64_t n)",
-                    [f"{_x86(t, 'mask_storeu')}(p, {_mask(t)}, ({cast})x);"])
+        return None
+
+    def _arith_helper(self, op: VectorOp, t: VecType) -> tuple[str, list[str]] | None:
+        """max, min, abs, sqrt and exp."""
+        v, m, name = t.name, t.mask.name, helper_name(op, t)
         select = helper_name(VectorOp.SELECT, t)
         if op in (VectorOp.MAX, VectorOp.MIN, VectorOp.EXP) and self._avx512_float(t):
             return self._avx512_float_helper(op, t)
@@ -276,7 +245,7 @@ class VectorLibrary:
         if op is VectorOp.EXP:
             return (f"{v} {name}({v} x)",
                     exp_body(t.dtype, v, m, select, helper_name(VectorOp.BROADCAST, t)))
-        raise AssertionError(op)
+        return None
 
     def _avx512_float(self, t: VecType) -> bool:
         """AVX-512 instructions (masks, vscalef, vroundscale) for float vectors of type ``t``."""

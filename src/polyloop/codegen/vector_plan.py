@@ -46,8 +46,11 @@ VECTOR_DTYPES = (DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64)
 VECTOR_BINOPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL, BinOpKind.DIV,
                            BinOpKind.MIN, BinOpKind.MAX, BinOpKind.LT, BinOpKind.LE,
                            BinOpKind.GT, BinOpKind.GE, BinOpKind.EQ, BinOpKind.NE,
-                           BinOpKind.AND, BinOpKind.OR})
-VECTOR_FLOAT_UNARY = frozenset({UnaryKind.NEG, UnaryKind.ABS, UnaryKind.SQRT, UnaryKind.EXP})
+                           BinOpKind.AND, BinOpKind.OR, BinOpKind.POW, BinOpKind.FMOD})
+VECTOR_FLOAT_UNARY = frozenset({UnaryKind.NEG, UnaryKind.ABS, UnaryKind.SQRT, UnaryKind.EXP,
+                                UnaryKind.SIN, UnaryKind.COS, UnaryKind.TAN, UnaryKind.ERF,
+                                UnaryKind.LOG, UnaryKind.TANH, UnaryKind.FLOOR, UnaryKind.CEIL,
+                                UnaryKind.ROUND})
 VECTOR_INT_UNARY = frozenset({UnaryKind.NEG, UnaryKind.ABS})
 
 Affine = dict[tuple[str, VarKind] | None, int]   # variable -> coefficient; None -> constant
@@ -332,7 +335,7 @@ class _BodyCheck:
             return self.value(e.lhs, guarded=guarded) or self.value(e.rhs, guarded=guarded)
         if isinstance(e, Unary):
             allowed = VECTOR_FLOAT_UNARY if e.dtype.is_float else VECTOR_INT_UNARY
-            if e.op is UnaryKind.NOT or e.op in allowed:
+            if e.op in (UnaryKind.NOT, UnaryKind.ISNAN) or e.op in allowed:
                 return self.value(e.operand, guarded=guarded)
             return f"'{e.op.value}' of {e.dtype} has no vector form here"
         if isinstance(e, Cast):

@@ -16,7 +16,7 @@ True
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .process import ProcessTimeout, run_limited
 
@@ -32,6 +32,9 @@ class ISA:
     vector_bytes: int
     fma: bool
     macros: frozenset[str]
+    # the GNU C library the code links against, (major, minor); None: another C library or
+    # unknown. Its libmvec has vector sin, cos, log, pow (2.22) and tan, erf, tanh (2.35).
+    glibc: tuple[int, int] | None = None
 
     def lanes(self, dtype: str) -> int:
         """Elements of ``dtype`` in one vector register."""
@@ -76,4 +79,23 @@ def host_isa(cc: str = "gcc") -> ISA:
     out = done.stdout
     names = frozenset(line.split()[1] for line in out.splitlines()
                       if line.startswith("#define ") and len(line.split()) >= 2)
-    return classify(names)
+    return replace(classify(names), glibc=_glibc(cc))
+
+
+def _glibc(cc: str) -> tuple[int, int] | None:
+    """The glibc version ``<features.h>`` declares, or None (no glibc, or no answer)."""
+    command = [cc, "-dM", "-E", "-x", "c", "-include", "features.h", "/dev/null"]
+    try:
+        done = run_limited(command, timeout=30)
+    except (OSError, ProcessTimeout):
+        return None
+    if done.returncode != 0:
+        return None
+    found = {}
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in ("__GLIBC__", "__GLIBC_MINOR__") and parts[2].isdigit():
+            found[parts[1]] = int(parts[2])
+    if len(found) != 2:
+        return None
+    return found["__GLIBC__"], found["__GLIBC_MINOR__"]
