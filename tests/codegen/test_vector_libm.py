@@ -114,6 +114,8 @@ def test_vector_math_matches_numpy(compile_c, rng, dtype, libmvec):
     x, y = inputs(rng, dtype)
     source, got = run(compile_c, dtype, isa, x, y)
     assert ("_ZGV" in source) == libmvec
+    if isa.has("__SSE4_1__"):      # floor, ceil, round: one rounding instruction
+        assert "_MM_FROUND_TO_NEG_INF" in source and "floorf(x[l])" not in source
     assert "pl_sin_v" in source and "pl_pow_v" in source   # the loop was vectorized
     for name in OUTPUTS:
         check(name, got[name], reference(name, x, y))

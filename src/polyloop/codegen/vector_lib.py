@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..ir.dtypes import DType
 from ..util.isa import ISA
-from .vector_libm import LIBM_FUNCTIONS, libm_helper
+from .vector_libm import LIBM_FUNCTIONS, libm_helper, rounding_call
 from .vector_math import exp_body, exp_body_avx512
 from .vector_types import SUFFIX, VecType, VectorOp
 from .writer import CodeWriter
@@ -80,7 +80,8 @@ class VectorLibrary:
         if op in _USES_MASK:
             self.types.add(t.mask)
         if op in _INTRINSICS or op is VectorOp.SQRT and self._sqrt_intrinsic(t) \
-                or op in _AVX512_FLOAT_OPS and self._avx512_float(t):
+                or op in _AVX512_FLOAT_OPS and self._avx512_float(t) \
+                or rounding_call(op, t, self.isa) is not None:
             self.needs_immintrin = True
         self.helpers.add((op, t))
         return helper_name(op, t)

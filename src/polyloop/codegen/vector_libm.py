@@ -6,11 +6,11 @@ Where glibc's libmvec has the function at the vector's width (x86-64: sin, cos, 
 since glibc 2.22; tan, erf and tanh since 2.35), the helper calls it: the vector variants
 ``_ZGV<isa>N<lanes>v_sinf`` of the x86-64 vector function ABI, which gcc itself calls only
 under ``-ffast-math``. Their documented accuracy is at most 4 ulp; the tests keep every
-function within that against NumPy, special values included. Elsewhere, and for ``floor``,
-``ceil``, ``round`` (rint) and ``fmod``, the helper applies the scalar function lane by lane:
-exact as the scalar code, and gcc turns the lane loop of ``floor``/``ceil``/``rint`` into one
-rounding instruction where the ISA has it (SSE4.1 ``roundps``, AVX-512 ``vrndscaleps``).
-x86 has no vector remainder: ``fmod`` stays lane by lane.
+function within that against NumPy, special values included. ``floor``, ``ceil`` and
+``round`` (to nearest even, as ``rint``) are one rounding instruction where the ISA has it
+(SSE4.1 ``roundps``, AVX ``vroundps``, AVX-512 ``vrndscaleps``, exact). Elsewhere, and for
+``fmod`` (x86 has no vector remainder), the helper applies the scalar function lane by lane,
+exactly as the scalar code does.
 
 >>> from polyloop.util.isa import ISA
 >>> avx2 = ISA("avx2", 32, True, frozenset({"__x86_64__", "__AVX__", "__AVX2__"}), (2, 36))
@@ -35,6 +35,28 @@ BINARY = frozenset({VectorOp.POW, VectorOp.FMOD})
 _LIBMVEC_SINCE = {VectorOp.SIN: (2, 22), VectorOp.COS: (2, 22), VectorOp.LOG: (2, 22),
                   VectorOp.POW: (2, 22), VectorOp.TAN: (2, 35), VectorOp.ERF: (2, 35),
                   VectorOp.TANH: (2, 35)}
+
+
+# the rounding-mode immediate of each rounding function (exceptions suppressed, as in libm)
+_ROUNDING = {VectorOp.FLOOR: "_MM_FROUND_TO_NEG_INF", VectorOp.CEIL: "_MM_FROUND_TO_POS_INF",
+             VectorOp.ROUND: "_MM_FROUND_TO_NEAREST_INT"}
+_X86_FLOAT = {(16, DType.FLOAT32): ("_mm", "ps", "__m128"),
+              (16, DType.FLOAT64): ("_mm", "pd", "__m128d"),
+              (32, DType.FLOAT32): ("_mm256", "ps", "__m256"),
+              (32, DType.FLOAT64): ("_mm256", "pd", "__m256d"),
+              (64, DType.FLOAT32): ("_mm512", "ps", "__m512"),
+              (64, DType.FLOAT64): ("_mm512", "pd", "__m512d")}
+_ROUND_MACRO = {16: "__SSE4_1__", 32: "__AVX__", 64: "__AVX512F__"}
+
+
+def rounding_call(op: VectorOp, t: VecType, isa: ISA) -> str | None:
+    """The x86 rounding instruction's intrinsic applied to ``x``, or None without one."""
+    key = (t.bytes, t.dtype)
+    if op not in _ROUNDING or key not in _X86_FLOAT or not isa.has(_ROUND_MACRO[t.bytes]):
+        return None
+    prefix, suffix, x86 = _X86_FLOAT[key]
+    what = "roundscale" if t.bytes == 64 else "round"
+    return f"({t.name}){prefix}_{what}_{suffix}(({x86})x, {_ROUNDING[op]} | _MM_FROUND_NO_EXC)"
 
 
 def _abi_letter(isa: ISA, vector_bytes: int) -> str | None:
@@ -67,6 +89,9 @@ def libm_helper(op: VectorOp, t: VecType, isa: ISA, name: str) -> tuple[str, lis
     binary = op in BINARY
     signature = f"{v} {name}({v} x, {v} y)" if binary else f"{v} {name}({v} x)"
     args = "x, y" if binary else "x"
+    rounded = rounding_call(op, t, isa)
+    if rounded is not None:
+        return signature, [f"return {rounded};"]
     symbol = libmvec_symbol(op, t, isa)
     if symbol is not None:
         params = f"{v}, {v}" if binary else v
