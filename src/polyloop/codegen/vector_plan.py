@@ -16,12 +16,8 @@ reads what the scalar loop would not; without AVX-512 such a loop is left to gcc
 
 Anything else (a stride other than 1, an index that is not affine in ``j``, ``j`` used as a
 value, a math function without a vector form, a buffer read and written at different elements)
-leaves the loop to gcc under ``#pragma omp simd``; :func:`plan_vector_loop` says why.
-
->>> from polyloop.ir.expr import Var
->>> j, i = Var("j"), Var("i")
->>> index_stride((i * 64 + j,), "j"), index_stride((i,), "j"), index_stride((j * 2,), "j")
-(1, 0, None)
+leaves the loop to gcc under ``#pragma omp simd``; :func:`plan_vector_loop` says why. The
+index analysis (strides, conditions per lane) is in ``vector_index.py``.
 """
 from __future__ import annotations
 
@@ -32,16 +28,22 @@ from typing import Iterator, Mapping
 
 from ..ir.dtypes import DType
 from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Select, Unary, UnaryKind, Var,
-                       VarKind, binop, same, walk)
+                       VarKind, same, walk)
 from ..ir.loops import Block, For, LoopKind, Node, Store
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..util.isa import ISA
-from .flatten import Wrap, flat_offset, var_coefficient, wrap_of
+from .flatten import Wrap
 from .index_checks import needs_check
+from .vector_index import (Affine, added, affine, index_stride, lane_condition, load_key,
+                           mentions, scaled, wrapped_condition)
+
+__all__ = ["Epilogue", "NotVectorized", "VectorPlan", "affine", "body_stores", "choose_lanes",
+           "index_stride", "lane_condition", "load_key", "masked_epilogue_available",
+           "mentions", "plan_vector_loop", "proven_aligned", "simd_accumulation",
+           "wrapped_condition"]
 
 MIN_VECTOR_BYTES = 16          # the narrowest vector register of any ISA we target
 ALIGNED_TEMP_BYTES = 64        # every temporary is declared or allocated 64-byte aligned
-MAX_LANE_STEP = 1 << 16        # |step| of an index condition: lane offsets stay small
 VECTOR_DTYPES = (DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64)
 VECTOR_BINOPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL, BinOpKind.DIV,
                            BinOpKind.MIN, BinOpKind.MAX, BinOpKind.LT, BinOpKind.LE,
@@ -53,7 +55,6 @@ VECTOR_FLOAT_UNARY = frozenset({UnaryKind.NEG, UnaryKind.ABS, UnaryKind.SQRT, Un
                                 UnaryKind.ROUND})
 VECTOR_INT_UNARY = frozenset({UnaryKind.NEG, UnaryKind.ABS})
 
-Affine = dict[tuple[str, VarKind] | None, int]   # variable -> coefficient; None -> constant
 
 
 class Epilogue(enum.Enum):
@@ -173,66 +174,6 @@ def body_stores(body: Node) -> list[Store] | None:
     return None
 
 
-def mentions(e: Expr, var: str) -> bool:
-    """Whether loop variable ``var`` occurs in ``e`` (a size parameter of that name does not)."""
-    return any(isinstance(n, Var) and n.name == var and n.kind is VarKind.ITER for n in walk(e))
-
-
-def affine(e: Expr) -> Affine | None:
-    """``e`` as integer coefficients of its variables plus a constant; None if not affine."""
-    if isinstance(e, Const) and e.dtype.is_int:
-        return {None: int(e.value)}
-    if isinstance(e, Var) and e.dtype.is_int:
-        return {(e.name, e.kind): 1}
-    if isinstance(e, Unary) and e.op is UnaryKind.NEG:
-        inner = affine(e.operand)
-        return None if inner is None else _scaled(inner, -1)
-    if isinstance(e, BinOp) and e.op in (BinOpKind.ADD, BinOpKind.SUB):
-        a, b = affine(e.lhs), affine(e.rhs)
-        if a is None or b is None:
-            return None
-        return _sum(a, _scaled(b, -1) if e.op is BinOpKind.SUB else b)
-    if isinstance(e, BinOp) and e.op is BinOpKind.MUL:
-        a, b = affine(e.lhs), affine(e.rhs)
-        if a is None or b is None:
-            return None
-        if set(b) <= {None}:
-            return _scaled(a, b.get(None, 0))
-        if set(a) <= {None}:
-            return _scaled(b, a.get(None, 0))
-    return None
-
-
-def _scaled(a: Affine, k: int) -> Affine:
-    return {key: c * k for key, c in a.items()}
-
-
-def _sum(a: Affine, b: Affine) -> Affine:
-    out = dict(a)
-    for key, c in b.items():
-        out[key] = out.get(key, 0) + c
-    return out
-
-
-def index_stride(indices: tuple[Expr, ...], var: str,
-                 shape: tuple[Expr, ...] | None = None) -> int | None:
-    """0 for an access invariant in ``var``, 1 for a contiguous one, None for anything else.
-    With the buffer's ``shape``, the quotient and remainder of a fused index count as their
-    linear offset (``codegen.flatten``)."""
-    if not any(mentions(i, var) for i in indices):
-        return 0
-    if shape is not None and any(mentions(i, var) for i in indices[:-1]):
-        flat = flat_offset(indices, shape)
-        if flat is not None and not any(mentions(i, var) for i in indices[:flat[0]]):
-            return index_stride((flat[1],), var)
-    if any(mentions(i, var) for i in indices[:-1]):
-        return None
-    last = affine(indices[-1])
-    if last is None:    # invariant quotients or remainders (a partial tile's offset)
-        return 1 if var_coefficient(indices[-1], var) == 1 else None
-    return 1 if last.get((var, VarKind.ITER), 0) == 1 else None
-
-
 def _check_store(s: Store, var: str, buffers: Mapping[str, Buffer], check: _BodyCheck
                  ) -> str | None:
     dtype = buffers[s.buffer].dtype
@@ -247,28 +188,6 @@ def _check_store(s: Store, var: str, buffers: Mapping[str, Buffer], check: _Body
     return check.value(s.value, guarded=False)
 
 
-def lane_condition(e: Expr, var: str) -> int | None:
-    """For a comparison of two integer index expressions affine in ``var``, the coefficient of
-    ``var`` in ``lhs - rhs`` (the lane step of the difference); None for anything else."""
-    if not (isinstance(e, BinOp) and e.op.is_comparison and e.lhs.dtype.is_int
-            and e.rhs.dtype.is_int):
-        return None
-    lhs, rhs = affine(e.lhs), affine(e.rhs)
-    if lhs is None or rhs is None:
-        return None
-    step = lhs.get((var, VarKind.ITER), 0) - rhs.get((var, VarKind.ITER), 0)
-    return step if abs(step) <= MAX_LANE_STEP else None
-
-
-def wrapped_condition(e: Expr, var: str) -> Wrap | None:
-    """For a comparison of integer indices that depends on ``var`` through the quotient and
-    remainder of a fused index (``(16 * p0 + p1) % 28 + rx >= 1``), its :class:`Wrap`."""
-    if not (isinstance(e, BinOp) and e.op.is_comparison and e.lhs.dtype.is_int
-            and e.rhs.dtype.is_int):
-        return None
-    return wrap_of(binop(BinOpKind.SUB, e.lhs, e.rhs), var)
-
-
 def _check_wraps(wraps: list[Wrap], lanes: int, maskable: bool) -> str | None:
     if not wraps:
         return None
@@ -280,11 +199,6 @@ def _check_wraps(wraps: list[Wrap], lanes: int, maskable: bool) -> str | None:
         return (f"a condition depends on a remainder by {small}, which wraps more than once "
                 f"in a vector of {lanes} lanes")
     return None
-
-
-def load_key(e: Load) -> tuple[str, tuple[str, ...]]:
-    """Loads with equal keys read the same element."""
-    return e.buffer, tuple(str(i) for i in e.indices)
 
 
 class _BodyCheck:
@@ -383,7 +297,7 @@ def _constant_extent(loop: For) -> int | None:
     a, b = affine(loop.start), affine(loop.stop)
     if a is None or b is None:
         return None
-    diff = _sum(b, _scaled(a, -1))
+    diff = added(b, scaled(a, -1))
     if any(c for key, c in diff.items() if key is not None):
         return None
     return max(0, diff.get(None, 0))
@@ -443,7 +357,7 @@ def proven_aligned(indices: tuple[Expr, ...], buffer: Buffer, loop: For, lanes: 
         if form is None:
             return False
         coefficient = form.pop((loop.var, VarKind.ITER), 0)
-        form = _sum(form, _scaled(start, coefficient))
-        offset = _sum(offset, _scaled(form, stride))
+        form = added(form, scaled(start, coefficient))
+        offset = added(offset, scaled(form, stride))
         stride *= int(size.value)   # type: ignore[attr-defined]
     return all(c % lanes == 0 for c in offset.values())
