@@ -202,8 +202,8 @@ def apply_tag(work: Work, h: LoopHandle, tag: Tag) -> None:
         raise ScheduleError(f"tag_inames: loop '{h.name}' is already tagged {old}; tag each "
                             "loop once")
     if tag.kind is TagKind.VECTOR and any(isinstance(c, LoopNode) for c in node.children):
-        raise ScheduleError(f"cannot vectorize loop '{node.name}': it contains other loops; "
-                            "vectorize an innermost loop")
+        raise ScheduleError(f"cannot vectorize loop {st.loop_label(state, node)}: it contains "
+                            "other loops; vectorize an innermost loop")
     if tag.kind in HARDWARE or tag.kind is TagKind.VECTOR:
         kind = LoopKind.VECTORIZED if tag.kind is TagKind.VECTOR else LoopKind.THREAD
         thread = thread_name(tag) if tag.kind in HARDWARE else None
@@ -213,8 +213,8 @@ def apply_tag(work: Work, h: LoopHandle, tag: Tag) -> None:
             verb = "vectorize" if tag.kind is TagKind.VECTOR else "bind"
             hint = (" It is a reduction loop: split it and use rfactor, or choose a spatial "
                     "loop." if bad.dependence.reduction else "")
-            raise ScheduleError(f"cannot {verb} loop '{node.name}' ({tag}): it carries "
-                                f"{bad.summary()}; for instance {bad.describe()}.{hint}",
+            raise ScheduleError(f"cannot {verb} loop {st.loop_label(state, node)} ({tag}): it "
+                                f"carries {bad.summary()}; for instance {bad.describe()}.{hint}",
                                 dependence=bad.evidence())
     work.tags[h.id] = tag
 

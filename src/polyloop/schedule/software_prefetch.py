@@ -28,7 +28,7 @@ from ..poly.prefetch_regions import Along, along_fits, lines_per_iteration, stat
 from ..poly.tree import LoopNode, statements_under
 from . import loops
 from .core import ScheduleCore
-from .state import State
+from .state import State, loop_label
 from .trace import BlockHandle, LoopHandle
 
 ANNOTATION = "prefetch"
@@ -118,14 +118,15 @@ class PrefetchPrimitives(ScheduleCore):
             outer = self._loop(along, "prefetch")
             if outer.id not in [p.id for p in path[:-1]]:
                 raise ScheduleError(
-                    f"prefetch of '{buf}' for '{name}' at loop '{node.name}': along loop "
-                    f"'{outer.name}' does not enclose it (its enclosing loops: "
+                    f"prefetch of '{buf}' for '{name}' at loop "
+                    f"{loop_label(self._state, node)}: along loop "
+                    f"{loop_label(self._state, outer)} does not enclose it (its enclosing loops: "
                     f"{', '.join(p.name for p in path[:-1]) or 'none'})")
         hint = PrefetchHint(buf, name, distance, write, locality,
                             None if outer is None else AlongLoop(outer.name, outer.id))
         stmts = self._check_prefetch(hint, node, outer)
         spec = None if outer is None else along_spec(path, outer, stmts)
-        where = f"prefetch of '{buf}' for '{name}' at loop '{node.name}'"
+        where = f"prefetch of '{buf}' for '{name}' at loop {loop_label(self._state, node)}"
         if spec is not None:
             why = along_fits(self.program, path, spec, buf)
             if why:
@@ -151,7 +152,8 @@ class PrefetchPrimitives(ScheduleCore):
                         outer: LoopNode | None = None) -> list[str]:
         """The block's statements under the loop (under ``outer``, the loop looked along, when
         given), after the argument checks."""
-        where = f"prefetch of '{hint.buffer}' for '{hint.block}' at loop '{node.name}'"
+        where = (f"prefetch of '{hint.buffer}' for '{hint.block}' at loop "
+                 f"{loop_label(self._state, node)}")
         if isinstance(hint.distance, bool) or not isinstance(hint.distance, int) \
                 or hint.distance < 1:
             raise ScheduleError(f"{where}: distance must be an integer >= 1 (iterations "
