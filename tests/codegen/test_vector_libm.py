@@ -19,7 +19,7 @@ from polyloop.ir.expr import BinOpKind, UnaryKind, Var, binop, unary
 from polyloop.ir.loops import Block, Kernel, LoopKind, Store
 from polyloop.util.isa import host_isa
 
-from .irbuild import F32, F64, OUT, buf, loop, param, poison
+from .irbuild import F32, F64, OUT, buf, c, loop, param, poison
 
 UNARY = {"sin": (UnaryKind.SIN, np.sin), "cos": (UnaryKind.COS, np.cos),
          "tan": (UnaryKind.TAN, np.tan), "erf": (UnaryKind.ERF, None),
@@ -119,3 +119,20 @@ def test_vector_math_matches_numpy(compile_c, rng, dtype, libmvec):
     assert "pl_sin_v" in source and "pl_pow_v" in source   # the loop was vectorized
     for name in OUTPUTS:
         check(name, got[name], reference(name, x, y))
+
+
+def test_square_is_a_multiplication(compile_c, rng):
+    """``x ** 2`` is ``x * x`` (pow(x, 2) exactly), not a call of the vector pow."""
+    n, j = param("n"), Var("j")
+    X, Y = buf("X", (n,), F32), buf("Y", (n,), F32, OUT)
+    body = Store("Y", (j,), binop(BinOpKind.POW, X[j], c(2.0, F32)))
+    source = generate_c(Kernel("sq", (X, Y), ("n",), (), loop("j", n, body, LoopKind.VECTORIZED)))
+    assert "pl_pow_v" not in source and "pow" not in source.split("int32_t sq(")[1]
+    lib = ctypes.CDLL(str(compile_c(source)[0]))
+    x = np.concatenate([[np.inf, -np.inf, np.nan, -0.0, 1e30], rng.standard_normal(37)])
+    x = x.astype("float32")
+    y = poison(x.shape, "float32")
+    assert lib.sq((ctypes.c_void_p * 2)(x.ctypes.data, y.ctypes.data),
+                  (ctypes.c_int64 * 1)(x.size)) == 0
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(y, np.power(x, np.float32(2)))

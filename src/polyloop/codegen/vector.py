@@ -240,6 +240,11 @@ class VectorLoopWriter(VectorConditions):
             return self._guarded_load(e, t), POSTFIX
         if isinstance(e, Load):
             return self._load(e.buffer, e.indices, t, id(e)), POSTFIX
+        if isinstance(e, BinOp) and e.op is BinOpKind.POW and isinstance(e.rhs, Const) \
+                and e.rhs.value == 2:
+            # x * x is pow(x, 2) exactly (one rounding), as gcc folds it in scalar code
+            x = _paren(self._value(e.lhs), MULTIPLICATIVE + 1)
+            return f"{x} * {x}", MULTIPLICATIVE
         if isinstance(e, BinOp) and e.op in _MINMAX:
             return f"{self.lib.use(_MINMAX[e.op], t)}({self.value(e.lhs)}, {self.value(e.rhs)})", \
                 POSTFIX
