@@ -25,7 +25,7 @@ from ..poly.astgen import build_ast
 from ..poly.order import original_tree
 from .kernel_args import ArrayArg, ValueArg
 from .kernel_builder import Builder
-from .kernel_parse import Instruction, parse_instructions
+from .kernel_lines import Instruction, parse_instructions
 
 
 @dataclass(frozen=True, slots=True, eq=False)

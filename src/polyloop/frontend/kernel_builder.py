@@ -12,7 +12,8 @@ from ..poly import kernel_domains as kd
 from ..poly.isl_util import NotAffine
 from .kernel_args import ArrayArg, ValueArg
 from .kernel_exprs import Converter, Names, Reduction, join_dtypes
-from .kernel_parse import ExprParser, Instruction, SyntaxErrorAt, error_at, tokenize
+from .kernel_lines import Instruction
+from .kernel_parse import ExprParser, SyntaxErrorAt, error_at, tokenize
 from .kernel_program import assign, nesting, privatized, reads_of, with_roles
 
 
