@@ -25,7 +25,8 @@ from ..poly.astgen import build_ast
 from ..poly.order import original_tree
 from .kernel_args import ArrayArg, ValueArg
 from .kernel_builder import Builder
-from .kernel_lines import Instruction, parse_instructions
+from .kernel_exprs import KernelRule
+from .kernel_lines import Instruction, parse_kernel_text
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -41,6 +42,8 @@ class LoopKernel:
     # the transformations' own state: the schedule without loop kinds and the tags by loop id
     plain: Any = field(default=None, repr=False)
     tags: tuple[tuple[int, Any], ...] = field(default=(), repr=False)
+    # substitution rules, expanded in ``program``; ``pl.precompute`` materialises one
+    rules: tuple[KernelRule, ...] = ()
 
     @property
     def name(self) -> str:
@@ -56,6 +59,7 @@ class LoopKernel:
         lines = [f"kernel {self.name}", "domains:"]
         lines += [f"  {d}" for d in self.domains]
         lines.append("instructions:")
+        lines += [f"  {r.text.strip()}" for r in self.rules]
         lines += [f"  {ins.text}" for ins in self.instructions]
         if self.program.assumptions:
             lines.append(f"assumptions: {self.program.assumptions}")
@@ -82,12 +86,13 @@ def make_kernel(domains: str | Sequence[str], instructions: str | Sequence[str],
     domains = _texts(domains, "loop domains", "'{ [i] : 0 <= i < n }'")
     instructions = _texts(instructions, "instructions", "'out[i] = 2*a[i]'")
     doms = kd.parse_domains(domains)
-    insns = parse_instructions(instructions)
+    text = parse_kernel_text(instructions)
+    insns = list(text.instructions)
     decl = _declarations(args or ())
-    builder = Builder(doms, insns, decl, assumptions or "")
+    builder = Builder(doms, insns, decl, assumptions or "", text.rules)
     program = builder.build(name or _default_name(insns))
     dom_texts = (domains,) if isinstance(domains, str) else tuple(domains)
-    return LoopKernel(program, dom_texts, tuple(insns))
+    return LoopKernel(program, dom_texts, tuple(insns), rules=builder.kernel_rules())
 
 
 def _texts(value: object, what: str, example: str) -> str | tuple[str, ...]:

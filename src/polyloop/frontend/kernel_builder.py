@@ -3,6 +3,8 @@
 nest (name classification, dtype inference, reductions, buffer shapes)."""
 from __future__ import annotations
 
+from typing import Sequence
+
 from ..errors import ParseError
 from ..ir.dtypes import DType, as_dtype
 from ..ir.expr import Expr, Load, Var, const, free_vars, reduce_identity, select
@@ -11,8 +13,8 @@ from ..ir.simplify import simplify
 from ..poly import kernel_domains as kd
 from ..poly.isl_util import NotAffine
 from .kernel_args import ArrayArg, ValueArg
-from .kernel_exprs import Converter, Names, Reduction, join_dtypes
-from .kernel_lines import Instruction
+from .kernel_exprs import Converter, KernelRule, Names, Reduction, RuleUse, join_dtypes
+from .kernel_lines import Instruction, SubstRule
 from .kernel_parse import ExprParser, SyntaxErrorAt, error_at, tokenize
 from .kernel_program import assign, nesting, privatized, reads_of, with_roles
 
@@ -42,8 +44,10 @@ class Builder:
     """Turns parsed domains and instructions into a Program and its loop tree."""
 
     def __init__(self, doms: list[kd.Domain], insns: list[Instruction],
-                 decl: dict[str, ArrayArg | ValueArg], assumptions: str):
+                 decl: dict[str, ArrayArg | ValueArg], assumptions: str,
+                 rules: Sequence[SubstRule] = ()):
         self.doms, self.insns, self.decl = doms, insns, decl
+        self.rules = {r.name: r for r in rules}
         self.inames = {i for d in doms for i in d.inames}
         self.order = kd.iname_order(doms)
         params = kd.size_params(doms)
@@ -66,9 +70,10 @@ class Builder:
         temps: dict[str, str] = {}
         scalars: set[str] = set()
 
-        def note(name: str, ndim: int, ins: Instruction, col: int) -> None:
-            if name in self.inames or name in self.params:
-                kind = "an iname" if name in self.inames else "a size parameter"
+        def note(name: str, ndim: int, ins: Instruction | SubstRule, col: int) -> None:
+            if name in self.inames or name in self.params or name in self.rules:
+                kind = "an iname" if name in self.inames else "a size parameter" \
+                    if name in self.params else "a substitution rule"
                 raise error_at(ins.text, ins.line, col, f"'{name}' is {kind}; it cannot be "
                                "assigned or indexed")
             if arrays.get(name, ndim) != ndim:
@@ -86,6 +91,10 @@ class Builder:
                 for s in syn.walk():
                     if s.kind == "subscript":
                         note(s.text, len(s.args), ins, s.col)
+        for rule in self.rules.values():
+            for s in rule.body.walk():
+                if s.kind == "subscript" and s.text not in rule.params:
+                    note(s.text, len(s.args), rule, s.col)
         for a in self.decl.values():
             if isinstance(a, ValueArg) and not as_dtype(a.dtype).is_int:
                 arrays.setdefault(a.name, 0)
@@ -97,6 +106,8 @@ class Builder:
         dtypes: dict[str, DType | None] = {}
         read = {s.text for ins in self.insns for syn in (*ins.indices, ins.value, *ins.conditions)
                 for s in syn.walk() if s.kind in ("subscript", "name")}
+        read |= {s.text for r in self.rules.values() for s in r.body.walk()
+                 if s.kind in ("subscript", "name") and s.text not in r.params}
         for n in arrays:
             d = self.decl.get(n)
             if d is not None and d.dtype is not None:
@@ -106,7 +117,7 @@ class Builder:
             else:
                 # an argument the kernel reads holds the caller's data: float32 unless declared
                 dtypes[n] = None if n in temps or n not in read else DType.FLOAT32
-        return Names(self.inames, set(self.params), arrays, dtypes, scalars)
+        return Names(self.inames, set(self.params), arrays, dtypes, scalars, dict(self.rules))
 
     def _infer_dtypes(self) -> None:
         unknown = [n for n, d in self.names.dtypes.items() if d is None]
@@ -130,8 +141,8 @@ class Builder:
             self.names.dtypes[n] = g[0] if g is not None else DType.FLOAT32
 
     # conversion ----------------------------------------------------------------------------------
-    def _converter(self) -> Converter:
-        conv = Converter(self.names)
+    def _converter(self, uses: list[RuleUse] | None = None) -> Converter:
+        conv = Converter(self.names, uses)
         weak = self._weak
 
         def load(name: str, idx: tuple[Expr, ...], col: int) -> Load:
@@ -149,7 +160,7 @@ class Builder:
             raise error_at(ins.text, ins.line, e.col, e.message) from None
 
     def _exprs(self, ins: Instruction) -> tuple[tuple[Expr, ...], Expr | Reduction, list[Expr]]:
-        conv = self._converter()
+        conv = self._converter(self.rule_uses)
         try:
             idx = tuple(conv.expr(s) for s in ins.indices)
             for s, e in zip(ins.indices, idx):
@@ -200,6 +211,7 @@ class Builder:
     def build(self, name: str) -> Program:
         self._weak: dict[str, DType] = {}
         self._accumulators: dict[str, tuple[str, ...]] = {}
+        self.rule_uses: list[RuleUse] = []
         self._infer_dtypes()
         converted = [self._exprs(ins) for ins in self.insns]
         own = [self._own_inames(*c) for c in converted]
@@ -221,6 +233,21 @@ class Builder:
                           nesting=tuple((st.name, where[st.name]) for st in statements))
         program = privatized(program, self._accumulators)
         return with_roles(program, {n: k for k, n in enumerate(self.decl)})
+
+    def kernel_rules(self) -> tuple[KernelRule, ...]:
+        """The rules with their expansions (after ``build``) and their bodies over integer
+        parameters (what ``pl.precompute`` stores; None where the body needs other ones)."""
+        out = []
+        for rule in self.rules.values():
+            conv = self._converter()
+            conv.env.append({p: Var(p) for p in rule.params})
+            try:
+                body: Expr | None = conv.expr(rule.body)
+            except (SyntaxErrorAt, ParseError):
+                body = None
+            uses = tuple(u for u in self.rule_uses if u.rule == rule.name)
+            out.append(KernelRule(rule.name, rule.params, body, uses, rule.text))
+        return tuple(out)
 
     def _statements(self, ins: Instruction, idx, value, conds, inames: set[str]):
         affine, data = [], []

@@ -32,6 +32,61 @@ class Instruction:
     explicit_id: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class SubstRule:
+    """``name(params) := body``: a substitution rule (Loo.py), a macro expanded wherever an
+    instruction calls it. ``text`` is its line as written; columns of ``body`` point into it."""
+    name: str
+    params: tuple[str, ...]
+    body: Syntax
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class KernelText:
+    """The parsed instruction text: instructions in dependence order, and the rules."""
+    instructions: tuple[Instruction, ...]
+    rules: tuple[SubstRule, ...] = ()
+
+
+# a rule's head, ``name(params) :=``; the body follows
+_RULE_HEAD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(([^()]*)\)\s*:=")
+# names a rule cannot take: they are the language's own functions
+RESERVED = frozenset({"sum", "max", "min", "where", "if", "and", "or", "not"})
+
+
+def _rule(src: str, line: int) -> SubstRule | None:
+    """The substitution rule on this line, or None when the line is no rule."""
+    m = _RULE_HEAD.match(src)
+    if m is None:
+        return None
+    name = m.group(1)
+    if name in RESERVED:
+        raise SyntaxErrorAt(m.start(1), f"'{name}' is a function of the kernel language; "
+                            "give the substitution rule another name")
+    params: list[str] = []
+    col = m.start(2)
+    for part in m.group(2).split(","):
+        here = col + len(part) - len(part.lstrip())
+        col += len(part) + 1
+        p = part.strip()
+        if not p and len(m.group(2).split(",")) == 1:
+            break
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p):
+            raise SyntaxErrorAt(here, f"a parameter of rule '{name}' must be a name, got {p!r}")
+        if p in params:
+            raise SyntaxErrorAt(here, f"rule '{name}' names parameter '{p}' twice")
+        params.append(p)
+    body_col = m.end()
+    p = ExprParser([Token(t.kind, t.text, t.col + body_col) for t in tokenize(src[body_col:])])
+    body = p.expr()
+    if p.tok.kind != "end":
+        raise SyntaxErrorAt(p.tok.col, f"unexpected {p.tok.text!r} after the body of rule "
+                            f"'{name}' (options in {{...}} are for instructions)")
+    return SubstRule(name, tuple(params), body, line, src.rstrip())
+
+
 def _split_options(text: str) -> tuple[str, str | None, int]:
     """The instruction without its trailing ``{...}`` options, the options, their column."""
     stripped = text.rstrip()
@@ -111,8 +166,19 @@ def _negate(c: Syntax) -> Syntax:
 
 def parse_instructions(text: str | list[str] | tuple[str, ...]) -> list[Instruction]:
     """Parse instructions (one per line, or a list of lines) with ``if/elif/else/end`` blocks."""
+    return list(parse_kernel_text(text).instructions)
+
+
+def parse_kernel_text(text: str | list[str] | tuple[str, ...]) -> KernelText:
+    """Parse instructions and substitution rules (``f(x) := 2*a[x]``), one per line.
+
+    >>> t = parse_kernel_text(["f(x, y) := a[x] * y", "out[i] = f(i, 2)"])
+    >>> t.rules[0].params, str(t.rules[0].body)
+    (('x', 'y'), '(a[x] * y)')
+    """
     lines = text.split("\n") if isinstance(text, str) else [x for t in text for x in t.split("\n")]
     out: list[Instruction] = []
+    rules: dict[str, SubstRule] = {}
     blocks: list[list] = []    # per open if: [conditions so far (negated), current condition]
     for number, raw in enumerate(lines, start=1):
         src = raw.split("#", 1)[0]
@@ -121,7 +187,10 @@ def parse_instructions(text: str | list[str] | tuple[str, ...]) -> list[Instruct
             continue
         word = stripped.split()[0].rstrip(":")
         try:
-            if word == "if" and not stripped.startswith("if("):
+            rule = _rule(src, number)
+            if rule is not None:
+                _add_rule(rules, rule, bool(blocks))
+            elif word == "if" and not stripped.startswith("if("):
                 blocks.append([[], _condition(src, "if")])
             elif word == "elif":
                 if not blocks:
@@ -159,7 +228,17 @@ def parse_instructions(text: str | list[str] | tuple[str, ...]) -> list[Instruct
             if d not in ids:
                 raise error_at(ins.text, ins.line, max(0, ins.text.find(d)),
                                f"dep={d!r} names no instruction; ids: {', '.join(ids)}")
-    return _in_dependence_order(out)
+    return KernelText(tuple(_in_dependence_order(out)), tuple(rules.values()))
+
+
+def _add_rule(rules: dict[str, SubstRule], rule: SubstRule, in_block: bool) -> None:
+    if in_block:
+        raise SyntaxErrorAt(0, f"rule '{rule.name}' is inside an 'if' block; write substitution "
+                            "rules outside if/end (a rule is a macro, not a statement)")
+    if rule.name in rules:
+        raise SyntaxErrorAt(0, f"substitution rule '{rule.name}' is defined twice (also on line "
+                            f"{rules[rule.name].line})")
+    rules[rule.name] = rule
 
 
 def _in_dependence_order(insns: list[Instruction]) -> list[Instruction]:
