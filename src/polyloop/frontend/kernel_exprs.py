@@ -220,7 +220,7 @@ class Converter:
             out = self.expr(rule.body)
         except SyntaxErrorAt as e:
             raise error_at(rule.text, rule.line, e.col, f"{e.message} (in substitution rule "
-                           f"'{rule.name}', called at column {s.col + 1})") from None
+                           f"'{rule.name}', called as {s})") from None
         finally:
             self.env.pop()
             self.bound = bound

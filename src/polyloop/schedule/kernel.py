@@ -32,6 +32,7 @@ from .kernel_tags import (apply_tag, apply_tags, chain_from, derive, loops_named
                           require_loops, schedule_of, tag_pairs, taken_names, with_state,
                           work_of)
 from .kernel_fetch import fetch_outer, spread_over_items
+from .kernel_precompute import precompute
 from .prefetch import prefetch
 from ..poly.tree_edits import map_tree
 from .trace import LoopHandle
@@ -297,5 +298,5 @@ TRANSFORMATIONS: dict[str, Callable[..., Any]] = {
     "split_iname": split_iname, "tag_inames": tag_inames, "rename_iname": rename_iname,
     "join_inames": join_inames, "assume": assume, "fix_parameters": fix_parameters,
     "add_prefetch": add_prefetch, "prioritize_loops": prioritize_loops,
-    "set_temporary_address_space": set_temporary_address_space,
+    "set_temporary_address_space": set_temporary_address_space, "precompute": precompute,
 }
