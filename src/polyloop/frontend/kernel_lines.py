@@ -12,9 +12,10 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import ParseError
+from ..ir.barriers import BarrierScope
 from .kernel_parse import ExprParser, Syntax, SyntaxErrorAt, Token, error_at, tokenize
 
-OPTIONS = ("id", "dep")
+OPTIONS = ("id", "dep", "inames")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,8 @@ class Instruction:
     deps: tuple[str, ...] = ()
     conditions: tuple[Syntax, ...] = field(default=())   # all must hold (else-branches negated)
     explicit_id: bool = False
+    barrier: BarrierScope | None = None    # ``... lbarrier``: no target, no value
+    inames: tuple[str, ...] | None = None  # a barrier's loops (``inames=i:j``), None: inferred
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +120,41 @@ def _options(text: str, col: int) -> dict[str, str]:
     return out
 
 
+_BARRIER = re.compile(r"\s*\.\.\.\s*(lbarrier|gbarrier)\s*$")
+
+
+def _barrier(body: str, opts: dict[str, str], line: int, text: str, conditions, index: int
+             ) -> Instruction | None:
+    """``... lbarrier {id=b, dep=w, inames=i}`` (or ``gbarrier``), or None for another line."""
+    m = _BARRIER.match(body)
+    if m is None:
+        if body.lstrip().startswith("..."):
+            raise SyntaxErrorAt(body.find("...") + 3, "after '...' write lbarrier (a work-group "
+                                "barrier) or gbarrier (a global one)")
+        return None
+    if conditions:
+        raise SyntaxErrorAt(0, "a barrier inside an 'if' block would be reached by some "
+                            "work-items only; place it outside if/end")
+    ident = opts.get("id") or f"barrier_{index}"
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ident):
+        raise SyntaxErrorAt(0, f"barrier id {ident!r} is not an identifier")
+    deps = tuple(d.strip() for d in opts.get("dep", "").split(":") if d.strip())
+    inames = tuple(x.strip() for x in opts["inames"].split(":") if x.strip()) \
+        if "inames" in opts else None
+    scope = BarrierScope.LOCAL if m.group(1) == "lbarrier" else BarrierScope.GLOBAL
+    return Instruction(ident, "", (), Syntax("number", 0, "0"), line, text.strip(), None, deps,
+                       (), "id" in opts, scope, inames)
+
+
 def _instruction(text: str, line: int, conditions: tuple[Syntax, ...], index: int) -> Instruction:
     body, opts_text, opts_col = _split_options(text)
     opts = _options(opts_text, opts_col) if opts_text is not None else {}
+    barrier = _barrier(body, opts, line, text, conditions, index)
+    if barrier is not None:
+        return barrier
+    if "inames" in opts:
+        raise SyntaxErrorAt(opts_col, "inames= is an option of barriers (... lbarrier "
+                            "{inames=i}); an instruction's loops are the inames it uses")
     p = ExprParser(tokenize(body))
     temporary = None
     if p.at("<>"):
