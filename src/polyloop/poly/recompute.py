@@ -18,6 +18,7 @@ from ..errors import ScheduleError
 from ..ir.expr import BinOpKind, Expr, binop, const
 from ..ir.program import Program
 from ..ir.simplify import simplify
+from .affine import prefix_map
 from .isl_util import printed, set_, with_params
 from .regions import aff_to_expr
 from .storage import fetch_domain
@@ -45,6 +46,28 @@ def recompute_domain(program: Program, consumers: dict[str, list[str]], buffer: 
     return printed(dom.intersect(prod).coalesce())
 
 
+def image_domain(program: Program, stmt: str, exprs: list[str], name: str, names: list[str],
+                 ranges: list[tuple[str, int, int]] = ()) -> str:
+    """``name[names..., extra...]``: the values the loop expressions ``exprs`` take over the
+    statement's domain, each combined with every value ``lo <= d < hi`` of the extra
+    dimensions ``ranges`` (``(d, lo, hi)``)."""
+    dom = set_(with_params(program.params, program.statement(stmt).domain))
+    if exprs:
+        key = prefix_map(program, stmt, exprs)
+        img = key.intersect_domain(dom.align_params(key.get_space())).range()
+    else:
+        img = dom.project_out(isl.dim_type.set, 0, dom.dim(isl.dim_type.set))
+    img = img.reset_tuple_id().insert_dims(isl.dim_type.set, len(exprs), len(ranges))
+    for k, (_, lo, hi) in enumerate(ranges):
+        pos = len(exprs) + k
+        img = img.lower_bound_val(isl.dim_type.set, pos, isl.Val(lo))
+        img = img.upper_bound_val(isl.dim_type.set, pos, isl.Val(hi - 1))
+    img = img.set_tuple_name(name)
+    for k, it in enumerate(list(names) + [d for d, _, _ in ranges]):
+        img = img.set_dim_name(isl.dim_type.set, k, it)
+    return printed(img.coalesce())
+
+
 def dim_bounds(program: Program, domain_text: str, first: int) -> list[tuple[Expr, Expr]]:
     """For each dimension from ``first`` on: a lower bound of its values and one past an
     upper bound, as expressions of the size parameters (the smallest and largest piece where
@@ -69,4 +92,4 @@ def _bound(pa: isl.PwAff, pick: BinOpKind, what: str) -> Expr:
     return simplify(out)  # type: ignore[arg-type]
 
 
-__all__ = ["dim_bounds", "recompute_domain"]
+__all__ = ["dim_bounds", "image_domain", "recompute_domain"]
