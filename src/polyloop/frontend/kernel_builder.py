@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ParseError
-from ..ir.barriers import BarrierScope, barrier_buffer
 from ..ir.dtypes import DType, as_dtype
 from ..ir.expr import Expr, Load, Var, const, free_vars, reduce_identity, select
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
@@ -14,6 +13,7 @@ from ..ir.simplify import simplify
 from ..poly import kernel_domains as kd
 from ..poly.isl_util import NotAffine
 from .kernel_args import ArrayArg, ValueArg
+from .kernel_barriers import barrier_array, barrier_loops, barrier_statement
 from .kernel_exprs import Converter, KernelRule, Names, Reduction, RuleUse, join_dtypes
 from .kernel_lines import Instruction, SubstRule
 from .kernel_parse import ExprParser, SyntaxErrorAt, error_at, tokenize
@@ -225,7 +225,8 @@ class Builder:
         barriers: list[Statement] = []
         for k, (ins, (idx, value, conds), inames) in enumerate(zip(self.insns, converted, own)):
             if ins.barrier is not None:
-                st = self._barrier(ins, self._barrier_loops(k, own))
+                loops = barrier_loops(self.insns, k, own, self.inames, self.doms, self.order)
+                st = barrier_statement(self.doms, ins, loops)
                 items.append((st.name if st is not None else ins.id, [] if st is None
                               else list(st.iters), False))
                 barriers += [st] if st is not None else []
@@ -235,7 +236,7 @@ class Builder:
                 statements.append(st)
                 items.append((st.name, loops, fresh))
         buffers = self._buffers([s for s in statements if s not in barriers])
-        buffers += [self._barrier_buffer(b) for b in barriers]
+        buffers += [barrier_array(b, self.params, self.assumptions) for b in barriers]
         args = self._argument_order(buffers)
         where = nesting(items)
         program = Program(_identifier(name), tuple(buffers), tuple(statements),
@@ -245,53 +246,6 @@ class Builder:
                           nesting=tuple((st.name, where[st.name]) for st in statements))
         program = privatized(program, self._accumulators)
         return with_roles(program, {n: k for k, n in enumerate(self.decl)})
-
-    # barriers --------------------------------------------------------------------------------------
-    def _barrier_loops(self, k: int, own: list[set[str]]) -> list[str]:
-        """A barrier's loops: its ``inames=``, else (a local one) the loops common to the
-        instructions it orders (its deps and those that name it in theirs; without any, the
-        instructions around it), else none (a global one stands between launches)."""
-        ins = self.insns[k]
-        text = ins.text
-        if ins.inames is not None:
-            bad = [x for x in ins.inames if x not in self.inames]
-            if bad:
-                raise error_at(text, ins.line, max(0, text.find(bad[0])), f"inames= names "
-                               f"{', '.join(bad)}, not inames of the kernel's domains")
-            names = set(ins.inames)
-        elif ins.barrier is BarrierScope.GLOBAL:
-            names = set()
-        else:
-            linked = [j for j, x in enumerate(self.insns) if x.barrier is None and
-                      (x.id in ins.deps or ins.id in x.deps)]
-            if not linked:
-                linked = [j for j in (k - 1, k + 1) if 0 <= j < len(self.insns)
-                          and self.insns[j].barrier is None]
-            names = set.intersection(*(own[j] for j in linked)) if linked else set()
-        loops = self._ordered(kd.outer_inames(self.doms, sorted(names)))
-        if loops and ins.barrier is BarrierScope.GLOBAL:
-            raise error_at(text, ins.line, 0, f"a global barrier inside loop(s) "
-                           f"{', '.join(loops)} would have to stop every work-group in the "
-                           "middle of a launch; a gbarrier stands between loop nests (each "
-                           "nest is a launch): write it without inames=, or use lbarrier")
-        return loops
-
-    def _barrier(self, ins: Instruction, loops: list[str]) -> Statement | None:
-        """The statement of a barrier inside loops (None at the top level, where the
-        instructions before and after it are separate loop nests, hence separate launches)."""
-        if not loops:
-            return None
-        assert ins.barrier is not None
-        dom = kd.statement_domain(self.doms, ins.id, loops, [])
-        return Statement(ins.id, tuple(loops), dom, barrier_buffer(ins.barrier, ins.id),
-                         tuple(Var(x) for x in loops), const(True, "bool"), block=ins.id)
-
-    def _barrier_buffer(self, st: Statement) -> Buffer:
-        access = kd.ArrayAccess(st.domain, st.iters, st.indices)
-        exts = kd.infer_extents(st.buffer, len(st.iters), [access], self.params,
-                                self.assumptions)
-        return Buffer(st.buffer, tuple(simplify(e) for e in exts), DType.BOOL, BufferRole.TEMP,
-                      MemScope.GLOBAL)
 
     def kernel_rules(self) -> tuple[KernelRule, ...]:
         """The rules with their expansions (after ``build``) and their bodies over integer

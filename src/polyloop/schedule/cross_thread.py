@@ -16,8 +16,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from dataclasses import replace
 
-from ..ir.expr import (BinOpKind, Expr, Load, ReduceKind, Var, binop, const, reduce_identity,
-                       substitute)
+from ..ir.expr import BinOpKind, Expr, Load, ReduceKind, Var, binop, const, reduce_identity
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.thread_axis import ThreadAxis
 from ..ir.loops import LoopKind
@@ -43,13 +42,7 @@ def bind_reduction(state: State, loop: LoopNode, axis: ThreadAxis, stmt: str) ->
     outer = path[:-1]
     _check(state, s, loop, outer, what)
     o_names = [_plain(program, s, n, what) for n in outer]
-    lo, hi = affine.value_range(program, s.name, loop.expr(s.name))
-    if lo is None or hi is None:
-        raise ScheduleError(f"{what}: the cross-thread reduction over loop '{loop.name}' needs "
-                            "a constant extent; split the loop by a constant and bind the inner "
-                            "loop")
-    extent = hi - lo + 1
-    width = 1 << (extent - 1).bit_length()
+    lo, extent = _range(program, s, loop, what)
     buf = program.buffer(s.buffer)
     red = _fresh(program, f"{buf.name}_red")
     r = _fresh_iter(loop.name, o_names)
@@ -57,13 +50,9 @@ def bind_reduction(state: State, loop: LoopNode, axis: ThreadAxis, stmt: str) ->
     if lo:
         r_val = binop(BinOpKind.SUB, r_val, lo)
     outer_vals = tuple(Var(x) for x in o_names)
-    combine = _COMBINE[s.reduction]  # type: ignore[index]
     exprs = [n.expr(s.name) for n in outer]
-    temp = Buffer(red, tuple(loop_upper_bound(program, s.name, e) for e in exprs) + (_const(extent),),
-                  buf.dtype, BufferRole.TEMP, MemScope.SHARED)
-
-    def slot(name: str, idx: Expr) -> Load:
-        return Load(red, outer_vals + (idx,), buf.dtype)
+    temp = Buffer(red, tuple(loop_upper_bound(program, s.name, e) for e in exprs)
+                  + (_const(extent),), buf.dtype, BufferRole.TEMP, MemScope.SHARED)
     init = Statement(f"{red}_init", tuple(o_names + [r]),
                      image_domain(program, s.name, exprs, f"{red}_init", o_names,
                                   [(r, 0, extent)]),
@@ -72,21 +61,11 @@ def bind_reduction(state: State, loop: LoopNode, axis: ThreadAxis, stmt: str) ->
     update = Statement(s.name, s.iters, s.domain, red,
                        tuple(regions.loop_value_expr(program, s.name, e) for e in exprs)
                        + (r_val,), s.value, s.reduction, s.block, s.is_init)
-    steps = []
-    h = width // 2
-    while h >= 1:
-        name = f"{red}_{h}"
-        dom = image_domain(program, s.name, exprs, name, o_names,
-                           [(r, 0, min(h, extent - h))])
-        value = binop(combine, slot(name, Var(r)),
-                      slot(name, binop(BinOpKind.ADD, Var(r), _const(h))))
-        steps.append(Statement(name, tuple(o_names + [r]), dom, red, outer_vals + (Var(r),),
-                               value, block=name))
-        h //= 2
-    sub: dict[str, Expr] = dict(zip(_outer_iters(program, s, outer), outer_vals))
+    steps = _halving_steps(program, s, exprs, o_names, r, red, extent)
+    # the target's indices are the outer loops' iterators (``_plain``): they carry over
     final = Statement(f"{red}_out", tuple(o_names),
                       image_domain(program, s.name, exprs, f"{red}_out", o_names),
-                      buf.name, tuple(substitute(i, sub) for i in s.indices),
+                      buf.name, s.indices,
                       Load(red, outer_vals + (_const(0),), buf.dtype), s.reduction,
                       block=f"{red}_out")
     stmts = []
@@ -100,6 +79,26 @@ def bind_reduction(state: State, loop: LoopNode, axis: ThreadAxis, stmt: str) ->
     root, nid = _tree(state.root, loop, outer, o_names, r, axis, init, steps, final,
                       state.next_id)
     return rebase(state.with_root(root, nid), new_program, root)
+
+
+def _halving_steps(program: Program, s: Statement, exprs: list[str], o_names: list[str],
+                   r: str, red: str, extent: int) -> list[Statement]:
+    """``red[..., t] = red[..., t] op red[..., t + h]`` for ``t < h`` (and ``t + h`` a slot),
+    for h = P/2, ..., 1 where P is the power of two at or above ``extent``."""
+    dtype = program.buffer(s.buffer).dtype
+    combine = _COMBINE[s.reduction]  # type: ignore[index]
+    outer_vals = tuple(Var(x) for x in o_names)
+    steps = []
+    h = (1 << (extent - 1).bit_length()) // 2
+    while h >= 1:
+        name = f"{red}_{h}"
+        dom = image_domain(program, s.name, exprs, name, o_names, [(r, 0, min(h, extent - h))])
+        value = binop(combine, Load(red, outer_vals + (Var(r),), dtype),
+                      Load(red, outer_vals + (binop(BinOpKind.ADD, Var(r), _const(h)),), dtype))
+        steps.append(Statement(name, tuple(o_names + [r]), dom, red, outer_vals + (Var(r),),
+                               value, block=name))
+        h //= 2
+    return steps
 
 
 def _check(state: State, s: Statement, loop: LoopNode, outer: list[LoopNode], what: str) -> None:
@@ -128,9 +127,14 @@ def _plain(program: Program, s: Statement, n: LoopNode, what: str) -> str:
     return v.name
 
 
-def _outer_iters(program: Program, s: Statement, outer: list[LoopNode]) -> list[str]:
-    return [regions.loop_value_expr(program, s.name, n.expr(s.name)).name  # type: ignore[attr-defined]
-            for n in outer]
+def _range(program: Program, s: Statement, loop: LoopNode, what: str) -> tuple[int, int]:
+    """The first value of the reduction loop and its (constant) number of values."""
+    lo, hi = affine.value_range(program, s.name, loop.expr(s.name))
+    if lo is None or hi is None:
+        raise ScheduleError(f"{what}: the cross-thread reduction over loop '{loop.name}' needs "
+                            "a constant extent; split the loop by a constant and bind the inner "
+                            "loop")
+    return lo, hi - lo + 1
 
 
 def _const(v: int) -> Expr:
