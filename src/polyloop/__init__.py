@@ -37,6 +37,7 @@ from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames,
                               split_iname, tag_inames)
 from .schedule.kernel import prioritize_loops, set_temporary_address_space
 from .schedule.kernel_precompute import precompute
+from .frontend.kernel_rules import extract_subst
 
 __all__ = [
     "ArgumentError", "BlockHandle", "Buffer", "BufferRole", "BuildError", "DType", "DTypeError",
@@ -53,7 +54,7 @@ __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
 __all__ += ["comm_reducer", "extern", "scan"]
 __all__ += ["prioritize_loops", "set_temporary_address_space"]
-__all__ += ["precompute"]
+__all__ += ["extract_subst", "precompute"]
 __all__ += ["ceil", "cos", "erf", "floor", "fmod", "isnan", "pow", "round", "sigmoid", "sin",
             "tan"]
 

@@ -57,3 +57,27 @@ def test_rule_errors_quote_the_line_and_name_the_rule(text, message, pointer):
 def test_an_unknown_function_lists_the_rules():
     with pytest.raises(pl.ParseError, match="substitution rules: f"):
         pl.make_kernel("{ [i] : 0 <= i < n }", ["f(x) := 2 * x", "out[i] = g(i)"])
+
+
+def test_extract_subst_names_a_repeated_subexpression_that_precompute_then_stores(rng):
+    knl = pl.make_kernel("{ [i] : 0 <= i < n }",
+                         "out[i] = a[i] * 2 + a[i + 1] * 2 + a[i + 2] * 2")
+    knl = pl.extract_subst(knl, "twice", "a[x] * 2", parameters="x")
+    assert [str(u.args[0]) for u in knl.rules[0].uses] == ["i", "i + 1", "i + 2"]
+    knl = pl.split_iname(knl, "i", 4)
+    knl = pl.precompute(knl, "twice", ["i_inner"])
+    assert "twice_0[" in knl.loops()
+    a = rng.standard_normal(13).astype("float32")
+    out = np.full(11, np.nan, "float32")
+    pl.build(knl)(a, out)
+    np.testing.assert_allclose(out, 2 * (a[:-2] + a[1:-1] + a[2:]), rtol=1e-5)
+
+
+def test_extract_subst_errors():
+    knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = a[i] + 1")
+    with pytest.raises(pl.ParseError, match="no instruction .* has a subexpression"):
+        pl.extract_subst(knl, "f", "a[x] * 3", parameters="x")
+    with pytest.raises(pl.ParseError, match="extract_subst: expected an expression"):
+        pl.extract_subst(knl, "f", "a[x] *", parameters="x")
+    with pytest.raises(pl.ParseError, match="not a new identifier"):
+        pl.extract_subst(knl, "1f", "a[x]", parameters="x")
