@@ -40,6 +40,8 @@ def test_a_rule_is_typed_by_its_arguments(rng):
     ("f(x) := x[1]\nout[i] = f(i)", "'x' is an argument of the rule, not an array",
      "f(x) := x[1]"),
     ("sum(x) := x\nout[i] = 1", "'sum' is a function of the kernel language", "sum(x) := x"),
+    ("exp(x) := x\nout[i] = exp(i)", "'exp' is a function of the kernel language",
+     "exp(x) := x"),
     ("f(x) := q * x\nout[i] = f(i)", "unknown name 'q'.*in substitution rule 'f'",
      "f(x) := q * x"),
     ("f(x, x) := x\nout[i] = f(i, i)", "names parameter 'x' twice", "f(x, x) := x"),

@@ -14,7 +14,8 @@ from ..poly import kernel_domains as kd
 from ..poly.isl_util import NotAffine
 from .kernel_args import ArrayArg, ValueArg
 from .kernel_barriers import barrier_array, barrier_loops, barrier_statement
-from .kernel_exprs import Converter, KernelRule, Names, Reduction, RuleUse, join_dtypes
+from .kernel_exprs import (FUNCTIONS, Converter, KernelRule, Names, Reduction, RuleUse,
+                           join_dtypes)
 from .kernel_lines import Instruction, SubstRule
 from .kernel_parse import ExprParser, SyntaxErrorAt, error_at, tokenize
 from .kernel_program import assign, nesting, privatized, reads_of, with_roles
@@ -49,6 +50,11 @@ class Builder:
                  rules: Sequence[SubstRule] = ()):
         self.doms, self.insns, self.decl = doms, insns, decl
         self.rules = {r.name: r for r in rules}
+        for r in rules:
+            if r.name in FUNCTIONS:
+                raise error_at(r.text, r.line, max(0, r.text.find(r.name)), f"'{r.name}' is a "
+                               "function of the kernel language; give the substitution rule "
+                               "another name")
         self.inames = {i for d in doms for i in d.inames}
         self.order = kd.iname_order(doms)
         params = kd.size_params(doms)
