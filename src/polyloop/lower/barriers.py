@@ -31,6 +31,24 @@ def explicit_barriers(program: Program, root: Root, body: Node, *, gpu: bool) ->
     return go(body)
 
 
+def merge_adjacent(body: Node) -> Node:
+    """Two barriers in a row are one (an explicit barrier where the dependences placed one
+    too): the one that also orders global memory is kept."""
+    def go(n: Node) -> Node:
+        n = map_children(n, go)
+        if not isinstance(n, Block):
+            return n
+        out: list[Node] = []
+        for c in n.body:
+            if isinstance(c, Barrier) and out and isinstance(out[-1], Barrier):
+                if c.scope == "global":
+                    out[-1] = c
+                continue
+            out.append(c)
+        return Block(tuple(out))
+    return go(body)
+
+
 def _check_placement(program: Program, root: Root) -> None:
     for stmt, path in statement_paths(root).items():
         if barrier_scope(program.statement(stmt).buffer) is None:
@@ -43,4 +61,4 @@ def _check_placement(program: Program, root: Root) -> None:
                              "give it inames= without that loop (and the loops inside it)")
 
 
-__all__ = ["explicit_barriers"]
+__all__ = ["explicit_barriers", "merge_adjacent"]

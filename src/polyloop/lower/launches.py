@@ -24,6 +24,7 @@ from ..ir.thread_axis import AxisLevel, ThreadAxis
 from ..poly import gpu
 from ..poly.astgen import HARDWARE_ID, HardwareLoop
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
+from .barriers import merge_adjacent
 from .lower import lower
 from .storage import place_temporaries
 
@@ -105,7 +106,7 @@ def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
     kernel = lower(sub, tree, name=name, compact=False, hardware=hardware, gpu=True)
     if hardware and not _barriers_uniform(kernel.body):
         kernel = lower(sub, tree, name=name, compact=False, gpu=True)
-    body = _finish(sub, tree, kernel.body, items, groups)
+    body = merge_adjacent(_finish(sub, tree, kernel.body, items, groups))
     scratch = tuple(b for b in kernel.temps if b.scope is MemScope.GLOBAL
                     and b.name != BARRIER_BUFFER and _uses(kernel.body, b.name))
     temps = tuple(b for b in kernel.temps if b.scope is not MemScope.GLOBAL)
