@@ -38,6 +38,8 @@ from .ir.elementwise import (ceil, cos, erf, floor, fmod, isnan, pow, round, sig
 from .schedule.kernel import (add_prefetch, assume, fix_parameters, join_inames, rename_iname,
                               split_iname, tag_inames)
 from .schedule.kernel import prioritize_loops, set_temporary_address_space
+from .schedule.kernel_precompute import precompute
+from .frontend.kernel_rules import extract_subst
 
 __all__ = [
     "ArgumentError", "BlockHandle", "Buffer", "BufferRole", "BuildError", "DType", "DTypeError",
@@ -55,6 +57,7 @@ __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix
 __all__ += ["comm_reducer", "extern", "scan"]
 __all__ += ["argmax", "argmin", "max_value", "min_value"]
 __all__ += ["prioritize_loops", "set_temporary_address_space"]
+__all__ += ["extract_subst", "precompute"]
 __all__ += ["ceil", "cos", "erf", "floor", "fmod", "isnan", "pow", "round", "sigmoid", "sin",
             "tan"]
 

@@ -274,7 +274,7 @@ def test_accumulator_privatized_as_dataflow_says(monkeypatch, domain, insns):
     fast = pl.make_kernel(domain, insns).program
     plain = kernel_program.privatized
     monkeypatch.setattr(kernel_program, "privatized", lambda p, accumulators=None: plain(p))
-    from polyloop.frontend import kernel as kernel_mod
+    from polyloop.frontend import kernel_builder as kernel_mod
     monkeypatch.setattr(kernel_mod, "privatized", lambda p, accumulators=None: plain(p))
     slow = pl.make_kernel(domain, insns).program
     assert [str(b) for b in fast.buffers] == [str(b) for b in slow.buffers]

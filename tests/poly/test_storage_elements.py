@@ -77,7 +77,7 @@ def _lower(knl):
 def test_compact_scalar_and_box_offsets(monkeypatch):
     """A scalar temporary compacts to a scalar (no dimension, no offsets); a private array
     indexed by its loops compacts to one element (index 0: no corner to subtract)."""
-    from polyloop.frontend import kernel as kernel_mod
+    from polyloop.frontend import kernel_builder as kernel_mod
     from polyloop.poly.order import original_tree
     insns = "<> s = 2*a[i] {id=s1}\nout[i] = s + 1 {id=s2, dep=s1}"
     wide = pl.make_kernel("{ [i] : 0 <= i < n }", insns).program

@@ -9,7 +9,8 @@ from ..errors import DTypeError, ParseError, PolyloopError
 from ..ir.dtypes import DType, as_dtype
 from ..ir.expr import (BinOpKind, Const, Expr, Load, ReduceKind, UnaryKind, Var, VarKind, binop,
                        cast, const, select, unary)
-from .kernel_parse import Syntax, SyntaxErrorAt
+from .kernel_lines import SubstRule
+from .kernel_parse import Syntax, SyntaxErrorAt, error_at
 
 _BINARY = {"+": BinOpKind.ADD, "-": BinOpKind.SUB, "*": BinOpKind.MUL, "/": BinOpKind.DIV,
            "//": BinOpKind.FLOORDIV, "%": BinOpKind.MOD, "<": BinOpKind.LT, "<=": BinOpKind.LE,
@@ -21,6 +22,8 @@ _UNARY_FUNCTIONS = {"sqrt": UnaryKind.SQRT, "exp": UnaryKind.EXP, "log": UnaryKi
                     "rint": UnaryKind.ROUND, "sin": UnaryKind.SIN, "cos": UnaryKind.COS,
                     "tan": UnaryKind.TAN, "erf": UnaryKind.ERF, "isnan": UnaryKind.ISNAN}
 _REDUCTIONS = {"sum": ReduceKind.SUM, "max": ReduceKind.MAX, "min": ReduceKind.MIN}
+# rules calling rules: deeper than this is a rule that calls itself
+_MAX_EXPANSION = 32
 _CASTS = {"float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64"}
 FUNCTIONS = sorted(set(_UNARY_FUNCTIONS) | set(_REDUCTIONS) | _CASTS | {"where", "if"})
 
@@ -42,14 +45,36 @@ class Names:
     arrays: dict[str, int]                       # name -> number of dimensions
     dtypes: dict[str, DType | None]
     scalars: set[str] = field(default_factory=set)   # 0-d arrays used by bare name
+    rules: dict[str, SubstRule] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleUse:
+    """One expansion of a substitution rule: its arguments and the expression they gave."""
+    rule: str
+    args: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRule:
+    """A substitution rule of a kernel: its body as an expression of its parameters (integer
+    ``Var``s; None when it needs other arguments), its expansions in the kernel, its text."""
+    name: str
+    params: tuple[str, ...]
+    body: Expr | None
+    uses: tuple[RuleUse, ...]
+    text: str
 
 
 class Converter:
     """Converts one instruction's syntax; reports errors at the offending column."""
 
-    def __init__(self, names: Names):
+    def __init__(self, names: Names, uses: list[RuleUse] | None = None):
         self.names = names
         self.bound: list[str] = []       # reduction inames in scope
+        self.env: list[dict[str, Expr]] = []     # the arguments of the rules being expanded
+        self.uses = uses                 # where to note each expansion (None: not noted)
 
     def reduction_inames(self, syn: Syntax) -> tuple[str, ...] | None:
         """The inames of ``sum(k, ...)``'s first argument, or None if it is not one."""
@@ -102,6 +127,8 @@ class Converter:
 
     def name(self, s: Syntax) -> Expr:
         n = self.names
+        if self.env and s.text in self.env[-1]:
+            return self.env[-1][s.text]
         if s.text in n.inames:
             return Var(s.text)
         if s.text in n.params:
@@ -123,6 +150,9 @@ class Converter:
 
     def subscript(self, s: Syntax) -> Expr:
         n = self.names
+        if self.env and s.text in self.env[-1]:
+            raise SyntaxErrorAt(s.col, f"'{s.text}' is an argument of the rule, not an array; "
+                                "only arrays are indexed")
         if s.text not in n.arrays:
             kind = "an iname" if s.text in n.inames else "a size parameter" \
                 if s.text in n.params else "unknown"
@@ -152,6 +182,8 @@ class Converter:
             raise SyntaxErrorAt(s.col, f"a reduction {fn}(...) must be the whole right-hand "
                                 "side; assign it to a temporary first: <> t = "
                                 f"{fn}(...), then use t")
+        if fn in self.names.rules:
+            return self.expand(self.names.rules[fn], s)
         if fn in _UNARY_FUNCTIONS:
             _arity(s, 1)
             return unary(_UNARY_FUNCTIONS[fn], self.expr(args[0]))
@@ -168,7 +200,33 @@ class Converter:
         if fn == "sum":
             raise SyntaxErrorAt(s.col, "sum(k, expr) reduces over iname(s) k; the first "
                                 "argument must be an iname or a tuple of inames")
-        raise SyntaxErrorAt(s.col, f"unknown function '{fn}'; functions: {', '.join(FUNCTIONS)}")
+        rules = f"; substitution rules: {', '.join(self.names.rules)}" if self.names.rules else ""
+        raise SyntaxErrorAt(s.col, f"unknown function '{fn}'; functions: {', '.join(FUNCTIONS)}"
+                            + rules)
+
+    def expand(self, rule: SubstRule, s: Syntax) -> Expr:
+        """A call of a substitution rule: its body with the parameters bound to the arguments
+        (converted where the rule is called, so their dtypes give the body's dtype)."""
+        if len(s.args) != len(rule.params):
+            raise SyntaxErrorAt(s.col, f"rule '{rule.name}' takes {len(rule.params)} "
+                                f"argument(s) ({', '.join(rule.params)}), got {len(s.args)}")
+        args = tuple(self.expr(a) for a in s.args)
+        if len(self.env) >= _MAX_EXPANSION:
+            raise SyntaxErrorAt(s.col, f"substitution rule '{rule.name}' is expanded more than "
+                                f"{_MAX_EXPANSION} levels deep; a rule cannot call itself")
+        self.env.append(dict(zip(rule.params, args)))
+        bound, self.bound = self.bound, []
+        try:
+            out = self.expr(rule.body)
+        except SyntaxErrorAt as e:
+            raise error_at(rule.text, rule.line, e.col, f"{e.message} (in substitution rule "
+                           f"'{rule.name}', called as {s})") from None
+        finally:
+            self.env.pop()
+            self.bound = bound
+        if self.uses is not None:
+            self.uses.append(RuleUse(rule.name, args, out))
+        return out
 
 
 def _arity(s: Syntax, n: int) -> None:

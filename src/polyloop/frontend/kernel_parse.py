@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The instruction language of ``pl.make_kernel``: a tokenizer and a recursive-descent parser.
+"""The expression language of ``pl.make_kernel``'s instructions: a tokenizer and a
+recursive-descent parser (the lines themselves are read by ``kernel_lines``).
 
 One instruction per line, Loo.py style::
 
@@ -16,9 +17,9 @@ One instruction per line, Loo.py style::
 (``id``, ``dep`` with ``:``-separated ids); ``#`` starts a comment. Parsing gives a small syntax
 tree (``Syntax`` nodes that remember their column); names are resolved later by the front end.
 
->>> prog = parse_instructions("out[i] = 2*a[i]  {id=double}")
->>> prog[0].id, prog[0].target, str(prog[0].value)
-('double', 'out', '(2 * a[i])')
+>>> str(ExprParser(tokenize("2*a[i] + b")).expr())
+'((2 * a[i]) + b)'
+
 """
 from __future__ import annotations
 
@@ -41,7 +42,6 @@ MAX_DEPTH = 100
 # Deepest nesting of parentheses, brackets, calls and unary operators: the parser recurses
 # through about ten methods per level, so this keeps it far from Python's recursion limit.
 MAX_NESTING = 40
-OPTIONS = ("id", "dep")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,21 +87,6 @@ class Syntax:
         yield self
         for a in self.args:
             yield from a.walk()
-
-
-@dataclass(frozen=True, slots=True)
-class Instruction:
-    """``target[indices] = value`` with its options and the conditions of enclosing ``if``s."""
-    id: str
-    target: str
-    indices: tuple[Syntax, ...]
-    value: Syntax
-    line: int
-    text: str
-    temporary: str | None = None           # None: not declared here; "": ``<>``; or a dtype
-    deps: tuple[str, ...] = ()
-    conditions: tuple[Syntax, ...] = field(default=())   # all must hold (else-branches negated)
-    explicit_id: bool = False
 
 
 class SyntaxErrorAt(Exception):
@@ -280,152 +265,3 @@ class ExprParser:
                 self.take(",")
         self.take(close)
         return tuple(out)
-
-
-def _split_options(text: str) -> tuple[str, str | None, int]:
-    """The instruction without its trailing ``{...}`` options, the options, their column."""
-    stripped = text.rstrip()
-    if not stripped.endswith("}"):
-        return text, None, -1
-    start = stripped.rfind("{")
-    if start < 0:
-        raise SyntaxErrorAt(len(stripped) - 1, "unbalanced '}'")
-    return stripped[:start], stripped[start + 1:-1], start + 1
-
-
-def _options(text: str, col: int) -> dict[str, str]:
-    out: dict[str, str] = {}
-    offset = col
-    for part in text.split(","):
-        here = offset + len(part) - len(part.lstrip())
-        offset += len(part) + 1
-        if not part.strip():
-            continue
-        key, eq, value = part.partition("=")
-        key = key.strip()
-        if not eq or not value.strip():
-            raise SyntaxErrorAt(here, f"an option is written name=value, got {part.strip()!r}")
-        if key not in OPTIONS:
-            raise SyntaxErrorAt(here, f"unknown option {key!r}; valid options: "
-                                + ", ".join(OPTIONS))
-        out[key] = value.strip()
-    return out
-
-
-def _instruction(text: str, line: int, conditions: tuple[Syntax, ...], index: int) -> Instruction:
-    body, opts_text, opts_col = _split_options(text)
-    opts = _options(opts_text, opts_col) if opts_text is not None else {}
-    p = ExprParser(tokenize(body))
-    temporary = None
-    if p.at("<>"):
-        p.take()
-        temporary = ""
-    elif p.at("<"):
-        p.take("<")
-        temporary = p.take(kind="name").text
-        p.take(">")
-    head = p.take(kind="name")
-    indices: tuple[Syntax, ...] = ()
-    if p.at("["):
-        p.take("[")
-        indices = p.items("]")
-    p.take("=")
-    value = p.expr()
-    if p.tok.kind != "end":
-        raise SyntaxErrorAt(p.tok.col, f"unexpected {p.tok.text!r} after the expression")
-    ident = opts.get("id") or ("insn" if index == 0 else f"insn_{index}")
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ident):
-        raise SyntaxErrorAt(opts_col, f"instruction id {ident!r} is not an identifier")
-    deps = tuple(d.strip() for d in opts.get("dep", "").split(":") if d.strip())
-    return Instruction(ident, head.text, indices, value, line, text.strip(), temporary, deps,
-                       conditions, "id" in opts)
-
-
-def _condition(text: str, keyword: str) -> Syntax:
-    rest = text.lstrip()[len(keyword):]
-    col0 = len(text) - len(text.lstrip()) + len(keyword)
-    p = ExprParser([Token(t.kind, t.text, t.col + col0) for t in tokenize(rest)])
-    if p.tok.kind == "end":
-        raise SyntaxErrorAt(col0, f"'{keyword}' needs a condition, like '{keyword} i > 0'")
-    cond = p.expr()
-    if p.at(":"):
-        p.take(":")
-    if p.tok.kind != "end":
-        raise SyntaxErrorAt(p.tok.col, f"unexpected {p.tok.text!r} after the condition")
-    return cond
-
-
-def _negate(c: Syntax) -> Syntax:
-    return Syntax("unary", c.col, "not", (c,))
-
-
-def parse_instructions(text: str | list[str] | tuple[str, ...]) -> list[Instruction]:
-    """Parse instructions (one per line, or a list of lines) with ``if/elif/else/end`` blocks."""
-    lines = text.split("\n") if isinstance(text, str) else [x for t in text for x in t.split("\n")]
-    out: list[Instruction] = []
-    blocks: list[list] = []    # per open if: [conditions so far (negated), current condition]
-    for number, raw in enumerate(lines, start=1):
-        src = raw.split("#", 1)[0]
-        stripped = src.strip()
-        if not stripped:
-            continue
-        word = stripped.split()[0].rstrip(":")
-        try:
-            if word == "if" and not stripped.startswith("if("):
-                blocks.append([[], _condition(src, "if")])
-            elif word == "elif":
-                if not blocks:
-                    raise SyntaxErrorAt(src.find("elif"), "'elif' without 'if'")
-                b = blocks[-1]
-                b[0].append(_negate(b[1]))
-                b[1] = _condition(src, "elif")
-            elif word == "else":
-                if not blocks:
-                    raise SyntaxErrorAt(src.find("else"), "'else' without 'if'")
-                b = blocks[-1]
-                b[0].append(_negate(b[1]))
-                b[1] = None
-            elif word == "end":
-                if not blocks:
-                    raise SyntaxErrorAt(src.find("end"), "'end' without 'if'")
-                blocks.pop()
-            else:
-                conds = tuple(c for b in blocks for c in b[0] + ([b[1]] if b[1] else []))
-                out.append(_instruction(src, number, conds, len(out)))
-        except SyntaxErrorAt as e:
-            raise error_at(raw.rstrip(), number, e.col, e.message) from None
-    if blocks:
-        raise ParseError("an 'if' block is not closed: add 'end' after its instructions")
-    if not out:
-        raise ParseError("make_kernel needs at least one instruction, like 'out[i] = 2*a[i]'")
-    ids: dict[str, int] = {}
-    for ins in out:
-        if ins.id in ids:
-            raise error_at(ins.text, ins.line, 0, f"instruction id '{ins.id}' is used twice "
-                           f"(also on line {ids[ins.id]})")
-        ids[ins.id] = ins.line
-    for ins in out:
-        for d in ins.deps:
-            if d not in ids:
-                raise error_at(ins.text, ins.line, max(0, ins.text.find(d)),
-                               f"dep={d!r} names no instruction; ids: {', '.join(ids)}")
-    return _in_dependence_order(out)
-
-
-def _in_dependence_order(insns: list[Instruction]) -> list[Instruction]:
-    """Instructions run after the ones they name in ``dep=`` (Loo.py's order), otherwise in the
-    order written: a stable topological sort; a cycle of deps is an error naming it."""
-    done: set[str] = set()
-    out: list[Instruction] = []
-    pending = list(insns)
-    while pending:
-        ready = next((x for x in pending if all(d in done for d in x.deps)), None)
-        if ready is None:
-            cycle = ", ".join(f"{x.id} (dep={':'.join(x.deps)})" for x in pending)
-            first = pending[0]
-            raise error_at(first.text, first.line, 0, f"the deps of {cycle} form a cycle; "
-                           "an instruction cannot run after itself")
-        pending.remove(ready)
-        done.add(ready.id)
-        out.append(ready)
-    return out

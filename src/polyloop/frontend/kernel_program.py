@@ -39,7 +39,7 @@ class _Open:
         self.children: list[_Open | str] = []
 
 
-def nesting(items: list[tuple[Statement, list[str], bool]]) -> dict[str, tuple[int, ...]]:
+def nesting(items: list[tuple[str, list[str], bool]]) -> dict[str, tuple[int, ...]]:
     """Nest statements: each shares the loops of its common leading inames with the one before
     (a reduction's update marked separate shares only the loops its initialization found
     open, so that it can run as a nest of its own). Returns each
@@ -47,7 +47,7 @@ def nesting(items: list[tuple[Statement, list[str], bool]]) -> dict[str, tuple[i
     top: list[_Open | str] = []
     stack: list[_Open] = []
     shared_by_init = 0
-    for stmt, loops, separate in items:
+    for name, loops, separate in items:
         limit = shared_by_init if separate else len(loops)
         c = 0
         while c < min(len(stack), len(loops), limit) and stack[c].name == loops[c]:
@@ -58,7 +58,7 @@ def nesting(items: list[tuple[Statement, list[str], bool]]) -> dict[str, tuple[i
             node = _Open(it)
             (stack[-1].children if stack else top).append(node)
             stack.append(node)
-        (stack[-1].children if stack else top).append(stmt.name)
+        (stack[-1].children if stack else top).append(name)
     out: dict[str, tuple[int, ...]] = {}
 
     def walk(children: list[_Open | str], path: tuple[int, ...]) -> None:

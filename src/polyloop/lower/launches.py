@@ -24,6 +24,7 @@ from ..ir.thread_axis import AxisLevel, ThreadAxis
 from ..poly import gpu
 from ..poly.astgen import HARDWARE_ID, HardwareLoop
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
+from .barriers import merge_adjacent
 from .lower import lower
 from .storage import place_temporaries
 
@@ -102,10 +103,10 @@ def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
     # before the barriers: they add no value to any loop, and the loops keep their ids
     hardware = _hardware_loops(sub, tree, groups, items)
     tree, sub = _with_barriers(sub, tree)
-    kernel = lower(sub, tree, name=name, compact=False, hardware=hardware)
+    kernel = lower(sub, tree, name=name, compact=False, hardware=hardware, gpu=True)
     if hardware and not _barriers_uniform(kernel.body):
-        kernel = lower(sub, tree, name=name, compact=False)
-    body = _finish(sub, tree, kernel.body, items, groups)
+        kernel = lower(sub, tree, name=name, compact=False, gpu=True)
+    body = merge_adjacent(_finish(sub, tree, kernel.body, items, groups))
     scratch = tuple(b for b in kernel.temps if b.scope is MemScope.GLOBAL
                     and b.name != BARRIER_BUFFER and _uses(kernel.body, b.name))
     temps = tuple(b for b in kernel.temps if b.scope is not MemScope.GLOBAL)
@@ -174,6 +175,8 @@ def _barriers_uniform(body: Node) -> bool:
     def go(n: Node, items: frozenset[str], divergent: bool) -> bool:
         if isinstance(n, Store):
             return not (divergent and n.buffer == BARRIER_BUFFER)
+        if isinstance(n, Barrier):      # an explicit one, written by the user
+            return not divergent
         if isinstance(n, For):
             if n.thread is not None and n.thread.is_item:
                 items = items | {n.var}

@@ -18,6 +18,8 @@ from ..ir.printer import loops_to_str
 from ..ir.program import Buffer, BufferRole, Program
 from ..poly.astgen import HardwareLoop, build_ast
 from ..poly.tree import Root
+from ..ir.barriers import barrier_scope
+from .barriers import explicit_barriers
 from .storage import place_temporaries
 from ..ir.simplify import simplify
 from .names import kernel_name
@@ -60,6 +62,7 @@ class Lowering:
     root: Root
     compact: bool
     hardware: Mapping[int, HardwareLoop] | None
+    gpu: bool = False
     temps: tuple[Buffer, ...] = ()
     notes: tuple[str, ...] = ()
     body: Node | None = None
@@ -97,6 +100,9 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step("place temporaries", _place_temporaries),
     Step("build loop AST", _build_ast),
+    Step("explicit barriers", lambda s: replace(
+        s, body=explicit_barriers(s.program, s.root, s.body, gpu=s.gpu),  # type: ignore[arg-type]
+        temps=tuple(b for b in s.temps if barrier_scope(b.name) is None))),
     Step("simplify", _on_body(lambda n: _map_exprs(n, simplify))),
     Step("canonical divisions", _on_body(lambda n: _map_exprs(n, canonical_divisions))),
     Step("flatten", _on_body(_flatten)),
@@ -125,11 +131,13 @@ def run_steps(state: Lowering, steps: tuple[Step, ...] = STEPS) -> Lowering:
 
 
 def lower(program: Program, root: Root, *, name: str | None = None,
-          compact: bool = True, hardware: Mapping[int, HardwareLoop] | None = None) -> Kernel:
+          compact: bool = True, hardware: Mapping[int, HardwareLoop] | None = None,
+          gpu: bool = False) -> Kernel:
     """The Kernel for ``program`` scheduled by the loop tree ``root``, made by ``STEPS``. With
     ``compact=False`` the temporaries are taken as they are (a caller that placed them
     already). ``hardware``: the loops a GPU runs as work-groups and work-items, which isl does
-    not generate (``poly.astgen.build_ast``).
+    not generate (``poly.astgen.build_ast``). ``gpu``: explicit barriers become ``Barrier``
+    nodes (else they are dropped).
 
     >>> import polyloop as pl
     >>> from polyloop.ir.printer import loops_to_str
@@ -142,7 +150,7 @@ def lower(program: Program, root: Root, *, name: str | None = None,
     >>> [step.name for step in STEPS][:2]
     ['place temporaries', 'build loop AST']
     """
-    done = run_steps(Lowering(program, root, compact, hardware))
+    done = run_steps(Lowering(program, root, compact, hardware, gpu))
     program = done.program
     kname = kernel_name(name or program.name, {b.name for b in program.buffers}
                         | set(program.params) | {t.name for t in done.temps})

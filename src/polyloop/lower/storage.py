@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..ir.barriers import barrier_scope
 from ..ir.expr import BinOpKind, Const, Expr, Load, binop, rewrite, same
 from ..ir.dtypes import INDEX
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
@@ -38,6 +39,9 @@ def place_temporaries(program: Program, root: Root, *, size_global: bool = True
     temps, notes = [], []
     for b in program.buffers:
         if b.role is not BufferRole.TEMP:
+            continue
+        if barrier_scope(b.name) is not None:   # no memory: lowering drops its stores
+            temps.append(b)
             continue
         if b.scope is MemScope.GLOBAL and not size_global:
             temps.append(b)

@@ -11,6 +11,7 @@ from . import arguments as arg, blocks, hints, rewrites
 from . import state as st
 from . import verdicts as vd
 from . import tensorize as tz
+from . import recompute as rc
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import BlockHandle, LoopHandle
 
@@ -27,10 +28,37 @@ def _lambda_text(fn: Callable[..., Any], ndim: int) -> str:
 class BlockPrimitives(ScheduleCore):
     """Primitives that move or rewrite blocks (mixed into ``pl.Schedule``)."""
 
-    def compute_at(self, block: BlockHandle | str, loop: LoopHandle) -> None:
+    def compute_at(self, block: BlockHandle | str, loop: LoopHandle, *,
+                   recompute: bool = False) -> None:
         """Compute a producer inside a consumer's loop: each instance runs in the first iteration
-        that needs it (exact footprints, e.g. a convolution's halo)."""
+        that needs it (exact footprints, e.g. a convolution's halo).
+
+        With ``recompute=True`` every iteration of ``loop`` (and of the loops around it)
+        computes all the elements it reads, halo included, into a temporary of its own, so
+        iterations share nothing and parallel loops or GPU blocks around it stay legal:
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((10,), "float32", name="A")
+        >>> B = pl.compute((10,), lambda i: A[i] * 2.0, name="B")
+        >>> C = pl.compute((8,), lambda i: B[i] + B[i + 2], name="C")
+        >>> sch = pl.Schedule(C)
+        >>> io, ii = sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, 4])
+        >>> sch.parallel(io)
+        >>> sch.compute_at(sch.get_block("B"), io, recompute=True)
+        >>> print(sch)  # doctest: +NORMALIZE_WHITESPACE
+        for i_0 in parallel(2):
+            for B_dim_0 in range(6):
+                B[i_0, 4 * i_0 + B_dim_0] = A[4 * i_0 + B_dim_0] * 2.0
+            for i_1 in range(4):
+                C[4 * i_0 + i_1] = B[i_0, 4 * i_0 + i_1] + B[i_0, 4 * i_0 + i_1 + 2]
+        """
         name, node = self._block(block, "compute_at"), self._loop(loop, "compute_at")
+        if not isinstance(recompute, bool):
+            raise ScheduleError(f"compute_at: recompute= is True or False, got {recompute!r}")
+        if recompute:
+            self._apply(rc.compute_at_recompute(self._state, name, node), "compute_at",
+                        (BlockHandle(name), loop), {"recompute": True})
+            return
         try:
             self._apply(blocks.compute_at(self._state, name, node), "compute_at",
                         (BlockHandle(name), loop), {})

@@ -11,6 +11,7 @@ from ..ir.loops import LoopKind
 from ..ir.program import BufferRole
 from ..ir.thread_axis import ThreadAxis, parse_thread_axis
 from . import arguments as arg, fusion, hints, loops, state as st
+from . import cross_thread
 from . import verdicts as vd
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import LoopHandle
@@ -231,7 +232,20 @@ class LoopPrimitives(ScheduleCore):
         >>> sch.bind(io, "g.0"); sch.bind(ii, "threadIdx.x")
         """
         axis = parse_thread_axis(thread_axis)
-        new = self._exclusive(loop, "bind", LoopKind.THREAD, thread=axis)
+        try:
+            new = self._exclusive(loop, "bind", LoopKind.THREAD, thread=axis)
+        except ScheduleError as e:
+            dep = e.dependence
+            if not (axis.is_item and dep is not None and dep.reduction
+                    and dep.source == dep.sink):
+                raise
+            # a reduction loop on work-items: a tree reduction across them
+            try:
+                new = cross_thread.bind_reduction(self._state, self._loop(loop, "bind"), axis,
+                                                  dep.source)
+            except ScheduleError as why:
+                raise ScheduleError(f"{e}\nA tree reduction across the work-items cannot take "
+                                    f"its place either: {why}", dependence=dep) from None
         self._apply(new, "bind", (loop, axis.value), {})  # type: ignore[arg-type]
 
     def annotate(self, loop: LoopHandle, key: str, value: Any) -> None:
