@@ -22,7 +22,7 @@ from ..ir.loops import (Barrier, Block, For, If, Kernel, LoopKind, Node, Store, 
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.thread_axis import AxisLevel, ThreadAxis
 from ..poly import gpu
-from ..poly.astgen import HARDWARE_ID, HardwareLoop
+from ..poly.hardware_ids import HARDWARE_ID, HardwareLoop
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
 from .lower import lower
 from .storage import place_temporaries

@@ -16,7 +16,8 @@ from ..ir.expr import Expr
 from ..ir.loops import Block, For, If, Kernel, Node, Store, iter_nodes, map_children
 from ..ir.printer import loops_to_str
 from ..ir.program import Buffer, BufferRole, Program
-from ..poly.astgen import HardwareLoop, build_ast
+from ..poly.astgen import build_ast
+from ..poly.hardware_ids import HardwareLoop
 from ..poly.tree import Root
 from .storage import place_temporaries
 from ..ir.simplify import simplify
