@@ -359,7 +359,7 @@ def _uses(body: Node, buffer: str) -> bool:
 # In order. The temporaries are compacted before the barriers are placed (reusing one box in
 # every iteration is what creates the barriers' work) and the hardware loops are found before
 # the barriers (they add no value to any loop, and the loops keep their ids).
-DEVICE_STEPS: tuple[Step, ...] = (
+DEVICE_STEPS: tuple[Step[DeviceLowering], ...] = (
     Step("global temporaries", lambda s: replace(
         s, program=_shared_temps_to_global(s.program, s.root))),
     Step("split launches", lambda s: replace(s, parts=_parts(s.program, s.root, s.name))),

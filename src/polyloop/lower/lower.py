@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Callable, Generic, Mapping, Protocol, TypeVar
 
 from .. import config
 from ..errors import PolyloopError
@@ -87,15 +87,25 @@ def _on_body(fn: Callable[[Node], Node]) -> Callable[[Lowering], Lowering]:
     return lambda s: replace(s, body=fn(s.body))  # type: ignore[arg-type]
 
 
+class Stage(Protocol):
+    """What a list of steps passes on: anything that prints itself for the dump."""
+
+    def text(self) -> str: ...
+
+
+S = TypeVar("S", bound=Stage)
+
+
 @dataclass(frozen=True, slots=True)
-class Step:
+class Step(Generic[S]):
+    """One named step of a lowering pipeline (``STEPS`` here, ``launches.DEVICE_STEPS``)."""
     name: str
-    run: Callable[[Lowering], Lowering]
+    run: Callable[[S], S]
 
 
 # In order. tensorize runs after simplify (it reads isl's loop bounds); prefetch after
 # tensorize (its nests stay intact).
-STEPS: tuple[Step, ...] = (
+STEPS: tuple[Step[Lowering], ...] = (
     Step("place temporaries", _place_temporaries),
     Step("build loop AST", _build_ast),
     Step("simplify", _on_body(lambda n: _map_exprs(n, simplify))),
@@ -107,7 +117,7 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-def run_steps(state: Lowering, steps: tuple[Step, ...] = STEPS) -> Lowering:
+def run_steps(state: S, steps: tuple[Step[S], ...]) -> S:
     """``state`` after each of ``steps``; with ``POLYLOOP_DUMP=lower`` each result is printed
     to stderr. An error inside a step says which step it was."""
     dump = "lower" in config.CONFIG.dump
@@ -130,7 +140,8 @@ def lower(program: Program, root: Root, *, name: str | None = None,
     """The Kernel for ``program`` scheduled by the loop tree ``root``, made by ``STEPS``. With
     ``compact=False`` the temporaries are taken as they are (a caller that placed them
     already). ``hardware``: the loops a GPU runs as work-groups and work-items, which isl does
-    not generate (``poly.astgen.build_ast``).
+    not generate (``poly.astgen.build_ast``). GPU targets call it once per launch
+    (``launches.lower_device``).
 
     >>> import polyloop as pl
     >>> from polyloop.ir.printer import loops_to_str
@@ -143,7 +154,7 @@ def lower(program: Program, root: Root, *, name: str | None = None,
     >>> [step.name for step in STEPS][:2]
     ['place temporaries', 'build loop AST']
     """
-    done = run_steps(Lowering(program, root, compact, hardware))
+    done = run_steps(Lowering(program, root, compact, hardware), STEPS)
     program = done.program
     kname = kernel_name(name or program.name, {b.name for b in program.buffers}
                         | set(program.params) | {t.name for t in done.temps})
