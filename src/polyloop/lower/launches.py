@@ -25,6 +25,7 @@ from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.thread_axis import AxisLevel, ThreadAxis
 from ..poly import gpu
 from ..poly.hardware_ids import HARDWARE_ID, HardwareLoop
+from ..poly.isl_text import iterator_expr
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
 from .lower import Step, lower, run_steps
 from .storage import place_temporaries
@@ -293,13 +294,12 @@ def _with_barriers(program: Program, tree: Root) -> tuple[Root, Program]:
 def _insert(tree: Root, path: list[LoopNode], name: str, iters: tuple[str, ...],
             index: int) -> Root:
     ids = {n.id: k for k, n in enumerate(path)}
-    head = f"{name}[{', '.join(iters)}]"
 
     def go(n):
         if not isinstance(n, LoopNode) or n.id not in ids:
             return n
         k = ids[n.id]
-        exprs = n.exprs + ((name, f"{{ {head} -> [(t{k})] }}"),)
+        exprs = n.exprs + ((name, iterator_expr(name, iters, f"t{k}")),)
         kids = tuple(go(c) for c in n.children)
         if n.id == path[-1].id:
             kids = kids[:index] + (StmtNode(name),) + kids[index:]
