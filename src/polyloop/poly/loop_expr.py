@@ -27,10 +27,6 @@ import islpy as isl
 
 from .isl_util import map_, printed, with_params
 
-# the key of a map whose text names its own parameters (the same map whatever the program's)
-_OWN_PARAMS = None
-
-
 @dataclass(frozen=True, slots=True)
 class LoopExpr:
     """``S[i, ...] -> [value]`` (see the module docstring): compared by its text, with its
@@ -45,7 +41,7 @@ class LoopExpr:
 
     def map(self, params: Sequence[str]) -> isl.Map:
         """The map, with the parameters ``params`` where the text names none."""
-        key = _OWN_PARAMS if self.text.lstrip().startswith("[") else tuple(params)
+        key = tuple(params)
         got = self._maps.get(key)
         if got is None:
             got = self._maps[key] = map_(with_params(params, self.text))
