@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """The OpenCL body of a work-item is built by isl with the hardware ids as parameters
-(``poly.astgen``). Where the ids enter the statements only as the values of their iterators,
-the build is given the size parameters' facts alone (``_lighter_build``): the same code for
-less work. These kernels must come out exactly as with the full context, and both kinds of
+(``poly.astgen``, ``poly.hardware_ids``). Where the ids enter the statements only as the values
+of their iterators, the build is given the size parameters' facts alone (``lighter_build``):
+the same code for less work. These kernels must come out exactly as with the full context, and both kinds of
 kernel (lighter build taken, refused) must be among them."""
 from __future__ import annotations
 
 import polyloop as pl
 from polyloop.codegen.opencl import generate_opencl
 from polyloop.lower.launches import lower_device
-from polyloop.poly import astgen
+from polyloop.poly import hardware_ids
 from polyloop.schedule.kernel import schedule_of
 from seed_kernels import tiled_matmul  # tests/ is on sys.path (rootdir conftest)
 
@@ -35,16 +35,16 @@ def _source(knl) -> str:
 
 def test_lighter_build_gives_the_same_code(monkeypatch):
     taken = []
-    plain = astgen._lighter_build
+    plain = hardware_ids.lighter_build
 
     def record(ctx, doms, hardware):
         got = plain(ctx, doms, hardware)
         taken.append(got[0] is not ctx)
         return got
-    monkeypatch.setattr(astgen, "_lighter_build", record)
+    monkeypatch.setattr(hardware_ids, "lighter_build", record)
     light = [_source(k) for k in _kernels()]
     assert True in taken and False in taken
-    monkeypatch.setattr(astgen, "_lighter_build", lambda ctx, doms, hardware: (ctx, doms))
+    monkeypatch.setattr(hardware_ids, "lighter_build", lambda ctx, doms, hardware: (ctx, doms))
     full = [_source(k) for k in _kernels()]
     for a, b in zip(light, full):
         assert a == b

@@ -12,7 +12,7 @@ import pytest
 import polyloop as pl
 from polyloop import ops
 from polyloop.cli.demo import matmul_relu
-from polyloop.poly.astgen import context
+from polyloop.poly.isl_schedule import context
 from polyloop.poly.isolate import isolation_plan
 from polyloop.poly.tree import loops
 

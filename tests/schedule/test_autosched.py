@@ -69,7 +69,7 @@ def test_stencil_gets_a_wavefront_with_a_parallel_inner_loop(tile):
     assert kinds[0] is LoopKind.SERIAL and kinds[1] is LoopKind.PARALLEL
     # the outer loop is a wavefront: its value mixes both iterators
     for _, expr in top.exprs:
-        assert "i" in expr and "j" in expr
+        assert "i" in expr.text and "j" in expr.text
 
 
 def test_stencil_untiled_trace_reads_as_primitives():

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from itertools import count
+from typing import Callable, Mapping
 
 from ..errors import BuildError
 from ..ir.dtypes import DType
 from ..ir.expr import Const, Expr, free_vars, loads
 from ..ir.loops import (Barrier, Block, For, If, Kernel, LoopKind, Node, Store, iter_nodes,
                         map_children)
+from ..ir.printer import loops_to_str
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.thread_axis import AxisLevel, ThreadAxis
 from ..poly import gpu
-from ..poly.astgen import HARDWARE_ID, HardwareLoop
+from ..poly.hardware_ids import HARDWARE_ID, HardwareLoop
+from ..poly.isl_text import iterator_expr
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
 from .barriers import merge_adjacent
-from .lower import lower
+from .lower import Step, lower, run_steps
 from .storage import place_temporaries
 
 BARRIER_BUFFER = "__barrier"
@@ -56,24 +59,73 @@ class DeviceProgram:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchPart:
+    """One launch while it is lowered: its statements' program and loop tree, its grid once
+    known, the loops the hardware runs, the notes, and the kernel once built."""
+    name: str
+    program: Program
+    tree: Root
+    groups: tuple[Expr, Expr, Expr] | None = None
+    items: tuple[int, int, int] | None = None
+    notes: tuple[str, ...] = ()
+    hardware: Mapping[int, HardwareLoop] | None = None
+    kernel: Kernel | None = None
+
+    def text(self) -> str:
+        grid = "" if self.groups is None else (f"  groups {tuple(map(str, self.groups))} "
+                                               f"items {self.items}")
+        body = str(self.program) if self.kernel is None else loops_to_str(self.kernel.body)
+        return f"# launch {self.name}{grid}\n{body}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceLowering:
+    """What the steps of ``lower_device`` pass on: the program, then one part per launch."""
+    program: Program
+    root: Root
+    name: str
+    parts: tuple[LaunchPart, ...] = ()
+
+    def text(self) -> str:
+        """The program before it is cut into launches, the launches after."""
+        return str(self.program) if not self.parts else "\n".join(p.text() for p in self.parts)
+
+
+def _each(fn: Callable[[LaunchPart], LaunchPart]) -> Callable[[DeviceLowering], DeviceLowering]:
+    return lambda s: replace(s, parts=tuple(fn(p) for p in s.parts))
+
+
 def lower_device(program: Program, root: Root, *, name: str | None = None) -> DeviceProgram:
-    """The launches that run ``program`` in the order of the loop tree ``root``."""
-    base = name or program.name
-    program = _shared_temps_to_global(program, root)
-    launches: list[Launch] = []
+    """The launches that run ``program`` in the order of the loop tree ``root``, made by
+    ``DEVICE_STEPS`` (each launch's kernel by ``lower``'s own steps).
+
+    >>> import polyloop as pl
+    >>> from polyloop.schedule.kernel import schedule_of
+    >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]", name="twice")
+    >>> knl = pl.split_iname(knl, "i", 64, outer_tag="g.0", inner_tag="l.0")
+    >>> sch = schedule_of(knl)
+    >>> device = lower_device(sch.program, sch.state.root)
+    >>> [(x.kernel.name, x.items) for x in device.launches]
+    [('twice', (64, 1, 1))]
+    >>> [step.name for step in DEVICE_STEPS][:3]
+    ['global temporaries', 'split launches', 'launch sizes']
+    """
+    done = run_steps(DeviceLowering(program, root, name or program.name), DEVICE_STEPS)
     scratch: dict[str, Buffer] = {}
     notes: list[str] = []
-    for k, top in enumerate(root.children):
-        kname = base if len(root.children) == 1 else f"{base}_{k}"
-        launch = _launch(program, top, kname)
-        for b in launch.kernel.args:
+    launches = []
+    for part in done.parts:
+        kernel = part.kernel
+        assert kernel is not None and part.groups is not None and part.items is not None
+        for b in kernel.args:
             if b.role is BufferRole.TEMP:
                 scratch.setdefault(b.name, b)
-        notes += [x for x in launch.kernel.notes if x not in notes]
-        launches.append(launch)
-    return DeviceProgram(launches[0].kernel.name if len(launches) == 1 else base,
-                         tuple(program.arg_buffers()), program.params, tuple(scratch.values()),
-                         tuple(launches), tuple(notes))
+        notes += [x for x in kernel.notes if x not in notes]
+        launches.append(Launch(kernel, part.groups, part.items))
+    return DeviceProgram(launches[0].kernel.name if len(launches) == 1 else done.name,
+                         tuple(done.program.arg_buffers()), done.program.params,
+                         tuple(scratch.values()), tuple(launches), tuple(notes))
 
 
 def _shared_temps_to_global(program: Program, root: Root) -> Program:
@@ -90,32 +142,53 @@ def _shared_temps_to_global(program: Program, root: Root) -> Program:
     return program.replace(buffers=buffers)
 
 
-def _launch(program: Program, top: LoopNode | StmtNode, name: str) -> Launch:
-    names = set(statements_under(top)) if isinstance(top, LoopNode) else {top.statement}
-    stmts = tuple(s for s in program.statements if s.name in names)
-    used = {s.buffer for s in stmts} | {ld.buffer for s in stmts for ld in s.reads()}
-    sub = program.replace(statements=stmts, nesting=(), buffers=tuple(
-        b for b in program.buffers if b.role is not BufferRole.TEMP or b.name in used))
-    tree = Root((top,))
-    groups, items = _sizes(sub, top)
-    # compact first: reusing one box in every iteration is what creates the barriers' work
-    sub, _, notes = place_temporaries(sub, tree, size_global=False)
-    # before the barriers: they add no value to any loop, and the loops keep their ids
-    hardware = _hardware_loops(sub, tree, groups, items)
-    tree, sub = _with_barriers(sub, tree)
-    kernel = lower(sub, tree, name=name, compact=False, hardware=hardware, gpu=True)
-    if hardware and not _barriers_uniform(kernel.body):
-        kernel = lower(sub, tree, name=name, compact=False, gpu=True)
-    body = merge_adjacent(_finish(sub, tree, kernel.body, items, groups))
+def _parts(program: Program, root: Root, base: str) -> tuple[LaunchPart, ...]:
+    """One launch per top-level node of ``root``, with the statements and buffers it uses."""
+    out = []
+    for k, top in enumerate(root.children):
+        names = set(statements_under(top)) if isinstance(top, LoopNode) else {top.statement}
+        stmts = tuple(s for s in program.statements if s.name in names)
+        used = {s.buffer for s in stmts} | {ld.buffer for s in stmts for ld in s.reads()}
+        sub = program.replace(statements=stmts, nesting=(), buffers=tuple(
+            b for b in program.buffers if b.role is not BufferRole.TEMP or b.name in used))
+        out.append(LaunchPart(base if len(root.children) == 1 else f"{base}_{k}", sub,
+                              Root((top,))))
+    return tuple(out)
+
+
+def _launch_temporaries(p: LaunchPart) -> LaunchPart:
+    program, _, notes = place_temporaries(p.program, p.tree, size_global=False)
+    return replace(p, program=program, notes=tuple(notes))
+
+
+def _barriers(p: LaunchPart) -> LaunchPart:
+    tree, program = _with_barriers(p.program, p.tree)
+    return replace(p, program=program, tree=tree)
+
+
+def _lower_launch(p: LaunchPart) -> LaunchPart:
+    kernel = lower(p.program, p.tree, name=p.name, compact=False, hardware=p.hardware,
+                   gpu=True)
+    if p.hardware and not _barriers_uniform(kernel.body):
+        kernel = lower(p.program, p.tree, name=p.name, compact=False, gpu=True)
+    return replace(p, kernel=kernel)
+
+
+def _finish_launch(p: LaunchPart) -> LaunchPart:
+    """Barriers, single work-item statements and exact grids in the body (``_finish``); the
+    global temporaries the body uses become arguments (scratch the host allocates)."""
+    kernel = p.kernel
+    assert kernel is not None and p.groups is not None and p.items is not None
+    body = merge_adjacent(_finish(p.program, p.tree, kernel.body, p.items, p.groups))
     scratch = tuple(b for b in kernel.temps if b.scope is MemScope.GLOBAL
                     and b.name != BARRIER_BUFFER and _uses(kernel.body, b.name))
     temps = tuple(b for b in kernel.temps if b.scope is not MemScope.GLOBAL)
-    kernel = Kernel(kernel.name, kernel.args + scratch, kernel.params, temps, body, notes)
-    return Launch(kernel, groups, items)
+    return replace(p, kernel=Kernel(kernel.name, kernel.args + scratch, kernel.params, temps,
+                                    body, p.notes))
 
 
-def _sizes(program: Program, top: LoopNode | StmtNode) -> tuple[tuple[Expr, Expr, Expr],
-                                                                 tuple[int, int, int]]:
+def _sizes(program: Program, top: LoopNode | StmtNode) -> dict[str, tuple]:
+    """The launch's ``groups`` (work-groups per axis) and ``items`` (work-items per group)."""
     groups: dict[int, Expr] = {}
     items: dict[int, int] = {}
     if isinstance(top, LoopNode):
@@ -142,8 +215,8 @@ def _sizes(program: Program, top: LoopNode | StmtNode) -> tuple[tuple[Expr, Expr
                 axis = n.thread.dim  # type: ignore[union-attr]
                 items[axis] = max(items.get(axis, 1), gpu.item_count(program, n))
     one = Const(1, DType.INT64, True)
-    return (tuple(groups.get(d, one) for d in range(len(AXES))),  # type: ignore[return-value]
-            tuple(items.get(d, 1) for d in range(len(AXES))))  # type: ignore[return-value]
+    return {"groups": tuple(groups.get(d, one) for d in range(len(AXES))),
+            "items": tuple(items.get(d, 1) for d in range(len(AXES)))}
 
 
 def _hardware_loops(program: Program, tree: Root, groups: tuple[Expr, ...],
@@ -225,13 +298,12 @@ def _with_barriers(program: Program, tree: Root) -> tuple[Root, Program]:
 def _insert(tree: Root, path: list[LoopNode], name: str, iters: tuple[str, ...],
             index: int) -> Root:
     ids = {n.id: k for k, n in enumerate(path)}
-    head = f"{name}[{', '.join(iters)}]"
 
     def go(n):
         if not isinstance(n, LoopNode) or n.id not in ids:
             return n
         k = ids[n.id]
-        exprs = n.exprs + ((name, f"{{ {head} -> [(t{k})] }}"),)
+        exprs = n.exprs + ((name, iterator_expr(name, iters, f"t{k}")),)
         kids = tuple(go(c) for c in n.children)
         if n.id == path[-1].id:
             kids = kids[:index] + (StmtNode(name),) + kids[index:]
@@ -286,3 +358,20 @@ def _uses(body: Node, buffer: str) -> bool:
                 ld.buffer == buffer for e in (n.value, *n.indices) for ld in loads(e))):
             return True
     return False
+
+
+# In order. The temporaries are compacted before the barriers are placed (reusing one box in
+# every iteration is what creates the barriers' work) and the hardware loops are found before
+# the barriers (they add no value to any loop, and the loops keep their ids).
+DEVICE_STEPS: tuple[Step[DeviceLowering], ...] = (
+    Step("global temporaries", lambda s: replace(
+        s, program=_shared_temps_to_global(s.program, s.root))),
+    Step("split launches", lambda s: replace(s, parts=_parts(s.program, s.root, s.name))),
+    Step("launch sizes", _each(lambda p: replace(p, **_sizes(p.program, p.tree.children[0])))),
+    Step("launch temporaries", _each(_launch_temporaries)),
+    Step("hardware loops", _each(lambda p: replace(p, hardware=_hardware_loops(
+        p.program, p.tree, p.groups, p.items)))),  # type: ignore[arg-type]
+    Step("barriers", _each(_barriers)),
+    Step("lower launches", _each(_lower_launch)),
+    Step("finish launches", _each(_finish_launch)),
+)

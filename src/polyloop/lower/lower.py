@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from typing import Callable, Generic, Mapping, Protocol, TypeVar
 
 from .. import config
 from ..errors import PolyloopError
@@ -16,7 +16,8 @@ from ..ir.expr import Expr
 from ..ir.loops import Block, For, If, Kernel, Node, Store, iter_nodes, map_children
 from ..ir.printer import loops_to_str
 from ..ir.program import Buffer, BufferRole, Program
-from ..poly.astgen import HardwareLoop, build_ast
+from ..poly.astgen import build_ast
+from ..poly.hardware_ids import HardwareLoop
 from ..poly.tree import Root
 from ..ir.barriers import barrier_scope
 from .barriers import explicit_barriers
@@ -89,15 +90,25 @@ def _on_body(fn: Callable[[Node], Node]) -> Callable[[Lowering], Lowering]:
     return lambda s: replace(s, body=fn(s.body))  # type: ignore[arg-type]
 
 
+class Stage(Protocol):
+    """What a list of steps passes on: anything that prints itself for the dump."""
+
+    def text(self) -> str: ...
+
+
+S = TypeVar("S", bound=Stage)
+
+
 @dataclass(frozen=True, slots=True)
-class Step:
+class Step(Generic[S]):
+    """One named step of a lowering pipeline (``STEPS`` here, ``launches.DEVICE_STEPS``)."""
     name: str
-    run: Callable[[Lowering], Lowering]
+    run: Callable[[S], S]
 
 
 # In order. tensorize runs after simplify (it reads isl's loop bounds); prefetch after
 # tensorize (its nests stay intact).
-STEPS: tuple[Step, ...] = (
+STEPS: tuple[Step[Lowering], ...] = (
     Step("place temporaries", _place_temporaries),
     Step("build loop AST", _build_ast),
     Step("explicit barriers", lambda s: replace(
@@ -112,7 +123,7 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-def run_steps(state: Lowering, steps: tuple[Step, ...] = STEPS) -> Lowering:
+def run_steps(state: S, steps: tuple[Step[S], ...]) -> S:
     """``state`` after each of ``steps``; with ``POLYLOOP_DUMP=lower`` each result is printed
     to stderr. An error inside a step says which step it was."""
     dump = "lower" in config.CONFIG.dump
@@ -136,8 +147,9 @@ def lower(program: Program, root: Root, *, name: str | None = None,
     """The Kernel for ``program`` scheduled by the loop tree ``root``, made by ``STEPS``. With
     ``compact=False`` the temporaries are taken as they are (a caller that placed them
     already). ``hardware``: the loops a GPU runs as work-groups and work-items, which isl does
-    not generate (``poly.astgen.build_ast``). ``gpu``: explicit barriers become ``Barrier``
-    nodes (else they are dropped).
+    not generate (``poly.astgen.build_ast``). GPU targets call it once per launch
+    (``launches.lower_device``). ``gpu``: explicit barriers become ``Barrier`` nodes (else
+    they are dropped).
 
     >>> import polyloop as pl
     >>> from polyloop.ir.printer import loops_to_str
@@ -150,7 +162,7 @@ def lower(program: Program, root: Root, *, name: str | None = None,
     >>> [step.name for step in STEPS][:2]
     ['place temporaries', 'build loop AST']
     """
-    done = run_steps(Lowering(program, root, compact, hardware, gpu))
+    done = run_steps(Lowering(program, root, compact, hardware, gpu), STEPS)
     program = done.program
     kname = kernel_name(name or program.name, {b.name for b in program.buffers}
                         | set(program.params) | {t.name for t in done.temps})

@@ -9,14 +9,15 @@ import islpy as isl
 
 from ..ir.program import Program
 from .access import accesses, domain, footprint
-from .isl_util import CTX, map_, map_in, out_dims, params_prefix, printed, set_, with_params
+from .isl_util import CTX, map_, map_in, out_dims, params_prefix, set_, with_params
+from .loop_expr import LoopExpr
 
 
-def _text(m: isl.Map) -> str:
-    return printed(m.coalesce())
+def _text(m: isl.Map) -> LoopExpr:
+    return LoopExpr.of(m.coalesce())
 
 
-def combine(program: Program, exprs: Sequence[str], formula: str) -> str:
+def combine(program: Program, exprs: Sequence[LoopExpr], formula: str) -> LoopExpr:
     """Apply ``formula`` (e.g. ``"[a, b] -> [(b + 2*a)]"``) to the values of ``exprs``."""
     m = map_in(program.params, exprs[0])
     for e in exprs[1:]:
@@ -25,7 +26,7 @@ def combine(program: Program, exprs: Sequence[str], formula: str) -> str:
     return _text(m.apply_range(f))
 
 
-def _apply(program: Program, exprs: Sequence[str], formula: isl.Map) -> str:
+def _apply(program: Program, exprs: Sequence[LoopExpr], formula: isl.Map) -> LoopExpr:
     """The values of ``exprs`` (one per input dimension of ``formula``) mapped by ``formula``."""
     m = map_in(program.params, exprs[0])
     for e in exprs[1:]:
@@ -85,31 +86,31 @@ def _shift_formula(offset: int) -> isl.Map:
     return _formula(1, lambda x: x.add_constant_val(_int(offset)))
 
 
-def split_part(program: Program, expr: str, *, shift: int, inner: int,
-               factor: int | None) -> str:
+def split_part(program: Program, expr: LoopExpr, *, shift: int, inner: int,
+               factor: int | None) -> LoopExpr:
     """One loop of a split: ``floor((x - shift) / inner) mod factor`` of the value ``x`` of
     ``expr`` (no ``mod`` for the outermost part, ``factor=None``)."""
     return _apply(program, [expr], _split_formula(shift, inner, factor))
 
 
-def flatten(program: Program, exprs: Sequence[str],
-            ranges: Sequence[tuple[int | None, int | None]]) -> str:
+def flatten(program: Program, exprs: Sequence[LoopExpr],
+            ranges: Sequence[tuple[int | None, int | None]]) -> LoopExpr:
     """The fused loop of nested loops with values ``exprs`` and value ranges ``ranges``
     (lowest, highest; the inner ones constant): ``((a0 - lo0) * ext1 + (a1 - lo1)) * ...``."""
     return _apply(program, exprs, _flatten_formula(tuple(ranges)))
 
 
-def skewed(program: Program, outer: str, inner: str, factor: int) -> str:
+def skewed(program: Program, outer: LoopExpr, inner: LoopExpr, factor: int) -> LoopExpr:
     """The inner loop's value plus ``factor`` times the outer loop's."""
     return _apply(program, [outer, inner], _skew_formula(factor))
 
 
-def negated(program: Program, expr: str) -> str:
+def negated(program: Program, expr: LoopExpr) -> LoopExpr:
     """Minus the value of ``expr`` (a reversed loop)."""
     return _apply(program, [expr], _negate_formula())
 
 
-def shifted(program: Program, expr: str, offset: int | str) -> str:
+def shifted(program: Program, expr: LoopExpr, offset: int | str) -> LoopExpr:
     """The value of ``expr`` plus ``offset``: an integer or an affine expression of the size
     parameters typed by a user (``"K - 1"``; isl's ParseError when it is not one)."""
     if isinstance(offset, int):
@@ -117,7 +118,7 @@ def shifted(program: Program, expr: str, offset: int | str) -> str:
     return combine(program, [expr], f"[x] -> [(x + ({offset}))]")
 
 
-def value_range(program: Program, stmt: str, expr: str) -> tuple[int | None, int | None]:
+def value_range(program: Program, stmt: str, expr: LoopExpr) -> tuple[int | None, int | None]:
     """Bounds on a loop expression over the statement's domain and all parameter values, when
     they are finite (e.g. ``k mod 4`` lies in [0, 3] whatever n is). Remembered by value: the
     primitives and the lowering ask about the same loops many times."""
@@ -125,7 +126,7 @@ def value_range(program: Program, stmt: str, expr: str) -> tuple[int | None, int
 
 
 @lru_cache(maxsize=4096)
-def _value_range(params: tuple[str, ...], domain_text: str, expr: str
+def _value_range(params: tuple[str, ...], domain_text: str, expr: LoopExpr
                  ) -> tuple[int | None, int | None]:
     img = map_in(params, expr).intersect_domain(set_(with_params(params, domain_text))).range()
     if img.is_empty():
@@ -151,7 +152,7 @@ def _finite(v: isl.Val) -> int | None:
     return v.to_python()
 
 
-def depends_only_on(program: Program, stmt: str, expr: str, iters: Sequence[str]) -> bool:
+def depends_only_on(program: Program, stmt: str, expr: LoopExpr, iters: Sequence[str]) -> bool:
     """Is the expression's value fixed once ``iters`` are fixed (over the statement's domain)?"""
     s = program.statement(stmt)
     keep = [k for k, it in enumerate(s.iters) if it in iters]
@@ -161,14 +162,14 @@ def depends_only_on(program: Program, stmt: str, expr: str, iters: Sequence[str]
     return proj.reverse().apply_range(m).is_single_valued()
 
 
-def retarget(program: Program, expr: str, old: str, new: str, arg_map: str) -> str:
+def retarget(program: Program, expr: LoopExpr, old: str, new: str, arg_map: str) -> LoopExpr:
     """Express a loop expression of statement ``old`` for statement ``new``, through
     ``arg_map`` = ``{ new[...] -> old[...] }``."""
     return _text(map_in(program.params, arg_map).apply_range(map_in(program.params, expr)))
 
 
 def placement(program: Program, relation: isl.UnionMap | isl.Map, stmt: str, *,
-              first: bool) -> list[str]:
+              first: bool) -> list[LoopExpr]:
     """For a relation ``stmt[...] -> [o0, ..., od]`` (candidate loop values), the lexicographically
     first (or last) candidate of each instance, one expression text per loop value."""
     m = relation if isinstance(relation, isl.Map) else isl.Map.from_union_map(relation)
@@ -176,7 +177,7 @@ def placement(program: Program, relation: isl.UnionMap | isl.Map, stmt: str, *,
     return [_text(out_dims(m, k)) for k in range(m.dim(isl.dim_type.out))]
 
 
-def prefix_map(program: Program, stmt: str, exprs: Sequence[str]) -> isl.Map:
+def prefix_map(program: Program, stmt: str, exprs: Sequence[LoopExpr]) -> isl.Map:
     """``stmt[...] -> [v0, ..., vd]``: the values of the given loop expressions, on the domain
     (remembered by value: a prefetch and the compaction of its copy ask for the same)."""
     assert exprs
@@ -184,7 +185,8 @@ def prefix_map(program: Program, stmt: str, exprs: Sequence[str]) -> isl.Map:
 
 
 @lru_cache(maxsize=4096)
-def _prefix_map(params: tuple[str, ...], domain_text: str, exprs: tuple[str, ...]) -> isl.Map:
+def _prefix_map(params: tuple[str, ...], domain_text: str, exprs: tuple[LoopExpr, ...]
+                ) -> isl.Map:
     m = None
     for e in exprs:
         piece = map_in(params, e)
@@ -193,7 +195,7 @@ def _prefix_map(params: tuple[str, ...], domain_text: str, exprs: tuple[str, ...
     return m.intersect_domain(set_(with_params(params, domain_text)))
 
 
-def fixed_by(program: Program, stmt: str, outer: Sequence[str], expr: str) -> bool:
+def fixed_by(program: Program, stmt: str, outer: Sequence[LoopExpr], expr: LoopExpr) -> bool:
     """Is the loop expression single-valued once the ``outer`` loop expressions are fixed (a
     loop of one iteration, which isl leaves out of the code)?"""
     value = map_in(program.params, expr).intersect_domain(domain(program, program.statement(stmt)))
@@ -203,8 +205,8 @@ def fixed_by(program: Program, stmt: str, outer: Sequence[str], expr: str) -> bo
 
 
 def footprint_placement(program: Program, stmt: str, buffer: str,
-                        others: dict[str, Sequence[str]], *, stmt_writes: bool,
-                        first: bool) -> tuple[list[str], bool]:
+                        others: dict[str, Sequence[LoopExpr]], *, stmt_writes: bool,
+                        first: bool) -> tuple[list[LoopExpr], bool]:
     """Where to put ``stmt`` among the loops of ``others`` (statement -> its loop expressions).
 
     With ``stmt_writes`` (compute_at), each instance goes to the first loop iteration of the

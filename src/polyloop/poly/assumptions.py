@@ -15,7 +15,7 @@ import islpy as isl
 from ..ir.assumption import Assumption, conjuncts
 from ..ir.expr import Const
 from ..ir.program import Program
-from .astgen import ast_expr
+from .isl_ast import ast_expr
 from .isl_util import params_prefix, set_
 
 

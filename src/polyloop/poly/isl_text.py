@@ -6,7 +6,7 @@ program; these functions are the one place that writes that text for the schedul
 no isl syntax is spelled outside ``poly``.
 
 >>> iterator_expr("S", ("i", "j"), "j")
-'{ S[i, j] -> [(j)] }'
+LoopExpr(text='{ S[i, j] -> [(j)] }')
 >>> box_domain(("n",), "T", ("a", "b"), ("n", "4"))
 '[n] -> { T[a, b] : 0 <= a < n and 0 <= b < 4 }'
 """
@@ -15,12 +15,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from .isl_util import params_prefix
+from .loop_expr import LoopExpr
 
 
-def iterator_expr(statement: str, iters: Sequence[str], value: str) -> str:
+def iterator_expr(statement: str, iters: Sequence[str], value: str) -> LoopExpr:
     """The loop expression whose value is ``value`` (an iterator of the statement, or an
     affine text in them): ``{ S[i, j] -> [(value)] }``."""
-    return f"{{ {statement}[{', '.join(iters)}] -> [({value})] }}"
+    return LoopExpr(f"{{ {statement}[{', '.join(iters)}] -> [({value})] }}")
 
 
 def instance_map(source: str, source_iters: Sequence[str], target: str,

@@ -129,8 +129,11 @@ def with_params(params: tuple[str, ...] | list[str], text: str) -> str:
     return text if text.lstrip().startswith("[") else params_prefix(params) + text
 
 
-def map_in(params: tuple[str, ...] | list[str], text: str) -> isl.Map:
-    """``map_`` of ``text`` with the parameters ``params`` (``with_params``)."""
+def map_in(params: tuple[str, ...] | list[str], text) -> isl.Map:
+    """``map_`` of ``text`` with the parameters ``params`` (``with_params``); a loop
+    expression (``loop_expr.LoopExpr``, which imports this module) gives its own map."""
+    if not isinstance(text, str):
+        return text.map(params)
     return map_(with_params(params, text))
 
 

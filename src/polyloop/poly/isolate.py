@@ -29,7 +29,7 @@ emitted twice. Only code generation isolates; a printed schedule shows one nest.
 >>> sch = pl.Schedule(B)
 >>> i0, i1 = sch.split(sch.get_loops("B")[0], factors=[None, 4])
 >>> sch.unroll(i1)
->>> from polyloop.poly.astgen import context
+>>> from polyloop.poly.isl_schedule import context
 >>> plan = isolation_plan(sch.program, sch.state.root, context(sch.program))
 >>> list(plan) == [i0.id]     # split at i0; full tiles: the values of i0 below
 True

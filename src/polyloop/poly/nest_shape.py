@@ -24,7 +24,7 @@ import islpy as isl
 
 from ..ir.expr import loads
 from ..ir.program import Program
-from .astgen import context
+from .isl_schedule import context
 from .isl_util import NotAffine, expr_to_isl, map_, out_dims, params_prefix
 from .tree import LoopNode, Root, flat_schedule, loop_position, path_to
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 from ..errors import PolyloopError
 from ..ir.program import Program
 from .access import accesses
+from .isl_text import iterator_expr
+from .loop_expr import LoopExpr
 from .tree import LoopNode, Node, Root, StmtNode, flat_schedule
 
 
-def _identity(program: Program, stmt: str, depth: int) -> str:
+def _identity(program: Program, stmt: str, depth: int) -> LoopExpr:
     s = program.statement(stmt)
-    return f"{{ {s.name}[{', '.join(s.iters)}] -> [({s.iters[depth]})] }}"
+    return iterator_expr(s.name, s.iters, s.iters[depth])
 
 
 def positions(program: Program) -> dict[str, tuple[int, ...]]:

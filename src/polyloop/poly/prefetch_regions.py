@@ -31,7 +31,8 @@ from ..ir.loops import Block, For, If, Node, Prefetch
 from ..ir.program import Program
 from ..ir.simplify import simplify
 from .access import accesses, buffer_box, domain
-from .astgen import ast_expr, context
+from .isl_ast import ast_expr
+from .isl_schedule import context
 from .isl_util import map_, map_in, params_prefix
 from .tree import LoopNode, StmtNode
 

@@ -13,7 +13,8 @@ from ..ir.dtypes import INDEX
 from ..ir.expr import BinOpKind, Const, Expr, Var, VarKind, binop
 from ..ir.program import Program
 from .access import accesses, buffer_box, footprint
-from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_, with_params
+from .isl_util import NotAffine, expr_to_isl, map_, map_in, params_prefix, set_, with_params
+from .loop_expr import LoopExpr
 
 
 def aff_to_expr(aff: isl.Aff, names: Sequence[str]) -> Expr:
@@ -66,17 +67,18 @@ def pw_aff_to_expr(pa: isl.PwAff, names: Sequence[str], what: str, *,
     return aff_to_expr(pieces[0][1], names)
 
 
-def loop_value_expr(program: Program, stmt: str, text: str) -> Expr:
+def loop_value_expr(program: Program, stmt: str, expr: LoopExpr) -> Expr:
     """The value of a loop expression ``{ S[i, ...] -> [(...)] }`` as an expression of S's
     iterators (remembered by value: each prefetch of one reader asks for its outer loops)."""
     s = program.statement(stmt)
-    return _loop_value(with_params(program.params, text), with_params(program.params, s.domain),
+    return _loop_value(tuple(program.params), expr, with_params(program.params, s.domain),
                        s.iters, stmt)
 
 
 @lru_cache(maxsize=4096)
-def _loop_value(text: str, domain_text: str, iters: tuple[str, ...], stmt: str) -> Expr:
-    m = map_(text).intersect_domain(set_(domain_text))
+def _loop_value(params: tuple[str, ...], expr: LoopExpr, domain_text: str,
+                iters: tuple[str, ...], stmt: str) -> Expr:
+    m = map_in(params, expr).intersect_domain(set_(domain_text))
     pma = isl.PwMultiAff.from_map(m)
     return pw_aff_to_expr(pma.get_pw_aff(0), iters, f"the value of a loop of '{stmt}'")
 

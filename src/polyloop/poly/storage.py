@@ -25,6 +25,7 @@ from .dataflow import flow
 from .deps import DepKind, Dependence
 from .gpu import is_item, statement_paths
 from .isl_util import out_dims, printed, set_, solved_dim
+from .loop_expr import LoopExpr
 from .regions import pw_aff_to_expr
 from .tree import LoopNode, Root, common_loops, flat_schedule
 
@@ -251,7 +252,7 @@ def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str,
     return printed(s)
 
 
-def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
+def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[LoopExpr]:
     """Loop expressions for the copy dimensions of a prefetch whose domain is
     ``P[outer..., dims...]``: each dimension counted from the corner of the box fetched for the
     outer values (``{ P[io, x0] -> [(x0 - 16*io)] }``), so the loops have constant extents."""
@@ -267,7 +268,7 @@ def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
     for k in range(n - n_outer):
         corner = outer.apply_range(out_dims(by_outer, k).lexmin())
         x = keep(n_outer + k, 1)
-        out.append(printed(x.sum(_align(corner, x).neg()).coalesce()))
+        out.append(LoopExpr.of(x.sum(_align(corner, x).neg()).coalesce()))
     return out
 
 

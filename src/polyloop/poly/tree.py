@@ -3,9 +3,10 @@
 
 A tree is a ``Root`` whose children are ``LoopNode``s and ``StmtNode``s in execution order.
 A loop node gives, for every statement below it, the loop's value as a quasi-affine function
-of the statement's iterators (an isl map text ``{ S[i, j] -> [(floor(i/8))] }``). Siblings run in
-sequence. This is the whole schedule: ``flat_schedule`` turns it into one map per statement
-(sequence positions interleaved with loop values) and ``astgen`` into an isl schedule tree.
+of the statement's iterators (a ``LoopExpr``: the map ``{ S[i, j] -> [(floor(i/8))] }``, kept
+as an isl object and compared by its text). Siblings run in sequence. This is the whole
+schedule: ``flat_schedule`` turns it into one map per statement (sequence positions
+interleaved with loop values) and ``isl_schedule`` into an isl schedule tree.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..ir.loops import LoopKind
 from ..ir.program import Program
 from ..ir.thread_axis import ThreadAxis
 from .isl_util import map_, map_in, params_prefix, set_, with_params
+from .loop_expr import LoopExpr
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,16 +32,17 @@ class StmtNode:
 class Collapse:
     """How a fused loop was made, kept for code generation: isl writes clean code for the
     nested loops it replaced but not for their flattened product, so the AST is built from the
-    parts and collapsed afterwards (``astgen``). Valid only while the loop's expressions are
+    parts and collapsed afterwards (``loop_ast``). Valid only while the loop's expressions are
     still the ones it was made for."""
-    parts: tuple[tuple[str, str, tuple[str, ...]], ...]   # (statement, fused expr, part exprs)
+    # (statement, fused expr, part exprs)
+    parts: tuple[tuple[str, LoopExpr, tuple[LoopExpr, ...]], ...]
     ranges: tuple[tuple[int, int], ...]                    # (lowest value, extent) per part
 
-    def applies(self, exprs: tuple[tuple[str, str], ...]) -> bool:
+    def applies(self, exprs: tuple[tuple[str, LoopExpr], ...]) -> bool:
         made = {(s, e) for s, e, _ in self.parts}
         return bool(exprs) and all((s, e) in made for s, e in exprs)
 
-    def part_exprs(self, statement: str) -> tuple[str, ...]:
+    def part_exprs(self, statement: str) -> tuple[LoopExpr, ...]:
         return next(p for s, _, p in self.parts if s == statement)
 
 
@@ -47,7 +50,7 @@ class Collapse:
 class LoopNode:
     id: int
     name: str
-    exprs: tuple[tuple[str, str], ...]      # (statement, "{ S[i, j] -> [(i)] }")
+    exprs: tuple[tuple[str, LoopExpr], ...]      # (statement, { S[i, j] -> [(i)] })
     children: tuple["Node", ...]
     kind: LoopKind = LoopKind.SERIAL
     unroll_factor: int | None = None
@@ -55,7 +58,7 @@ class LoopNode:
     annotations: tuple[tuple[str, object], ...] = ()   # values: str or a loop_notes type
     collapse: Collapse | None = None
 
-    def expr(self, statement: str) -> str:
+    def expr(self, statement: str) -> LoopExpr:
         for s, e in self.exprs:
             if s == statement:
                 return e
@@ -112,9 +115,9 @@ def path_to(root: Root, target_id: int) -> list[LoopNode] | None:
     return go(root, [])
 
 
-def schedule_items(program: Program, root: Root) -> dict[str, tuple[int | str, ...]]:
+def schedule_items(program: Program, root: Root) -> dict[str, tuple[int | LoopExpr, ...]]:
     """Statement -> its schedule items, outermost first, padded with zeros to one length: the
-    position among two or more siblings (int) or a loop's expression (isl map text). Equal
+    position among two or more siblings (int) or a loop's expression (``LoopExpr``). Equal
     items give equal flat schedules; statements not in the tree are left out."""
     paths: dict[str, list[object]] = {}
 
@@ -128,7 +131,7 @@ def schedule_items(program: Program, root: Root) -> dict[str, tuple[int | str, .
                 walk(c, here + [c])
     walk(root, [])
     depth = max((len(p) for p in paths.values()), default=0)
-    out: dict[str, tuple[int | str, ...]] = {}
+    out: dict[str, tuple[int | LoopExpr, ...]] = {}
     for s in program.statements:
         if s.name in paths:
             p = paths[s.name]
@@ -149,15 +152,15 @@ def flat_schedule(program: Program, root: Root) -> dict[str, isl.Map]:
 
 @lru_cache(maxsize=4096)
 def statement_time_map(params: tuple[str, ...], name: str, iters: tuple[str, ...],
-                       items: tuple[int | str, ...]) -> isl.Map:
+                       items: tuple[int | LoopExpr, ...]) -> isl.Map:
     """``S[i, ...] -> [t0, t1, ...]`` from the statement's schedule items, outermost first: a
-    sequence position (int) or a loop expression (isl map text), on no particular domain.
+    sequence position (int) or a loop expression, on no particular domain.
     Remembered by value: the same items are asked for by the legality checks of several
     schedule states and again when lowering (``clear_caches`` forgets them)."""
     head = f"{params_prefix(params)}{{ {name}[{', '.join(iters)}] -> "
     m = None
     for item in items:
-        if isinstance(item, str):
+        if isinstance(item, LoopExpr):
             piece = map_in(params, item)
         else:
             piece = _position(head, item)
@@ -176,7 +179,7 @@ def _position(head: str, value: int) -> isl.Map:
 
 @lru_cache(maxsize=4096)
 def statement_schedule(params: tuple[str, ...], name: str, iters: tuple[str, ...],
-                       domain_text: str, items: tuple[int | str, ...]) -> isl.Map:
+                       domain_text: str, items: tuple[int | LoopExpr, ...]) -> isl.Map:
     """``statement_time_map`` restricted to the statement's domain (its flat schedule)."""
     return statement_time_map(params, name, iters, items).intersect_domain(
         set_(with_params(params, domain_text)))
@@ -187,8 +190,6 @@ def clear_caches() -> None:
     remembers)."""
     statement_time_map.cache_clear()
     statement_schedule.cache_clear()
-
-
 
 
 def loop_position(root: Root, loop_id: int) -> int:

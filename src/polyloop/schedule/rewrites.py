@@ -236,8 +236,7 @@ def _rename_statement(root: Root, old: str, new: str) -> Root:
     def go(n: Node) -> Node:
         if isinstance(n, StmtNode):
             return StmtNode(new) if n.statement == old else n
-        exprs = tuple((new if s == old else s, e.replace(f"{old}[", f"{new}[", 1) if s == old else e)
-                      for s, e in n.exprs)
+        exprs = tuple((new, e.renamed(old, new)) if s == old else (s, e) for s, e in n.exprs)
         return LoopNode(n.id, n.name, exprs, tuple(go(c) for c in n.children), n.kind,
                         n.unroll_factor, n.thread, n.annotations)
     return Root(tuple(go(c) for c in root.children))

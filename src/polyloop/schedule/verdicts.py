@@ -11,6 +11,7 @@ from ..errors import ScheduleError
 from ..ir.loops import LoopKind
 from ..poly import deps as deps_mod
 from ..poly import legality
+from ..poly.loop_expr import LoopExpr
 from ..poly.tree import LoopNode, loop_position, loops, statements_under
 from .state import State, Verdict, loop_label, shape
 
@@ -200,7 +201,7 @@ def record_first_in_sequence(state: State, k: int) -> bool:
     key = _dep_key(k, items[d.source], items[d.sink])
     _, ka, kb = key
     if not (ka and len(ka) == len(kb) and isinstance(ka[-1], int) and isinstance(kb[-1], int)
-            and ka[-1] < kb[-1] and all(x == y if isinstance(x, int) else isinstance(y, str)
+            and ka[-1] < kb[-1] and all(x == y if isinstance(x, int) else isinstance(y, LoopExpr)
                                         for x, y in zip(ka[:-1], kb[:-1]))):
         return False
     memo.verdicts.setdefault(key, Verdict(False, (False,) * (len(ka) - 1) + (True,)))
@@ -245,7 +246,7 @@ def transfer_verdict(old: tuple[tuple, tuple], new: tuple[tuple, tuple], v: Verd
         return None
     carried: dict[int, bool | None] = {}
     for (p, x, y), (q, x2, y2) in zip(ca, cb):
-        same = (x, y) == (x2, y2) if isinstance(x, str) or isinstance(y, str) else (
+        same = (x, y) == (x2, y2) if isinstance(x, LoopExpr) or isinstance(y, LoopExpr) else (
             isinstance(x2, int) and isinstance(y2, int) and (y > x) == (y2 > x2))
         if not same:
             break
