@@ -19,7 +19,7 @@ from ..ir.expr import Expr
 from ..ir.loops import LoopKind
 from ..ir.program import MemScope, Program
 from ..ir.simplify import simplify
-from .access import accesses, domain
+from .access import accesses, buffer_box, domain
 from .affine import prefix_map
 from .dataflow import flow
 from .deps import DepKind, Dependence
@@ -232,10 +232,13 @@ def _elements_stay(program: Program, buffer: str, keys: dict[str, isl.Map]) -> b
 
 
 def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str, name: str,
-                 outer: list[str], dims: list[str]) -> str:
+                 outer: list[str], dims: list[str], *, clip: bool = True) -> str:
     """The domain of a prefetch: for each value of the consumers' outer loops (``consumers``
     maps a statement to its outer loop expressions), the elements of ``buffer`` it reads:
-    ``name[outer..., dims...]``."""
+    ``name[outer..., dims...]``. With ``clip``, only the elements inside the buffer: a read
+    under ``where`` (padding) names elements outside it where it does not run, and a copy of
+    those would read outside the array; without, the box of every element named (whose
+    corner is affine where the clipped one is not: the copy's loops count from it)."""
     region = None
     for stmt, exprs in consumers.items():
         key = prefix_map(program, stmt, exprs)
@@ -245,6 +248,8 @@ def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str,
                 region = f if region is None else _align(region, f).union(_align(f, region))
     if region is None:
         raise ValueError(f"no statement reads {buffer}")
+    if clip:
+        region = region.intersect_range(_align(buffer_box(program, buffer), region))
     s = region.coalesce().wrap().flatten().set_tuple_name(name)
     for k, it in enumerate(outer + dims):
         s = s.set_dim_name(isl.dim_type.set, k, it)
@@ -254,7 +259,9 @@ def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str,
 def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
     """Loop expressions for the copy dimensions of a prefetch whose domain is
     ``P[outer..., dims...]``: each dimension counted from the corner of the box fetched for the
-    outer values (``{ P[io, x0] -> [(x0 - 16*io)] }``), so the loops have constant extents."""
+    outer values (``{ P[io, x0] -> [(x0 - 16*io)] }``), so the loops have constant extents.
+    Give it the unclipped domain (``fetch_domain(..., clip=False)``): the corner of a box
+    clipped to the buffer is piecewise (``max(16*io - 1, 0)``)."""
     dom = set_(domain_text)
     n = dom.dim(isl.dim_type.set)
     same = dom.identity()    # P[x] -> P[x] on the domain; each map below keeps some of x
