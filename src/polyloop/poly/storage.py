@@ -38,6 +38,8 @@ class Compaction:
     home: str | None                           # the home loop's name, None: the whole program
     shape: tuple[int, ...]
     offsets: dict[str, tuple[Expr, ...]]
+    stages: int = 1                 # boxes the temporary rotates through (double buffering)
+    rotating: int | None = None     # with stages > 1: the dimension whose index picks the box
 
 
 def _align(a, b):
@@ -100,6 +102,16 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     if isinstance(key, str):
         return key
     keys = {s: _key_map(program, s, key[s]) for s in stmts}
+    home = key[stmts[0]]
+    return compact_with_keys(program, root, buffer, keys, home[-1].name if home else None)
+
+
+def compact_with_keys(program: Program, root: Root, buffer: str, keys: dict[str, isl.Map],
+                      home_name: str | None) -> Compaction | str:
+    """The compaction of ``buffer`` given, per statement accessing it, the map from its
+    instances to their key (the iteration each gets its own box in), or why there is none."""
+    acc = [a for a in accesses(program) if a.buffer == buffer]
+    stmts = list(keys)
     footprint = None
     for a in acc:
         f = keys[a.statement].reverse().apply_range(_align(a.relation, keys[a.statement]))
@@ -113,8 +125,6 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
         if reason:
             return reason
     nd = footprint.dim(isl.dim_type.out)
-    home = key[stmts[0]]
-    home_name = home[-1].name if home else None
     if footprint.is_single_valued():    # one element per key iteration (an accumulator)
         return Compaction(buffer, home_name, (1,) * nd, {s: () for s in stmts})
     shape, corners, kept = [], None, 0
