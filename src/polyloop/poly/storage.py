@@ -242,13 +242,14 @@ def _elements_stay(program: Program, buffer: str, keys: dict[str, isl.Map]) -> b
 
 
 def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str, name: str,
-                 outer: list[str], dims: list[str], *, clip: bool = True) -> str:
+                 outer: list[str], dims: list[str]) -> tuple[str, str]:
     """The domain of a prefetch: for each value of the consumers' outer loops (``consumers``
     maps a statement to its outer loop expressions), the elements of ``buffer`` it reads:
-    ``name[outer..., dims...]``. With ``clip``, only the elements inside the buffer: a read
-    under ``where`` (padding) names elements outside it where it does not run, and a copy of
-    those would read outside the array; without, the box of every element named (whose
-    corner is affine where the clipped one is not: the copy's loops count from it)."""
+    ``name[outer..., dims...]``. Returned twice: clipped to the buffer (what the copy runs
+    over: a read under ``where``, as in padding, names elements outside the buffer where it
+    does not run, and a copy of those would read outside the array), and unclipped (the box
+    of every element named, whose corner is affine where the clipped one is not: the copy's
+    loops count from it, ``fetch_loop_exprs``)."""
     region = None
     for stmt, exprs in consumers.items():
         key = prefix_map(program, stmt, exprs)
@@ -258,10 +259,13 @@ def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str,
                 region = f if region is None else _align(region, f).union(_align(f, region))
     if region is None:
         raise ValueError(f"no statement reads {buffer}")
-    if clip:
-        region = region.intersect_range(_align(buffer_box(program, buffer), region))
+    inside = region.intersect_range(_align(buffer_box(program, buffer), region))
+    return _named(inside, name, outer + dims), _named(region, name, outer + dims)
+
+
+def _named(region: isl.Map, name: str, dims: list[str]) -> str:
     s = region.coalesce().wrap().flatten().set_tuple_name(name)
-    for k, it in enumerate(outer + dims):
+    for k, it in enumerate(dims):
         s = s.set_dim_name(isl.dim_type.set, k, it)
     return printed(s)
 
@@ -270,8 +274,8 @@ def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[str]:
     """Loop expressions for the copy dimensions of a prefetch whose domain is
     ``P[outer..., dims...]``: each dimension counted from the corner of the box fetched for the
     outer values (``{ P[io, x0] -> [(x0 - 16*io)] }``), so the loops have constant extents.
-    Give it the unclipped domain (``fetch_domain(..., clip=False)``): the corner of a box
-    clipped to the buffer is piecewise (``max(16*io - 1, 0)``)."""
+    Give it the unclipped domain (``fetch_domain``'s second): the corner of a box clipped to
+    the buffer is piecewise (``max(16*io - 1, 0)``)."""
     dom = set_(domain_text)
     n = dom.dim(isl.dim_type.set)
     same = dom.identity()    # P[x] -> P[x] on the domain; each map below keeps some of x
