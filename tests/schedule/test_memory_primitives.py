@@ -12,6 +12,7 @@ import polyloop as pl
 from polyloop import ops
 from polyloop.lower.storage import place_temporaries
 from polyloop.poly.bounds import find_out_of_bounds
+from polyloop.runtime.cuda_compiler import nvcc_available
 from polyloop.runtime.opencl import platform_available
 
 OPENCL, OPENCL_WHY = platform_available()
@@ -148,3 +149,12 @@ def test_trace_records_and_replays_them():
     again = pl.Schedule.from_trace(B, pl.Trace.from_json(sch.trace.to_json()))
     assert again.program.buffer("A_shared").align == sch.program.buffer("A_shared").align
     assert str(again) == str(sch)
+
+
+@pytest.mark.skipif(not nvcc_available()[0], reason="CUDA compile check skipped: no nvcc")
+def test_nvcc_compiles_the_pipelined_step():
+    mod = pl.build(ops.matmul_gpu_pipelined(128, 96, 64), target="cuda")
+    assert ".entry matmul" in mod.ptx and mod.source.count("__syncthreads();") == 1
+    assert "float a_fetch[2][64][17];" in mod.source
+    assert "*(float4 *)&b_fetch[" in mod.source        # the rotating tile keeps float4 copies
+    assert "*(const float4 *)&b_fetch[" in mod.source  # ... and loads
