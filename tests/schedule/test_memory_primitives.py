@@ -5,11 +5,15 @@ outputs poisoned), every access of the lowered program inside its rotated, padde
 the barriers only where dependences need them, refusals naming what breaks, trace replay."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 import polyloop as pl
 from polyloop import ops
+from polyloop.ir.dtypes import INDEX
+from polyloop.ir.expr import Const
 from polyloop.lower.storage import place_temporaries
 from polyloop.poly.bounds import find_out_of_bounds
 from polyloop.runtime.cuda_compiler import nvcc_available
@@ -50,6 +54,17 @@ def lowered_in_bounds(sch) -> bool:
     return find_out_of_bounds(program) is None
 
 
+def test_the_bounds_proof_sees_the_rotating_index():
+    """The check above is not vacuous: with one tile instead of two it finds the write."""
+    sch = ops.matmul_gpu_pipelined()
+    program, _, _ = place_temporaries(sch.program, sch.state.root)
+    tile = program.buffer("a_fetch")
+    one = replace(tile, shape=(Const(1, INDEX, True),) + tile.shape[1:])
+    program = program.replace(buffers=tuple(one if b.name == "a_fetch" else b
+                                            for b in program.buffers))
+    assert "a_fetch[k_outer % 2" in str(find_out_of_bounds(program))
+
+
 @needs_opencl
 def test_double_buffered_tiles_need_one_barrier(rng):
     sch = ops.matmul_gpu_shared()
@@ -85,8 +100,10 @@ def test_pipelining_without_double_buffer_keeps_the_tiles_whole(rng):
 def test_a_copy_two_steps_ahead_is_refused_naming_the_dependence():
     sch = pipelined(shift=-2, double=False)
     with pytest.raises(pl.ScheduleError, match=r"double_buffer\(a_fetch\) would break the "
-                       r"dependence a_fetch -> insn on 'a_fetch'.*k \+ 2"):
+                       r"dependence a_fetch -> insn on 'a_fetch'.*k \+ 2") as e:
         sch.double_buffer("a_fetch")
+    dep = e.value.dependence
+    assert (dep.kind, dep.source, dep.sink, dep.buffer) == ("RAW", "a_fetch", "insn", "a_fetch")
     assert sch.program.buffer("a_fetch").stages == 1     # the schedule is unchanged
 
 

@@ -104,9 +104,12 @@ def rotation(program: Program, root: Root, buffer: str) -> Rotation | str:
 
 
 def overlap(rot: Rotation) -> tuple[str, str, int] | None:
-    """(writer, reader, distance) of the accesses of one element furthest apart along the
-    loop, when they are more than one iteration apart (two boxes are then too few)."""
-    first = max(rot.lead, key=lambda s: rot.lead[s])
+    """(first, last, distance): the statements whose accesses of one element are furthest
+    apart along the loop (the first a writer where one is that early), when they are more
+    than one iteration apart (two boxes are then too few)."""
+    def early(s: str) -> tuple[int, bool]:
+        return rot.lead[s], s in rot.writers
+    first = max(rot.lead, key=early)
     last = min(rot.lead, key=lambda s: rot.lead[s])
     span = rot.lead[first] - rot.lead[last]
     return (first, last, span) if span >= STAGES else None

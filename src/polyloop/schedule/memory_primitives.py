@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import ScheduleError
+from ..errors import BrokenDependence, ScheduleError
 from ..ir.program import Buffer, BufferRole, MemScope, StorageAlign
 from ..poly.double_buffer import double_buffered, overlap, rotation
 from . import blocks
@@ -120,11 +120,19 @@ class MemoryPrimitives(ScheduleCore):
         if not isinstance(rot, str):
             far = overlap(rot)
             if far is not None:
+                example = (f"an element {'written' if far[0] in rot.writers else 'read'} at "
+                           f"iteration k of loop '{rot.loop.name}' is "
+                           f"{'written' if far[1] in rot.writers else 'read'} at iteration "
+                           f"k + {far[2]}")
+                first_writes, last_writes = far[0] in rot.writers, far[1] in rot.writers
+                kind = ("WAW" if first_writes and last_writes else
+                        "WAR" if last_writes else "RAW")
                 raise ScheduleError(
                     f"double_buffer({name}) would break the dependence {far[0]} -> {far[1]} "
-                    f"on '{buf.name}': an element written at iteration k of loop "
-                    f"'{rot.loop.name}' is read at iteration k + {far[2]}, after the copy for "
-                    f"k + 2 reuses its tile; keep the copy at most one iteration ahead")
+                    f"on '{buf.name}': {example}, after the copy for k + 2 reuses its tile; "
+                    "keep the copy at most one iteration ahead",
+                    dependence=BrokenDependence(kind, far[0], far[1], buf.name, None, False,
+                                                example))
         result = double_buffered(state.program, state.root, buf.name)
         if isinstance(result, str):
             raise ScheduleError(f"double_buffer({name}): '{buf.name}' cannot alternate between "
