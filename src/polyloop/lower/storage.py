@@ -61,21 +61,9 @@ def place_temporaries(program: Program, root: Root, *, size_global: bool = True
         small = replace(b, shape=tuple(Const(n, INDEX, True) for n in box), home=result.home)
         program = _shifted(_with_buffer(program, small), result, keep)
         temps.append(small)
-        where = f"one iteration of loop '{result.home}'" if result.home else "the program"
-        if result.stages > 1:
-            inner = "x".join(str(result.shape[d]) for d in keep) or "1"
-            notes.append(f"temporary {b.name} (scope {b.scope.value}) is {result.stages} "
-                         f"boxes of {inner} elements, used in turn by the iterations of loop "
-                         f"'{result.home}' (double buffering)")
-        elif not _same_shape(small.shape, b.shape) and keep:
-            box_text = "x".join(str(result.shape[d]) for d in keep)
-            notes.append(f"temporary {b.name} (scope {b.scope.value}) holds the {box_text} "
-                         f"elements used in {where}")
-        elif not _same_shape(small.shape, b.shape):
-            owner = ("one element per work-item" if _item_loop(root, result.home) else
-                     f"one element, reused by every iteration of loop '{result.home}'"
-                     if result.home else "one element")
-            notes.append(f"temporary {b.name} (scope {b.scope.value}) is {owner}")
+        note = _placed_note(root, b, small, result, keep)
+        if note:
+            notes.append(note)
     return program, tuple(temps), tuple(notes)
 
 
@@ -101,6 +89,26 @@ def _place_global(program: Program, root: Root, b: Buffer
             if keep else "is the one element used")
     return program, small, (f"temporary {b.name} (scope global) {what} in one iteration of "
                             f"loop '{result.home}'",)
+
+
+def _placed_note(root: Root, b: Buffer, small: Buffer, result: Compaction,
+                 keep: tuple[int, ...]) -> str | None:
+    """What the reader of the generated code is told about a compacted temporary."""
+    where = f"one iteration of loop '{result.home}'" if result.home else "the program"
+    head = f"temporary {b.name} (scope {b.scope.value})"
+    if result.stages > 1:
+        inner = "x".join(str(result.shape[d]) for d in keep) or "1"
+        return (f"{head} is {result.stages} boxes of {inner} elements, used in turn by the "
+                f"iterations of loop '{result.home}' (double buffering)")
+    if _same_shape(small.shape, b.shape):
+        return None
+    if keep:
+        box = "x".join(str(result.shape[d]) for d in keep)
+        return f"{head} holds the {box} elements used in {where}"
+    owner = ("one element per work-item" if _item_loop(root, result.home) else
+             f"one element, reused by every iteration of loop '{result.home}'"
+             if result.home else "one element")
+    return f"{head} is {owner}"
 
 
 def _compaction(program: Program, root: Root, b: Buffer, notes: list[str]
