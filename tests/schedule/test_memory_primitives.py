@@ -175,3 +175,27 @@ def test_nvcc_compiles_the_pipelined_step():
     assert "float a_fetch[2][64][17];" in mod.source
     assert "*(float4 *)&b_fetch[" in mod.source        # the rotating tile keeps float4 copies
     assert "*(const float4 *)&b_fetch[" in mod.source  # ... and loads
+
+
+@needs_opencl
+def test_pipelined_row_sums_on_opencl(rng):
+    """Another shape: a 16 x 4 tile per step of a row sum, copied one step ahead."""
+    knl = pl.make_kernel("{ [i, k] : 0 <= i < n and 0 <= k < m }",
+                         "out[i] = sum(k, a[i, k] * 2)",
+                         args=[pl.ArrayArg("a", "float32", shape=("n", "m")),
+                               pl.ArrayArg("out", "float32", shape=("n",))], name="rs")
+    knl = pl.split_iname(knl, "i", 16, outer_tag="g.0", inner_tag="l.0")
+    knl = pl.split_iname(knl, "k", 4)
+    sch = pl.add_prefetch(knl, "a", ["i_inner", "k_inner"]).schedule
+    fetch, compute = sch.distribute(k_outer(sch), at=1)
+    sch.shift(fetch, -1)
+    sch.merge(fetch, compute)
+    sch.double_buffer("a_fetch")
+    assert lowered_in_bounds(sch)
+    mod = pl.build(sch, target="opencl")
+    assert "__local float a_fetch[2][16][4];" in mod.source
+    for n, m in [(17, 9), (1, 1), (40, 16), (33, 5)]:
+        a = rng.standard_normal((n, m), dtype="float32")
+        out = np.full(n, np.nan, "float32")
+        mod(a, out)
+        np.testing.assert_allclose(out, (a * 2).sum(1), rtol=1e-4, atol=1e-4)
