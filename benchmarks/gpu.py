@@ -23,6 +23,7 @@ from polyloop import ops
 from polyloop.runtime.cuda import device_available, device_properties
 
 DEPTHWISE_SIZES = (21, 32, 64, 96)
+DEPTHWISE = {"global": ops.depthwise_conv2d_gpu, "shared tile": ops.depthwise_conv2d_gpu_shared}
 
 
 def reference_library():
@@ -95,22 +96,25 @@ def depthwise_rows(repeat: int, lib) -> None:
     for h in DEPTHWISE_SIZES:
         data = rng.standard_normal((1, 256, h, h), dtype="float32")
         weight = rng.standard_normal((256, 1, 3, 3), dtype="float32")
-        mod = pl.build(ops.depthwise_conv2d_gpu(1, 256, h, h), target="cuda")
         padded = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)))
         expected = sum(padded[:, :, r:r + h, s:s + h] * weight[None, :, 0, r, s, None, None]
                        for r in range(3) for s in range(3))
-        ok = "ok" if np.allclose(mod(data, weight), expected, atol=1e-4) else "WRONG"
-        line = f"depthwise [1,256,{h},{h}]"
+        base = None
         if lib is not None and lib[2] is not None:
             dev, sync = lib[3], lib[5]
             dd, dw, do = dev(data), dev(weight), lib[4]((1, 256, h, h))
             base = time_call(lambda: lib[2](dd, dw), sync, repeat)
-            seconds = mod.benchmark(dd, dw, do, repeat=repeat)
-            print(f"{line:<24} polyloop {seconds * 1e6:8.1f} us  cuDNN {base * 1e6:8.1f} us  "
-                  f"{base / seconds:5.2f}x  {ok}")
-        else:
-            seconds = mod.benchmark(data, weight, repeat=repeat)
-            print(f"{line:<24} polyloop {seconds * 1e6:8.1f} us  (no cuDNN to compare)  {ok}")
+        for kind, schedule in DEPTHWISE.items():
+            mod = pl.build(schedule(1, 256, h, h), target="cuda")
+            ok = "ok" if np.allclose(mod(data, weight), expected, atol=1e-4) else "WRONG"
+            line = f"depthwise [1,256,{h},{h}] {kind}"
+            if base is not None:
+                seconds = mod.benchmark(dd, dw, do, repeat=repeat)
+                print(f"{line:<36} polyloop {seconds * 1e6:8.1f} us  cuDNN {base * 1e6:8.1f} us"
+                      f"  {base / seconds:5.2f}x  {ok}")
+            else:
+                seconds = mod.benchmark(data, weight, repeat=repeat)
+                print(f"{line:<36} polyloop {seconds * 1e6:8.1f} us  (no cuDNN to compare)  {ok}")
 
 
 def main() -> int:
@@ -125,8 +129,9 @@ def main() -> int:
             mod = pl.build(schedule(args.size, args.size, args.size), target="cuda")
             print(f"  matmul {step:<12} {len(mod.ptx.splitlines()):6d} lines of PTX")
         for h in DEPTHWISE_SIZES:
-            mod = pl.build(ops.depthwise_conv2d_gpu(1, 256, h, h), target="cuda")
-            print(f"  depthwise H={h:<8} {len(mod.ptx.splitlines()):6d} lines of PTX")
+            for kind, schedule in DEPTHWISE.items():
+                mod = pl.build(schedule(1, 256, h, h), target="cuda")
+                print(f"  depthwise H={h:<3} {kind:<12} {len(mod.ptx.splitlines()):6d} lines of PTX")
         return 0
     props = device_properties()
     print(f"{props.name}: {props.sms} SMs at {props.clock_ghz:.2f} GHz, float32 peak "

@@ -9,6 +9,9 @@ import sys
 
 import polyloop as pl
 
+from polyloop.schedule.kernel import schedule_of
+from schedule.test_prefetch_guarded import guarded_shift
+
 from .corpus import PRIMITIVES, PROGRAMS, plan_step, run_both
 
 
@@ -24,6 +27,7 @@ def regressions():
     _, j = sch.get_loops("P")
     sch.vectorize(sch.split(j, factors=[None, 8])[1])
     yield "vectorized guarded read", sch, {"n": 5, "m": 19}
+    yield "add_prefetch of guarded reads", schedule_of(guarded_shift(False)), {"n": 9, "m": 11}
     sch = PROGRAMS["gather"].schedule()             # indices read from data
     yield "gather", sch, {"n": 6, "m": 5}
 

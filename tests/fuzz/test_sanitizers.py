@@ -43,4 +43,4 @@ def test_fuzz_sample_has_no_sanitizer_report(tmp_path):
     report = proc.stdout[-3000:] + proc.stderr[-6000:]
     assert proc.returncode == 0, report
     assert "runtime error" not in proc.stderr and "Sanitizer" not in proc.stderr, report
-    assert proc.stdout.count("ok ") == count + 4
+    assert proc.stdout.count("ok ") == count + 5

@@ -22,7 +22,7 @@ from ..ir.expr import (BinOpKind, Const, Expr, Load, Select, Var, VarKind, binop
 from ..ir.loops import For, Store
 from ..ir.program import Buffer, MemScope
 from ..ir.simplify import simplify
-from .gpu import flat_index, trip_count
+from .gpu import trip_count
 from .names import NameKind
 from .vector_plan import affine, body_stores, index_stride, load_key
 from .writer import CodeWriter
@@ -129,13 +129,20 @@ def _unconditional_loads(e: Expr) -> list[Load]:
 
 def _aligned(buffer: Buffer, indices: tuple[Expr, ...], loop: For) -> bool:
     """Whether the element at the loop's start sits on a 16-byte boundary: the buffer has a
-    constant shape and its row-major offset there is an affine form whose coefficients and
-    constant are multiples of 4."""
+    constant shape and each index there, times its dimension's row-major stride, is an affine
+    form whose coefficients and constant are multiples of 4 (any integer index will do where
+    the stride is one: a double-buffered tile's ``k % 2``)."""
     if not all(isinstance(s, Const) for s in buffer.shape):
         return False
     start = tuple(substitute(i, {loop.var: loop.start}) for i in indices)
-    offset = affine(simplify(flat_index(buffer, start))) if start else {None: 0}
-    return offset is not None and all(c % LANES == 0 for c in offset.values())
+    stride = 1
+    for index, extent in zip(reversed(start), reversed(buffer.shape)):
+        if stride % LANES:
+            term = affine(simplify(index))
+            if term is None or any(c * stride % LANES for c in term.values()):
+                return False
+        stride *= int(extent.value)   # type: ignore[attr-defined]
+    return True
 
 
 __all__ = ["Float4Loop"]

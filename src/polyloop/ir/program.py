@@ -45,6 +45,16 @@ class BufferRole(enum.Enum):
     TEMP = "temp"       # allocated by the module itself
 
 
+@dataclass(frozen=True, slots=True)
+class StorageAlign:
+    """Pad a temporary's allocation so that the stride of dimension ``axis`` (in elements,
+    once lowering has sized it) is ``offset`` modulo ``factor``: rows of a shared tile then
+    start in different memory banks (``Schedule.storage_align``)."""
+    axis: int
+    factor: int
+    offset: int
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Buffer:
     name: str
@@ -55,6 +65,11 @@ class Buffer:
     # set by lowering on a compacted 'shared'/'local' temporary: the loop each of whose
     # iterations uses its own elements (no value flows between iterations); None: unknown
     home: str | None = None
+    # storage decisions of the schedule, applied when lowering sizes the temporary:
+    # padded strides (Schedule.storage_align) and the copies it rotates through along its
+    # home loop (Schedule.double_buffer: 2)
+    align: tuple[StorageAlign, ...] = ()
+    stages: int = 1
 
     @property
     def ndim(self) -> int:

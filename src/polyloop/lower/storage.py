@@ -22,6 +22,7 @@ from ..ir.expr import BinOpKind, Const, Expr, Load, binop, rewrite, same
 from ..ir.dtypes import INDEX
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.simplify import simplify
+from ..poly.double_buffer import double_buffered
 from ..poly.storage import Compaction, compact
 from ..poly.gpu import is_item
 from ..poly.tree import Root, loops
@@ -51,7 +52,7 @@ def place_temporaries(program: Program, root: Root, *, size_global: bool = True
             temps.append(temp)
             notes.extend(note)
             continue
-        result = compact(program, root, b.name)
+        result = _compaction(program, root, b, notes)
         if isinstance(result, str):
             notes.append(f"temporary {b.name} (scope {b.scope.value}) is stored whole in global "
                          f"memory: {result}")
@@ -59,20 +60,14 @@ def place_temporaries(program: Program, root: Root, *, size_global: bool = True
             program = _with_buffer(program, replace(b, scope=MemScope.GLOBAL))
             continue
         keep = tuple(d for d, n in enumerate(result.shape) if n > 1)   # others index 0
-        small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep),
-                        home=result.home)
+        box = (result.stages,) * (result.stages > 1) + tuple(result.shape[d] for d in keep)
+        box = _aligned(b, box, keep, result.stages > 1, notes)
+        small = replace(b, shape=tuple(Const(n, INDEX, True) for n in box), home=result.home)
         program = _shifted(_with_buffer(program, small), result, keep)
         temps.append(small)
-        where = f"one iteration of loop '{result.home}'" if result.home else "the program"
-        if not _same_shape(small.shape, b.shape) and keep:
-            box = "x".join(str(result.shape[d]) for d in keep)
-            notes.append(f"temporary {b.name} (scope {b.scope.value}) holds the {box} "
-                         f"elements used in {where}")
-        elif not _same_shape(small.shape, b.shape):
-            owner = ("one element per work-item" if _item_loop(root, result.home) else
-                     f"one element, reused by every iteration of loop '{result.home}'"
-                     if result.home else "one element")
-            notes.append(f"temporary {b.name} (scope {b.scope.value}) is {owner}")
+        note = _placed_note(root, b, small, result, keep)
+        if note:
+            notes.append(note)
     return program, tuple(temps), tuple(notes)
 
 
@@ -100,6 +95,69 @@ def _place_global(program: Program, root: Root, b: Buffer
                             f"loop '{result.home}'",)
 
 
+def _placed_note(root: Root, b: Buffer, small: Buffer, result: Compaction,
+                 keep: tuple[int, ...]) -> str | None:
+    """What the reader of the generated code is told about a compacted temporary."""
+    where = f"one iteration of loop '{result.home}'" if result.home else "the program"
+    head = f"temporary {b.name} (scope {b.scope.value})"
+    if result.stages > 1:
+        inner = "x".join(str(result.shape[d]) for d in keep) or "1"
+        return (f"{head} is {result.stages} boxes of {inner} elements, used in turn by the "
+                f"iterations of loop '{result.home}' (double buffering)")
+    if _same_shape(small.shape, b.shape):
+        return None
+    if keep:
+        box = "x".join(str(result.shape[d]) for d in keep)
+        return f"{head} holds the {box} elements used in {where}"
+    owner = ("one element per work-item" if _item_loop(root, result.home) else
+             f"one element, reused by every iteration of loop '{result.home}'"
+             if result.home else "one element")
+    return f"{head} is {owner}"
+
+
+def _compaction(program: Program, root: Root, b: Buffer, notes: list[str]
+                ) -> Compaction | str:
+    """The compaction of a 'shared' or 'local' temporary: into alternating boxes when the
+    schedule asked for double buffering and it still holds (else the ordinary one, which is
+    always correct, and a note saying why)."""
+    if b.stages > 1:
+        result = double_buffered(program, root, b.name)
+        if not isinstance(result, str):
+            return result
+        notes.append(f"double buffering of {b.name} not applied: {result}")
+    return compact(program, root, b.name)
+
+
+def _aligned(b: Buffer, box: tuple[int, ...], keep: tuple[int, ...], staged: bool,
+             notes: list[str]) -> tuple[int, ...]:
+    """``box`` with the dimension after each aligned axis padded so that the axis' stride
+    is ``offset`` modulo ``factor`` (Schedule.storage_align); the accesses keep their
+    indices, so they stay inside the unpadded part."""
+    out = list(box)
+    first = 1 if staged else 0          # the stage dimension leads
+    for a in b.align:
+        if a.axis not in keep or keep.index(a.axis) + 1 >= len(keep):
+            notes.append(f"storage_align of {b.name} axis {a.axis} not applied: that "
+                         "dimension was compacted away or is the innermost one left")
+            continue
+        pad = first + keep.index(a.axis) + 1
+        inner = 1
+        for n in out[pad + 1:]:
+            inner *= n
+        size = next((s for s in range(out[pad], out[pad] + a.factor)
+                     if s * inner % a.factor == a.offset), None)
+        if size is None:
+            notes.append(f"storage_align of {b.name} axis {a.axis} not applied: no row of "
+                         f"{out[pad]} to {out[pad] + a.factor - 1} elements times {inner} is "
+                         f"{a.offset} modulo {a.factor}")
+            continue
+        if size != out[pad]:
+            notes.append(f"temporary {b.name}: dimension {pad} padded from {out[pad]} to "
+                         f"{size} elements (storage_align)")
+        out[pad] = size
+    return tuple(out)
+
+
 def _item_loop(root: Root, name: str | None) -> bool:
     """Is the loop called ``name`` bound to a work-item (GPU thread) index?"""
     return name is not None and any(n.name == name and is_item(n) for n in loops(root))
@@ -120,6 +178,14 @@ def _shift(indices: tuple[Expr, ...], corner: tuple[Expr, ...],
     return tuple(simplify(binop(BinOpKind.SUB, indices[d], c)) for d, c in zip(keep, corner))
 
 
+def _stage(c: Compaction, indices: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """The index of the box an access uses: its rotating index modulo the boxes (none when
+    the temporary is one box)."""
+    if c.stages == 1 or c.rotating is None:
+        return ()
+    return (simplify(binop(BinOpKind.MOD, indices[c.rotating], Const(c.stages, INDEX, True))),)
+
+
 def _shifted(program: Program, c: Compaction, keep: tuple[int, ...]) -> Program:
     out = []
     for s in program.statements:
@@ -130,9 +196,11 @@ def _shifted(program: Program, c: Compaction, keep: tuple[int, ...]) -> Program:
 
         def fn(e: Expr, corner=corner) -> Expr | None:
             if isinstance(e, Load) and e.buffer == c.buffer:
-                return Load(e.buffer, _shift(e.indices, corner, keep), e.dtype, e.weak)
+                return Load(e.buffer, _stage(c, e.indices) + _shift(e.indices, corner, keep),
+                            e.dtype, e.weak)
             return None
-        idx = _shift(s.indices, corner, keep) if s.buffer == c.buffer else s.indices
+        idx = (_stage(c, s.indices) + _shift(s.indices, corner, keep) if s.buffer == c.buffer
+               else s.indices)
         out.append(Statement(s.name, s.iters, s.domain, s.buffer, idx, rewrite(s.value, fn),
                              s.reduction, s.block, s.is_init))
     return program.replace(statements=tuple(out))

@@ -16,9 +16,11 @@ from .conv import (conv2d_nchw, depthwise_conv2d_nchw, schedule_conv2d_nchw,
                    schedule_depthwise_conv2d_nchw)
 from .matmul import (batch_matmul_relu, matmul, matmul_relu, schedule_batch_matmul_relu,
                      schedule_matmul, schedule_matmul_relu)
-from .gpu_conv import depthwise_conv2d_gpu, depthwise_conv2d_gpu_kernel
+from .gpu_conv import (depthwise_conv2d_gpu, depthwise_conv2d_gpu_kernel,
+                       depthwise_conv2d_gpu_shared)
 from .gpu_matmul import (MATMUL_GPU_LADDER, matmul_gpu_float4, matmul_gpu_kernel,
-                         matmul_gpu_naive, matmul_gpu_shared, matmul_gpu_thread_tile)
+                         matmul_gpu_naive, matmul_gpu_pipelined, matmul_gpu_shared,
+                         matmul_gpu_thread_tile)
 from .softmax import schedule_softmax, softmax
 
 __all__ = ["batch_matmul_relu", "matmul", "matmul_relu", "schedule_batch_matmul_relu",
@@ -26,5 +28,6 @@ __all__ = ["batch_matmul_relu", "matmul", "matmul_relu", "schedule_batch_matmul_
 __all__ += ["conv2d_nchw", "depthwise_conv2d_nchw", "schedule_conv2d_nchw",
             "schedule_depthwise_conv2d_nchw", "schedule_softmax", "softmax"]
 __all__ += ["MATMUL_GPU_LADDER", "depthwise_conv2d_gpu", "depthwise_conv2d_gpu_kernel",
-            "matmul_gpu_float4", "matmul_gpu_kernel", "matmul_gpu_naive", "matmul_gpu_shared",
-            "matmul_gpu_thread_tile"]
+            "depthwise_conv2d_gpu_shared",
+            "matmul_gpu_float4", "matmul_gpu_kernel", "matmul_gpu_naive", "matmul_gpu_pipelined",
+            "matmul_gpu_shared", "matmul_gpu_thread_tile"]

@@ -8,11 +8,11 @@ threads computes one output pixel of every image of the batch. Sizes left ``None
 symbolic (``N``, ``C``, ``H``, ``W``); given sizes are fixed in the kernel (the batch then
 keeps its sums in registers).
 
-Not done here: the shared-memory tile of seed 000 (``add_prefetch`` of ``data`` over the
-block's pixels). The copy would be made of the reads' footprint without their guard, which
-reaches one row and column outside the image; until the prefetch clips its copy to the
-buffer, this schedule reads ``data`` from global memory (the 3 x 3 neighbours of a block are
-served by the GPU's L1 cache).
+``depthwise_conv2d_gpu_shared`` is seed 000's shared-memory tile: each block copies the
+18 x 18 pixels its 16 x 16 outputs read (the tile and a one-pixel halo, clipped to the image:
+the padding is never read) into shared memory with all its threads, then reads its 3 x 3
+neighbourhoods from there. A block there is one (image, channel) pair and one tile, so no
+block loops over images and its one barrier is not inside a loop.
 
 >>> from polyloop import ops
 >>> "blockIdx.z" in str(ops.depthwise_conv2d_gpu())
@@ -21,7 +21,9 @@ True
 from __future__ import annotations
 
 from ..frontend.kernel import ArrayArg, make_kernel
-from ..schedule.kernel import fix_parameters, schedule_of, split_iname, tag_inames
+from ..errors import ScheduleError
+from ..schedule.kernel import add_prefetch, fix_parameters, join_inames, prioritize_loops
+from ..schedule.kernel import schedule_of, split_iname, tag_inames
 from ..schedule.schedule import Schedule
 
 BLOCK = 16
@@ -60,4 +62,31 @@ def depthwise_conv2d_gpu(n: int | None = None, c: int | None = None, h: int | No
     return schedule_of(knl)
 
 
-__all__ = ["depthwise_conv2d_gpu", "depthwise_conv2d_gpu_kernel"]
+def depthwise_conv2d_gpu_shared(n: int = 1, c: int | None = None, h: int | None = None,
+                                w: int | None = None) -> Schedule:
+    """The GPU schedule with seed 000's shared-memory tile: a block per (channel, image,
+    16 x 16 pixel tile) copies the tile's 18 x 18 input pixels inside the image into shared
+    memory, then each thread computes one output pixel from there. The batch ``n`` is a
+    constant (it shares blockIdx.z with the channels); ``c``, ``h``, ``w`` may be symbolic.
+
+    >>> sch = depthwise_conv2d_gpu_shared(1, 256, 21, 21)
+    >>> sch.program.buffer("data_fetch").scope.value
+    'shared'
+    """
+    if not isinstance(n, int) or n < 1:
+        raise ScheduleError(f"depthwise_conv2d_gpu_shared: the batch n must be a positive int "
+                            f"(it is fused with the channels on blockIdx.z), got {n!r}; "
+                            "depthwise_conv2d_gpu takes a symbolic batch")
+    knl = depthwise_conv2d_gpu_kernel(n, c, h, w)
+    knl = prioritize_loops(knl, "c,n")
+    knl = join_inames(knl, ["c", "n"], "cn", tag="g.2")
+    knl = tag_inames(knl, {"r": "unr", "s": "unr"})
+    knl = split_iname(knl, "y", BLOCK, outer_tag="g.1", inner_tag="l.1")
+    knl = split_iname(knl, "x", BLOCK, outer_tag="g.0", inner_tag="l.0")
+    # the copy covers the pixels the guarded reads use, clipped to the image; its 18 x 18
+    # box is spread over the 16 x 16 threads
+    knl = add_prefetch(knl, "data", ["y_inner", "x_inner", "r", "s"], default_tag="l.auto")
+    return schedule_of(knl)
+
+
+__all__ = ["depthwise_conv2d_gpu", "depthwise_conv2d_gpu_kernel", "depthwise_conv2d_gpu_shared"]

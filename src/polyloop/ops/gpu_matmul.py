@@ -17,6 +17,10 @@ not: isl writes the bounds of the edge tiles.
 4. ``matmul_gpu_shared``: step 3 with the 64 x 16 tile of ``a`` and the 16 x 64 tile of ``b``
    of each ``k`` step copied into shared memory by the whole block (``b`` with float4 copies),
    with the two barriers the exact dependence analysis places around the reads.
+5. ``matmul_gpu_pipelined``: step 4 with both tiles double buffered (``double_buffer``), their
+   copies one ``k`` step ahead (``distribute``, ``shift``, ``merge``: software pipelining,
+   one barrier per step) and ``a``'s tile rows padded against bank conflicts
+   (``storage_align``).
 
 >>> from polyloop import ops
 >>> sch = ops.matmul_gpu_shared()
@@ -158,8 +162,36 @@ def matmul_gpu_shared(m: int | None = None, n: int | None = None,
     return _k_outside_the_tile(sch, "k_inner")
 
 
+def matmul_gpu_pipelined(m: int | None = None, n: int | None = None,
+                         k: int | None = None) -> Schedule:
+    """Step 5: step 4 with the shared tiles double buffered and their copies issued one
+    ``k`` step early (software pipelining: the loads of the next tiles are in flight while
+    the current ones are multiplied; one barrier per step instead of two), and the rows of
+    ``a``'s tile padded to 17 floats so that the two rows a warp reads at once fall in
+    different memory banks.
+
+    >>> sch = matmul_gpu_pipelined(128, 128, 64)
+    >>> sch.program.buffer("a_fetch").stages
+    2
+    """
+    sch = matmul_gpu_shared(m, n, k)
+    k_outer = next(x for x in sch.get_loops("a_fetch") if x.name == "k_outer")
+    copies = sum(1 for c in sch.state.loop(k_outer.id).children
+                 if isinstance(c, LoopNode) and set(statements_under(c)) <= FETCHES)
+    fetch, compute = sch.distribute(k_outer, at=copies)
+    sch.shift(fetch, -1)            # the copies of step k + 1 run in step k
+    sch.merge(fetch, compute)
+    for tile in sorted(FETCHES):
+        sch.double_buffer(tile)
+    sch.storage_align("a_fetch", "a_fetch", axis=-2, factor=16, offset=1)
+    return sch
+
+
+FETCHES = frozenset({"a_fetch", "b_fetch"})
+
 MATMUL_GPU_LADDER = {"naive": matmul_gpu_naive, "float4": matmul_gpu_float4,
-                     "thread_tile": matmul_gpu_thread_tile, "shared": matmul_gpu_shared}
+                     "thread_tile": matmul_gpu_thread_tile, "shared": matmul_gpu_shared,
+                     "pipelined": matmul_gpu_pipelined}
 
 __all__ = ["MATMUL_GPU_LADDER", "matmul_gpu_float4", "matmul_gpu_kernel", "matmul_gpu_naive",
-           "matmul_gpu_shared", "matmul_gpu_thread_tile"]
+           "matmul_gpu_pipelined", "matmul_gpu_shared", "matmul_gpu_thread_tile"]

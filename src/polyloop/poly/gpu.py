@@ -25,7 +25,7 @@ from .access import Access, accesses
 from .deps import DepKind
 from .isl_util import NotAffine, expr_to_isl, map_in, params_prefix, printed, set_, with_params
 from .regions import pw_aff_to_expr
-from .tree import (LoopNode, Node, Root, StmtNode, loop_position, schedule_items,
+from .tree import (LoopNode, Node, Root, StmtNode, loop_position, path_to, schedule_items,
                    statement_time_map, statements_under)
 
 AXES = AXIS_LETTERS
@@ -219,6 +219,14 @@ class _Profile:
         return not (same.is_empty()
                     or same.lower_bound_val(isl.dim_type.set, p, one).is_empty())
 
+    def adjacent(self, p: int, step: int) -> bool:
+        """Do some pairs that agree before ``p`` differ by exactly ``step`` there (consecutive
+        iterations of the loop at ``p``)? When a loop-carried pair is only ever two or more
+        iterations apart, a barrier anywhere in the loop's body, run by the iterations
+        between, orders it."""
+        same = self._level(p)
+        return not same.is_empty() and not same.fix_val(isl.dim_type.set, p, step).is_empty()
+
     def backward(self, p: int) -> bool:
         same = self._level(p)
         minus_one = isl.Val.int_from_si(same.get_ctx(), -1)
@@ -253,6 +261,8 @@ def _gaps_at(program: Program, root: Root, node: LoopNode | Root,
     sequential = isinstance(node, LoopNode) and not is_group(node)
     linear: list[tuple[int, int, bool]] = []
     wrap: list[tuple[int, int, bool]] = []
+    far: list[bool] = []    # pairs two or more iterations apart: any barrier of the body
+    every = sequential and _no_skipped_iterations(program, root, node)
     for pr in pairs:
         first, second = pr.first.statement, pr.second.statement
         if first not in where or second not in where:
@@ -270,9 +280,15 @@ def _gaps_at(program: Program, root: Root, node: LoopNode | Root,
         # the pairs in different iterations of this loop: the earlier iteration runs the source
         if sequential:
             if x.forward(pos):
-                wrap.append((i + 1, j, glob))
+                if every and not x.adjacent(pos, 1):
+                    far.append(glob)
+                else:
+                    wrap.append((i + 1, j, glob))
             if pr.first is not pr.second and x.backward(pos):
-                wrap.append((j + 1, i, glob))
+                if every and not x.adjacent(pos, -1):
+                    far.append(glob)
+                else:
+                    wrap.append((j + 1, i, glob))
     chosen: dict[int, bool] = {}
     for lo, hi, glob in sorted(linear, key=lambda t: t[1]):
         hit = [g for g in chosen if lo <= g <= hi]
@@ -286,7 +302,31 @@ def _gaps_at(program: Program, root: Root, node: LoopNode | Root,
             chosen[hit[0]] = chosen[hit[0]] or glob
         else:
             chosen[len(kids)] = glob
+    for glob in far:
+        g = next(iter(chosen), len(kids))
+        chosen[g] = chosen.get(g, False) or glob
     return [Gap(loop_id, g, glob) for g, glob in sorted(chosen.items())]
+
+
+def _no_skipped_iterations(program: Program, root: Root, node: LoopNode) -> bool:
+    """Does a barrier among the children of loop ``node`` run at every value between two
+    values it runs at (with the loops around fixed)? Its domain is the loop values at which
+    some statement below runs (``barrier_domain``); a hole there could leave two iterations
+    two apart with no barrier run between them."""
+    path = path_to(root, node.id) or []
+    region = None
+    for st in statements_under(node):
+        r = prefix_map(program, st, [n.expr(st) for n in path]).range()
+        region = r if region is None else _align(region, r).union(_align(r, region))
+    if region is None:
+        return False
+    n = region.dim(isl.dim_type.set)
+    after = isl.Map.universe(region.get_space().map_from_set())
+    for k in range(n - 1):
+        after = after.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+    after = after.order_le(isl.dim_type.in_, n - 1, isl.dim_type.out, n - 1)
+    between = region.apply(after).intersect(region.apply(after.reverse()))
+    return bool(between.is_subset(region))
 
 
 def _inside_items(program: Program, root: Root, child: LoopNode, pr: _Pair) -> None:

@@ -19,7 +19,7 @@ from ..ir.expr import Expr
 from ..ir.loops import LoopKind
 from ..ir.program import MemScope, Program
 from ..ir.simplify import simplify
-from .access import accesses, domain
+from .access import accesses, buffer_box, domain
 from .affine import prefix_map
 from .dataflow import flow
 from .deps import DepKind, Dependence
@@ -39,6 +39,8 @@ class Compaction:
     home: str | None                           # the home loop's name, None: the whole program
     shape: tuple[int, ...]
     offsets: dict[str, tuple[Expr, ...]]
+    stages: int = 1                 # boxes the temporary rotates through (double buffering)
+    rotating: int | None = None     # with stages > 1: the dimension whose index picks the box
 
 
 def _align(a, b):
@@ -101,6 +103,16 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     if isinstance(key, str):
         return key
     keys = {s: _key_map(program, s, key[s]) for s in stmts}
+    home = key[stmts[0]]
+    return compact_with_keys(program, root, buffer, keys, home[-1].name if home else None)
+
+
+def compact_with_keys(program: Program, root: Root, buffer: str, keys: dict[str, isl.Map],
+                      home_name: str | None) -> Compaction | str:
+    """The compaction of ``buffer`` given, per statement accessing it, the map from its
+    instances to their key (the iteration each gets its own box in), or why there is none."""
+    acc = [a for a in accesses(program) if a.buffer == buffer]
+    stmts = list(keys)
     footprint = None
     for a in acc:
         f = keys[a.statement].reverse().apply_range(_align(a.relation, keys[a.statement]))
@@ -114,8 +126,6 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
         if reason:
             return reason
     nd = footprint.dim(isl.dim_type.out)
-    home = key[stmts[0]]
-    home_name = home[-1].name if home else None
     if footprint.is_single_valued():    # one element per key iteration (an accumulator)
         return Compaction(buffer, home_name, (1,) * nd, {s: () for s in stmts})
     shape, corners, kept = [], None, 0
@@ -233,10 +243,14 @@ def _elements_stay(program: Program, buffer: str, keys: dict[str, isl.Map]) -> b
 
 
 def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str, name: str,
-                 outer: list[str], dims: list[str]) -> str:
+                 outer: list[str], dims: list[str]) -> tuple[str, str]:
     """The domain of a prefetch: for each value of the consumers' outer loops (``consumers``
     maps a statement to its outer loop expressions), the elements of ``buffer`` it reads:
-    ``name[outer..., dims...]``."""
+    ``name[outer..., dims...]``. Returned twice: clipped to the buffer (what the copy runs
+    over: a read under ``where``, as in padding, names elements outside the buffer where it
+    does not run, and a copy of those would read outside the array), and unclipped (the box
+    of every element named, whose corner is affine where the clipped one is not: the copy's
+    loops count from it, ``fetch_loop_exprs``)."""
     region = None
     for stmt, exprs in consumers.items():
         key = prefix_map(program, stmt, exprs)
@@ -246,8 +260,13 @@ def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str,
                 region = f if region is None else _align(region, f).union(_align(f, region))
     if region is None:
         raise ValueError(f"no statement reads {buffer}")
+    inside = region.intersect_range(_align(buffer_box(program, buffer), region))
+    return _named(inside, name, outer + dims), _named(region, name, outer + dims)
+
+
+def _named(region: isl.Map, name: str, dims: list[str]) -> str:
     s = region.coalesce().wrap().flatten().set_tuple_name(name)
-    for k, it in enumerate(outer + dims):
+    for k, it in enumerate(dims):
         s = s.set_dim_name(isl.dim_type.set, k, it)
     return printed(s)
 
@@ -255,7 +274,9 @@ def fetch_domain(program: Program, consumers: dict[str, list[str]], buffer: str,
 def fetch_loop_exprs(domain_text: str, n_outer: int) -> list[LoopExpr]:
     """Loop expressions for the copy dimensions of a prefetch whose domain is
     ``P[outer..., dims...]``: each dimension counted from the corner of the box fetched for the
-    outer values (``{ P[io, x0] -> [(x0 - 16*io)] }``), so the loops have constant extents."""
+    outer values (``{ P[io, x0] -> [(x0 - 16*io)] }``), so the loops have constant extents.
+    Give it the unclipped domain (``fetch_domain``'s second): the corner of a box clipped to
+    the buffer is piecewise (``max(16*io - 1, 0)``)."""
     dom = set_(domain_text)
     n = dom.dim(isl.dim_type.set)
     same = dom.identity()    # P[x] -> P[x] on the domain; each map below keeps some of x

@@ -59,7 +59,7 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
         if lo is not None and lo < 0:
             raise ScheduleError(f"add_prefetch: loop '{n.name}' takes negative values")
         extents.append(loop_upper_bound(program, consumer, e))
-    dom = storage.fetch_domain(program, {consumer: exprs}, buffer, fname, o_names, dims)
+    dom, box = storage.fetch_domain(program, {consumer: exprs}, buffer, fname, o_names, dims)
     temp = Buffer(fname, tuple(extents) + src.shape, src.dtype, BufferRole.TEMP,
                   MemScope.SHARED)
     copy = Statement(fname, tuple(o_names + dims), dom, fname,
@@ -83,7 +83,9 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
                                   buffers=program.buffers + (temp,), nesting=())
     root = add_exprs(state.root, {n.id: ((fname, iterator_expr(fname, o_names + dims, o)),)
                                   for n, o in zip(outer, o_names)})
-    loop_exprs = storage.fetch_loop_exprs(dom, len(outer))
+    # the loops count from the corner of every element the reads name, guarded or not, so
+    # that they stay affine; the copy's domain runs them only inside the buffer
+    loop_exprs = storage.fetch_loop_exprs(box, len(outer))
     nid = state.next_id
     ids = list(range(nid, nid + len(dims)))
     nest: LoopNode | StmtNode = StmtNode(fname)

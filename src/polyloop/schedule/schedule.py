@@ -21,6 +21,7 @@ from ..poly.astgen import build_ast
 from ..util.highlight import to_html
 from .block_primitives import BlockPrimitives
 from .loop_primitives import THREAD_AXES, LoopPrimitives
+from .memory_primitives import MemoryPrimitives
 from .sampling import SamplingPrimitives
 from .software_prefetch import PrefetchPrimitives
 from .trace import REPLAYABLE, Trace, decode
@@ -28,7 +29,8 @@ from .trace import REPLAYABLE, Trace, decode
 __all__ = ["Schedule", "THREAD_AXES"]
 
 
-class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives, SamplingPrimitives):
+class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives, SamplingPrimitives,
+               MemoryPrimitives):
     """A program plus the order its statement instances run in.
 
     Every primitive either returns with the schedule changed and the change recorded in

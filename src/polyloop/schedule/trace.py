@@ -14,7 +14,7 @@ from .index_map import parse_index_map
 # its primitives as text: nothing outside this list is looked up).
 REPLAYABLE = frozenset("""
     annotate bind cache_read cache_write compute_at compute_inline decompose_reduction
-    distribute fuse get_block get_consumers get_loops get_producers merge parallel prefetch
+    distribute double_buffer storage_align fuse get_block get_consumers get_loops get_producers merge parallel prefetch
     reorder reverse reverse_compute_at reverse_compute_inline rfactor shift skew split
     tensorize tile transform_layout unroll vectorize compute_root sample_categorical
     sample_compute_location sample_perfect_tile""".split())
