@@ -8,12 +8,13 @@ import polyloop as pl
 from polyloop.ir.loops import LoopKind
 from polyloop.ir.thread_axis import ThreadAxis
 from polyloop.poly import gpu
+from polyloop.poly.loop_expr import LoopExpr
 from polyloop.poly.tree import LoopNode, Root, StmtNode
 from polyloop.schedule.kernel import schedule_of
 
 
 def _loop(id_: int, name: str, stmts, children, thread=None) -> LoopNode:
-    exprs = tuple((s, f"{{ {s}[i, k] -> [({name})] }}") for s in stmts)
+    exprs = tuple((s, LoopExpr(f"{{ {s}[i, k] -> [({name})] }}")) for s in stmts)
     kind = LoopKind.THREAD if thread else LoopKind.SERIAL
     return LoopNode(id_, name, exprs, tuple(children), kind, thread=thread)
 
