@@ -40,7 +40,7 @@ legality test as a hand-written schedule (so the result can be printed, edited a
 3. **Tiling** of permutable bands, with ``split`` and ``reorder``: parallel tile loops
    outermost, and inside a tile the loop with the most stride-1 accesses innermost
    (preferring one that carries nothing, so it can be vectorized). ``tile="auto"`` (the
-   default) uses a cache model (``poly.autosched``): a band is tiled only when some access
+   default) uses a cache model (``poly.locality``): a band is tiled only when some access
    reuses data that one iteration of its outer loop pushes out of cache (L2, or L1 for a
    column walk; a matrix-vector product is not tiled), with per-loop sizes whose data fits
    half of L2 and that bring the fewest cache lines per iteration. An int tiles every band
@@ -66,7 +66,7 @@ from typing import Any
 
 from ..errors import PolyloopError, ScheduleError
 from ..ir.loops import LoopKind
-from ..poly import affine, autosched
+from ..poly import affine, band_transform, fusion_shifts, locality
 from ..poly.tree import LoopNode, loops, statements_under
 from . import state as st
 from . import verdicts as vd
@@ -141,7 +141,7 @@ def _spine(node: LoopNode, last: bool) -> list[LoopNode]:
 def _fuse_nests(sch: Schedule, fusion: str) -> Schedule:
     """Fuse neighbouring nests at the top level, then inside every loop (e.g. the space loops
     inside a time loop)."""
-    context = autosched.parameter_context(sch.program)
+    context = fusion_shifts.parameter_context(sch.program)
     sch = _fuse_children(sch, None, fusion, context)
     for loop_id in [n.id for n in loops(sch.state.root)]:
         if sch.state.loop(loop_id) is not None:
@@ -162,7 +162,7 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
             k += 1
             continue
         first, second = _spine(a, last=True), _spine(b, last=False)
-        shifts = autosched.merge_shifts(sch.program, sch.state.deps, outer, first, second,
+        shifts = fusion_shifts.merge_shifts(sch.program, sch.state.deps, outer, first, second,
                                         context)
         plain = fusion == "smart" and not _time_loop(sch, node)
         if plain and (_has_deep_reuse(sch, a) or _has_deep_reuse(sch, b)):
@@ -172,7 +172,7 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
             keep = 0
             while keep < len(shifts) and shifts[keep].offset == 0 and \
                     (keep > 0 or shifts[0].exact_zero) and \
-                    autosched.conformable(sch.program, first[keep], second[keep], context):
+                    fusion_shifts.conformable(sch.program, first[keep], second[keep], context):
                 keep += 1
             shifts = shifts[:keep]
         merged = _attempt(sch, lambda t: _merge(t, first, second, shifts)) if shifts else None
@@ -193,7 +193,7 @@ def _time_loop(sch: Schedule, node: LoopNode | None) -> bool:
 
 
 def _merge(sch: Schedule, first: list[LoopNode], second: list[LoopNode],
-           shifts: list[autosched.Shift]) -> None:
+           shifts: list[fusion_shifts.Shift]) -> None:
     for a, b, sh in zip(first, second, shifts):
         if sh.offset != 0:
             sch.shift(_handle(b), sh.offset)
@@ -228,11 +228,11 @@ def _distribute_deep_nests(sch: Schedule) -> Schedule:
 
 def _nest_pays(sch: Schedule, node: LoopNode) -> bool:
     """Would the loops around and inside ``node`` (down to its perfect nest's body), as one
-    band, have reuse that only tiling captures (see ``autosched.tiling_pays``)?"""
+    band, have reuse that only tiling captures (see ``locality.tiling_pays``)?"""
     band = sch.state.path(node.id) + _chain(sch, node.id)[1:]
-    groups = autosched.access_groups(sch.program, [], band)
+    groups = locality.access_groups(sch.program, [], band)
     extents = [_model_extent(sch, n) for n in band]
-    return autosched.tiling_pays(groups, extents, cache_sizes()[1] // 2)
+    return locality.tiling_pays(groups, extents, cache_sizes()[1] // 2)
 
 
 def _has_deep_reuse(sch: Schedule, top: LoopNode) -> bool:
@@ -243,9 +243,9 @@ def _has_deep_reuse(sch: Schedule, top: LoopNode) -> bool:
             continue
         band = sch.state.path(leaf.id)
         if len(band) >= 3:
-            groups = autosched.access_groups(sch.program, [], band)
+            groups = locality.access_groups(sch.program, [], band)
             extents = [_model_extent(sch, n) for n in band]
-            if autosched.tiling_pays(groups, extents, cache_sizes()[1] // 2):
+            if locality.tiling_pays(groups, extents, cache_sizes()[1] // 2):
                 return True
     return False
 
@@ -275,7 +275,7 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
     then the bands below it (``parallel``: no loop above is parallel yet)."""
     band = _chain(sch, first_id)
     depth = len(sch.state.path(first_id)) - 1
-    transform = autosched.band_transform(sch.program, sch.state.deps,
+    transform = band_transform.band_transform(sch.program, sch.state.deps,
                                          sch.state.path(first_id)[:-1], band)
     order = [n.id for n in band]
     perm = min(transform.permutable, len(band))
@@ -311,20 +311,20 @@ def _schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
     return sch
 
 
-def _reordered(t: autosched.BandTransform, keep: list[int]) -> autosched.BandTransform:
-    return autosched.BandTransform(tuple(t.rows[k] for k in keep), t.permutable,
+def _reordered(t: band_transform.BandTransform, keep: list[int]) -> band_transform.BandTransform:
+    return band_transform.BandTransform(tuple(t.rows[k] for k in keep), t.permutable,
                                    tuple(t.coincident[k] for k in keep))
 
 
-def _locality_last(sch: Schedule, band: list[LoopNode], t: autosched.BandTransform, *,
-                   keep_parallel: bool) -> autosched.BandTransform:
+def _locality_last(sch: Schedule, band: list[LoopNode], t: band_transform.BandTransform, *,
+                   keep_parallel: bool) -> band_transform.BandTransform:
     """In a fully permutable band that isl only permutes, put the loop with the best spatial
     locality (stride-1 accesses) innermost, unless it is the only parallel loop and the band
     still needs one (``keep_parallel``)."""
     if any(sorted(map(abs, r)) != [0] * (len(r) - 1) + [1] for r in t.rows):
         return t
     column = [next(c for c, v in enumerate(r) if v) for r in t.rows]
-    scores = [autosched.locality_score(sch.program, band[c]) for c in column]
+    scores = [locality.locality_score(sch.program, band[c]) for c in column]
     best = max(range(len(scores)), key=lambda k: (scores[k], k))
     keep = [k for k in range(len(scores)) if k != best] + [best]
     if best == len(scores) - 1 or (keep_parallel and t.coincident[best]
@@ -333,7 +333,7 @@ def _locality_last(sch: Schedule, band: list[LoopNode], t: autosched.BandTransfo
     return _reordered(t, keep)
 
 
-def _transform(sch: Schedule, band: list[LoopNode], t: autosched.BandTransform) -> list[int]:
+def _transform(sch: Schedule, band: list[LoopNode], t: band_transform.BandTransform) -> list[int]:
     """Apply the unimodular rows to the band: at most one reorder, then ``skew`` and ``reverse``
     steps, then one reorder. Returns the loop ids in their new order (the band as written when
     the rows are not triangular in some order)."""
@@ -404,8 +404,8 @@ def _model_extent(sch: Schedule, node: LoopNode) -> int | None:
     """The extent the cache model assumes: the constant one, a window loop's (short), or None
     (large)."""
     extent = _extent(sch, node)
-    if extent is None and autosched.is_window_loop(sch.program, node):
-        return autosched.WINDOW_EXTENT
+    if extent is None and locality.is_window_loop(sch.program, node):
+        return locality.WINDOW_EXTENT
     return extent
 
 
@@ -435,7 +435,7 @@ def _tile(sch: Schedule, ids: list[int], sizes: list[int],
 def _inner_key(sch: Schedule, node: LoopNode, coincident: bool) -> tuple[bool, int]:
     """Sort key of the loops inside a tile (the largest runs innermost): spatial locality,
     and among loops that help it, one that carries nothing (so it can be vectorized)."""
-    score = autosched.locality_score(sch.program, node)
+    score = locality.locality_score(sch.program, node)
     return (score > 0 and coincident, score)
 
 
@@ -448,16 +448,16 @@ def _tile_sizes(sch: Schedule, ids: list[int], tile: int | str,
         return [tile] * len(ids)
     nodes = [sch.state.loop(i) for i in ids]
     outer = sch.state.path(ids[0])[:-1]
-    groups = autosched.access_groups(sch.program, outer, nodes)  # type: ignore[arg-type]
+    groups = locality.access_groups(sch.program, outer, nodes)  # type: ignore[arg-type]
     extents = [_model_extent(sch, n) for n in nodes]  # type: ignore[arg-type]
     # a tile's data should stay in L2; a column walk loses its cache lines once they leave L1
     l1, l2 = cache_sizes()
     budget = l2 // 2
-    if not autosched.tiling_pays(groups, extents, budget, l1_bytes=l1 // 2):
+    if not locality.tiling_pays(groups, extents, budget, l1_bytes=l1 // 2):
         return None
     keys = [_inner_key(sch, n, c) for n, c in zip(nodes, coincident)]  # type: ignore[arg-type]
     innermost = max(range(len(ids)), key=lambda k: (keys[k], -k))
-    return list(autosched.tile_sizes(groups, extents, budget, innermost))
+    return list(locality.tile_sizes(groups, extents, budget, innermost))
 
 
 @functools.lru_cache(maxsize=1)
@@ -531,7 +531,7 @@ def _vectorize(sch: Schedule) -> None:
     for node in list(loops(sch.state.root)):
         if node.kind is not LoopKind.SERIAL or any(isinstance(c, LoopNode) for c in node.children):
             continue
-        if not all(autosched.stride_one(sch.program, s, node.expr(s))
+        if not all(locality.stride_one(sch.program, s, node.expr(s))
                    for s in statements_under(node)):
             continue
         try:
