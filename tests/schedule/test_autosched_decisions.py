@@ -16,7 +16,7 @@ import polyloop as pl
 from polyloop.ir.loops import LoopKind
 from polyloop.poly import band_transform, locality
 from polyloop.poly.tree import LoopNode, loops, statements_under
-from polyloop.schedule import auto
+from polyloop.schedule import auto, auto_band, auto_common
 from polyloop.testing import interpret
 
 
@@ -175,7 +175,7 @@ def test_cache_model_sees_no_missed_reuse_in_a_matrix_vector_product():
 
 
 def test_cache_sizes_are_read_from_the_machine():
-    l1, l2 = auto.cache_sizes()
+    l1, l2 = auto_common.cache_sizes()
     assert 16 * 1024 <= l1 <= l2
 
 
@@ -219,7 +219,7 @@ def test_non_triangular_band_transform_warns_and_keeps_the_band():
     t = band_transform.BandTransform(((1, 1), (1, 2)), 2, (True, True))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        order = auto._transform(sch, band, t)
+        order = auto_band._transform(sch, band, t)
     assert order == [n.id for n in band] and primitives(sch) == []
     (w,) = caught
     assert issubclass(w.category, auto.AutoScheduleWarning)
