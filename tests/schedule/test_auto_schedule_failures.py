@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import polyloop as pl
-from polyloop.schedule import auto
+from polyloop.schedule import auto_band
 
 SIZES = [(1, 1), (5, 7), (13, 4)]
 
@@ -90,7 +90,7 @@ def test_a_refused_tiling_leaves_the_band_untiled(rng, monkeypatch):
     loops are not looked for)."""
     def refuse(*args, **kwargs):
         raise pl.ScheduleError("tiling refused (test)")
-    monkeypatch.setattr(auto, "_tile", refuse)
+    monkeypatch.setattr(auto_band, "_tile", refuse)
     sch = pl.auto_schedule(seidel_1d, fusion="max", tile=4, vectorize=False)
     mod = pl.build(sch)
     for n, steps in [(3, 1), (17, 5)]:

@@ -14,9 +14,9 @@ import pytest
 
 import polyloop as pl
 from polyloop.ir.loops import LoopKind
-from polyloop.poly import autosched
+from polyloop.poly import band_transform, locality
 from polyloop.poly.tree import LoopNode, loops, statements_under
-from polyloop.schedule import auto
+from polyloop.schedule import auto, auto_band, auto_common
 from polyloop.testing import interpret
 
 
@@ -149,7 +149,7 @@ def test_time_loop_sweeps_are_fused_skewed_and_tiled(n, tsteps, rng):
 def _groups(sch, loop_names):
     band = [n for n in loops(sch.state.root) if n.name in loop_names and "C_1" in
             [s for s, _ in n.exprs]]
-    return autosched.access_groups(sch.program, [], band)
+    return locality.access_groups(sch.program, [], band)
 
 
 def test_cache_model_tiles_fit_the_budget_and_prefer_a_long_stride_1_loop():
@@ -160,8 +160,8 @@ def test_cache_model_tiles_fit_the_budget_and_prefer_a_long_stride_1_loop():
     assert {g.buffer for g in groups} == {"A", "B", "C"}
     assert all(not g.has_reuse or g.buffer in "ABC" for g in groups)
     budget = 512 * 1024
-    assert autosched.tiling_pays(groups, [None, None, None], budget)
-    sizes = autosched.tile_sizes(groups, [None, None, None], budget, innermost=2)
+    assert locality.tiling_pays(groups, [None, None, None], budget)
+    sizes = locality.tile_sizes(groups, [None, None, None], budget, innermost=2)
     assert sum(g.footprint(sizes) for g in groups) <= budget
     assert sizes[2] >= max(sizes[:2]) and min(sizes) >= 32
 
@@ -169,13 +169,13 @@ def test_cache_model_tiles_fit_the_budget_and_prefer_a_long_stride_1_loop():
 def test_cache_model_sees_no_missed_reuse_in_a_matrix_vector_product():
     sch = pl.Schedule(matvec)
     band = [n for n in loops(sch.state.root)]
-    groups = autosched.access_groups(sch.program, [], band)
-    assert not autosched.tiling_pays(groups, [None, None], 512 * 1024)
-    assert autosched.tiling_pays(groups, [None, 10 ** 6], 512 * 1024)   # a row leaves the cache
+    groups = locality.access_groups(sch.program, [], band)
+    assert not locality.tiling_pays(groups, [None, None], 512 * 1024)
+    assert locality.tiling_pays(groups, [None, 10 ** 6], 512 * 1024)   # a row leaves the cache
 
 
 def test_cache_sizes_are_read_from_the_machine():
-    l1, l2 = auto.cache_sizes()
+    l1, l2 = auto_common.cache_sizes()
     assert 16 * 1024 <= l1 <= l2
 
 
@@ -216,10 +216,10 @@ def test_distribute_bad_position(at):
 def test_non_triangular_band_transform_warns_and_keeps_the_band():
     sch = pl.Schedule(matvec)
     band = [sch.state.root.children[0], sch.state.root.children[0].children[1]]
-    t = autosched.BandTransform(((1, 1), (1, 2)), 2, (True, True))
+    t = band_transform.BandTransform(((1, 1), (1, 2)), 2, (True, True))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        order = auto._transform(sch, band, t)
+        order = auto_band._transform(sch, band, t)
     assert order == [n.id for n in band] and primitives(sch) == []
     (w,) = caught
     assert issubclass(w.category, auto.AutoScheduleWarning)

@@ -31,6 +31,7 @@ from .access_indices import AccessIndices
 from .gpu import statement_paths
 from .hardware_ids import HARDWARE_ID, HardwareIds, HardwareLoop
 from .isl_schedule import depths, isl_schedule
+from .chains import join_chains
 from .isolate import isolate_full_tiles
 from .loop_ast import CannotCollapse, Converter
 from .tree import Root, loops
@@ -83,6 +84,8 @@ def _build_ast(program: Program, root: Root, plain: frozenset[int], isolate: boo
     sched = isl_schedule(program, root, doms, plain, ids.params)
     if isolate:  # full tiles get a constant-bound nest of their own (isl's isolate option)
         sched = isolate_full_tiles(program, root, sched, ctx, ids.params)
+    if not hardware:  # a tiled chain as one band: isl's build stays cheap (``poly.chains``)
+        sched = join_chains(sched, root)
     build = isl.AstBuild.from_context(build_ctx)
     indices = AccessIndices(program)
     build, _ = build.set_at_each_domain(indices.at_domain)
@@ -90,7 +93,7 @@ def _build_ast(program: Program, root: Root, plain: frozenset[int], isolate: boo
     info = {n.id: n for n in loops(root)}
     conv = Converter(program, info, indices, depths(root, plain, hardware), plain)
     if not hardware:
-        return conv.node(ast, {}, None)
+        return conv.node(ast, {}, ())
     return _work_item(conv, ast, guard, root, ids)
 
 
@@ -110,7 +113,7 @@ def _work_item(conv: Converter, ast: isl.AstNode, guard: isl.AstExpr | None, roo
     conv.statement_names = {s: {ids.params[n.id]: variables[ids.key(n)] for n in path
                                 if n.id in ids.params}
                             for s, path in statement_paths(root).items()}
-    body = conv.node(ast, names, None)
+    body = conv.node(ast, names, ())
     if guard is not None:
         body = If(simplify(conv.expr(guard, names)), body, None)
     for key, loop_id in reversed(ids.declared.items()):

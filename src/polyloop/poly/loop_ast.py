@@ -50,24 +50,27 @@ class Converter:
         # isl iterators of collapsed parts not yet bound by their loop: -> (fused loop, range)
         self.unbound: dict[str, tuple[int, int, int]] = {}
 
-    def node(self, n: isl.AstNode, names: dict[str, Expr], mark: LoopNode | None) -> Node:
+    def node(self, n: isl.AstNode, names: dict[str, Expr], marks: tuple[LoopNode, ...]
+             ) -> Node:
+        """``marks``: the loops whose marks are above ``n`` and whose ``for`` is not yet
+        built (several where ``poly.chains`` made their bands one)."""
         t = n.get_type()
         if t == isl.ast_node_type.mark:
             loop = self.info[int(n.mark_get_id().get_name()[1:])]
             if collapsed(loop, self.plain):
                 return self.collapse(n.mark_get_node(), names, loop)
-            return self.node(n.mark_get_node(), names, loop)
+            return self.node(n.mark_get_node(), names, marks + (loop,))
         if t == isl.ast_node_type.for_:
-            return self.for_(n, self.local_names(n, names), mark)
+            return self.for_(n, self.local_names(n, names), marks)
         if t == isl.ast_node_type.if_:
             names = self.local_names(n, names)
             cond = simplify(self.expr(n.if_get_cond(), names))
-            then = self.node(n.if_get_then_node(), names, mark)
-            other = self.node(n.if_get_else_node(), names, mark) if n.if_has_else_node() else None
+            then = self.node(n.if_get_then_node(), names, marks)
+            other = self.node(n.if_get_else_node(), names, marks) if n.if_has_else_node() else None
             return If(cond, then, other)
         if t == isl.ast_node_type.block:
             kids = n.block_get_children()
-            return Block(tuple(self.node(kids.get_at(k), names, mark)
+            return Block(tuple(self.node(kids.get_at(k), names, marks)
                                for k in range(kids.n_ast_node())))
         if t == isl.ast_node_type.user:
             return self.user(n, names)
@@ -114,7 +117,7 @@ class Converter:
             added[it] = (loop.id, lo, ext)
         saved = dict(self.unbound)
         self.unbound.update(added)
-        body = self.node(n, inner, None)
+        body = self.node(n, inner, ())
         self.unbound = saved
         return For(var, Const(0, INDEX, weak=True), Const(total, INDEX, weak=True), body,
                    kind=loop.kind, unroll_factor=loop.unroll_factor, thread=loop.thread,
@@ -130,7 +133,7 @@ class Converter:
         stop = simplify(self.expr(cond.op_get_arg(1), names))
         le = cond.op_get_type() == isl.ast_expr_op_type.le
         step = n.for_get_inc().int_get_val().to_python()
-        body = self.node(n.for_get_body(), names, None)
+        body = self.node(n.for_get_body(), names, ())
         self.unbound[it] = (_, lo, ext)
         conds: list[Expr] = []
         if not (isinstance(start, Const) and start.value <= lo):
@@ -147,10 +150,14 @@ class Converter:
             test = binop(BinOpKind.AND, test, c)
         return If(simplify(test), body, None)
 
-    def for_(self, n: isl.AstNode, names: dict[str, Expr], mark: LoopNode | None) -> Node:
+    def for_(self, n: isl.AstNode, names: dict[str, Expr], marks: tuple[LoopNode, ...]
+             ) -> Node:
         it = n.for_get_iterator().get_id().get_name()
         if it in self.unbound:
             return self.guard(n, names)
+        depth = int(it[1:])     # isl names the iterator at depth d ``c<d>``
+        mark = next((m for m in marks if self.depths[m.id] == depth), None)
+        deeper = tuple(m for m in marks if self.depths[m.id] > depth)
         var = self.fresh(mark.name if mark is not None else it, names)
         start = simplify(self.expr(n.for_get_init(), names))
         inner = dict(names)
@@ -162,7 +169,7 @@ class Converter:
         stop = binop(BinOpKind.ADD, bound, 1) if cond.op_get_type() == isl.ast_expr_op_type.le else bound
         stop = simplify(stop)
         step = n.for_get_inc().int_get_val().to_python()
-        body = self.node(n.for_get_body(), inner, None)
+        body = self.node(n.for_get_body(), inner, deeper)
         if mark is None:
             return For(var, start, stop, body, step=step)
         return For(var, start, stop, body, kind=mark.kind, step=step,

@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Step 1 of ``pl.auto_schedule``: fusion of neighbouring loop nests with shifts, and loop
+fission that gives a deep nest loops of its own (see ``schedule/auto.py``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..poly import fusion_shifts, locality
+from ..poly.tree import LoopNode, loops
+from . import verdicts as vd
+from .auto_common import attempt, cache_sizes, handle_of, loop_chain, model_extent
+from .schedule import Schedule
+
+
+def _spine(node: LoopNode, last: bool) -> list[LoopNode]:
+    out = [node]
+    while True:
+        kids = out[-1].children
+        nxt = kids[-1] if last else kids[0]
+        if not isinstance(nxt, LoopNode):
+            return out
+        out.append(nxt)
+
+
+def fuse_nests(sch: Schedule, fusion: str) -> Schedule:
+    """Fuse neighbouring nests at the top level, then inside every loop (e.g. the space loops
+    inside a time loop)."""
+    context = fusion_shifts.parameter_context(sch.program)
+    sch = _fuse_children(sch, None, fusion, context)
+    for loop_id in [n.id for n in loops(sch.state.root)]:
+        if sch.state.loop(loop_id) is not None:
+            sch = _fuse_children(sch, loop_id, fusion, context)
+    return sch
+
+
+def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any) -> Schedule:
+    k = 0
+    while True:
+        node = sch.state.loop(parent) if parent is not None else None
+        kids = node.children if node is not None else sch.state.root.children
+        outer = sch.state.path(parent) if parent is not None else []
+        if k + 1 >= len(kids):
+            return sch
+        a, b = kids[k], kids[k + 1]
+        if not (isinstance(a, LoopNode) and isinstance(b, LoopNode)):
+            k += 1
+            continue
+        first, second = _spine(a, last=True), _spine(b, last=False)
+        shifts = fusion_shifts.merge_shifts(sch.program, sch.state.deps, outer, first, second,
+                                        context)
+        plain = fusion == "smart" and not _time_loop(sch, node)
+        if plain and (_has_deep_reuse(sch, a) or _has_deep_reuse(sch, b)):
+            k += 1      # fusing would keep the nest from becoming a band of its own (tiled)
+            continue
+        if plain:
+            keep = 0
+            while keep < len(shifts) and shifts[keep].offset == 0 and \
+                    (keep > 0 or shifts[0].exact_zero) and \
+                    fusion_shifts.conformable(sch.program, first[keep], second[keep], context):
+                keep += 1
+            shifts = shifts[:keep]
+        merged = attempt(sch, lambda t: _merge(t, first, second, shifts)) if shifts else None
+        if merged is None:
+            k += 1
+        else:
+            sch = merged[0]     # then try the fused nest with the next one
+
+
+def _time_loop(sch: Schedule, node: LoopNode | None) -> bool:
+    """Is ``node`` a loop that carries a dependence around nests that, fused with shifts into
+    one band with it, would have reuse worth tiling (a time loop around stencil sweeps)? Its
+    body is fused as with ``fusion="max"``: the way to tile in time."""
+    if node is None or any(len(sch.state.path(leaf.id)) > 3 for leaf in loops(node)):
+        # sweeps of 3-D grids: time tiles whose data fits L2 are too thin to vectorize well
+        return False
+    return vd.check_parallel(sch.state, node) is not None and _has_deep_reuse(sch, node)
+
+
+def _merge(sch: Schedule, first: list[LoopNode], second: list[LoopNode],
+           shifts: list[fusion_shifts.Shift]) -> None:
+    for a, b, sh in zip(first, second, shifts):
+        if sh.offset != 0:
+            sch.shift(handle_of(b), sh.offset)
+        sch.merge(handle_of(a), handle_of(b))
+
+
+def distribute_deep_nests(sch: Schedule) -> Schedule:
+    """Loop fission where it makes a deep perfect band: a loop whose body holds, beside other
+    statements or loops, a perfect nest that would form a band of at least 3 loops with the
+    loops above it (the matmul pattern: an initialisation next to a reduction) is split so
+    that nest gets loops of its own (innermost loops first, so that fission propagates up)."""
+    changed = True
+    while changed:
+        changed = False
+        for node in reversed(list(loops(sch.state.root))):
+            if sch.state.loop(node.id) is None or len(node.children) < 2:
+                continue
+            depth = len(sch.state.path(node.id))
+            for k, child in enumerate(node.children):
+                if not isinstance(child, LoopNode) or depth + len(loop_chain(sch, child.id)) < 3 \
+                        or not _nest_pays(sch, child):
+                    continue
+                cuts = [c for c in (k, k + 1) if 0 < c < len(node.children)]
+                done = attempt(sch, lambda t: _split_out(t, node, cuts))  # noqa: B023
+                if done is not None:
+                    sch, changed = done[0], True
+                    break
+            if changed:
+                break
+    return sch
+
+
+def _nest_pays(sch: Schedule, node: LoopNode) -> bool:
+    """Would the loops around and inside ``node`` (down to its perfect nest's body), as one
+    band, have reuse that only tiling captures (see ``locality.tiling_pays``)?"""
+    band = sch.state.path(node.id) + loop_chain(sch, node.id)[1:]
+    groups = locality.access_groups(sch.program, [], band)
+    extents = [model_extent(sch, n) for n in band]
+    return locality.tiling_pays(groups, extents, cache_sizes()[1] // 2)
+
+
+def _has_deep_reuse(sch: Schedule, top: LoopNode) -> bool:
+    """Does a statement under ``top`` sit in 3 or more loops that, made one band, would need
+    tiling to capture their reuse (a matrix product, not a matrix-vector product)?"""
+    for leaf in loops(top):
+        if any(isinstance(c, LoopNode) for c in leaf.children):
+            continue
+        band = sch.state.path(leaf.id)
+        if len(band) >= 3:
+            groups = locality.access_groups(sch.program, [], band)
+            extents = [model_extent(sch, n) for n in band]
+            if locality.tiling_pays(groups, extents, cache_sizes()[1] // 2):
+                return True
+    return False
+
+
+def _split_out(sch: Schedule, node: LoopNode, cuts: list[int]) -> None:
+    """Distribute ``node`` at the child positions ``cuts`` (ascending)."""
+    loop = handle_of(node)
+    for c in reversed(cuts):
+        loop, _ = sch.distribute(loop, at=c)
