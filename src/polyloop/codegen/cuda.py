@@ -25,7 +25,12 @@ from .tables import C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS
 from .writer import CodeWriter
 
 CUDA_TYPES = {DType.BOOL: "bool", DType.INT32: "int", DType.INT64: "long long",
-              DType.FLOAT32: "float", DType.FLOAT64: "double"}
+              DType.FLOAT32: "float", DType.FLOAT64: "double", DType.FLOAT16: "__half",
+              DType.BFLOAT16: "__nv_bfloat16"}
+# 16-bit floats are loaded and stored as themselves and computed in float32 (``half.py``)
+# with CUDA's own conversions (round to nearest even); the headers define them
+HALF_CONVERSIONS = {DType.FLOAT16: ("__half2float", "__float2half_rn", "cuda_fp16.h"),
+                    DType.BFLOAT16: ("__bfloat162float", "__float2bfloat16_rn", "cuda_bf16.h")}
 CUDA_UNSIGNED_TYPES = {DType.INT32: "unsigned int", DType.INT64: "unsigned long long"}
 # no header defines INT_MIN under NVRTC: the lowest value is written as an expression
 CUDA_INT_LIMITS = {DType.INT32: (-2**31, 2**31 - 1, "(-2147483647 - 1)"),
@@ -60,13 +65,28 @@ class CudaPrinter(GpuPrinter):
     helper_qualifier = "static __device__ __forceinline__"
     kernel_prefix = 'extern "C" __global__ void '
     reserved = CUDA_KEYWORDS | {"args", "params"}
+    stored_halves = frozenset(HALF_CONVERSIONS)
 
     def __init__(self, kernel, block_size: int = 1) -> None:
         super().__init__(kernel)
         self.block_size = block_size
+        self.cuda_headers: set[str] = set()     # what the kernel's types and calls need
 
     def address_space(self, buffer: Buffer) -> str:
         return SCOPE_QUALIFIERS[buffer.scope]
+
+    def type_name(self, d: DType) -> str:
+        if d in HALF_CONVERSIONS:
+            self.cuda_headers.add(HALF_CONVERSIONS[d][2])
+        return super().type_name(d)
+
+    def to_float(self, d: DType) -> str:
+        self.cuda_headers.add(HALF_CONVERSIONS[d][2])
+        return HALF_CONVERSIONS[d][0]
+
+    def from_float(self, d: DType) -> str:
+        self.cuda_headers.add(HALF_CONVERSIONS[d][2])
+        return HALF_CONVERSIONS[d][1]
 
     def thread_index(self, loop: For) -> str:
         if loop.thread is None:
@@ -82,6 +102,10 @@ class CudaPrinter(GpuPrinter):
 
     def _wide_int64(self, v: int) -> str:
         return f"{v}LL"
+
+    def headers(self) -> set[str]:
+        """The CUDA headers this kernel's code needs (16-bit floats, tensor-core fragments)."""
+        return set(self.cuda_headers)
 
     def kernel_header(self, params: list[str]) -> str:
         return (f"{self.kernel_prefix}__launch_bounds__({self.block_size}) "
@@ -135,10 +159,16 @@ def generate_cuda(program: DeviceProgram) -> str:
         kernels.line()
     w = CodeWriter()
     emit_program_header(w, program, target="CUDA", verb="launched", launch_text=launch_text)
+    headers = sorted(set().union(*(p.headers() for p in printers)))
+    for header in headers:
+        w.line(f"#include <{header}>")
+    if headers:
+        w.line()
     if printers:
         helpers = CudaPrinter(program.launches[0].kernel)
         for p in printers:
             helpers.helpers |= p.helpers
+            helpers.intrinsics |= p.intrinsics
         helpers.emit_prelude(w)
     w.lines(kernels.text().splitlines())
     return w.text()
