@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir.dtypes import DType
-from ..ir.loops import Barrier, For, LoopKind, Prefetch
+from ..ir.loops import Barrier, Call, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..ir.thread_axis import AxisLevel
-from ..lower.launches import DeviceProgram, Launch
+from ..lower.launches import WARP_LANES, DeviceProgram, Launch
+from ..schedule.tensorize import DeviceBody
 from .cuda_vector import Float4Loop
 from .gpu import GpuPrinter, emit_program_header
 from .tables import C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS
@@ -44,7 +45,10 @@ CUDA_KEYWORDS = C_KEYWORDS | frozenset("""
 INDEX_VARIABLES = {AxisLevel.GROUP: "blockIdx", AxisLevel.ITEM: "threadIdx"}
 SCOPE_QUALIFIERS = {MemScope.GLOBAL: "", MemScope.SHARED: "__shared__ ", MemScope.LOCAL: ""}
 MAX_BLOCK = 1024            # threads per block on every CUDA GPU
-VECTOR_ALIGNMENT = 16       # bytes; __shared__ arrays are declared with __align__(16)
+WARP_SIZE = 32
+# bytes; __shared__ arrays are declared with __align__(32): float4 accesses need 16, tensor-core
+# fragment loads and stores (wmma::load_matrix_sync) 32
+VECTOR_ALIGNMENT = 32
 
 
 class CudaPrinter(GpuPrinter):
@@ -67,9 +71,12 @@ class CudaPrinter(GpuPrinter):
     reserved = CUDA_KEYWORDS | {"args", "params"}
     stored_halves = frozenset(HALF_CONVERSIONS)
 
-    def __init__(self, kernel, block_size: int = 1) -> None:
+    def __init__(self, kernel, block_size: int = 1,
+                 block_dims: tuple[int, int, int] | None = None) -> None:
         super().__init__(kernel)
         self.block_size = block_size
+        self.block_dims = block_dims or (block_size, 1, 1)
+        self.warp_depth = 0     # > 0 inside the lanes loop of a warp-collective call
         self.cuda_headers: set[str] = set()     # what the kernel's types and calls need
 
     def address_space(self, buffer: Buffer) -> str:
@@ -96,6 +103,31 @@ class CudaPrinter(GpuPrinter):
 
     def barrier(self, node: Barrier) -> str:
         return "__syncthreads()"
+
+    # warp-collective tensor intrinsics (tensor cores) ------------------------------------------
+    def emit_thread_loop(self, w: CodeWriter, loop: For) -> None:
+        """The ``threadIdx.x`` loop of one iteration around a warp-collective call is no guard
+        here: all 32 lanes make the call (its body synchronizes the warp)."""
+        if WARP_LANES not in loop.annotations:
+            super().emit_thread_loop(w, loop)
+            return
+        w.comment("all 32 lanes of the warp make this call together (tensor cores)")
+        self.warp_depth += 1
+        try:
+            self.emit(w, loop.body)
+        finally:
+            self.warp_depth -= 1
+
+    def check_warp_call(self, node: Call, body: DeviceBody) -> None:
+        if self.block_dims[0] != WARP_SIZE or not self.warp_depth:
+            raise BuildError(
+                f"tensor intrinsic '{node.function}' in kernel '{self.kernel.name}' is run by "
+                f"the {WARP_SIZE} lanes of a warp together: the kernel needs exactly "
+                f"{WARP_SIZE} threads on threadIdx.x (it has {self.block_dims[0]}) and the "
+                "tensorized loops must not be under a threadIdx.x loop; bind other loops "
+                f"(e.g. the shared-memory copies) to threadIdx.x with {WARP_SIZE} threads and "
+                "the warps' loops to threadIdx.y/z")
+        self.cuda_headers.add("mma.h")
 
     def emit_prefetch(self, w: CodeWriter, node: Prefetch) -> None:
         w.comment(f"prefetch of {node.buffer}: the GPU's caches need no software prefetch")
@@ -152,7 +184,8 @@ def generate_cuda(program: DeviceProgram) -> str:
     >>> "__launch_bounds__(128)" in source, "blockIdx.x" in source
     (True, True)
     """
-    printers = [CudaPrinter(x.kernel, block_size=_block_size(x)) for x in program.launches]
+    printers = [CudaPrinter(x.kernel, block_size=_block_size(x), block_dims=x.items)
+                for x in program.launches]
     kernels = CodeWriter()
     for p in printers:
         p.emit_kernel(kernels)

@@ -59,6 +59,7 @@ INDEX_FUNCTIONS = {AxisLevel.GROUP: "get_group_id", AxisLevel.ITEM: "get_local_i
 WRAPPING_OPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
 WRAPPING_TYPES = frozenset({DType.INT32, DType.INT64})
 ADDRESS_SPACES = {MemScope.GLOBAL: "__global ", MemScope.SHARED: "__local ", MemScope.LOCAL: ""}
+SPACE_LETTERS = {"__global ": "g", "__local ": "l", "": "p"}
 
 
 class OpenCLPrinter(GpuPrinter):
@@ -78,6 +79,11 @@ class OpenCLPrinter(GpuPrinter):
 
     def address_space(self, buffer: Buffer) -> str:
         return ADDRESS_SPACES[buffer.scope]
+
+    def device_function_name(self, function: str, spaces: tuple[str, ...]) -> str:
+        """OpenCL C pointers carry their address space: one function per combination
+        (``_glp``: global, local, private operands)."""
+        return f"{function}_{''.join(SPACE_LETTERS[s] for s in spaces)}"
 
     def _binary(self, e: BinOp) -> tuple[str, int]:
         """``as_int((uint)a + (uint)b)`` for signed arithmetic on values read from memory:
@@ -178,6 +184,7 @@ def generate_opencl_unit(program: DeviceProgram) -> OpenCLUnit:
         for p in printers:
             helpers.helpers |= p.helpers
             helpers.conversions |= p.conversions
+            helpers.intrinsics |= p.intrinsics
         helpers.index_sites = sites
         helpers.emit_prelude(prelude)
     if "double" in kernels.text() or "double" in prelude.text():
