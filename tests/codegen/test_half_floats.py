@@ -128,3 +128,19 @@ def test_half_floats_compile_for_cuda(dtype, ctype, header):
     mod = pl.build(_gpu_schedule(dtype), target="cuda")
     assert f"#include <{header}>" in mod.source and f"const {ctype} *__restrict__ A" in mod.source
     assert ".entry" in mod.ptx
+
+
+def test_torch_cuda_bfloat16_tensors_are_read_without_cuda_array_interface():
+    from polyloop.runtime.cuda import _cuda_interface
+
+    class Bf16CudaTensor:   # what the runtime reads of a torch CUDA bfloat16 tensor
+        dtype, is_cuda, shape = "torch.bfloat16", True, (2, 3)
+
+        def data_ptr(self):
+            return 4096
+
+        def stride(self):
+            return (3, 1)
+    iface = _cuda_interface(Bf16CudaTensor())
+    assert iface["dtype"] == np.dtype(BF16) and iface["strides"] == (6, 2)
+    assert iface["data"][0] == 4096 and _cuda_interface(np.zeros(3)) is None
