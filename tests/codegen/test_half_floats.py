@@ -144,3 +144,12 @@ def test_torch_cuda_bfloat16_tensors_are_read_without_cuda_array_interface():
     iface = _cuda_interface(Bf16CudaTensor())
     assert iface["dtype"] == np.dtype(BF16) and iface["strides"] == (6, 2)
     assert iface["data"][0] == 4096 and _cuda_interface(np.zeros(3)) is None
+
+
+def test_reference_interpreter_rounds_bfloat16_like_the_c_target(rng):
+    from polyloop.testing import interpret
+    C, _ = _elementwise("bfloat16")
+    a, b = _inputs(rng, BF16)
+    got = pl.build(C)(a, b)
+    np.testing.assert_array_equal(interpret(pl.to_program(C), a, b).astype(np.float32),
+                                  got.astype(np.float32))

@@ -81,3 +81,21 @@ def test_trace_replays_the_intrinsic_by_name():
 def test_only_16_bit_float_inputs():
     with pytest.raises(pl.ArgumentError, match="float16 or bfloat16"):
         wmma_intrin("float32")
+
+
+@pytest.mark.skipif(not OPENCL, reason=f"OpenCL unavailable: {OPENCL_WHY}")
+def test_an_intrinsic_without_device_bodies_is_refused_on_gpu_targets():
+    from polyloop.intrin import gemm_intrin
+    A = pl.placeholder((8, 16), "float32", name="A")
+    B = pl.placeholder((16, 8), "float32", name="B")
+    r = pl.reduce_axis((0, 16), name="r")
+    C = pl.compute((8, 8), lambda i, j: pl.sum(A[i, r] * B[r, j], axis=r), name="C")
+    sch = pl.Schedule(C)
+    i, j, rr = sch.get_loops(sch.get_block("C"))
+    i0, i1 = sch.split(i, [None, 4])
+    sch.reorder(i0, i1, j, rr)
+    sch.decompose_reduction(sch.get_block("C"), i1)
+    sch.tensorize(i1, gemm_intrin("portable", rows=4, cols=8))
+    sch.bind(i0, "blockIdx.x")
+    with pytest.raises(pl.BuildError, match="no opencl implementation"):
+        pl.build(sch, target="opencl")

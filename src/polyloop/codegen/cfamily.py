@@ -54,8 +54,8 @@ class CFamilyPrinter(CExpressions):
     int_limits: Mapping[DType, tuple[int, int, str]] = C_INT_LIMITS
     restrict = "restrict"
     helper_qualifier = "static inline"
-    # 16-bit float dtypes stored but computed in float32 (``half.py``): C has _Float16 but no
-    # bfloat16 arithmetic (gcc 12's __bf16 is storage only), so bfloat16 is uint16_t bits
+    # 16-bit float dtypes stored but computed in float32 (``half.py``): C has _Float16, but
+    # gcc 12 knows no __bf16 type on x86-64 (gcc 13 adds it), so bfloat16 is uint16_t bits
     stored_halves: frozenset[DType] = frozenset({DType.BFLOAT16})
     kernel_prefix = ""
     index_check_helper = C_CHECK_HELPER    # index_checks: the check of one dimension
