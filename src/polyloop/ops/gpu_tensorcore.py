@@ -7,7 +7,8 @@ A block of 2 x 2 warps (threadIdx.z, threadIdx.y; threadIdx.x is the lane) compu
 tile of ``c`` in shared memory; each warp owns 32 x 32 of it, 2 x 2 fragment tiles. For each
 32-deep step of k the block copies a 64 x 32 tile of ``a`` and a 32 x 64 tile of ``b`` into
 shared memory (all 128 threads; the exact dependence analysis places the barriers), then each
-warp calls the intrinsic on its four tiles. Sizes that 16 does not divide are exact: a tile
+warp calls the intrinsic on its four tiles. The tile of ``c`` is zeroed and copied out by 16
+lanes of each warp. Sizes that 16 does not divide are exact: a tile
 that runs over the edge of ``c`` (isl writes its bounds) runs the loops instead of the call,
 and the last step of k passes its shorter depth to the call.
 
@@ -23,6 +24,7 @@ from ..frontend.kernel import ArrayArg, make_kernel
 from ..schedule.kernel import (add_prefetch, fix_parameters, schedule_of,
                                set_temporary_address_space, split_iname, tag_inames)
 from ..schedule.schedule import Schedule
+from ..schedule.trace import LoopHandle
 
 BLOCK_TILE = 64     # rows and columns of c per block
 WARP_TILE = 32      # rows and columns of c per warp: 2 x 2 fragment tiles
@@ -83,6 +85,11 @@ def matmul_tensorcore(m: int | None = None, n: int | None = None, k: int | None 
     # the sums stay in shared memory, where every lane of a warp reaches them
     knl = set_temporary_address_space(knl, "acc_k", "local")
     sch = schedule_of(knl)
+    # the tile's zeroing and its copy to c: 16 lanes of each warp, one column each (else
+    # lane 0 alone would run them, the rest of its warp waiting)
+    for statement in ("insn_init", "insn_store"):
+        column = sch.state.stmt_path(statement)[-1]
+        sch.bind(LoopHandle(column.id, column.name), "threadIdx.x")
     loops = {x.name: x for x in sch.get_loops("insn")}
     sch.reorder(loops["j_inner_inner_outer"], loops["i_inner_inner_inner"])
     sch.tensorize(loops["i_inner_inner_inner"], INTRINSICS[dtype])
