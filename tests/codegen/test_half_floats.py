@@ -153,3 +153,29 @@ def test_reference_interpreter_rounds_bfloat16_like_the_c_target(rng):
     got = pl.build(C)(a, b)
     np.testing.assert_array_equal(interpret(pl.to_program(C), a, b).astype(np.float32),
                                   got.astype(np.float32))
+
+
+@pytest.mark.parametrize("target", ["c", pytest.param("opencl", marks=needs_opencl)])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_reductions_in_16_bits_round_every_step(rng, dtype, target):
+    n, m = pl.var("n"), pl.var("m")
+    A = pl.placeholder((n, m), dtype, name="A")
+    k = pl.reduce_axis((0, m), name="k")
+    S = pl.compute((n,), lambda i: pl.max(A[i, k] * 2.0, axis=k), name="S")
+    P = pl.compute((n,), lambda i: pl.sum(A[i, k], axis=k), name="P")
+    sch = pl.Schedule(S, P)
+    if target == "opencl":
+        for block in ("S", "P"):
+            i, _ = sch.get_loops(block)
+            i0, i1 = sch.split(i, [None, 4])
+            sch.bind(i0, "blockIdx.x")
+            sch.bind(i1, "threadIdx.x")
+    t = NP[dtype]
+    a = rng.standard_normal((13, 9)).astype(t)
+    s, p = np.full(13, np.nan, t), np.full(13, np.nan, t)
+    pl.build(sch, target=target)(A=a, S=s, P=p)
+    total = np.zeros(13, t)
+    for j in range(9):           # a sum stored in 16 bits is rounded after every addition
+        total = total + a[:, j]
+    np.testing.assert_array_equal(s.astype(np.float32), (a * t(2)).max(axis=1).astype(np.float32))
+    np.testing.assert_array_equal(p.astype(np.float32), total.astype(np.float32))

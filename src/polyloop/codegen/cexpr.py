@@ -223,7 +223,11 @@ class CExpressions:
 
     def _float_literal(self, c: Const) -> str:
         if c.dtype is DType.FLOAT16:     # a float literal rounded to half, typed as one
-            return f"({self.type_name(c.dtype)}){float(np.float16(c.value))!r}f"
+            with np.errstate(over="ignore"):
+                v = float(np.float16(c.value))
+            text = f"{v!r}f" if math.isfinite(v) else \
+                "NAN" if math.isnan(v) else "-INFINITY" if v < 0 else "INFINITY"
+            return f"({self.type_name(c.dtype)}){text}"
         with np.errstate(over="ignore"):
             v = float(np.float32(c.value)) if c.dtype is DType.FLOAT32 else float(c.value)
         if math.isfinite(v):

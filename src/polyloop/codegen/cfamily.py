@@ -11,7 +11,8 @@ from typing import Mapping
 
 from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
-from ..ir.expr import BinOpKind, Const, Expr, Load, ReduceKind, UnaryKind, Var, VarKind, binop
+from ..ir.expr import (BinOp, BinOpKind, Const, Expr, Load, ReduceKind, UnaryKind, Var, VarKind,
+                       binop)
 from ..ir.extern import ExternFunction
 from ..ir.loops import Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Prefetch, Store
 from ..ir.program import Buffer, BufferRole
@@ -27,6 +28,10 @@ from .temps import temp_homes
 from .cexpr import CExpressions
 from .flatten import flat_offset
 from .writer import CodeWriter
+
+# a reduction update of a stored-only 16-bit float, as the operation it repeats
+HALF_REDUCTIONS = {ReduceKind.SUM: BinOpKind.ADD, ReduceKind.PROD: BinOpKind.MUL,
+                   ReduceKind.MAX: BinOpKind.MAX, ReduceKind.MIN: BinOpKind.MIN}
 
 CACHE_LINE = 64    # bytes: one software prefetch per line
 
@@ -359,6 +364,13 @@ class CFamilyPrinter(CExpressions):
 
     def _emit_store(self, w: CodeWriter, node: Store) -> None:
         target = self.element(node.buffer, node.indices)
+        d = node.value.dtype
+        if node.reduction is not None and d in self.stored_halves:
+            # ``+=`` on the bits would be wrong: read, combine in float32, round, store
+            current = Load(node.buffer, node.indices, d)
+            combined = BinOp(HALF_REDUCTIONS[node.reduction], current, node.value, d)
+            w.statement(f"{target} = {self.expr(combined)}")
+            return
         value = self.expr(node.value)
         if node.reduction is None:
             w.statement(f"{target} = {value}")
