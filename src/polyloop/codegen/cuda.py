@@ -9,7 +9,9 @@ unrolled loops get ``#pragma unroll``; pointers are ``__restrict__``; each kerne
 ``__launch_bounds__`` of its block size and is ``extern "C"`` so that its name is the one the
 host launches. A vectorized loop of 4 lanes reads its contiguous, provably 16-byte-aligned
 float32 elements as ``float4`` (``cuda_vector.py``); any other vectorized loop stays a scalar
-loop under ``#pragma unroll``, with a comment saying why.
+loop under ``#pragma unroll``, with a comment saying why. float16 and bfloat16 are ``__half`` and
+``__nv_bfloat16``, computed in float32 (``half.py``); a tensor intrinsic whose CUDA body is
+warp-collective (tensor cores) is called by the 32 lanes of the warp.
 """
 from __future__ import annotations
 
