@@ -8,8 +8,9 @@ Prints, for seed 001's matmul ladder (float32, TF32 off): milliseconds, GFLOP/s,
 device's float32 peak and % of cuBLAS (``torch.matmul`` when PyTorch has CUDA, else CuPy's
 ``matmul``); for the tensor-core matmul (``ops.matmul_tensorcore``, float16 and bfloat16
 inputs, float32 sums): milliseconds, TFLOP/s and % of cuBLAS on the same inputs
-(``torch.matmul`` on float16 / bfloat16 tensors); for seed 000's depthwise 3x3 convolution [1, 256, H, H] (H = 21, 32, 64, 96):
-microseconds next to cuDNN (``torch.nn.functional.conv2d``, groups = channels) and the speed-up.
+(``torch.matmul`` on float16 / bfloat16 tensors); for seed 000's depthwise 3x3 convolution
+[1, 256, H, H] (H = 21, 32, 64, 96): microseconds next to cuDNN
+(``torch.nn.functional.conv2d``, groups = channels) and the speed-up.
 Without a CUDA device it says so, builds every schedule (source and PTX) and measures nothing.
 """
 from __future__ import annotations
