@@ -6,8 +6,11 @@ timed next to the vendor library in the same run.
 
 Prints, for seed 001's matmul ladder (float32, TF32 off): milliseconds, GFLOP/s, % of the
 device's float32 peak and % of cuBLAS (``torch.matmul`` when PyTorch has CUDA, else CuPy's
-``matmul``); for seed 000's depthwise 3x3 convolution [1, 256, H, H] (H = 21, 32, 64, 96):
-microseconds next to cuDNN (``torch.nn.functional.conv2d``, groups = channels) and the speed-up.
+``matmul``); for the tensor-core matmul (``ops.matmul_tensorcore``, float16 and bfloat16
+inputs, float32 sums): milliseconds, TFLOP/s and % of cuBLAS on the same inputs
+(``torch.matmul`` on float16 / bfloat16 tensors); for seed 000's depthwise 3x3 convolution
+[1, 256, H, H] (H = 21, 32, 64, 96): microseconds next to cuDNN
+(``torch.nn.functional.conv2d``, groups = channels) and the speed-up.
 Without a CUDA device it says so, builds every schedule (source and PTX) and measures nothing.
 """
 from __future__ import annotations
@@ -91,6 +94,44 @@ def matmul_rows(size: int, repeat: int, lib, peak: float) -> None:
               f"GFLOP/s {100 * flops / seconds / peak:6.1f} % of peak {share}  {ok}")
 
 
+TENSORCORE_DTYPES = ("float16", "bfloat16")
+
+
+def tensorcore_rows(size: int, repeat: int) -> None:
+    """The tensor-core matmul next to cuBLAS (torch) on the same 16-bit inputs."""
+    import ml_dtypes
+    rng = np.random.default_rng(2)
+    flops = 2.0 * size ** 3
+    for dtype in TENSORCORE_DTYPES:
+        host = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dtype]
+        a = rng.standard_normal((size, size), dtype="float32").astype(host)
+        b = rng.standard_normal((size, size), dtype="float32").astype(host)
+        mod = pl.build(ops.matmul_tensorcore(size, size, size, dtype=dtype), target="cuda")
+        expected = a.astype(np.float32) @ b.astype(np.float32)
+        got = mod(a, b)
+        error = float(np.max(np.abs(got - expected)) / max(1.0, np.max(np.abs(expected))))
+        ok = "ok" if error < 1e-4 else f"WRONG (relative error {error:.2e})"
+        line = f"tensor cores {dtype}"
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                raise ImportError
+        except ImportError:
+            seconds = mod.benchmark(a, b, repeat=repeat)
+            print(f"{line:<24} {seconds * 1e3:9.3f} ms {flops / seconds / 1e12:7.1f} TFLOP/s "
+                  f"(no torch with CUDA: no cuBLAS to compare)  {ok}")
+            continue
+        tdt = getattr(torch, dtype)
+        da = torch.from_numpy(a.astype(np.float32)).to(tdt).cuda()
+        db = torch.from_numpy(b.astype(np.float32)).to(tdt).cuda()
+        dc = torch.empty((size, size), dtype=torch.float32, device="cuda")
+        base = time_call(lambda: torch.matmul(da, db), torch.cuda.synchronize, repeat)
+        seconds = mod.benchmark(da, db, dc, repeat=repeat)
+        print(f"{'cuBLAS ' + dtype:<24} {base * 1e3:9.3f} ms {flops / base / 1e12:7.1f} TFLOP/s")
+        print(f"{line:<24} {seconds * 1e3:9.3f} ms {flops / seconds / 1e12:7.1f} TFLOP/s "
+              f"{100 * base / seconds:6.1f} % of cuBLAS  {ok}")
+
+
 def depthwise_rows(repeat: int, lib) -> None:
     rng = np.random.default_rng(1)
     for h in DEPTHWISE_SIZES:
@@ -132,6 +173,9 @@ def main() -> int:
             for kind, schedule in DEPTHWISE.items():
                 mod = pl.build(schedule(1, 256, h, h), target="cuda")
                 print(f"  depthwise H={h:<3} {kind:<12} {len(mod.ptx.splitlines()):6d} lines of PTX")
+        for dtype in TENSORCORE_DTYPES:     # symbolic sizes: the fixed ones take long to check
+            mod = pl.build(ops.matmul_tensorcore(dtype=dtype), target="cuda")
+            print(f"  tensor cores {dtype:<8} {len(mod.ptx.splitlines()):6d} lines of PTX")
         return 0
     props = device_properties()
     print(f"{props.name}: {props.sms} SMs at {props.clock_ghz:.2f} GHz, float32 peak "
@@ -139,6 +183,8 @@ def main() -> int:
     lib = reference_library()
     print(f"matmul {args.size}^3 float32 (TF32 off)")
     matmul_rows(args.size, args.repeat, lib, props.fp32_peak)
+    print(f"matmul {args.size}^3 float16 / bfloat16 inputs, float32 sums, tensor cores")
+    tensorcore_rows(args.size, args.repeat)
     print("depthwise 3x3, stride 1, SAME padding")
     depthwise_rows(args.repeat, lib)
     return 0

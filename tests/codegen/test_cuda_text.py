@@ -20,7 +20,7 @@ def test_seed_tiled_matmul_in_cuda_spelling():
     source = cuda_source(tiled_matmul(True))
     assert 'extern "C" __global__ void __launch_bounds__(256) loopy_kernel(' in source
     assert "const float *__restrict__ a" in source and "float *__restrict__ c" in source
-    assert "__shared__ __align__(16) float a_fetch[16][16];" in source
+    assert "__shared__ __align__(32) float a_fetch[16][16];" in source
     assert "(long long)blockIdx.y" in source and "(long long)threadIdx.x" in source
     assert source.count("__syncthreads();") == 2       # where the barrier analysis put them
     assert "static __device__ __forceinline__ long long pl_floordiv_i64" in source

@@ -15,6 +15,7 @@ from ..ir.expr import (BinOp, BinOpKind, Cast, Const, Expr, Load, Reduce, Select
                        UnaryKind, Var, VarKind)
 from ..ir.extern import Extern
 from ..ir.loops import For
+from .half import rounded, widen
 from .index_checks import needs_check
 from .tables import CONDITIONAL, HELPER_OPERATORS, MULTIPLICATIVE, POSTFIX, UNARY
 
@@ -38,6 +39,12 @@ class CExpressions:
             self.index_depth -= 1
 
     def _expr(self, e: Expr) -> tuple[str, int]:
+        wide = widen(e, self.stored_halves) if self.stored_halves else None
+        if wide is not None:    # a 16-bit float the target stores only: computed in float32
+            inner, back = wide
+            if back is None:
+                return self._expr(inner)
+            return f"{self.from_float(back)}({self.expr(inner)})", POSTFIX
         if isinstance(e, Const):
             return self.literal(e)
         if isinstance(e, Var):
@@ -53,7 +60,7 @@ class CExpressions:
         if isinstance(e, Unary):
             return self._unary(e)
         if isinstance(e, Cast):
-            return f"({self.type_name(e.dtype)}){self._operand(e.value, UNARY)}", UNARY
+            return self._cast(e)
         if isinstance(e, Extern):
             return self._extern(e), POSTFIX
         if isinstance(e, Select):
@@ -64,6 +71,25 @@ class CExpressions:
             raise BuildError(f"reduction {e} reached code generation; lowering turns "
                              "reductions into an init and an update statement")
         raise BuildError(f"cannot print expression node {type(e).__name__}")
+
+    def _cast(self, e: Cast) -> tuple[str, int]:
+        src, dst = e.value.dtype, e.dtype
+        if src is dst and src in self.stored_halves:
+            return self._expr(e.value)
+        if src in self.stored_halves:       # widen, then convert from float32 as C does
+            text = f"{self.to_float(src)}({self.expr(e.value)})"
+            if isinstance(e.value, Const):  # the constant rounded to its dtype, as a float
+                text = self._float_literal(Const(rounded(e.value.value, src), DType.FLOAT32))
+            if dst is DType.FLOAT32:
+                return text, POSTFIX
+            if dst in self.stored_halves:
+                return f"{self.from_float(dst)}({text})", POSTFIX
+            return f"({self.type_name(dst)}){text}", UNARY
+        if dst in self.stored_halves:
+            value = self.expr(e.value) if src is DType.FLOAT32 else \
+                f"(float){self._operand(e.value, UNARY)}"
+            return f"{self.from_float(dst)}({value})", POSTFIX
+        return f"({self.type_name(dst)}){self._operand(e.value, UNARY)}", UNARY
 
     def _extern(self, e: Extern) -> str:
         fn = e.function
@@ -197,7 +223,11 @@ class CExpressions:
 
     def _float_literal(self, c: Const) -> str:
         if c.dtype is DType.FLOAT16:     # a float literal rounded to half, typed as one
-            return f"({self.type_name(c.dtype)}){float(np.float16(c.value))!r}f"
+            with np.errstate(over="ignore"):
+                v = float(np.float16(c.value))
+            text = f"{v!r}f" if math.isfinite(v) else \
+                "NAN" if math.isnan(v) else "-INFINITY" if v < 0 else "INFINITY"
+            return f"({self.type_name(c.dtype)}){text}"
         with np.errstate(over="ignore"):
             v = float(np.float32(c.value)) if c.dtype is DType.FLOAT32 else float(c.value)
         if math.isfinite(v):

@@ -11,11 +11,13 @@ from typing import Mapping
 
 from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
-from ..ir.expr import BinOpKind, Const, Expr, Load, ReduceKind, UnaryKind, Var, VarKind, binop
+from ..ir.expr import (BinOp, BinOpKind, Const, Expr, Load, ReduceKind, UnaryKind, Var, VarKind,
+                       binop)
 from ..ir.extern import ExternFunction
 from ..ir.loops import Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Prefetch, Store
 from ..ir.program import Buffer, BufferRole
 from ..ir.simplify import simplify
+from .half import emit_conversions, from_float_name, to_float_name
 from .helpers import Helper, HelperKind, emit_helper, helper
 from .index_checks import C_CHECK_HELPER, IndexSite, needs_check
 from .names import NameKind, Names
@@ -26,6 +28,10 @@ from .temps import temp_homes
 from .cexpr import CExpressions
 from .flatten import flat_offset
 from .writer import CodeWriter
+
+# a reduction update of a stored-only 16-bit float, as the operation it repeats
+HALF_REDUCTIONS = {ReduceKind.SUM: BinOpKind.ADD, ReduceKind.PROD: BinOpKind.MUL,
+                   ReduceKind.MAX: BinOpKind.MAX, ReduceKind.MIN: BinOpKind.MIN}
 
 CACHE_LINE = 64    # bytes: one software prefetch per line
 
@@ -53,6 +59,9 @@ class CFamilyPrinter(CExpressions):
     int_limits: Mapping[DType, tuple[int, int, str]] = C_INT_LIMITS
     restrict = "restrict"
     helper_qualifier = "static inline"
+    # 16-bit float dtypes stored but computed in float32 (``half.py``): C has _Float16, but
+    # gcc 12 knows no __bf16 type on x86-64 (gcc 13 adds it), so bfloat16 is uint16_t bits
+    stored_halves: frozenset[DType] = frozenset({DType.BFLOAT16})
     kernel_prefix = ""
     index_check_helper = C_CHECK_HELPER    # index_checks: the check of one dimension
     fault_words = "pl_fault"               # where the first out-of-range index is recorded
@@ -71,6 +80,7 @@ class CFamilyPrinter(CExpressions):
         self.nonneg: dict[str, list[bool]] = {}  # iterator name -> is it proven >= 0, likewise
         self.index_depth = 0     # > 0 while printing index arithmetic (see ``index_expr``)
         self.helpers: set[Helper] = set()
+        self.conversions: set[str] = set()      # 16-bit float conversion helpers used (half.py)
         self.intrinsics: dict[str, str] = {}    # function name -> C source (tensorize)
         self.externs: dict[str, ExternFunction] = {}   # pl.extern functions called
         self.local_temps, self.function_temps = temp_homes(kernel)
@@ -86,6 +96,16 @@ class CFamilyPrinter(CExpressions):
         except KeyError:
             raise BuildError(f"dtype {d} has no type on target '{self.target}'; store the data "
                              "as float32 (or a supported integer type) for this target") from None
+
+    def to_float(self, d: DType) -> str:
+        """The function that widens a stored-only 16-bit float to float32."""
+        self.conversions.add(to_float_name(d))
+        return to_float_name(d)
+
+    def from_float(self, d: DType) -> str:
+        """The function that rounds a float32 to a stored-only 16-bit float (nearest even)."""
+        self.conversions.add(from_float_name(d))
+        return from_float_name(d)
 
     def math_function(self, op: UnaryKind, d: DType) -> str:
         try:
@@ -224,6 +244,8 @@ class CFamilyPrinter(CExpressions):
             emit_helper(w, h, qualifier=self.helper_qualifier, types=self.types,
                         unsigned_types=self.unsigned_types, libm_suffix=self.libm_suffix)
             w.line()
+        emit_conversions(w, self.conversions, target=self.target, qualifier=self.helper_qualifier,
+                         storage=self.types.get(DType.BFLOAT16, "uint16_t"))
         for fn in self.externs.values():        # the user's C definitions, as written
             if fn.source:
                 w.lines(fn.source.strip("\n").splitlines())
@@ -342,6 +364,13 @@ class CFamilyPrinter(CExpressions):
 
     def _emit_store(self, w: CodeWriter, node: Store) -> None:
         target = self.element(node.buffer, node.indices)
+        d = node.value.dtype
+        if node.reduction is not None and d in self.stored_halves:
+            # ``+=`` on the bits would be wrong: read, combine in float32, round, store
+            current = Load(node.buffer, node.indices, d)
+            combined = BinOp(HALF_REDUCTIONS[node.reduction], current, node.value, d)
+            w.statement(f"{target} = {self.expr(combined)}")
+            return
         value = self.expr(node.value)
         if node.reduction is None:
             w.statement(f"{target} = {value}")

@@ -9,23 +9,31 @@ unrolled loops get ``#pragma unroll``; pointers are ``__restrict__``; each kerne
 ``__launch_bounds__`` of its block size and is ``extern "C"`` so that its name is the one the
 host launches. A vectorized loop of 4 lanes reads its contiguous, provably 16-byte-aligned
 float32 elements as ``float4`` (``cuda_vector.py``); any other vectorized loop stays a scalar
-loop under ``#pragma unroll``, with a comment saying why.
+loop under ``#pragma unroll``, with a comment saying why. float16 and bfloat16 are ``__half`` and
+``__nv_bfloat16``, computed in float32 (``half.py``); a tensor intrinsic whose CUDA body is
+warp-collective (tensor cores) is called by the 32 lanes of the warp.
 """
 from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir.dtypes import DType
-from ..ir.loops import Barrier, For, LoopKind, Prefetch
+from ..ir.loops import Barrier, Call, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..ir.thread_axis import AxisLevel
-from ..lower.launches import DeviceProgram, Launch
+from ..lower.launches import WARP_LANES, DeviceProgram, Launch
+from ..schedule.tensorize import DeviceBody
 from .cuda_vector import Float4Loop
 from .gpu import GpuPrinter, emit_program_header
 from .tables import C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS
 from .writer import CodeWriter
 
 CUDA_TYPES = {DType.BOOL: "bool", DType.INT32: "int", DType.INT64: "long long",
-              DType.FLOAT32: "float", DType.FLOAT64: "double"}
+              DType.FLOAT32: "float", DType.FLOAT64: "double", DType.FLOAT16: "__half",
+              DType.BFLOAT16: "__nv_bfloat16"}
+# 16-bit floats are loaded and stored as themselves and computed in float32 (``half.py``)
+# with CUDA's own conversions (round to nearest even); the headers define them
+HALF_CONVERSIONS = {DType.FLOAT16: ("__half2float", "__float2half_rn", "cuda_fp16.h"),
+                    DType.BFLOAT16: ("__bfloat162float", "__float2bfloat16_rn", "cuda_bf16.h")}
 CUDA_UNSIGNED_TYPES = {DType.INT32: "unsigned int", DType.INT64: "unsigned long long"}
 # no header defines INT_MIN under NVRTC: the lowest value is written as an expression
 CUDA_INT_LIMITS = {DType.INT32: (-2**31, 2**31 - 1, "(-2147483647 - 1)"),
@@ -39,7 +47,10 @@ CUDA_KEYWORDS = C_KEYWORDS | frozenset("""
 INDEX_VARIABLES = {AxisLevel.GROUP: "blockIdx", AxisLevel.ITEM: "threadIdx"}
 SCOPE_QUALIFIERS = {MemScope.GLOBAL: "", MemScope.SHARED: "__shared__ ", MemScope.LOCAL: ""}
 MAX_BLOCK = 1024            # threads per block on every CUDA GPU
-VECTOR_ALIGNMENT = 16       # bytes; __shared__ arrays are declared with __align__(16)
+WARP_SIZE = 32
+# bytes; __shared__ arrays are declared with __align__(32): float4 accesses need 16, tensor-core
+# fragment loads and stores (wmma::load_matrix_sync) 32
+VECTOR_ALIGNMENT = 32
 
 
 class CudaPrinter(GpuPrinter):
@@ -60,13 +71,31 @@ class CudaPrinter(GpuPrinter):
     helper_qualifier = "static __device__ __forceinline__"
     kernel_prefix = 'extern "C" __global__ void '
     reserved = CUDA_KEYWORDS | {"args", "params"}
+    stored_halves = frozenset(HALF_CONVERSIONS)
 
-    def __init__(self, kernel, block_size: int = 1) -> None:
+    def __init__(self, kernel, block_size: int = 1,
+                 block_dims: tuple[int, int, int] | None = None) -> None:
         super().__init__(kernel)
         self.block_size = block_size
+        self.block_dims = block_dims or (block_size, 1, 1)
+        self.warp_depth = 0     # > 0 inside the lanes loop of a warp-collective call
+        self.cuda_headers: set[str] = set()     # what the kernel's types and calls need
 
     def address_space(self, buffer: Buffer) -> str:
         return SCOPE_QUALIFIERS[buffer.scope]
+
+    def type_name(self, d: DType) -> str:
+        if d in HALF_CONVERSIONS:
+            self.cuda_headers.add(HALF_CONVERSIONS[d][2])
+        return super().type_name(d)
+
+    def to_float(self, d: DType) -> str:
+        self.cuda_headers.add(HALF_CONVERSIONS[d][2])
+        return HALF_CONVERSIONS[d][0]
+
+    def from_float(self, d: DType) -> str:
+        self.cuda_headers.add(HALF_CONVERSIONS[d][2])
+        return HALF_CONVERSIONS[d][1]
 
     def thread_index(self, loop: For) -> str:
         if loop.thread is None:
@@ -77,11 +106,40 @@ class CudaPrinter(GpuPrinter):
     def barrier(self, node: Barrier) -> str:
         return "__syncthreads()"
 
+    # warp-collective tensor intrinsics (tensor cores) ------------------------------------------
+    def emit_thread_loop(self, w: CodeWriter, loop: For) -> None:
+        """The ``threadIdx.x`` loop of one iteration around a warp-collective call is no guard
+        here: all 32 lanes make the call (its body synchronizes the warp)."""
+        if WARP_LANES not in loop.annotations:
+            super().emit_thread_loop(w, loop)
+            return
+        w.comment("all 32 lanes of the warp make this call together (tensor cores)")
+        self.warp_depth += 1
+        try:
+            self.emit(w, loop.body)
+        finally:
+            self.warp_depth -= 1
+
+    def check_warp_call(self, node: Call, body: DeviceBody) -> None:
+        if self.block_dims[0] != WARP_SIZE or not self.warp_depth:
+            raise BuildError(
+                f"tensor intrinsic '{node.function}' in kernel '{self.kernel.name}' is run by "
+                f"the {WARP_SIZE} lanes of a warp together: the kernel needs exactly "
+                f"{WARP_SIZE} threads on threadIdx.x (it has {self.block_dims[0]}) and the "
+                "tensorized loops must not be under a threadIdx.x loop; bind other loops "
+                f"(e.g. the shared-memory copies) to threadIdx.x with {WARP_SIZE} threads and "
+                "the warps' loops to threadIdx.y/z")
+        self.cuda_headers.add("mma.h")
+
     def emit_prefetch(self, w: CodeWriter, node: Prefetch) -> None:
         w.comment(f"prefetch of {node.buffer}: the GPU's caches need no software prefetch")
 
     def _wide_int64(self, v: int) -> str:
         return f"{v}LL"
+
+    def headers(self) -> set[str]:
+        """The CUDA headers this kernel's code needs (16-bit floats, tensor-core fragments)."""
+        return set(self.cuda_headers)
 
     def kernel_header(self, params: list[str]) -> str:
         return (f"{self.kernel_prefix}__launch_bounds__({self.block_size}) "
@@ -128,17 +186,24 @@ def generate_cuda(program: DeviceProgram) -> str:
     >>> "__launch_bounds__(128)" in source, "blockIdx.x" in source
     (True, True)
     """
-    printers = [CudaPrinter(x.kernel, block_size=_block_size(x)) for x in program.launches]
+    printers = [CudaPrinter(x.kernel, block_size=_block_size(x), block_dims=x.items)
+                for x in program.launches]
     kernels = CodeWriter()
     for p in printers:
         p.emit_kernel(kernels)
         kernels.line()
     w = CodeWriter()
     emit_program_header(w, program, target="CUDA", verb="launched", launch_text=launch_text)
+    headers = sorted(set().union(*(p.headers() for p in printers)))
+    for header in headers:
+        w.line(f"#include <{header}>")
+    if headers:
+        w.line()
     if printers:
         helpers = CudaPrinter(program.launches[0].kernel)
         for p in printers:
             helpers.helpers |= p.helpers
+            helpers.intrinsics |= p.intrinsics
         helpers.emit_prelude(w)
     w.lines(kernels.text().splitlines())
     return w.text()

@@ -8,7 +8,7 @@ value is such a load (a copy) becomes one ``float4`` store. A load or store qual
 last index is ``var + (terms without var)``, no other index mentions ``var``, its buffer has a
 constant shape, and its offset at the first lane is a multiple of 4 elements (16 bytes; the
 runtime checks that argument pointers are 16-byte aligned and shared arrays are declared
-``__align__(16)``). A buffer the loop writes is never read as a vector (a lane would see the
+``__align__(32)``). A buffer the loop writes is never read as a vector (a lane would see the
 old value), nor is a load under a condition (it might not exist). Registers ('local' scope)
 are left scalar: a vector view of a register array forces it into memory.
 """

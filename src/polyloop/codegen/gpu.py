@@ -16,9 +16,10 @@ from typing import Callable
 from ..errors import BuildError
 from ..ir.dtypes import INDEX
 from ..ir.expr import BinOpKind, Const, Expr, binop
-from ..ir.loops import For, LoopKind
+from ..ir.loops import Call, For, LoopKind, Region
 from ..ir.program import Buffer, BufferRole, MemScope
-from ..lower.launches import EXACT_GRID, DeviceProgram, Launch
+from ..lower.launches import EXACT_GRID, WARP_LANES, DeviceProgram, Launch
+from ..schedule.tensorize import DeviceBody, lookup
 from .cfamily import CFamilyPrinter
 from .names import NameKind
 from .vector_plan import affine
@@ -60,8 +61,40 @@ class GpuPrinter(CFamilyPrinter):
         finally:
             self.bound[loop.var].pop()
 
+    # tensor intrinsics ---------------------------------------------------------------------------
+    def emit_call(self, w: CodeWriter, node: Call) -> None:
+        """``f(&C[...], &A[...], ..., strides, trip counts)`` with the intrinsic's body for this
+        target (``TensorIntrin(devices=...)``), defined once per program in the prelude."""
+        intrin = lookup(node.function)
+        body = intrin.devices.get(self.target)
+        if body is None:
+            raise BuildError(f"kernel '{self.kernel.name}' calls tensor intrinsic "
+                             f"'{node.function}' (tensorize), which has no {self.target} "
+                             "implementation; build with target \"c\", or use an intrinsic "
+                             "with device bodies (polyloop.intrin.wmma_intrin)")
+        regions = [a for a in node.args if isinstance(a, Region)]
+        spaces = tuple(self.address_space(self.buffers[r.buffer]) for r in regions)
+        name = self.device_function_name(node.function, spaces)
+        source = body.source(name, spaces)
+        if self.intrinsics.setdefault(name, source) != source:
+            raise BuildError(f"two tensor intrinsics named '{name}' with different bodies in "
+                             "one program; give them different names")
+        if body.warp:
+            self.check_warp_call(node, body)
+        args = [f"&{self.element(a.buffer, a.indices)}" if isinstance(a, Region)
+                else self.expr(a) for a in node.args]
+        w.statement(f"{name}({', '.join(args)})")
+
+    def device_function_name(self, function: str, spaces: tuple[str, ...]) -> str:
+        """The name of the intrinsic's function for operands in ``spaces``."""
+        return function
+
+    def check_warp_call(self, node: Call, body: DeviceBody) -> None:
+        """A target that runs warp-collective bodies checks the launch shape here."""
+
     def annotation_lines(self, loop: For) -> list[str]:
-        return [f"{k}: {v}" for k, v in loop.annotations if (k, v) != EXACT_GRID]
+        return [f"{k}: {v}" for k, v in loop.annotations if (k, v) not in (EXACT_GRID,
+                                                                             WARP_LANES)]
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.UNROLLED:

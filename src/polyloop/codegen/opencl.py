@@ -23,10 +23,12 @@ from .index_checks import OPENCL_CHECK_HELPER, IndexSite
 from .tables import C_KEYWORDS, POSTFIX, UNARY
 from .writer import CodeWriter
 
-# float16 needs the cl_khr_fp16 extension, which is not assumed: it has no entry
+# half arithmetic needs the cl_khr_fp16 extension, which is not assumed (PoCL lacks it): float16
+# and bfloat16 are stored as their bits and computed in float32 (``half.py``)
 OPENCL_TYPES = {DType.BOOL: "bool", DType.INT32: "int", DType.INT64: "long",
                 DType.FLOAT32: "float", DType.FLOAT64: "double", DType.INT8: "char",
-                DType.UINT8: "uchar", DType.INT16: "short"}
+                DType.UINT8: "uchar", DType.INT16: "short", DType.FLOAT16: "ushort",
+                DType.BFLOAT16: "ushort"}
 OPENCL_UNSIGNED_TYPES = {DType.INT32: "uint", DType.INT64: "ulong", DType.INT8: "uchar",
                          DType.UINT8: "uchar", DType.INT16: "ushort"}
 # OpenCL's math built-ins are overloaded on float and double.
@@ -57,6 +59,7 @@ INDEX_FUNCTIONS = {AxisLevel.GROUP: "get_group_id", AxisLevel.ITEM: "get_local_i
 WRAPPING_OPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
 WRAPPING_TYPES = frozenset({DType.INT32, DType.INT64})
 ADDRESS_SPACES = {MemScope.GLOBAL: "__global ", MemScope.SHARED: "__local ", MemScope.LOCAL: ""}
+SPACE_LETTERS = {"__global ": "g", "__local ": "l", "": "p"}
 
 
 class OpenCLPrinter(GpuPrinter):
@@ -72,9 +75,15 @@ class OpenCLPrinter(GpuPrinter):
     reserved = OPENCL_KEYWORDS | {"args", "params", "pl_fault", "pl_index_ok"}
     kernel_prefix = "__kernel void "
     index_check_helper = OPENCL_CHECK_HELPER
+    stored_halves = frozenset({DType.FLOAT16, DType.BFLOAT16})
 
     def address_space(self, buffer: Buffer) -> str:
         return ADDRESS_SPACES[buffer.scope]
+
+    def device_function_name(self, function: str, spaces: tuple[str, ...]) -> str:
+        """OpenCL C pointers carry their address space: one function per combination
+        (``_glp``: global, local, private operands)."""
+        return f"{function}_{''.join(SPACE_LETTERS[s] for s in spaces)}"
 
     def _binary(self, e: BinOp) -> tuple[str, int]:
         """``as_int((uint)a + (uint)b)`` for signed arithmetic on values read from memory:
@@ -173,6 +182,8 @@ def generate_opencl_unit(program: DeviceProgram) -> OpenCLUnit:
         helpers = OpenCLPrinter(program.launches[0].kernel)
         for p in printers:
             helpers.helpers |= p.helpers
+            helpers.conversions |= p.conversions
+            helpers.intrinsics |= p.intrinsics
         helpers.index_sites = sites
         helpers.emit_prelude(prelude)
     if "double" in kernels.text() or "double" in prelude.text():

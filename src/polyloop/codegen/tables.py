@@ -28,7 +28,8 @@ REDUCTION_HELPERS = {ReduceKind.MAX: HelperKind.MAX, ReduceKind.MIN: HelperKind.
 
 C_TYPES = {DType.BOOL: "bool", DType.INT32: "int32_t", DType.INT64: "int64_t",
            DType.FLOAT32: "float", DType.FLOAT64: "double", DType.INT8: "int8_t",
-           DType.UINT8: "uint8_t", DType.INT16: "int16_t", DType.FLOAT16: "_Float16"}
+           DType.UINT8: "uint8_t", DType.INT16: "int16_t", DType.FLOAT16: "_Float16",
+           DType.BFLOAT16: "uint16_t"}    # bfloat16: its bits (codegen.half)
 C_UNSIGNED_TYPES = {DType.INT32: "uint32_t", DType.INT64: "uint64_t", DType.INT8: "uint8_t",
                     DType.UINT8: "uint8_t", DType.INT16: "uint16_t"}
 C_LIBM_SUFFIX = {DType.FLOAT32: "f", DType.FLOAT64: ""}

@@ -24,7 +24,7 @@ _UNARY_FUNCTIONS = {"sqrt": UnaryKind.SQRT, "exp": UnaryKind.EXP, "log": UnaryKi
 _REDUCTIONS = {"sum": ReduceKind.SUM, "max": ReduceKind.MAX, "min": ReduceKind.MIN}
 # rules calling rules: deeper than this is a rule that calls itself
 _MAX_EXPANSION = 32
-_CASTS = {"float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64"}
+_CASTS = {"float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64"}
 FUNCTIONS = sorted(set(_UNARY_FUNCTIONS) | set(_REDUCTIONS) | _CASTS | {"where", "if"})
 
 
@@ -259,7 +259,8 @@ def _power(base: Expr, exponent: Expr, s: Syntax) -> Expr:
 
 
 _RANK = {DType.BOOL: 0, DType.INT8: 1, DType.UINT8: 1, DType.INT16: 2, DType.INT32: 3,
-         DType.INT64: 4, DType.FLOAT16: 5, DType.FLOAT32: 6, DType.FLOAT64: 7}
+         DType.INT64: 4, DType.FLOAT16: 5, DType.BFLOAT16: 5, DType.FLOAT32: 6,
+         DType.FLOAT64: 7}
 
 
 def join_dtypes(a: tuple[DType, bool] | None, b: tuple[DType, bool]) -> tuple[DType, bool]:

@@ -17,7 +17,8 @@ from ..errors import ArgumentError, ScheduleError
 from ..frontend import te
 from ..schedule.tensorize import BUILTIN_PREFIX, TensorIntrin, register_factory
 from ..util.isa import host_isa
-from . import sources
+from . import sources, tensorcore
+from .tensorcore import wmma_intrin
 
 # (rows, cols) each ISA supports: cols is a whole number of vectors, and rows * cols / lanes
 # accumulators plus the B vectors and one broadcast fit in the register file
@@ -133,5 +134,6 @@ def builtin(name: str) -> TensorIntrin:
 
 
 register_factory(BUILTIN_PREFIX, builtin)
+register_factory(tensorcore.PREFIX, tensorcore.builtin_wmma)
 
-__all__ = ["ISAS", "TILES", "builtin", "dot_intrin", "gemm_intrin", "host_kind"]
+__all__ = ["ISAS", "TILES", "builtin", "dot_intrin", "gemm_intrin", "host_kind", "wmma_intrin"]

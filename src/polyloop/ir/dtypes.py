@@ -21,10 +21,19 @@ class DType(enum.Enum):
     UINT8 = "uint8"
     INT16 = "int16"
     FLOAT16 = "float16"
+    # bfloat16 (8 exponent bits, 7 mantissa bits): computed in float32 and rounded to nearest
+    # even when stored; NumPy arrays of it come from ``ml_dtypes`` (the ``bf16`` extra)
+    BFLOAT16 = "bfloat16"
 
     @property
     def is_float(self) -> bool:
-        return self in (DType.FLOAT16, DType.FLOAT32, DType.FLOAT64)
+        return self in (DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32, DType.FLOAT64)
+
+    @property
+    def is_half(self) -> bool:
+        """A 16-bit float (float16 or bfloat16): stored in 16 bits, computed in float32 where
+        the target has no arithmetic of its own."""
+        return self in (DType.FLOAT16, DType.BFLOAT16)
 
     @property
     def is_int(self) -> bool:
@@ -32,11 +41,13 @@ class DType(enum.Enum):
 
     @property
     def numpy(self) -> np.dtype:
+        if self is DType.BFLOAT16:
+            return bfloat16_numpy()
         return np.dtype(self.value)
 
     @property
     def itemsize(self) -> int:
-        return self.numpy.itemsize
+        return 2 if self is DType.BFLOAT16 else self.numpy.itemsize
 
     def __str__(self) -> str:
         return self.value
@@ -56,9 +67,9 @@ def as_dtype(value: object) -> DType:
         name = np.dtype(value).name  # type: ignore[arg-type]
     except TypeError:
         name = str(value)
-    if name == "bfloat16" or str(value) == "bfloat16":
-        raise PolyloopError("bfloat16 is not supported: NumPy has no bfloat16 arrays to pass; "
-                            "store the data as float16 or float32")
+    if name == "bfloat16" or str(value) == "bfloat16" or getattr(value, "__name__", "") \
+            == "bfloat16":
+        return DType.BFLOAT16
     if name not in _SPELLINGS:
         valid = ", ".join(sorted(_SPELLINGS))
         raise PolyloopError(f"unsupported dtype {value!r}; valid dtypes are {valid}")
@@ -66,7 +77,22 @@ def as_dtype(value: object) -> DType:
 
 
 _RANK = {DType.BOOL: 0, DType.INT8: 1, DType.UINT8: 1, DType.INT16: 2, DType.INT32: 3,
-         DType.INT64: 4, DType.FLOAT16: 5, DType.FLOAT32: 6, DType.FLOAT64: 7}
+         DType.INT64: 4, DType.FLOAT16: 5, DType.BFLOAT16: 5, DType.FLOAT32: 6,
+         DType.FLOAT64: 7}
+
+
+def bfloat16_numpy() -> np.dtype:
+    """NumPy's dtype for bfloat16 arrays, from ``ml_dtypes`` (NumPy has none of its own).
+
+    >>> bfloat16_numpy().name
+    'bfloat16'
+    """
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise PolyloopError("bfloat16 arrays need the ml_dtypes package (NumPy has no bfloat16 "
+                            "dtype): pip install 'polyloop[bf16]'") from None
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def promote(a: DType, a_weak: bool, b: DType, b_weak: bool, *, what: str) -> tuple[DType, bool]:
@@ -94,4 +120,5 @@ def promote(a: DType, a_weak: bool, b: DType, b_weak: bool, *, what: str) -> tup
 def c_name(d: DType) -> str:
     return {DType.BOOL: "bool", DType.INT32: "int32_t", DType.INT64: "int64_t",
             DType.FLOAT32: "float", DType.FLOAT64: "double", DType.INT8: "int8_t",
-            DType.UINT8: "uint8_t", DType.INT16: "int16_t", DType.FLOAT16: "_Float16"}[d]
+            DType.UINT8: "uint8_t", DType.INT16: "int16_t", DType.FLOAT16: "_Float16",
+            DType.BFLOAT16: "uint16_t"}[d]

@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 from ..errors import BuildError
 from ..ir.dtypes import DType
 from ..ir.expr import Const, Expr, free_vars, loads
-from ..ir.loops import (Barrier, Block, For, If, Kernel, LoopKind, Node, Store, iter_nodes,
+from ..ir.loops import (Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Store, iter_nodes,
                         map_children)
 from ..ir.printer import loops_to_str
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
@@ -27,6 +27,7 @@ from ..poly import gpu
 from ..poly.hardware_ids import HARDWARE_ID, HardwareLoop
 from ..poly.isl_text import iterator_expr
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
+from ..schedule.tensorize import lookup
 from .barriers import merge_adjacent
 from .lower import Step, lower, run_steps
 from .storage import place_temporaries
@@ -35,6 +36,9 @@ BARRIER_BUFFER = "__barrier"
 # the annotation of a work-group or work-item loop whose values are the launched ids (plus its
 # start): its id needs no guard
 EXACT_GRID = HARDWARE_ID
+# the annotation of the ``threadIdx.x`` loop of one iteration around a call of a warp-collective
+# tensor intrinsic: the program means lane 0 runs the call; CUDA runs it on the 32 lanes
+WARP_LANES = ("warp_lanes", "the call runs on the 32 lanes of the warp")
 AXES = gpu.AXES
 
 
@@ -325,23 +329,38 @@ def _finish(program: Program, tree: Root, body: Node, items: tuple[int, ...],
              for s, path in gpu.statement_paths(tree).items()}
     fresh = count()
 
-    def go(n: Node, bound: frozenset[str]) -> Node:
-        if isinstance(n, Store):
-            if n.buffer == BARRIER_BUFFER:
+    def go(n: Node, bound: frozenset[str], owner: str = "") -> Node:
+        if isinstance(n, (Store, Call)):
+            if isinstance(n, Store) and n.buffer == BARRIER_BUFFER:
                 return Barrier("global" if "__barrier_g" in n.statement else "local")
             out: Node = n
-            axes = under.get(n.statement, bound)
+            # a copy to or from registers (lower.promote) has no statement: it runs where the
+            # one statement of its block runs
+            axes = under.get(n.statement or owner, bound)
+            warp = isinstance(n, Call) and _warp_collective(n)
             for axis in reversed([a for a in wide if a not in axes]):
+                lanes = warp and axis == ThreadAxis.of(AxisLevel.ITEM, 0)
                 out = For(f"_single_{next(fresh)}", Const(0, DType.INT64, True),
-                          Const(1, DType.INT64, True), out, LoopKind.THREAD, thread=axis)
+                          Const(1, DType.INT64, True), out, LoopKind.THREAD, thread=axis,
+                          annotations=(WARP_LANES,) if lanes else ())
             return out
         inner = bound | {n.thread} if isinstance(n, For) and n.thread else bound
-        out = map_children(n, lambda c: go(c, inner))
+        if isinstance(n, Block):
+            named = {x.statement for x in iter_nodes(n)
+                     if isinstance(x, (Store, Call)) and x.statement}
+            owner = next(iter(named)) if len(named) == 1 else owner
+        out = map_children(n, lambda c: go(c, inner, owner))
         if (isinstance(out, For) and EXACT_GRID not in out.annotations
                 and _fills_grid(program, out, exact.get(out.thread) if out.thread else None)):
             out = replace(out, annotations=out.annotations + (EXACT_GRID,))
         return out
     return go(body, frozenset())
+
+
+def _warp_collective(call: Call) -> bool:
+    """Is ``call`` an intrinsic whose CUDA body the 32 lanes of a warp run together?"""
+    body = lookup(call.function).devices.get("cuda")
+    return body is not None and body.warp
 
 
 def _fills_grid(program: Program, loop: For, count: Expr | None) -> bool:

@@ -21,6 +21,7 @@ from .gpu_conv import (depthwise_conv2d_gpu, depthwise_conv2d_gpu_kernel,
 from .gpu_matmul import (MATMUL_GPU_LADDER, matmul_gpu_float4, matmul_gpu_kernel,
                          matmul_gpu_naive, matmul_gpu_pipelined, matmul_gpu_shared,
                          matmul_gpu_thread_tile)
+from .gpu_tensorcore import matmul_tensorcore, matmul_tensorcore_kernel
 from .softmax import schedule_softmax, softmax
 
 __all__ = ["batch_matmul_relu", "matmul", "matmul_relu", "schedule_batch_matmul_relu",
@@ -31,3 +32,4 @@ __all__ += ["MATMUL_GPU_LADDER", "depthwise_conv2d_gpu", "depthwise_conv2d_gpu_k
             "depthwise_conv2d_gpu_shared",
             "matmul_gpu_float4", "matmul_gpu_kernel", "matmul_gpu_naive", "matmul_gpu_pipelined",
             "matmul_gpu_shared", "matmul_gpu_thread_tile"]
+__all__ += ["matmul_tensorcore", "matmul_tensorcore_kernel"]

@@ -31,7 +31,9 @@ def recompute_domain(program: Program, consumers: dict[str, list[str]], buffer: 
     the elements of ``buffer`` they read; with ``within`` (a producer's domain, one dimension
     per element index) only the elements the producer defines."""
     try:
-        text = fetch_domain(program, consumers, buffer, name, outer, dims)
+        # every element the consumers name (not clipped to a buffer: a rule or a producer
+        # defines its values by its own domain, ``within``)
+        _, text = fetch_domain(program, consumers, buffer, name, outer, dims)
     except ValueError:
         raise ScheduleError(f"no statement under the loop reads '{buffer}'") from None
     if within is None:

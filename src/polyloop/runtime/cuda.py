@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, DeviceError, PolyloopError
+from ..ir.dtypes import DType
 from ..ir.expr import Expr
 from ..ir.program import Buffer, BufferRole
 from .binding import Binder
@@ -238,10 +239,10 @@ class CudaModule:
         device: dict[str, int] = {}
 
         def host(name: str, value: object) -> object:
-            iface = getattr(value, "__cuda_array_interface__", None)
+            iface = _cuda_interface(value)
             if iface is None:
                 return value
-            shape, dtype = tuple(iface["shape"]), np.dtype(iface["typestr"])
+            shape, dtype = tuple(iface["shape"]), iface.get("dtype") or np.dtype(iface["typestr"])
             strides = iface.get("strides")
             if strides is not None and strides != _c_strides(shape, dtype.itemsize):
                 raise ArgumentError(f"argument '{name}' of {self.entry}() must be a "
@@ -258,6 +259,18 @@ class CudaModule:
                     for k, v in enumerate(positional))
         nam = {k: host(k, v) for k, v in named.items()}
         return (pos, nam), device
+
+
+def _cuda_interface(value: object) -> dict | None:
+    """``__cuda_array_interface__`` of a device array, or None for a host one. A torch CUDA
+    bfloat16 tensor has none (the interface has no bfloat16 type string): its pointer, shape
+    and strides are read from the tensor, its dtype is ml_dtypes' bfloat16."""
+    if str(getattr(value, "dtype", "")) == "torch.bfloat16" and getattr(value, "is_cuda", False):
+        itemsize = 2
+        return {"shape": tuple(value.shape), "dtype": DType.BFLOAT16.numpy,  # type: ignore
+                "data": (value.data_ptr(), False),                         # type: ignore
+                "strides": tuple(x * itemsize for x in value.stride())}     # type: ignore
+    return getattr(value, "__cuda_array_interface__", None)
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -91,9 +91,15 @@ class TensorIntrin:
     >>> tile = pl.TensorIntrin(c, impl, name="tile_4x16")
     >>> tile.generated, tile.extents
     (True, (4, 16, None))
+
+    ``devices`` maps a GPU target ("opencl", "cuda") to a ``DeviceBody``: the intrinsic's
+    implementation there (``polyloop.intrin.wmma_intrin`` has both: tensor cores in CUDA, a
+    plain loop nest in OpenCL). Without one, a tensorized nest builds for the C target only.
     """
 
-    def __init__(self, description: object, implementation: object, *, name: str | None = None):
+    def __init__(self, description: object, implementation: object, *, name: str | None = None,
+                 devices: "dict[str, DeviceBody] | None" = None):
+        self.devices: dict[str, DeviceBody] = dict(devices or {})
         program = _as_program(description)
         self.program = program
         self.statement = _update_statement(program)
@@ -156,6 +162,23 @@ class TensorIntrin:
     def __repr__(self) -> str:
         ext = ", ".join(f"{a}={e if e is not None else '?'}" for a, e in zip(self.axes, self.extents))
         return f"TensorIntrin({self.name!r}: {ext})"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceBody:
+    """A tensor intrinsic's implementation on a GPU target ("opencl" or "cuda").
+
+    ``source(name, spaces)``: the source that defines the device function ``name`` for operands
+    in the address spaces ``spaces`` (the target's qualifiers, e.g. ``"__local "``, written
+    operand first; OpenCL needs one function per combination). ``warp``: the function is called
+    by the 32 lanes of a warp together (``threadIdx.x`` is the lane): the nest must not be
+    under a ``threadIdx.x`` loop and the launch must have exactly 32 threads on x. The
+    program's meaning stays the one of a single thread running the nest (lane 0): the body
+    synchronizes the warp (``__syncwarp``) before and after, so that what other lanes read
+    and write is ordered with lane 0's other statements.
+    """
+    source: Callable[[str, tuple[str, ...]], str]
+    warp: bool = False
 
 
 # The built-in micro-kernels (``polyloop.intrin``, one layer up: it builds their descriptions

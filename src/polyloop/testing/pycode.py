@@ -69,6 +69,7 @@ _RUNTIME: dict[str, object] = {
     "to_int32": _wrapping(np.int32, 32), "to_int64": _wrapping(np.int64, 64),
     "to_int8": _wrapping(np.int8, 8), "to_int16": _wrapping(np.int16, 16),
     "to_uint8": _wrapping(np.uint8, 8, signed=False), "to_float16": np.float16,
+    "to_bfloat16": lambda x: DType.BFLOAT16.numpy.type(x),
     "int_floordiv": _floordiv, "int_mod": _mod,
 }
 
