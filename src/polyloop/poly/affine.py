@@ -189,17 +189,23 @@ def total(expr: isl.Map, dom: isl.Set) -> isl.Map:
     >>> total(isl.Map("[n] -> { S[i] -> [i] : 0 <= i < n }"),
     ...       isl.Set("[n] -> { S[i] : 0 <= i < n }"))
     Map("[n] -> { S[i] -> [i] }")
+    >>> total(isl.Map("[n] -> { S[i] -> [0] : i <= 0; S[i] -> [i - 1] : 0 < i < n }"),
+    ...       isl.Set("[n] -> { S[i] : 0 <= i < n }")).domain().is_equal(
+    ...       isl.Set("[n] -> { S[i] }"))
+    True
     """
     m = expr.gist_domain(dom.align_params(expr.get_space())).coalesce()
     known = m.domain()
     missing = isl.Set.universe(known.get_space()).subtract(known)
     if missing.is_empty():
         return m
-    pieces = m.as_pw_multi_aff().get_pieces() if not m.is_empty() else []
+    pieces: list[isl.MultiAff] = []
+    if not m.is_empty():
+        m.as_pw_multi_aff().foreach_piece(lambda _, value: pieces.append(value))
     if not pieces:
         return expr
-    filler = isl.Map.from_multi_aff(pieces[0][1]).intersect_domain(missing)
-    return m.union(filler).coalesce()
+    filler = isl.Map.from_multi_aff(pieces[0]).intersect_domain(missing)
+    return m.union(filler.align_params(m.get_space())).coalesce()
 
 
 def prefix_map(program: Program, stmt: str, exprs: Sequence[str]) -> isl.Map:
