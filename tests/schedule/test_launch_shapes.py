@@ -67,6 +67,24 @@ def test_a_work_item_loop_outside_the_work_groups_is_refused():
                       "work-group loop 'i_0' (blockIdx.x) would run inside loop 'i_1'")
 
 
+@pytest.mark.parametrize("outer, inner", [("blockIdx.x", "blockIdx.x"),
+                                          ("threadIdx.x", "threadIdx.x")])
+def test_two_nested_loops_on_one_gpu_index_are_refused(outer, inner):
+    # once accepted, and the OpenCL kernel ran one loop's values for both: a wrong result
+    sch, (i, j) = transpose_schedule()
+    i0, i1 = sch.split(i, factors=[None, 4])
+    j0, j1 = sch.split(j, factors=[None, 4])
+    sch.reorder(i0, j0, i1, j1)
+    first, second = (i0, j0) if outer.startswith("block") else (i1, j1)
+    if outer.startswith("thread"):
+        sch.bind(i0, "blockIdx.x")
+        sch.bind(j0, "blockIdx.y")
+    sch.bind(first, outer)
+    refused_unchanged(sch, lambda: sch.bind(second, inner),
+                      f"loop '{second.name}' would be bound to {inner}, which loop "
+                      f"'{first.name}' around it already runs on")
+
+
 def test_a_later_primitive_that_breaks_the_launch_shape_is_refused():
     sch = chain_schedule()
     sch.reverse_compute_inline(sch.get_block("D"))      # C's block now computes D

@@ -50,7 +50,28 @@ def shape_problem(program: Program, root: Root) -> ShapeProblem | None:
     """
     for top in root.children:
         if isinstance(top, LoopNode):
-            found = _group_problem(top, []) or _item_problem(program, top)
+            found = (_axis_problem(top, {}) or _group_problem(top, [])
+                     or _item_problem(program, top))
+            if found is not None:
+                return found
+    return None
+
+
+def _axis_problem(node: LoopNode, above: dict) -> ShapeProblem | None:
+    """One GPU index runs one loop: no two nested loops are bound to the same axis."""
+    if node.thread is not None:
+        outer = above.get(node.thread)
+        if outer is not None:
+            return ShapeProblem(
+                node, f"loop '{node.name}' would be bound to {node.thread}, which loop "
+                f"'{outer.name}' around it already runs on, but each GPU index runs one loop "
+                "of a nest",
+                f"bind '{node.name}' to another axis (the .y or .z of the same kind), or fuse "
+                f"it with '{outer.name}' first")
+        above = above | {node.thread: node}
+    for c in node.children:
+        if isinstance(c, LoopNode):
+            found = _axis_problem(c, above)
             if found is not None:
                 return found
     return None
