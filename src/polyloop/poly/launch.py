@@ -66,8 +66,7 @@ def _axis_problem(node: LoopNode, above: dict) -> ShapeProblem | None:
                 node, f"loop '{node.name}' would be bound to {node.thread}, which loop "
                 f"'{outer.name}' around it already runs on, but each GPU index runs one loop "
                 "of a nest",
-                f"bind '{node.name}' to another axis (the .y or .z of the same kind), or fuse "
-                f"it with '{outer.name}' first")
+                f"bind '{node.name}' to another axis of the same kind (.y or .z)")
         above = above | {node.thread: node}
     for c in node.children:
         if isinstance(c, LoopNode):
