@@ -154,9 +154,9 @@ class Module:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.library.path, dest)
         header = dest.with_suffix(".h")
+        checks = _exports(self.library.path, f"{self.entry}_check_sizes")
         lines = header_lines(self.entry, self.args, self.params, self.signature,
-                             self._binder.assumptions,
-                             checks_sizes=_exports(self.library.path, f"{self.entry}_check_sizes"))
+                             self._binder.assumptions, checks_sizes=checks)
         header.write_text("\n".join(lines) + "\n")
         return dest, header
 
