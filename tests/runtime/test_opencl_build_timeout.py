@@ -52,6 +52,22 @@ def test_a_hanging_driver_build_is_abandoned_with_a_build_error(monkeypatch, sho
         release.set()
 
 
+def test_a_device_whose_probe_build_hangs_is_not_chosen(monkeypatch, short_timeout):
+    release = threading.Event()
+
+    def hanging(cl, context, source, cache_dir):
+        release.wait(20)
+        raise RuntimeError("released")
+    monkeypatch.setattr(opencl, "driver_build", hanging)
+    monkeypatch.setattr(opencl, "_DEFAULT", {})     # no queue chosen yet in this process
+    try:
+        with pytest.raises(pl.BuildError, match=r"no OpenCL device here can build a kernel.*"
+                                                r"did not finish building 'polyloop_probe'"):
+            opencl.default_queue()
+    finally:
+        release.set()
+
+
 def test_a_build_within_the_time_limit_runs(monkeypatch, short_timeout):
     real = opencl.driver_build
     calls = []

@@ -67,12 +67,13 @@ _PROBE = "__kernel void polyloop_probe(__global float *a) { a[get_global_id(0)] 
 def _usable(cl, device) -> str | None:
     """None when ``device`` builds and runs a trivial kernel, else why not. A device can be
     listed and still fail every build (e.g. an OpenCL CPU runtime whose LLVM does not know
-    the host CPU: "unknown target CPU 'generic'"), so each one is tried before it is chosen."""
+    the host CPU: "unknown target CPU 'generic'"), so each one is tried before it is chosen;
+    one whose build does not finish within the compile time-out is not usable either."""
     try:
         ctx = cl.Context([device])
-        cl.Program(ctx, _PROBE).build()
+        build_program(cl, ctx, _PROBE, "polyloop_probe")
         return None
-    except cl.Error as e:
+    except (cl.Error, BuildError) as e:
         first = str(e).strip().splitlines()
         return first[0] if first else type(e).__name__
 
@@ -128,12 +129,14 @@ def _binary_cache() -> str:
     return str(cache.safe_directory(cache.safe_directory(config.CONFIG.cache_dir) / "pyopencl"))
 
 
-def driver_build(cl: Any, context: Any, source: str, cache_dir: str) -> Any:
-    """The OpenCL driver's build of ``source`` (through PyOpenCL's cache of binaries)."""
+def driver_build(cl: Any, context: Any, source: str, cache_dir: str | None) -> Any:
+    """The OpenCL driver's build of ``source`` (through PyOpenCL's cache of binaries in
+    ``cache_dir``; None: PyOpenCL's default one)."""
     return cl.Program(context, source).build(cache_dir=cache_dir)
 
 
-def build_program(cl: Any, context: Any, source: str, entry: str) -> Any:
+def build_program(cl: Any, context: Any, source: str, entry: str, *,
+                  cache_dir: str | None = None) -> Any:
     """``source`` built for ``context``, or a BuildError when the driver has not finished
     within ``POLYLOOP_COMPILE_TIMEOUT`` seconds.
 
@@ -145,7 +148,6 @@ def build_program(cl: Any, context: Any, source: str, entry: str) -> Any:
 
     >>> build_program(cl, queue.context, source, "k")  # doctest: +SKIP
     """
-    cache_dir = _binary_cache()
     done: dict[str, Any] = {}
 
     def work() -> None:
@@ -201,7 +203,8 @@ class OpenCLModule:
         self._binder = Binder(entry, self.args, self.params, assumptions=assumptions,
                               temps=self.scratch, zeroed=partial_outputs)
         try:
-            self.program = build_program(cl, self.queue.context, source, entry)
+            self.program = build_program(cl, self.queue.context, source, entry,
+                                         cache_dir=_binary_cache())
         except cl.Error as e:
             raise BuildError(f"the OpenCL compiler rejected the generated code of '{entry}' "
                              f"(source written to {_source_path(source)}):\n{e}") from None
