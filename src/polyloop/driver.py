@@ -120,7 +120,8 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
         assert_in_bounds(sch)
     kernel = lower(sch.program, sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
-    source, sites = codegen.generate_c_unit(kernel, profile=regions)
+    source, sites = codegen.generate_c_unit(kernel, profile=regions,
+                                            assumptions=assumption_checks(sch.program))
     flags = workaround_flags(negative_step_reduction=negative_stride_reduction(kernel.body))
     return kernel, source, flags, sites
 

@@ -32,6 +32,7 @@ def test_vector_add_reads_like_hand_written_c():
     body = src[src.index("int32_t vadd"):]
     assert body.splitlines() == [
         "int32_t vadd(void **args, const int64_t *params) {",
+        "    if (vadd_check_sizes(params)) return 3;",
         "    const int64_t n = params[0];",
         "    const float *restrict A = (const float *)args[0];",
         "    const float *restrict B = (const float *)args[1];",

@@ -17,7 +17,8 @@ import traceback
 
 import polyloop as pl
 
-from .corpus import GPU_PRIMITIVES, PRIMITIVES, PROGRAMS, plan_step, run_both
+from .corpus import (GPU_PRIMITIVES, PRIMITIVES, PROGRAMS, assert_total_expressions, plan_step,
+                     run_both)
 
 TARGET = "c"
 
@@ -49,6 +50,8 @@ def one(r: random.Random, stats: collections.Counter) -> dict | None:
                 stats["steps refused"] += 1
                 if str(sch) != before:
                     return case | {"stage": "refusal", "error": "a refusal changed the schedule"}
+        stage = "expressions"
+        assert_total_expressions(sch)
         stage = "print"
         str(sch)
         stage = "build"
@@ -59,7 +62,8 @@ def one(r: random.Random, stats: collections.Counter) -> dict | None:
         if str(pl.Schedule.from_trace(sch.original, sch.trace.to_json())) != str(sch):
             return case | {"stage": stage, "error": "the trace replays to another schedule"}
     except Exception as e:   # every failure is recorded, whatever its type
-        kind = "wrong result" if isinstance(e, AssertionError) else type(e).__name__
+        kind = ("wrong result" if isinstance(e, AssertionError) and stage == "run" else
+                type(e).__name__)
         return case | {"stage": stage, "error": f"{kind}: {str(e)[:400]}",
                        "where": traceback.format_tb(e.__traceback__)[-1][:300]}
     stats["schedules compared"] += 1

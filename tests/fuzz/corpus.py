@@ -174,6 +174,22 @@ def _read_buffers(sch: pl.Schedule, block) -> set[str]:
     return {ld.buffer for s in stmts for ld in loads(s.value)}
 
 
+def assert_total_expressions(sch: pl.Schedule) -> None:
+    """Every loop expression of the schedule is a function of its statement's iterators
+    everywhere, not only on the statement's domain (the AST build of a GPU launch relaxes
+    domains; a band undefined on part of one is refused by isl)."""
+    import islpy as isl
+    from polyloop.poly.isl_util import map_in
+    from polyloop.poly.tree import loops
+    params = sch.program.params
+    for node in loops(sch.state.root):
+        for stmt, text in node.exprs:
+            known = map_in(params, text).domain()
+            missing = isl.Set.universe(known.get_space()).subtract(known)
+            assert missing.is_empty(), (f"loop '{node.name}' of '{stmt}' is undefined on "
+                                        f"{missing}: {text}; trace {sch.trace.to_json()}")
+
+
 # inputs and comparison ----------------------------------------------------------------------
 
 def random_arguments(program, sizes: dict[str, int], rng: np.random.Generator) -> dict:

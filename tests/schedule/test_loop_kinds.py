@@ -120,10 +120,11 @@ def test_unroll_refuses_a_factor_that_is_not_positive(factor):
 def test_bind_is_recorded_and_printed():
     sch, (i, j, k) = matmul_sch()
     sch.bind(i, "blockIdx.x")
-    sch.bind(j, "threadIdx.x")
+    j0, j1 = sch.split(j, factors=[None, 8])
+    sch.bind(j1, "threadIdx.x")
     assert "for i in bind(n, 'blockIdx.x'):" in lines(sch)
-    assert "for j in bind(n, 'threadIdx.x'):" in lines(sch)
-    assert [s.primitive for s in sch.trace][-2:] == ["bind", "bind"]
+    assert "for j_1 in bind(min(8, n - 8 * j_0), 'threadIdx.x'):" in lines(sch)
+    assert [s.primitive for s in sch.trace][-3:] == ["bind", "split", "bind"]
 
 
 def test_bind_refuses_unknown_axes_and_reduction_loops():

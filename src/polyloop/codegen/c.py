@@ -12,6 +12,7 @@ import math
 
 from .. import config
 from ..errors import BuildError
+from ..ir.assumption import Assumption
 from ..ir.expr import Const
 from ..ir.loops import Barrier, Call, For, Kernel, LoopKind, Node, Region
 from ..ir.program import Buffer
@@ -22,6 +23,7 @@ from .helpers import HelperKind
 from .index_checks import FAULT_WORDS, INDEX_FAULT_STATUS, IndexSite, fault_symbol
 from .names import NameKind, is_c_identifier
 from .profile import ProfileRegion, emit_profile_prelude, emit_timed
+from .size_checks import emit_size_check_call, emit_size_checks
 from .vector import VectorLoopWriter
 from .vector_lib import VectorLibrary
 from .vector_plan import NotVectorized, plan_vector_loop, simd_accumulation
@@ -136,6 +138,7 @@ class CPrinter(CFamilyPrinter):
         k = self.kernel
         heap = [b for b in self.function_temps if not on_stack(b)]
         with w.block(self.kernel_prefix + ENTRY_SIGNATURE.format(name=k.name)):
+            emit_size_check_call(w, k.name, k.params)
             for i, p in enumerate(k.params):
                 w.statement(f"const int64_t {self.param(p)} = params[{i}]")
             for i, b in enumerate(k.args):
@@ -237,6 +240,7 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None,
     >>> src = generate_c(Kernel("double_it", (A, B), ("n",), (), body))
     >>> print(src[src.index("int32_t double_it"):], end="")
     int32_t double_it(void **args, const int64_t *params) {
+        if (double_it_check_sizes(params)) return 3;
         const int64_t n = params[0];
         const float *restrict A = (const float *)args[0];
         float *restrict B = (float *)args[1];
@@ -252,9 +256,13 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None,
 
 
 def generate_c_unit(kernel: Kernel, *, isa: ISA | None = None,
-                    profile: tuple[ProfileRegion, ...] = ()) -> tuple[str, tuple[IndexSite, ...]]:
+                    profile: tuple[ProfileRegion, ...] = (),
+                    assumptions: tuple[Assumption, ...] = ()
+                    ) -> tuple[str, tuple[IndexSite, ...]]:
     """``generate_c``'s text and the accesses it checks at run time, by site number
-    (``index_checks``): what an out-of-range fault of the compiled kernel refers to."""
+    (``index_checks``): what an out-of-range fault of the compiled kernel refers to.
+    ``assumptions``: the conditions on the sizes the entry checks besides their being
+    non-negative (``size_checks``)."""
     _check_name(kernel)
     printer = CPrinter(kernel, isa, tuple(profile))
     function = CodeWriter()
@@ -276,6 +284,7 @@ def generate_c_unit(kernel: Kernel, *, isa: ISA | None = None,
         w.line()
     if profile:
         emit_profile_prelude(w, list(profile))
+    emit_size_checks(w, kernel.name, kernel.params, assumptions)
     w.lines(function.text().splitlines())
     return w.text(), tuple(printer.index_sites)
 

@@ -10,7 +10,8 @@ from ..ir.dtypes import DType
 from ..ir.expr import Expr, Load, Var, cast, loads, rewrite
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly.dataflow import reads_initial_values
-from ..poly.gpu import loop_extent, statement_paths
+from ..poly.gpu import statement_paths
+from ..poly.launch import loop_extent
 from ..poly.order import original_tree
 from ..poly.storage import private_loops
 from ..poly.tree import common_loops, flat_schedule

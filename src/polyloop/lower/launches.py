@@ -3,7 +3,7 @@
 
 Each top-level loop nest is one launch (a kernel enqueued after the previous one finished, so
 any dependence between nests is respected). Inside a launch, loops bound to ``blockIdx.*``
-(tags ``g.N``) enumerate work-groups and must enclose everything; loops bound to
+(tags ``g.N``) enumerate work-groups and enclose everything (``poly.launch``); loops bound to
 ``threadIdx.*`` (``l.N``) are the work-items of a group. Work-group barriers are placed where
 exact dependences link different work-items (``poly.gpu.barrier_gaps``); statements outside a
 work-item loop of an axis the launch uses run on work-item 0 of that axis only. Temporaries
@@ -23,7 +23,7 @@ from ..ir.loops import (Barrier, Block, Call, For, If, Kernel, LoopKind, Node, S
 from ..ir.printer import loops_to_str
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.thread_axis import AxisLevel, ThreadAxis
-from ..poly import gpu
+from ..poly import gpu, launch
 from ..poly.hardware_ids import HARDWARE_ID, HardwareLoop
 from ..poly.isl_text import iterator_expr
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
@@ -196,28 +196,16 @@ def _sizes(program: Program, top: LoopNode | StmtNode) -> dict[str, tuple]:
     groups: dict[int, Expr] = {}
     items: dict[int, int] = {}
     if isinstance(top, LoopNode):
-        chain = [top]
-        while len(chain[-1].children) == 1 and isinstance(chain[-1].children[0], LoopNode):
-            chain.append(chain[-1].children[0])
-        on_chain = {n.id for n in chain}
-        seen_other = None
-        for n in chain:
-            if not gpu.is_group(n):
-                seen_other = seen_other or n
-            elif seen_other is not None:
-                raise BuildError(f"work-group loop '{n.name}' ({n.thread}) is inside loop "
-                                 f"'{seen_other.name}'; work-group loops (g.N) must be the "
-                                 "outermost loops of their nest")
+        # every primitive refuses these shapes; a tree made another way is refused here
+        problem = launch.shape_problem(program, Root((top,)))
+        if problem is not None:
+            raise BuildError(problem.describe())
         for n in _all_loops(top):
-            if gpu.is_group(n) and n.id not in on_chain:
-                raise BuildError(f"work-group loop '{n.name}' ({n.thread}) is below a loop that "
-                                 "holds several statements; work-group loops (g.N) must enclose "
-                                 "their whole nest")
             if gpu.is_group(n):
-                groups[n.thread.dim] = gpu.group_count(program, n)  # type: ignore[union-attr]
+                groups[n.thread.dim] = launch.group_count(program, n)  # type: ignore[union-attr]
             elif gpu.is_item(n):
                 axis = n.thread.dim  # type: ignore[union-attr]
-                items[axis] = max(items.get(axis, 1), gpu.item_count(program, n))
+                items[axis] = max(items.get(axis, 1), launch.item_count(program, n))
     one = Const(1, DType.INT64, True)
     return {"groups": tuple(groups.get(d, one) for d in range(len(AXES))),
             "items": tuple(items.get(d, 1) for d in range(len(AXES)))}
@@ -234,12 +222,12 @@ def _hardware_loops(program: Program, tree: Root, groups: tuple[Expr, ...],
         if not (gpu.is_group(n) or gpu.is_item(n)):
             continue
         axis = n.thread.dim  # type: ignore[union-attr]
-        start = gpu.loop_start(program, n)
+        start = launch.loop_start(program, n)
         if start is None:
             continue
         if gpu.is_item(n):
             out[n.id] = HardwareLoop(start, Const(items[axis], DType.INT64, True))
-        elif gpu.covers(program, n, start, groups[axis]):
+        elif launch.covers(program, n, start, groups[axis]):
             out[n.id] = HardwareLoop(start, groups[axis])
     return out
 
@@ -368,7 +356,7 @@ def _fills_grid(program: Program, loop: For, count: Expr | None) -> bool:
     its axis: every work-group id is in range, so the id needs no guard."""
     return (count is not None and loop.step == 1 and isinstance(loop.start, Const)
             and loop.start.value == 0 and not free_vars(loop.stop) - set(program.params)
-            and gpu.at_least(program, loop.stop, count))
+            and launch.at_least(program, loop.stop, count))
 
 
 def _uses(body: Node, buffer: str) -> bool:

@@ -174,7 +174,39 @@ def placement(program: Program, relation: isl.UnionMap | isl.Map, stmt: str, *,
     first (or last) candidate of each instance, one expression text per loop value."""
     m = relation if isinstance(relation, isl.Map) else isl.Map.from_union_map(relation)
     m = m.lexmin() if first else m.lexmax()
-    return [_text(out_dims(m, k)) for k in range(m.dim(isl.dim_type.out))]
+    dom = domain(program, program.statement(stmt))
+    return [_text(total(out_dims(m, k), dom)) for k in range(m.dim(isl.dim_type.out))]
+
+
+def total(expr: isl.Map, dom: isl.Set) -> isl.Map:
+    """A loop expression known on the statement's domain ``dom``, as a function of the
+    iterators everywhere. Every loop expression must be total: the AST build of a GPU launch
+    relaxes a domain by the facts its context already holds (``i < n`` where the launch's
+    guard says so), and a band whose expression is undefined on part of the relaxed domain
+    is refused by isl ("band node is not allowed to drop statement instances"). Outside
+    ``dom`` the value is never used, so any extension will do: the simplification of the
+    expression given ``dom``, and where that still leaves it undefined, one of its pieces.
+
+    >>> total(isl.Map("[n] -> { S[i] -> [i] : 0 <= i < n }"),
+    ...       isl.Set("[n] -> { S[i] : 0 <= i < n }"))
+    Map("[n] -> { S[i] -> [i] }")
+    >>> total(isl.Map("[n] -> { S[i] -> [0] : i <= 0; S[i] -> [i - 1] : 0 < i < n }"),
+    ...       isl.Set("[n] -> { S[i] : 0 <= i < n }")).domain().is_equal(
+    ...       isl.Set("[n] -> { S[i] }"))
+    True
+    """
+    m = expr.gist_domain(dom.align_params(expr.get_space())).coalesce()
+    known = m.domain()
+    missing = isl.Set.universe(known.get_space()).subtract(known)
+    if missing.is_empty():
+        return m
+    pieces: list[isl.MultiAff] = []
+    if not m.is_empty():
+        m.as_pw_multi_aff().foreach_piece(lambda _, value: pieces.append(value))
+    if not pieces:
+        return expr
+    filler = isl.Map.from_multi_aff(pieces[0]).intersect_domain(missing)
+    return m.union(filler.align_params(m.get_space())).coalesce()
 
 
 def prefix_map(program: Program, stmt: str, exprs: Sequence[LoopExpr]) -> isl.Map:

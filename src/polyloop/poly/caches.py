@@ -7,14 +7,14 @@ scratch, as ``benchmarks/bench_codegen.py`` does).
 """
 from __future__ import annotations
 
-from . import access, affine, gpu, isl_util, regions, tree
+from . import access, affine, isl_util, launch, regions, tree
 
 
 def clear_all() -> None:
     """Empty every cache of ``poly``; later calls recompute what they need."""
     access.clear_caches()
     regions.clear_caches()
-    gpu.clear_caches()
+    launch.clear_caches()
     affine.clear_caches()
     tree.clear_caches()
     isl_util.clear_caches()

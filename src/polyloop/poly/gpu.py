@@ -5,26 +5,22 @@ A launch runs one top-level nest: loops bound to ``blockIdx.*`` are work-groups,
 ``threadIdx.*`` are the work-items of a group, running in parallel. Between work-items, only a
 barrier orders memory accesses. ``barrier_gaps`` finds where barriers are needed: wherever a
 dependence links two statement instances run by different work-items of one group (no missing
-barriers), and nowhere else (no needless ones). The other functions measure launch sizes.
+barriers), and nowhere else (no needless ones). Launch shapes and sizes: ``poly.launch``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import islpy as isl
 
 from ..errors import BuildError
-from ..ir.expr import Expr
 from ..ir.program import MemScope, Program
-from ..ir.simplify import simplify
 from ..ir.thread_axis import AXIS_LETTERS, AxisLevel, ThreadAxis
 from .access import domain
-from .affine import prefix_map, value_range
+from .affine import prefix_map
 from .access import Access, accesses
 from .deps import DepKind
-from .isl_util import NotAffine, expr_to_isl, map_in, params_prefix, printed, set_, with_params
-from .regions import pw_aff_to_expr
+from .isl_util import map_in, printed
 from .tree import (LoopNode, Node, Root, StmtNode, loop_position, path_to, schedule_items,
                    statement_time_map, statements_under)
 
@@ -381,122 +377,3 @@ def barrier_domain(program: Program, path: list[LoopNode], name: str) -> tuple[s
     for k, it in enumerate(iters):
         region = region.set_dim_name(isl.dim_type.set, k, it)
     return printed(region), iters
-
-
-def loop_image(program: Program, node: LoopNode) -> isl.Set:
-    """``{ [v] }``: every value the loop takes, over all its statements (remembered by the
-    statements' domains and expressions: the launch's sizes, its hardware loops and the
-    extents of arrays indexed by the loop all ask)."""
-    return _image(tuple(program.params), tuple(
-        (program.statement(s).domain, node.expr(s)) for s in statements_under(node)))
-
-
-@lru_cache(maxsize=4096)
-def _image(params: tuple[str, ...], parts: tuple[tuple[str, str], ...]) -> isl.Set:
-    img = None
-    for domain_text, expr in parts:
-        m = map_in(params, expr)
-        d = set_(with_params(params, domain_text))
-        r = m.intersect_domain(_align(d, m)).range()
-        img = r if img is None else _align(img, r).union(_align(r, img))
-    assert img is not None
-    return img.coalesce()
-
-
-def group_count(program: Program, node: LoopNode) -> Expr:
-    """How many values the loop takes at most (the number of work-groups on its axis), as an
-    expression of the size parameters."""
-    img = loop_image(program, node)
-    lo, hi = img.dim_min(0), img.dim_max(0)
-    ext = _align(hi, lo).sub(_align(lo, hi)).add_constant_val(isl.Val(1)).coalesce()
-    return simplify(pw_aff_to_expr(ext, [], f"the extent of loop '{node.name}'",
-                                   upper_bound=True))
-
-
-def at_least(program: Program, value: Expr, limit: Expr) -> bool:
-    """Is ``value >= limit`` for every value of the size parameters the program allows (both
-    expressions of the parameters only)? Used to see that a work-group loop's bound is the
-    grid's size, so that the work-group id needs no guard. False when isl cannot tell.
-
-    >>> from polyloop.ir.program import Program
-    >>> from polyloop.ir.expr import Var, VarKind, binop, BinOpKind
-    >>> p = Program("p", (), (), ("n",), ())
-    >>> n = Var("n", kind=VarKind.PARAM)
-    >>> at_least(p, binop(BinOpKind.ADD, n, 1), n), at_least(p, n, binop(BinOpKind.ADD, n, 1))
-    (True, False)
-    """
-    try:
-        below = f"{expr_to_isl(value)} < {expr_to_isl(limit)}"
-    except NotAffine:
-        return False
-    cons = " and ".join([f"{p} >= 0" for p in program.params] + [below])
-    bad = set_(f"{params_prefix(program.params)}{{ : {cons} }}")
-    if program.assumptions:
-        bad = bad.intersect(set_(program.assumptions).align_params(bad.get_space()))
-    return bool(bad.is_empty())
-
-
-def loop_start(program: Program, node: LoopNode) -> int | None:
-    """The smallest value the loop takes, over all its statements and parameter values, when
-    it is a constant (the value that id 0 of a GPU axis stands for)."""
-    los = [value_range(program, s, node.expr(s))[0] for s in statements_under(node)]
-    return None if not los or None in los else min(los)  # type: ignore[type-var]
-
-
-def covers(program: Program, node: LoopNode, start: int, count: Expr) -> bool:
-    """Do the values ``start .. start + count - 1`` hold every value of the loop, for every
-    value of the size parameters? (``count``: an expression of the parameters.)"""
-    try:
-        top = f"{start} + {expr_to_isl(count)}"
-    except NotAffine:
-        return False
-    img = loop_image(program, node)
-    beyond = set_(f"{params_prefix(program.params)}{{ [v] : v >= {top} }}")
-    return bool(img.intersect(_align(beyond, img)).is_empty())
-
-
-def item_count(program: Program, node: LoopNode) -> int:
-    """The number of values of a work-item loop, which must be a constant."""
-    los, his = [], []
-    for s in statements_under(node):
-        lo, hi = value_range(program, s, node.expr(s))
-        los.append(lo)
-        his.append(hi)
-    if None in los or None in his:
-        raise BuildError(f"work-item loop '{node.name}' ({node.thread}) has no constant extent; "
-                         "split the loop by a constant and bind (or tag l.N) the inner loop")
-    return max(his) - min(los) + 1  # type: ignore[type-var,operator]
-
-
-def loop_upper_bound(program: Program, stmt: str, expr: str) -> Expr:
-    """One past the largest value a loop expression takes for ``stmt``, as an expression of
-    the size parameters. Remembered by (parameters, domain text, expression): a prefetch asks
-    it for the same loops several times (``clear_caches`` forgets)."""
-    return _upper_bound(tuple(program.params), program.statement(stmt).domain, expr)
-
-
-@lru_cache(maxsize=4096)
-def _upper_bound(params: tuple[str, ...], domain_text: str, expr: str) -> Expr:
-    m = map_in(params, expr)
-    dom = set_(with_params(params, domain_text))
-    img = m.intersect_domain(_align(dom, m)).range()
-    hi = img.dim_max(0).add_constant_val(isl.Val(1)).coalesce()
-    return simplify(pw_aff_to_expr(hi, [], "a loop bound", upper_bound=True))
-
-
-def loop_extent(program: Program, node: LoopNode) -> Expr | None:
-    """One past the largest value of a loop that never goes below 0 (the extent of an array
-    indexed by it), as an expression of the size parameters; None when it may be negative."""
-    for s in statements_under(node):
-        lo, _ = value_range(program, s, node.expr(s))
-        if lo is None or lo < 0:
-            return None
-    hi = loop_image(program, node).dim_max(0)
-    return simplify(pw_aff_to_expr(hi.add_constant_val(isl.Val(1)).coalesce(), [],
-                                   f"the extent of loop '{node.name}'", upper_bound=True))
-
-
-def clear_caches() -> None:
-    """Forget remembered loop bounds (for timing code generation from scratch)."""
-    _upper_bound.cache_clear()
-    _image.cache_clear()

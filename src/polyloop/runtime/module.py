@@ -154,8 +154,9 @@ class Module:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.library.path, dest)
         header = dest.with_suffix(".h")
+        checks = _exports(self.library.path, f"{self.entry}_check_sizes")
         lines = header_lines(self.entry, self.args, self.params, self.signature,
-                             self._binder.assumptions)
+                             self._binder.assumptions, checks_sizes=checks)
         header.write_text("\n".join(lines) + "\n")
         return dest, header
 
@@ -198,6 +199,11 @@ class Module:
         cdll = ctypes.CDLL(str(self.library.path))   # the loaded library: its fault words
         words = (ctypes.c_int64 * 5).in_dll(cdll, f"{self.entry}_index_fault")
         return index_fault_error(self.entry, self._index_sites, *(int(v) for v in words[1:5]))
+
+
+def _exports(path: Path, symbol: str) -> bool:
+    """Does the (loaded) library at ``path`` export ``symbol``?"""
+    return hasattr(ctypes.CDLL(str(path)), symbol)
 
 
 def index_fault_error(entry: str, sites: tuple[str, ...], site: int, dim: int, index: int,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -66,12 +67,13 @@ _PROBE = "__kernel void polyloop_probe(__global float *a) { a[get_global_id(0)] 
 def _usable(cl, device) -> str | None:
     """None when ``device`` builds and runs a trivial kernel, else why not. A device can be
     listed and still fail every build (e.g. an OpenCL CPU runtime whose LLVM does not know
-    the host CPU: "unknown target CPU 'generic'"), so each one is tried before it is chosen."""
+    the host CPU: "unknown target CPU 'generic'"), so each one is tried before it is chosen;
+    one whose build does not finish within the compile time-out is not usable either."""
     try:
         ctx = cl.Context([device])
-        cl.Program(ctx, _PROBE).build()
+        build_program(cl, ctx, _PROBE, "polyloop_probe")
         return None
-    except cl.Error as e:
+    except (cl.Error, BuildError) as e:
         first = str(e).strip().splitlines()
         return first[0] if first else type(e).__name__
 
@@ -127,6 +129,46 @@ def _binary_cache() -> str:
     return str(cache.safe_directory(cache.safe_directory(config.CONFIG.cache_dir) / "pyopencl"))
 
 
+def driver_build(cl: Any, context: Any, source: str, cache_dir: str | None) -> Any:
+    """The OpenCL driver's build of ``source`` (through PyOpenCL's cache of binaries in
+    ``cache_dir``; None: PyOpenCL's default one)."""
+    return cl.Program(context, source).build(cache_dir=cache_dir)
+
+
+def build_program(cl: Any, context: Any, source: str, entry: str, *,
+                  cache_dir: str | None = None) -> Any:
+    """``source`` built for ``context``, or a BuildError when the driver has not finished
+    within ``POLYLOOP_COMPILE_TIMEOUT`` seconds.
+
+    The driver compiles inside this process and offers no way to stop a compilation, so the
+    build runs in a worker thread (PyOpenCL lets go of the interpreter while the driver
+    works) and this thread waits for it up to the deadline. A build past the deadline is
+    abandoned: its thread is a daemon, which finishes (or hangs) on its own without keeping
+    the process alive, and the caller gets the error at once instead of a hang.
+
+    >>> build_program(cl, queue.context, source, "k")  # doctest: +SKIP
+    """
+    done: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            done["program"] = driver_build(cl, context, source, cache_dir)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread, re-raised there
+            done["error"] = e
+    worker = threading.Thread(target=work, name=f"polyloop OpenCL build of {entry}", daemon=True)
+    worker.start()
+    timeout = config.CONFIG.compile_timeout
+    worker.join(timeout)
+    if worker.is_alive():
+        raise BuildError(f"the OpenCL driver did not finish building '{entry}' within "
+                         f"{timeout:g} s (source written to {_source_path(source)}) and the "
+                         "build was abandoned; raise POLYLOOP_COMPILE_TIMEOUT for a very large "
+                         "kernel, or try another OpenCL device or driver version")
+    if "error" in done:
+        raise done["error"]
+    return done["program"]
+
+
 def _memory_range(cl: Any, array: Any) -> tuple[int, int, int]:
     """(memory object, first byte, end byte) of a PyOpenCL array's data, a sub-buffer counted
     in the buffer it was cut from."""
@@ -161,8 +203,8 @@ class OpenCLModule:
         self._binder = Binder(entry, self.args, self.params, assumptions=assumptions,
                               temps=self.scratch, zeroed=partial_outputs)
         try:
-            self.program = cl.Program(self.queue.context, source).build(
-                cache_dir=_binary_cache())
+            self.program = build_program(cl, self.queue.context, source, entry,
+                                         cache_dir=_binary_cache())
         except cl.Error as e:
             raise BuildError(f"the OpenCL compiler rejected the generated code of '{entry}' "
                              f"(source written to {_source_path(source)}):\n{e}") from None

@@ -18,7 +18,7 @@ from ..ir.expr import Var, loads
 from ..ir.program import Program, Statement
 from ..poly.affine import value_range
 from ..poly.isl_text import iterator_expr
-from ..poly.gpu import loop_upper_bound
+from ..poly.launch import loop_upper_bound
 from ..poly.tree import loops
 from . import state as st
 from .intrin_body import check_operands, match_body

@@ -188,6 +188,7 @@ def apply_tags(work: Work, tags: Mapping[str, str]) -> None:
             apply_tag(work, h, tag)
     check_axes(work)
     hoist_hardware_loops(work)
+    vd.check_launches(tagged_state(work), f"tag_inames({', '.join(sorted(parsed))})")
 
 
 def apply_tag(work: Work, h: LoopHandle, tag: Tag) -> None:

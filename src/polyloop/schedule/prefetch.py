@@ -14,7 +14,7 @@ from ..errors import ScheduleError
 from ..ir.expr import Expr, Load, Var, rewrite
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..poly import affine, regions, storage
-from ..poly.gpu import loop_upper_bound
+from ..poly.launch import loop_upper_bound
 from ..poly.deps import Dependences
 from ..poly.isl_text import iterator_expr
 from ..poly.tree import LoopNode, StmtNode, statements_under

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from ..errors import ScheduleError
 from ..ir.loops import LoopKind
 from ..poly import deps as deps_mod
-from ..poly import legality
+from ..poly import launch, legality
 from ..poly.loop_expr import LoopExpr
 from ..poly.tree import LoopNode, loop_position, loops, statements_under
 from .state import State, Verdict, loop_label, shape
@@ -285,6 +285,7 @@ def verify(state: State, primitive: str) -> None:
                             "it the two would run in the opposite order (or at once). "
                             "Dependences must keep their order.", dependence=v.evidence())
     _check_nesting(state, primitive)
+    check_launches(state, primitive)
     for n in loops(state.root):
         if n.kind in _EXCLUSIVE:
             bad = check_parallel(state, n)
@@ -310,6 +311,16 @@ def _check_nesting(state: State, primitive: str) -> None:
                     "lanes of one "
                     "thread; keep vectorized loops innermost (vectorize the inner loop, or "
                     "reorder before marking loops parallel/vectorized)")
+
+
+def check_launches(state: State, primitive: str) -> None:
+    """Every nest with GPU-bound loops is one a GPU launch can run (``poly.launch``): a
+    schedule that is accepted builds."""
+    if not any(n.kind is LoopKind.THREAD for n in loops(state.root)):
+        return
+    problem = launch.shape_problem(state.program, state.root)
+    if problem is not None:
+        raise ScheduleError(f"{primitive} is refused: {problem.describe()}")
 
 
 def check_order(state: State) -> legality.Violation | None:
