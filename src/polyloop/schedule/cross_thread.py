@@ -21,7 +21,7 @@ from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.thread_axis import ThreadAxis
 from ..ir.loops import LoopKind
 from ..poly import affine, regions
-from ..poly.gpu import loop_upper_bound
+from ..poly.launch import loop_upper_bound
 from ..poly.isl_text import iterator_expr
 from ..poly.recompute import image_domain
 from ..poly.tree import LoopNode, Node, Root, StmtNode, statements_under

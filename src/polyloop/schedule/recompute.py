@@ -22,7 +22,7 @@ from ..ir.expr import BinOpKind, Expr, Load, Var, binop, rewrite, substitute
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.simplify import simplify
 from ..poly import affine, regions, storage
-from ..poly.gpu import loop_upper_bound
+from ..poly.launch import loop_upper_bound
 from ..poly.isl_text import iterator_expr
 from ..poly.recompute import dim_bounds, recompute_domain
 from ..poly.tree import LoopNode, Node, StmtNode, statements_under
