@@ -161,6 +161,15 @@ def depends_only_on(program: Program, stmt: str, expr: str, iters: Sequence[str]
     return proj.reverse().apply_range(m).is_single_valued()
 
 
+def determined_by(program: Program, stmt: str, exprs: Sequence[str], value: str) -> bool:
+    """Is the value of loop expression ``value`` fixed once the values of ``exprs`` are (over
+    the statement's domain)? (``i`` is, by ``floor(i/4)`` and ``i mod 4``.)"""
+    s = program.statement(stmt)
+    key = prefix_map(program, stmt, exprs)
+    m = map_in(program.params, value).intersect_domain(domain(program, s))
+    return key.reverse().apply_range(m.align_params(key.get_space())).is_single_valued()
+
+
 def retarget(program: Program, expr: str, old: str, new: str, arg_map: str) -> str:
     """Express a loop expression of statement ``old`` for statement ``new``, through
     ``arg_map`` = ``{ new[...] -> old[...] }``."""
