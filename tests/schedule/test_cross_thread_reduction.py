@@ -99,7 +99,7 @@ def test_cuda_builds_the_tree_in_shared_memory_with_syncthreads():
         np.testing.assert_allclose(mod(a), a.sum(axis=1), rtol=1e-4, atol=1e-4)
 
 
-def test_a_reduction_under_another_work_item_loop_is_refused():
+def test_a_reduction_loop_inside_its_own_outer_part_is_refused():
     n, m = pl.var("n"), pl.var("m")
     A = pl.placeholder((n, m), "float32", name="A")
     k = pl.reduce_axis((0, m), name="k")
@@ -111,7 +111,7 @@ def test_a_reduction_under_another_work_item_loop_is_refused():
     sch.bind(io, "blockIdx.x")
     sch.bind(ii, "threadIdx.y")
     before = str(sch)
-    with pytest.raises(pl.ScheduleError, match="inside work-item loop 'i_1'"):
+    with pytest.raises(pl.ScheduleError, match="loop 'k_0' around the reduction loop.*reorder"):
         sch.bind(ki, "threadIdx.x")
     assert str(sch) == before
 
@@ -129,3 +129,67 @@ def test_a_reduction_loop_of_symbolic_extent_is_refused_with_the_fix():
     sch.bind(i, "blockIdx.x")
     with pytest.raises(pl.ScheduleError, match="needs a constant extent; split the loop"):
         sch.bind(k, "threadIdx.x")
+
+
+def _rows_schedule(reducer, rows=4, threads=8):
+    """TVM's row-reduction layout: rows of the output on threadIdx.y, the split reduce axis
+    on threadIdx.x, one tree reduction per row."""
+    sch = pl.Schedule(_rowwise(reducer))
+    i, k = sch.get_loops(sch.get_block("B"))
+    io, ii = sch.split(i, factors=[None, rows])
+    ko, ki = sch.split(k, factors=[None, threads])
+    sch.reorder(io, ii, ki, ko)
+    sch.bind(io, "blockIdx.x")
+    sch.bind(ii, "threadIdx.y")
+    sch.bind(ki, "threadIdx.x")
+    return sch
+
+
+def test_a_row_loop_on_threadidx_y_gets_one_tree_per_row():
+    text = str(_rows_schedule(pl.sum))
+    assert "B_red[i_0, i_1, k_1] = B_red[i_0, i_1, k_1] + B_red[i_0, i_1, k_1 + 4]" in text
+    assert text.count("bind(min(4, n - 4 * i_0), 'threadIdx.y')") >= 5   # one per phase
+
+
+@needs_opencl
+@pytest.mark.parametrize("reducer, ref", [(pl.sum, np.sum), (pl.max, np.max)])
+@pytest.mark.parametrize("n, m", [(5, 13), (1, 1), (9, 37), (4, 8)])
+def test_rows_on_threadidx_y_reduce_on_threadidx_x_on_opencl(rng, reducer, ref, n, m):
+    mod = _rows_module(reducer)
+    assert "__local float B_red[4][8]" in mod.source
+    assert mod.source.count("barrier(CLK_LOCAL_MEM_FENCE)") >= 3
+    a = rng.standard_normal((n, m)).astype("float32")
+    out = np.full(n, np.nan, "float32")
+    mod(a, out)
+    np.testing.assert_allclose(out, ref(a, axis=1), rtol=1e-5, atol=1e-5)
+
+
+_MODULES: dict = {}
+
+
+def _rows_module(reducer):
+    if reducer not in _MODULES:
+        _MODULES[reducer] = pl.build(_rows_schedule(reducer), target="opencl")
+    return _MODULES[reducer]
+
+
+def test_the_reduction_cannot_take_the_axis_of_its_row_loop():
+    sch = pl.Schedule(_rowwise(pl.sum))
+    i, k = sch.get_loops(sch.get_block("B"))
+    io, ii = sch.split(i, factors=[None, 4])
+    ko, ki = sch.split(k, factors=[None, 8])
+    sch.reorder(io, ii, ki, ko)
+    sch.bind(ii, "threadIdx.x")
+    with pytest.raises(pl.ScheduleError, match="bound to threadIdx.x already.*another"):
+        sch.bind(ki, "threadIdx.x")
+
+
+@pytest.mark.skipif(not NVCC, reason=f"CUDA compile check skipped: {NVCC_WHY}")
+def test_cuda_builds_one_tree_per_threadidx_y_row():
+    mod = pl.build(_rows_schedule(pl.sum, rows=2, threads=32), target="cuda")
+    assert "B_red[2][32];" in mod.source and "__shared__" in mod.source
+    assert mod.source.count("__syncthreads();") >= 5
+    assert ".entry" in mod.ptx
+    if DEVICE:
+        a = np.random.default_rng(0).standard_normal((7, 77)).astype("float32")
+        np.testing.assert_allclose(mod(a), a.sum(axis=1), rtol=1e-4, atol=1e-4)

@@ -18,7 +18,8 @@ from .kernel_exprs import (FUNCTIONS, Converter, KernelRule, Names, Reduction, R
                            join_dtypes)
 from .kernel_lines import Instruction, SubstRule
 from .kernel_parse import ExprParser, SyntaxErrorAt, error_at, tokenize
-from .kernel_program import assign, nesting, privatized, reads_of, with_roles
+from .kernel_program import (assign, nesting, privatized, reads_of, sharing_cap,
+                             with_roles)
 
 
 def parse_shape_entry(entry: object, params: set[str], array: str) -> Expr:
@@ -229,6 +230,8 @@ class Builder:
         statements: list[Statement] = []
         items: list[tuple[str, list[str], bool]] = []
         barriers: list[Statement] = []
+        caps: dict[str, int] = {}
+        temporaries = {ins.target for ins in self.insns if ins.temporary is not None}
         for k, (ins, (idx, value, conds), inames) in enumerate(zip(self.insns, converted, own)):
             if ins.barrier is not None:
                 loops = barrier_loops(self.insns, k, own, self.inames, self.doms, self.order)
@@ -238,13 +241,18 @@ class Builder:
                 barriers += [st] if st is not None else []
                 statements += [st] if st is not None else []
                 continue
-            for st, loops, fresh in self._statements(ins, idx, value, conds, inames):
+            made = list(self._statements(ins, idx, value, conds, inames))
+            cap = sharing_cap(statements, [st for st, _, _ in made], made[0][1], temporaries) \
+                if made else None
+            if cap is not None:
+                caps[made[0][0].name] = cap
+            for st, loops, fresh in made:
                 statements.append(st)
                 items.append((st.name, loops, fresh))
         buffers = self._buffers([s for s in statements if s not in barriers])
         buffers += [barrier_array(b, self.params, self.assumptions) for b in barriers]
         args = self._argument_order(buffers)
-        where = nesting(items)
+        where = nesting(items, caps)
         program = Program(_identifier(name), tuple(buffers), tuple(statements),
                           tuple(self.params), tuple(args),
                           kd.assumptions_text(self.params, self.assumptions)

@@ -15,7 +15,7 @@ from ..errors import ParseError
 from ..ir.barriers import BarrierScope
 from .kernel_parse import ExprParser, Syntax, SyntaxErrorAt, Token, error_at, tokenize
 
-OPTIONS = ("id", "dep", "inames")
+OPTIONS = ("id", "dep", "inames", "priority")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,7 @@ class Instruction:
     explicit_id: bool = False
     barrier: BarrierScope | None = None    # ``... lbarrier``: no target, no value
     inames: tuple[str, ...] | None = None  # a barrier's loops (``inames=i:j``), None: inferred
+    priority: int = 0                      # among instructions free to run, higher goes first
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +179,15 @@ def _instruction(text: str, line: int, conditions: tuple[Syntax, ...], index: in
         raise SyntaxErrorAt(opts_col, f"instruction id {ident!r} is not an identifier")
     deps = tuple(d.strip() for d in opts.get("dep", "").split(":") if d.strip())
     return Instruction(ident, head.text, indices, value, line, text.strip(), temporary, deps,
-                       conditions, "id" in opts)
+                       conditions, "id" in opts, priority=_priority(opts, opts_col))
+
+
+def _priority(opts: dict[str, str], col: int) -> int:
+    text = opts.get("priority", "0")
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise SyntaxErrorAt(col, f"priority={text!r} is not an integer; write e.g. priority=10 "
+                            "(higher runs first among instructions free to run)")
+    return int(text)
 
 
 def _condition(text: str, keyword: str) -> Syntax:
@@ -278,12 +287,14 @@ def _add_rule(rules: dict[str, SubstRule], rule: SubstRule, in_block: bool) -> N
 
 def _in_dependence_order(insns: list[Instruction]) -> list[Instruction]:
     """Instructions run after the ones they name in ``dep=`` (Loo.py's order), otherwise in the
-    order written: a stable topological sort; a cycle of deps is an error naming it."""
+    order written; among instructions free to run, a higher ``priority=`` goes first. A cycle of
+    deps is an error naming it."""
     done: set[str] = set()
     out: list[Instruction] = []
     pending = list(insns)
     while pending:
-        ready = next((x for x in pending if all(d in done for d in x.deps)), None)
+        free = [x for x in pending if all(d in done for d in x.deps)]
+        ready = max(free, key=lambda x: x.priority) if free else None
         if ready is None:
             cycle = ", ".join(f"{x.id} (dep={':'.join(x.deps)})" for x in pending)
             first = pending[0]

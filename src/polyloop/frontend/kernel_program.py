@@ -4,11 +4,12 @@ instructions spell (``Program.nesting``), private temporaries, and which arrays 
 outputs or updated in place. Reductions start from ``ir.expr.reduce_identity``."""
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..ir.dtypes import DType
-from ..ir.expr import Expr, Load, Var, cast, loads, rewrite
+from ..ir.expr import Const, Expr, Load, Var, cast, free_vars, loads, rewrite, same
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from ..ir.simplify import simplify
 from ..poly.dataflow import reads_initial_values
 from ..poly.gpu import statement_paths
 from ..poly.launch import loop_extent
@@ -40,16 +41,19 @@ class _Open:
         self.children: list[_Open | str] = []
 
 
-def nesting(items: list[tuple[str, list[str], bool]]) -> dict[str, tuple[int, ...]]:
+def nesting(items: list[tuple[str, list[str], bool]],
+            caps: Mapping[str, int] | None = None) -> dict[str, tuple[int, ...]]:
     """Nest statements: each shares the loops of its common leading inames with the one before
     (a reduction's update marked separate shares only the loops its initialization found
-    open, so that it can run as a nest of its own). Returns each
-    statement's position among its siblings at every depth (``Program.nesting``)."""
+    open, so that it can run as a nest of its own), and at most ``caps[name]`` of them. Returns
+    each statement's position among its siblings at every depth (``Program.nesting``)."""
     top: list[_Open | str] = []
     stack: list[_Open] = []
     shared_by_init = 0
+    caps = caps or {}
     for name, loops, separate in items:
         limit = shared_by_init if separate else len(loops)
+        limit = min(limit, caps.get(name, limit))
         c = 0
         while c < min(len(stack), len(loops), limit) and stack[c].name == loops[c]:
             c += 1
@@ -70,6 +74,50 @@ def nesting(items: list[tuple[str, list[str], bool]]) -> dict[str, tuple[int, ..
                 walk(c.children, path + (k,))
     walk(top, ())
     return out
+
+
+def sharing_cap(earlier: Sequence[Statement], mine: Sequence[Statement],
+                loops: Sequence[str], temporaries: set[str]) -> int | None:
+    """How many of ``loops`` the statements ``mine`` of one instruction may share with the
+    ``earlier`` ones: as in Loo.py, an instruction that reads a temporary runs after the
+    writes it reads, so where it may read an element that a later iteration of a shared loop
+    writes (``a_temp[k]`` after ``a_temp[i_inner] = ...``), it starts a loop of its own there,
+    after the whole loop of the writer (on a GPU: a barrier between the two, not a race)."""
+    cap: int | None = None
+    for w in earlier:
+        if w.buffer not in temporaries:
+            continue
+        for ld in (ld for s in mine for ld in loads(s.value) if ld.buffer == w.buffer):
+            depth = _first_ahead(w.indices, ld.indices, loops)
+            if depth is not None:
+                cap = depth if cap is None else min(cap, depth)
+    return cap
+
+
+def _first_ahead(written: Sequence[Expr], read: Sequence[Expr], loops: Sequence[str]
+                 ) -> int | None:
+    """The outermost of ``loops`` in whose later iterations the element read may be written,
+    or None where each index read is the one written or one written earlier (``t[i - 1]``
+    after ``t[i] = ...``)."""
+    if len(written) != len(read):
+        return None
+    depth: int | None = None
+    for w, r in zip(written, read):
+        if same(w, r):
+            continue
+        used = [c for c, it in enumerate(loops) if it in free_vars(w)]
+        if not used:
+            continue
+        if isinstance(w, Var) and _behind(r, w):
+            continue
+        depth = used[0] if depth is None else min(depth, used[0])
+    return depth
+
+
+def _behind(r: Expr, w: Var) -> bool:
+    """Is ``r`` the loop index ``w`` minus a non-negative constant?"""
+    diff = simplify(r - w)
+    return isinstance(diff, Const) and isinstance(diff.value, int) and diff.value <= 0
 
 
 def privatized(program: Program,

@@ -22,8 +22,9 @@ from ..ir.expr import BinOpKind, Const, Expr, Load, binop, rewrite, same
 from ..ir.dtypes import INDEX
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from ..ir.simplify import simplify
+from ..errors import BuildError
 from ..poly.double_buffer import double_buffered
-from ..poly.storage import Compaction, compact
+from ..poly.storage import Compaction, compact, thread_loop_sharing
 from ..poly.gpu import is_item
 from ..poly.tree import Root, loops
 
@@ -54,6 +55,7 @@ def place_temporaries(program: Program, root: Root, *, size_global: bool = True
             continue
         result = _compaction(program, root, b, notes)
         if isinstance(result, str):
+            _refuse_one_copy(program, root, b, result)
             notes.append(f"temporary {b.name} (scope {b.scope.value}) is stored whole in global "
                          f"memory: {result}")
             temps.append(replace(b, scope=MemScope.GLOBAL))
@@ -69,6 +71,18 @@ def place_temporaries(program: Program, root: Root, *, size_global: bool = True
         if note:
             notes.append(note)
     return program, tuple(temps), tuple(notes)
+
+
+def _refuse_one_copy(program: Program, root: Root, b: Buffer, why: str) -> None:
+    """One array in global memory is correct only when no GPU loop relied on each of its
+    iterations having its own copy of the temporary."""
+    node = thread_loop_sharing(program, root, b.name)
+    if node is not None:
+        owner = "work-item" if node.thread is not None and node.thread.is_item else "work-group"
+        raise BuildError(f"temporary {b.name} (scope {b.scope.value}) must be one copy per "
+                         f"{owner} of loop '{node.name}', but it cannot be sized to one "
+                         f"iteration: {why}; index it by loop '{node.name}' or make its "
+                         "footprint per iteration a constant-size box")
 
 
 def _place_global(program: Program, root: Root, b: Buffer

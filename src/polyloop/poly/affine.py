@@ -162,6 +162,16 @@ def depends_only_on(program: Program, stmt: str, expr: LoopExpr, iters: Sequence
     return proj.reverse().apply_range(m).is_single_valued()
 
 
+def determined_by(program: Program, stmt: str, exprs: Sequence[LoopExpr | str],
+                  value: LoopExpr | str) -> bool:
+    """Is the value of loop expression ``value`` fixed once the values of ``exprs`` are (over
+    the statement's domain)? (``i`` is, by ``floor(i/4)`` and ``i mod 4``.)"""
+    s = program.statement(stmt)
+    key = prefix_map(program, stmt, exprs)
+    m = map_in(program.params, value).intersect_domain(domain(program, s))
+    return key.reverse().apply_range(m.align_params(key.get_space())).is_single_valued()
+
+
 def retarget(program: Program, expr: LoopExpr, old: str, new: str, arg_map: str) -> LoopExpr:
     """Express a loop expression of statement ``old`` for statement ``new``, through
     ``arg_map`` = ``{ new[...] -> old[...] }``."""
@@ -279,3 +289,54 @@ def writes_within_reads(program: Program, writer: str, reader: str, buffer: str)
     written = footprint(program, (writer,), buffer, writes=True)
     read = footprint(program, (reader,), buffer, writes=False)
     return written is not None and read is not None and written.is_subset(read)
+
+
+def block_parts(program: Program, exprs: Sequence[tuple[str, LoopExpr]], parts: int
+                ) -> tuple[list[LoopExpr], list[LoopExpr]] | None:
+    """Split the values ``x`` of a loop (``exprs``: one per statement) into ``parts`` blocks of
+    ``c = ceil(extent / parts)`` consecutive values, as TVM's ``split(nparts=...)``: the block
+    number ``p`` and the offset ``x - lo - p*c`` in it, for each statement. ``p*c`` is a
+    product of a loop index and a size, which no affine map holds; but ``p`` takes only
+    ``parts`` constant values, so each is one piece ``j*c <= x - lo < (j+1)*c`` of a
+    piecewise quasi-affine map (``c`` a floor of the sizes). None when the loop has no
+    lowest or highest value isl can name."""
+    values = None
+    for stmt, e in exprs:
+        img = map_in(program.params, e).intersect_domain(
+            set_(with_params(tuple(program.params), program.statement(stmt).domain))).range()
+        values = img if values is None else values.union(img.align_params(values.get_space()))
+    if values is None or values.is_empty():
+        return None
+    values = values.coalesce()
+    lo, hi = values.dim_min(0), values.dim_max(0)
+    formula_p, formula_q = _block_formulas(values.get_space(), lo, hi, parts)
+    outer = [LoopExpr.of(map_in(program.params, e).apply_range(
+        formula_p.align_params(map_in(program.params, e).get_space()))) for _, e in exprs]
+    inner = [LoopExpr.of(map_in(program.params, e).apply_range(
+        formula_q.align_params(map_in(program.params, e).get_space()))) for _, e in exprs]
+    return outer, inner
+
+
+def _block_formulas(space: isl.Space, lo: isl.PwAff, hi: isl.PwAff, parts: int
+                    ) -> tuple[isl.Map, isl.Map]:
+    """``[x] -> [p]`` and ``[x] -> [x - lo - p*c]`` with ``c = floor((hi - lo + parts) /
+    parts)``, one piece per block ``p``."""
+    ls = isl.LocalSpace.from_space(space)
+    x = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, 0))
+    zero = isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls))
+
+    def on_x(pa: isl.PwAff) -> isl.PwAff:     # a function of the sizes, on the space of x
+        return zero.add(pa.align_params(space).insert_dims(isl.dim_type.in_, 0, 1))
+    rel = x.sub(on_x(lo))
+    size = on_x(hi).sub(on_x(lo)).add_constant_val(_int(parts)).scale_down_val(_int(parts))
+    size = size.floor()
+    p = q = None
+    for j in range(parts):
+        start, end = size.scale_val(_int(j)), size.scale_val(_int(j + 1))
+        piece = rel.ge_set(start).intersect(rel.lt_set(end))
+        pj = zero.add_constant_val(_int(j)).intersect_domain(piece)
+        qj = rel.sub(start).intersect_domain(piece)
+        p = pj if p is None else p.union_add(pj)
+        q = qj if q is None else q.union_add(qj)
+    assert p is not None and q is not None
+    return isl.Map.from_pw_aff(p), isl.Map.from_pw_aff(q)

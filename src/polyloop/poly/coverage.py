@@ -66,7 +66,10 @@ def unwritten_reads(program: Program, schedule: dict[str, isl.Map],
             read = map_(f"{params_prefix(program.params)}{{ {s.name}[{', '.join(s.iters)}] -> "
                         f"{load.buffer}[{idx}] }}").intersect_domain(where)
             missing = _no_source(program, schedule, read, load.buffer)
-            if missing is None:
+            if missing is not None and program.assumptions:   # sizes the caller promises
+                missing = missing.intersect_params(
+                    set_(program.assumptions).align_params(missing.get_space()))
+            if missing is None or missing.is_empty():
                 continue
             positive = " and ".join(f"{p} >= 1" for p in program.params) or "true"
             ordinary = missing.intersect_params(

@@ -53,3 +53,30 @@ def reads_initial_values(program: Program, schedule: dict[str, isl.Map]) -> set[
     names: set[str] = set()
     no_source.foreach_map(lambda m: names.add(m.get_tuple_name(isl.dim_type.out)))
     return names
+
+
+def value_flow(program: Program, schedule: dict[str, isl.Map], buffer: str, source: str,
+               sink: str) -> isl.Map | None:
+    """``source[...] -> sink[...]``: the instance pairs where ``sink`` reads a value of
+    ``buffer`` that ``source`` wrote (the last write before the read under ``schedule``), or
+    None when there is none. A memory-based RAW dependence keeps every earlier write of the
+    element; this keeps the one whose value is read, which is what matters when each group of
+    iterations may get its own copy of the buffer. Sizes outside the program's assumptions
+    (``n mod 16 = 0``) are left out."""
+    pairs, _ = flow(program, schedule, buffer)
+    if pairs is None:
+        return None
+    found: list[isl.Map] = []
+    pairs.foreach_map(lambda m: found.append(m) if (
+        m.get_tuple_name(isl.dim_type.in_) == source
+        and m.get_tuple_name(isl.dim_type.out) == sink) else None)
+    if not found:
+        return None
+    out = found[0]
+    for m in found[1:]:
+        out = out.union(m)
+    if program.assumptions:     # pairs only at sizes the program promises never happen
+        context = isl.Set(program.assumptions)
+        out = out.intersect_params(context.align_params(out.get_space()))
+    out = out.coalesce()
+    return None if out.is_empty() else out

@@ -23,11 +23,14 @@ from .access import accesses, buffer_box, domain
 from .affine import prefix_map
 from .dataflow import flow
 from .deps import DepKind, Dependence
+from .deps import compute as compute_deps
 from .gpu import is_item, statement_paths
 from .isl_util import out_dims, printed, set_, solved_dim
 from .loop_expr import LoopExpr
 from .regions import pw_aff_to_expr
-from .tree import LoopNode, Root, common_loops, flat_schedule
+from .legality import carries, time_deltas
+from .tree import (LoopNode, Root, common_loops, flat_schedule, loop_position, loops,
+                   statements_under)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,9 +216,36 @@ def _values_stay(program: Program, root: Root, buffer: str,
             u = isl.UnionMap.from_map(m)
             same = u if same is None else same.union(u)
     assert same is not None
+    if program.assumptions:     # no flow at sizes the program promises never happen
+        deps = deps.intersect_params(set_(program.assumptions).align_params(deps.get_space()))
     if deps.is_subset(same.align_params(deps.get_space())):
         return None
     return "a value written in one iteration of its home loop is read in another"
+
+
+def thread_loop_sharing(program: Program, root: Root, buffer: str) -> LoopNode | None:
+    """A GPU loop two iterations of which access one element of ``buffer`` (one writing), or
+    None. Legality lets such loops run in parallel when each iteration has its own copy of a
+    'shared' (per work-group) or 'local' (per work-item) temporary; a temporary that cannot
+    be given a copy per iteration must then not be one array for all."""
+    from_deps = None
+    for node in loops(root):
+        if node.kind is not LoopKind.THREAD or node.thread is None:
+            continue
+        scope = program.buffer(buffer).scope
+        if node.thread.is_item and scope is not MemScope.LOCAL:
+            continue
+        stmts = set(statements_under(node))
+        if from_deps is None:
+            schedule = flat_schedule(program, root)
+            from_deps = [(d, schedule) for d in compute_deps(program, schedule)
+                         if d.buffer == buffer]
+        pos = loop_position(root, node.id)
+        for d, schedule in from_deps:
+            if d.source in stmts and d.sink in stmts and carries(
+                    time_deltas(schedule[d.source], schedule[d.sink], d), pos):
+                return node
+    return None
 
 
 def _elements_stay(program: Program, buffer: str, keys: dict[str, isl.Map]) -> bool:

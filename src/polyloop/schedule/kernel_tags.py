@@ -213,11 +213,24 @@ def apply_tag(work: Work, h: LoopHandle, tag: Tag) -> None:
         if bad is not None:
             verb = "vectorize" if tag.kind is TagKind.VECTOR else "bind"
             hint = (" It is a reduction loop: split it and use rfactor, or choose a spatial "
-                    "loop." if bad.dependence.reduction else "")
+                    "loop." if bad.dependence.reduction else _copy_hint(new, node, bad))
             raise ScheduleError(f"cannot {verb} loop {st.loop_label(state, node)} ({tag}): it "
                                 f"carries {bad.summary()}; for instance {bad.describe()}.{hint}",
                                 dependence=bad.evidence())
     work.tags[h.id] = tag
+
+
+def _copy_hint(state: Any, node: LoopNode, bad: Any) -> str:
+    """Why a value of a per-work-group (or per-work-item) temporary cannot cross the loop."""
+    buf = bad.dependence.buffer
+    if buf not in vd.own_copies(state, state.loop(node.id)):
+        return ""
+    thread = state.loop(node.id).thread
+    owner = "work-item" if thread is not None and thread.is_item else "work-group"
+    return (f" Each {owner} has its own copy of temporary {buf}, so no {owner} sees a value "
+            f"another one wrote: read only elements of {buf} that the same {owner} writes "
+            "(bound the reads in the domain), or pl.assume sizes for which it does "
+            "(\"n mod 16 = 0\").")
 
 
 def check_axes(work: Work) -> None:

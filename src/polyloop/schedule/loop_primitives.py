@@ -47,7 +47,8 @@ class LoopPrimitives(ScheduleCore):
 
         Extents that do not divide and symbolic extents are exact: isl writes the bounds.
         TVM's spellings work too: ``factor=8`` is ``factors=[None, 8]`` and ``nparts=4`` is
-        ``factors=[4, None]`` (for a loop of constant extent).
+        ``factors=[4, None]`` for a loop of constant extent; for a symbolic extent n,
+        ``nparts=4`` makes 4 blocks of ``ceil(n / 4)`` iterations (as TVM does).
 
         >>> import polyloop as pl
         >>> A = pl.placeholder((100,), "float32", name="A")
@@ -60,11 +61,12 @@ class LoopPrimitives(ScheduleCore):
         node = self._loop(loop, "split")
         factors = arg.factor_list("split", factors)
         names = arg.loop_names("split", names)
-        if nparts is not None and factors[1] is None and _symbolic(self._state, node):
-            raise ScheduleError(
-                f"split({loop.name}, nparts={nparts}): the extent of '{loop.name}' is symbolic, "
-                f"so each part would hold extent/{nparts} iterations, a division by a size that "
-                f"is not affine; split with factor= (split({loop.name}, factor=k)) instead")
+        if nparts is not None and _symbolic(self._state, node):
+            new, nodes = loops.split_blocks(self._state, node, nparts, names)
+            result = [self._handle(n) for n in nodes]
+            kw = {"nparts": nparts} | ({"names": list(names)} if names else {})
+            self._apply(new, "split", (loop,), kw, tuple(result))
+            return result
         new, nodes = loops.split(self._state, node, factors, names)
         result = [self._handle(n) for n in nodes]
         kw = {"factors": list(factors)} | ({"names": list(names)} if names else {})

@@ -71,6 +71,40 @@ def split(state: State, node: LoopNode, factors: Sequence[int | None],
     return new, new_nodes
 
 
+def split_blocks(state: State, node: LoopNode, parts: int, names: Sequence[str] | None
+                 ) -> tuple[State, list[LoopNode]]:
+    """TVM's ``split(nparts=parts)`` of a loop of symbolic extent: ``parts`` blocks of
+    ``ceil(extent / parts)`` consecutive iterations (the last ones shorter or empty)."""
+    if not isinstance(parts, int) or isinstance(parts, bool) or not 1 <= parts <= MAX_PARTS:
+        raise ScheduleError(f"split of loop {st.loop_label(state, node)}: nparts of a loop of "
+                            f"symbolic extent must be an int in [1, {MAX_PARTS}] (one piece "
+                            f"of the schedule per part), got {parts!r}; for more parts split "
+                            "with factor=")
+    names = list(names) if names else [f"{node.name}_0", f"{node.name}_1"]
+    if len(names) != 2:
+        raise ScheduleError(f"split of loop {st.loop_label(state, node)}: 2 loops but "
+                            f"{len(names)} names")
+    got = affine.block_parts(state.program, node.exprs, parts)
+    if got is None:
+        raise ScheduleError(f"split of loop {st.loop_label(state, node)}: the loop has no "
+                            "iterations to divide into parts")
+    outer, inner = got
+    stmts = [s for s, _ in node.exprs]
+    nid = state.next_id
+    new_nodes = [LoopNode(nid, names[0], tuple(zip(stmts, outer)), ()),
+                 LoopNode(nid + 1, names[1], tuple(zip(stmts, inner)), ())]
+    new = state.with_root(replace_node(state.root, node.id, _chain(new_nodes, node.children)),
+                          nid + 2)
+    # x -> (block, offset) is strictly increasing for the lexicographic order, as the
+    # mixed-radix digits of ``split``: the same verdicts hold
+    vd.inherit_split(state, new, node, 2)
+    return new, new_nodes
+
+
+# one piece of the schedule per part: more parts make isl's maps (and code) large
+MAX_PARTS = 64
+
+
 def loop_range(state: State, node: LoopNode) -> tuple[int | None, int | None]:
     """The constant (first, last) values of a loop; None where they depend on sizes."""
     return _range(state, node)

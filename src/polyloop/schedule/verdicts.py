@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import ScheduleError
 from ..ir.loops import LoopKind
+from ..ir.program import BufferRole, MemScope
+from ..poly import dataflow
 from ..poly import deps as deps_mod
 from ..poly import launch, legality
 from ..poly.loop_expr import LoopExpr
@@ -355,12 +357,59 @@ def check_parallel(state: State, node: LoopNode) -> legality.Violation | None:
     pos = loop_position(state.root, node.id)
     stmts = statements_under(node)
     by_stmt = dict(sig)
-    key = _carried_key(state, node, sig)
+    copies = own_copies(state, node)
+    key = _carried_key(state, node, sig) + (copies,)
     if key not in memo.carried:
+        schedule = _LazySchedule(state, sig)
+        deps, fresh = _per_copy_deps(state, schedule, copies)
+
+        original = {k: state.deps.index(d) for k, d in enumerate(deps) if k not in fresh}
+
         def carried(k: int, d: deps_mod.Dependence) -> bool:
-            return bool(verdict(state, k, d, by_stmt[d.source], by_stmt[d.sink], pos)
-                        .carries(pos))
-        memo.carried[key] = legality.check_parallel(state.program, state.deps,
-                                                    _LazySchedule(state, sig), set(stmts), pos,
-                                                    carried)
+            if k in fresh:
+                return legality.carries(legality.time_deltas(
+                    schedule[d.source], schedule[d.sink], d), pos)
+            return bool(verdict(state, original[k], d, by_stmt[d.source], by_stmt[d.sink],
+                                pos).carries(pos))
+        memo.carried[key] = legality.check_parallel(state.program, deps, schedule, set(stmts),
+                                                    pos, carried)
     return memo.carried[key]
+
+
+def own_copies(state: State, node: LoopNode) -> tuple[str, ...]:
+    """The temporaries of which each iteration of ``node`` has its own copy: on a GPU, a
+    local-memory temporary is one array per work-group and a private one one per work-item,
+    so a loop bound to a work-group index shares neither and a work-item loop shares only the
+    local ones (OpenCL's semantics of ``__local`` and private declarations)."""
+    if node.kind is not LoopKind.THREAD or node.thread is None:
+        return ()
+    scopes = ((MemScope.SHARED, MemScope.LOCAL) if node.thread.is_group else (MemScope.LOCAL,))
+    return tuple(b.name for b in state.program.buffers
+                 if b.role is BufferRole.TEMP and b.scope in scopes)
+
+
+def _per_copy_deps(state: State, schedule: Mapping, copies: tuple[str, ...]
+                   ) -> tuple[tuple[deps_mod.Dependence, ...], set[int]]:
+    """The dependences when each iteration has its own copy of ``copies``: no write or read of
+    one copy conflicts with an access of another (no WAW, no WAR), and a read depends only on
+    the write whose value it reads (value-based flow, which must stay in one iteration). The
+    set holds the positions of the dependences rewritten so (their verdicts are not cached)."""
+    if not copies:
+        return state.deps, set()
+    out: list[deps_mod.Dependence] = []
+    fresh: set[int] = set()
+    seen: set[tuple[str, str, str, bool]] = set()
+    for d in state.deps:
+        if d.buffer not in copies:
+            out.append(d)
+            continue
+        if d.kind is not deps_mod.DepKind.RAW or (d.source, d.sink, d.buffer,
+                                                   d.reduction) in seen:
+            continue
+        seen.add((d.source, d.sink, d.buffer, d.reduction))
+        rel = dataflow.value_flow(state.program, dict(schedule), d.buffer, d.source, d.sink)
+        if rel is not None:
+            fresh.add(len(out))
+            out.append(deps_mod.Dependence(d.kind, d.source, d.sink, d.buffer, rel,
+                                           d.reduction))
+    return tuple(out), fresh
