@@ -57,8 +57,8 @@ def test_block_of_iterations_is_consecutive():
     for n in (1, 5, 13, 16, 37):
         c = -(-n // 4)
         for it in range(n):
-            p = isl.Map(outer[0]).fix_val(isl.dim_type.param, 0, isl.Val(n))
-            q = isl.Map(inner[0]).fix_val(isl.dim_type.param, 0, isl.Val(n))
+            p = isl.Map(str(outer[0])).fix_val(isl.dim_type.param, 0, isl.Val(n))
+            q = isl.Map(str(inner[0])).fix_val(isl.dim_type.param, 0, isl.Val(n))
             point = isl.Set(f"{{ C[{it}] }}")
             assert _value(p.intersect_domain(point)) == it // c
             assert _value(q.intersect_domain(point)) == it % c

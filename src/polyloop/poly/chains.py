@@ -31,16 +31,18 @@ from .tree import Root, loops
 
 
 def join_chains(schedule: isl.Schedule, root: Root) -> isl.Schedule:
-    """``schedule`` (``astgen.isl_schedule`` of ``root``: a mark ``L<id>`` above each loop's
+    """``schedule`` (``isl_schedule.isl_schedule`` of ``root``: a mark ``L<id>`` above each loop's
     band) with each chain of tiled loops as one band under its stacked marks.
 
     >>> import islpy as isl, polyloop as pl
-    >>> from polyloop.poly.astgen import isl_schedule
+    >>> from polyloop.poly.hardware_ids import statement_domains
+    >>> from polyloop.poly.isl_schedule import isl_schedule
     >>> A = pl.placeholder((64,), "float32", name="A")
     >>> B = pl.compute((64,), lambda i: A[i] + 1.0, name="B")
     >>> sch = pl.Schedule(B)
     >>> _ = sch.split(sch.get_loops("B")[0], factors=[None, 8])
-    >>> tree = join_chains(isl_schedule(sch.program, sch.state.root), sch.state.root)
+    >>> program, root = sch.program, sch.state.root
+    >>> tree = join_chains(isl_schedule(program, root, statement_domains(program, root, {})), root)
     >>> "mark" in str(tree) and tree.get_root().child(0).child(0).child(0).band_n_member()
     2
     """
