@@ -24,13 +24,16 @@ Each figure is the least of ``--repeat`` timings (``polyloop.bench.peers.time_ca
 ``--rounds`` rounds interleaved over all rows (the machine is shared: a burst of load then does
 not land on one row only). ``ratio`` is TVM's time divided by polyloop's: >= 1 means polyloop
 is at least as fast. Every result is checked against NumPy before it is timed. Without TVM
-the TVM column says "not installed".
+the TVM column says "not installed". ``--clock cpu --threads 1`` times the CPU time of the
+calling thread instead of wall time (both tools run a one-thread kernel in the caller): on a
+loaded machine it leaves out the time spent waiting for a core.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -402,7 +405,33 @@ def _check(name: str, tool: str, got: np.ndarray, want: np.ndarray) -> None:
                          f"(max abs error {err:.3e}); not timing it")
 
 
-def _polyloop_timer(case: Case, arrays: list[np.ndarray], threads: int, repeat: int):
+def thread_cpu_time(fn: Callable[[], object], *, repeat: int, min_time: float = 0.05) -> float:
+    """Least CPU seconds of the calling thread per ``fn()``: with one thread both tools run the
+    kernel in the caller, and the time spent waiting for a core on a loaded machine (which wall
+    time counts) is left out."""
+    fn()
+    fn()
+    number, start = 0, time.thread_time()
+    while number == 0 or time.thread_time() - start < min_time:
+        fn()
+        number += 1
+    best = math.inf
+    for _ in range(repeat):
+        start = time.thread_time()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.thread_time() - start) / number)
+    return best
+
+
+def _timer(clock: str) -> Callable[..., float]:
+    if clock == "cpu":
+        return thread_cpu_time
+    return lambda fn, *, repeat: time_call(fn, repeat=repeat, stat="min")
+
+
+def _polyloop_timer(case: Case, arrays: list[np.ndarray], threads: int, repeat: int,
+                    clock: str = "wall"):
     mod = pl.build(case.polyloop())
     lib = ctypes.CDLL(str(mod.library.path))
     out = np.full(case.out_shape, np.nan, np.float32)
@@ -412,18 +441,19 @@ def _polyloop_timer(case: Case, arrays: list[np.ndarray], threads: int, repeat: 
 
     def measure() -> float:
         apply_thread_count(lib, threads)
-        return time_call(lambda: mod(*arrays, out), repeat=repeat, stat="min")
+        return _timer(clock)(lambda: mod(*arrays, out), repeat=repeat)
     return measure
 
 
-def _tvm_timer(tvm: Any, case: Case, arrays: list[np.ndarray], threads: int, repeat: int):
+def _tvm_timer(tvm: Any, case: Case, arrays: list[np.ndarray], threads: int, repeat: int,
+               clock: str = "wall"):
     lib = tvm.compile(case.tvm(tvm), target=_tvm_target(threads))
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(a, dev) for a in arrays]
     out = tvm.runtime.tensor(np.full(case.out_shape, np.nan, np.float32), dev)
     lib(*args, out)
     _check(case.name, "TVM", out.numpy(), case.reference(*arrays))
-    return lambda: time_call(lambda: lib(*args, out), repeat=repeat, stat="min")
+    return lambda: _timer(clock)(lambda: lib(*args, out), repeat=repeat)
 
 
 def main() -> None:
@@ -434,7 +464,11 @@ def main() -> None:
     p.add_argument("--threads", type=int, nargs="*", default=[1, 2])
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="cpu: CPU time of the calling thread, for --threads 1 on a loaded machine")
     args = p.parse_args()
+    if args.clock == "cpu" and args.threads != [1]:
+        p.error("--clock cpu measures the calling thread only: use it with --threads 1")
     tvm = load_tvm()
     every = cases(args.n)
     rows: list[Row] = []
@@ -443,17 +477,18 @@ def main() -> None:
         for case in every[name]:
             arrays = case.inputs(rng)
             for t in args.threads:
-                timer = (_tvm_timer(tvm.module, case, arrays, t, args.repeat)
+                timer = (_tvm_timer(tvm.module, case, arrays, t, args.repeat, args.clock)
                          if tvm.available and case.tvm is not None
                          else tvm.version if case.tvm is not None else "-")
-                rows.append(Row(case, t, _polyloop_timer(case, arrays, t, args.repeat), timer))
+                rows.append(Row(case, t, _polyloop_timer(case, arrays, t, args.repeat, args.clock),
+                                timer))
     for _ in range(args.rounds):
         for row in rows:
             row.best["polyloop"] = min(row.best["polyloop"], row.polyloop())
             if callable(row.tvm):
                 row.best["tvm"] = min(row.best["tvm"], row.tvm())
     print(f"TVM {tvm.version}; best of {args.rounds} rounds of the least of {args.repeat} "
-          "timings; ratio = TVM time / polyloop time (>= 1: polyloop at least as fast)")
+          f"{args.clock} timings; ratio = TVM time / polyloop time (>= 1: polyloop at least as fast)")
     print(f"{'case':42} {'thr':>3} {'polyloop ms':>12} {'TVM ms':>10} {'ratio':>7}")
     for row in rows:
         pm = row.best["polyloop"] * 1e3

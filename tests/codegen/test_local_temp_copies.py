@@ -36,7 +36,7 @@ def _schedule():
 
 def test_each_copy_of_the_home_loop_declares_the_tile():
     mod = pl.build(_schedule())
-    body = mod.source[mod.source.index("int32_t C_kernel"):]
+    body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
     head = body[:body.index("#pragma omp parallel")]
     assert "C_local" not in head              # not shared at function scope
     assert len(re.findall(r"float C_local\[", body)) == 2

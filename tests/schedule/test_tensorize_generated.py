@@ -84,7 +84,7 @@ def test_generated_function_keeps_the_schedule(tile):
             "const float *restrict b, int64_t c_stride0, int64_t a_stride0, int64_t b_stride0, "
             "int64_t kc)")
     assert head in src
-    body = src[src.index(head):src.index("int32_t C_kernel")]
+    body = src[src.index(head):src.index("int32_t pl_C_kernel_body")]
     assert "#pragma GCC unroll 4" in body            # i unrolled
     assert "explicit vectors of 16 lanes" in body    # j one vector (AVX-512 host)
     assert "i * c_stride0" in body and "i * a_stride0" in body and "b_stride0" in body

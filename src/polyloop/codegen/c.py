@@ -134,34 +134,57 @@ class CPrinter(CFamilyPrinter):
         w.statement(f"{node.function}({', '.join(args)})")
 
     def emit_function(self, w: CodeWriter) -> None:
-        """The entry function: prologue, blank line, body, epilogue."""
+        """The body function, then the entry function that calls it.
+
+        The body takes the sizes and the arrays as ``restrict`` parameters: gcc honours
+        ``restrict`` on parameters, not on local pointers, and only then may it keep a value
+        read from one array in a register across stores to another (a row of B hoisted out of
+        the loop over the rows of C). The entry only unpacks ``args`` and ``params``."""
         k = self.kernel
-        heap = [b for b in self.function_temps if not on_stack(b)]
+        body_name = f"pl_{k.name}_body"
+        params = [f"const int64_t {self.param(p)}" for p in k.params]
+        params += [self.pointer_parameter(b) for b in k.args]
+        with w.block(f"static __attribute__((noinline)) int32_t {body_name}("
+                     f"{', '.join(params) or 'void'})"):
+            self.emit_body(w)
+        w.blank()
         with w.block(self.kernel_prefix + ENTRY_SIGNATURE.format(name=k.name)):
             emit_size_check_call(w, k.name, k.params)
             for i, p in enumerate(k.params):
                 w.statement(f"const int64_t {self.param(p)} = params[{i}]")
             for i, b in enumerate(k.args):
                 w.statement(self.pointer_declaration(b, f"args[{i}]"))
-            for b in self.function_temps:
-                if on_stack(b):
-                    w.statement(self.array_declaration(b, align=ALIGNMENT))
-                else:
-                    w.statement(self.pointer_declaration(b, self.allocation(b)))
-            if heap:
-                self.emit_allocation_check(w, heap)
-            body = CodeWriter()     # printed first: it tells whether indices are checked
-            self.emit(body, k.body)
-            if self.checks_indices:
-                w.statement(f"int64_t {self.fault_words}[{FAULT_WORDS}] = {{0}}")
-            w.blank()
-            w.lines(body.text().splitlines())
-            w.blank()
-            for b in heap:
-                w.statement(f"free({self.buffer_name(b.name)})")
-            if self.checks_indices:
-                self.emit_fault_report(w)
-            w.statement("return 0")
+            names = [self.param(p) for p in k.params] + [self.buffer_name(b.name) for b in k.args]
+            w.statement(f"return {body_name}({', '.join(names)})")
+
+    def pointer_parameter(self, buffer: Buffer) -> str:
+        """``float (*restrict A)[n]``: the declaration of ``pointer_declaration`` as a
+        parameter (the sizes it names come before it in the parameter list)."""
+        return self.pointer_declaration(buffer, "").split(" = ")[0]
+
+    def emit_body(self, w: CodeWriter) -> None:
+        """Temporaries, the loops, frees, the fault report and ``return 0``."""
+        k = self.kernel
+        heap = [b for b in self.function_temps if not on_stack(b)]
+        for b in self.function_temps:
+            if on_stack(b):
+                w.statement(self.array_declaration(b, align=ALIGNMENT))
+            else:
+                w.statement(self.pointer_declaration(b, self.allocation(b)))
+        if heap:
+            self.emit_allocation_check(w, heap)
+        body = CodeWriter()     # printed first: it tells whether indices are checked
+        self.emit(body, k.body)
+        if self.checks_indices:
+            w.statement(f"int64_t {self.fault_words}[{FAULT_WORDS}] = {{0}}")
+        w.blank()
+        w.lines(body.text().splitlines())
+        w.blank()
+        for b in heap:
+            w.statement(f"free({self.buffer_name(b.name)})")
+        if self.checks_indices:
+            self.emit_fault_report(w)
+        w.statement("return 0")
 
     def emit_fault_report(self, w: CodeWriter) -> None:
         """Copy the call's first out-of-range index where the runtime reads it."""
@@ -223,7 +246,8 @@ def _emit_notes(w: CodeWriter, kernel: Kernel) -> None:
 
 def generate_c(kernel: Kernel, *, isa: ISA | None = None,
                profile: tuple[ProfileRegion, ...] = ()) -> str:
-    """The C translation unit of a kernel: notes, includes, helpers, the entry function.
+    """The C translation unit of a kernel: notes, includes, helpers, the body function (the
+    arrays as ``restrict`` parameters) and the entry function that calls it.
 
     Vectorized loops use the vector unit of ``isa`` (default: the host's, as ``CONFIG.cc
     -march=native`` sees it). ``profile``: regions of ``kernel.body`` to time (``profile.py``);
@@ -238,18 +262,22 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None,
     >>> B = Buffer("B", (n,), DType.FLOAT32, BufferRole.OUTPUT)
     >>> body = For("i", Const(0, DType.INT64), n, Store("B", (i,), A[i] * 2.0))
     >>> src = generate_c(Kernel("double_it", (A, B), ("n",), (), body))
-    >>> print(src[src.index("int32_t double_it"):], end="")
-    int32_t double_it(void **args, const int64_t *params) {
-        if (double_it_check_sizes(params)) return 3;
-        const int64_t n = params[0];
-        const float *restrict A = (const float *)args[0];
-        float *restrict B = (float *)args[1];
-    <BLANKLINE>
+    >>> "int32_t pl_double_it_body(const int64_t n, const float *restrict A," in src
+    True
+    >>> print(src[src.index("    for (int64_t i"):], end="")
         for (int64_t i = 0; i < n; i++) {
             B[i] = A[i] * 2.0f;
         }
     <BLANKLINE>
         return 0;
+    }
+    <BLANKLINE>
+    int32_t double_it(void **args, const int64_t *params) {
+        if (double_it_check_sizes(params)) return 3;
+        const int64_t n = params[0];
+        const float *restrict A = (const float *)args[0];
+        float *restrict B = (float *)args[1];
+        return pl_double_it_body(n, A, B);
     }
     """
     return generate_c_unit(kernel, isa=isa, profile=profile)[0]
