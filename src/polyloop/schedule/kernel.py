@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ParseError, ScheduleError, foreign_errors
+from ..ir.loop_notes import NoteKey
 from ..ir.program import BufferRole, MemScope
 from ..poly import kernel_params
 from ..poly.tree import LoopNode
@@ -77,7 +78,7 @@ def split_iname(knl: Any, iname: str, factor: int, outer_tag: str | None = None,
                                 "before tagging")
         _, inner_loop = sch.split(h, [None, factor], names=[outer, inner])
         if any(slabs):      # full tiles in a nest of their own, with constant bounds
-            sch.annotate(inner_loop, "isolate", "on")
+            sch.annotate(inner_loop, NoteKey.ISOLATE, "on")
     tags = {k: v for k, v in ((outer, outer_tag), (inner, inner_tag)) if v is not None}
     if tags:
         apply_tags(work, tags)
