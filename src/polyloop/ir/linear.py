@@ -53,21 +53,24 @@ def read_sum(e: Expr, rules: SumRules[T]) -> T | None:
         done = rules.whole(e)
         if done is not None:
             return done
-    if isinstance(e, Unary) and e.op is UnaryKind.NEG:
+    if isinstance(e, BinOp):
+        op = e.op
+        if op is BinOpKind.ADD or op is BinOpKind.SUB:
+            a = read_sum(e.lhs, rules)
+            b = read_sum(e.rhs, rules) if a is not None else None
+            if b is None:
+                return None
+            return rules.plus(a, rules.scale(b, -1) if op is BinOpKind.SUB else b)
+        if op is BinOpKind.MUL:
+            for x, k in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+                c = rules.factor(k)
+                if c is not None:
+                    inner = read_sum(x, rules)
+                    return None if inner is None else rules.scale(inner, c)
+            return None
+    elif isinstance(e, Unary) and e.op is UnaryKind.NEG:
         inner = read_sum(e.operand, rules)
         return None if inner is None else rules.scale(inner, -1)
-    if isinstance(e, BinOp) and e.op in (BinOpKind.ADD, BinOpKind.SUB):
-        a, b = read_sum(e.lhs, rules), read_sum(e.rhs, rules)
-        if a is None or b is None:
-            return None
-        return rules.plus(a, rules.scale(b, -1) if e.op is BinOpKind.SUB else b)
-    if isinstance(e, BinOp) and e.op is BinOpKind.MUL:
-        for x, k in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
-            c = rules.factor(k)
-            if c is not None:
-                inner = read_sum(x, rules)
-                return None if inner is None else rules.scale(inner, c)
-        return None
     return rules.atom(e)
 
 

@@ -23,6 +23,10 @@ def _atom(e: Expr) -> Linear:
 
 def _factor(e: Expr) -> int | None:
     """The value of a side of a product that is a constant sum."""
+    if isinstance(e, Const):        # the common sides, answered without reading a sum
+        return e.value if e.dtype.is_int and isinstance(e.value, int) else None
+    if isinstance(e, Var):
+        return None
     lin = _linear(e)
     return lin[1] if lin is not None and not lin[0] else None
 
