@@ -1,5 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Walking and rebuilding expression trees: children, walk, rewrite, substitute, same."""
+"""Walking and rebuilding expression trees: children, walk, rewrite, substitute, same.
+
+>>> from polyloop.ir.expr import Var
+>>> i, j = Var("i"), Var("j")
+>>> e = (i + 1) * j
+>>> sorted(free_vars(e)), [type(n).__name__ for n in walk(e)][:2]
+(['i', 'j'], ['BinOp', 'BinOp'])
+>>> print(substitute(e, {"j": i}))
+(i + 1) * i
+>>> same(e, (i + 1) * j), same(e, (i + 2) * j)
+(True, False)
+"""
 from __future__ import annotations
 
 from dataclasses import fields
