@@ -21,9 +21,9 @@ from ..ir.expr import Var, VarKind, walk
 from ..ir.program import Buffer, BufferRole
 from .pointers import data_pointer_reader
 from .shapes import shape_to_str
-from .size_inference import INT64_MAX, Plan, SizeInference, dim_rule
+from .size_inference import INT64_MAX, DimRule, Plan, SizeInference, dim_rule
 
-__all__ = ["Binder", "Slot", "shape_to_str"]
+__all__ = ["Binder", "DimRule", "Plan", "Slot", "shape_to_str"]
 
 _SCALARS = (int, float, bool, np.generic)
 
