@@ -24,11 +24,11 @@ class DType(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in _FLOATS
+        return self in (DType.FLOAT16, DType.FLOAT32, DType.FLOAT64)
 
     @property
     def is_int(self) -> bool:
-        return self in _INTS
+        return self in (DType.INT8, DType.UINT8, DType.INT16, DType.INT32, DType.INT64)
 
     @property
     def numpy(self) -> np.dtype:
@@ -41,11 +41,6 @@ class DType(enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-
-# The members of each kind, built once: naming members inside the properties looked each one up
-# on the class at every call, and every expression node asks for its kind.
-_FLOATS = (DType.FLOAT16, DType.FLOAT32, DType.FLOAT64)
-_INTS = (DType.INT8, DType.UINT8, DType.INT16, DType.INT32, DType.INT64)
 
 # Loop iterators and size parameters are 64-bit integers that behave like Python ints.
 INDEX = DType.INT64

@@ -23,11 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
-from .dtypes import INDEX
+from .dtypes import INDEX, DType
 from .nodes import BinOp, Const, Expr, Unary, binop
 from .kinds import BinOpKind, UnaryKind
 
 T = TypeVar("T")
+# the integer dtypes, asked once: the walk visits every node of every index expression
+_INTEGER = frozenset(d for d in DType if d.is_int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ class SumRules(Generic[T]):
 def read_sum(e: Expr, rules: SumRules[T]) -> T | None:
     """``e`` read by ``rules`` (see :class:`SumRules`), or None when it is not integer or a part
     cannot be read."""
-    if not e.dtype.is_int:
+    if e.dtype not in _INTEGER:
         return None
     if rules.whole is not None:
         done = rules.whole(e)
