@@ -14,16 +14,21 @@ are left scalar: a vector view of a register array forces it into memory.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..ir.dtypes import DType
 from ..ir.expr import (BinOpKind, Const, Expr, Load, Select, Var, VarKind, binop, children,
                        rewrite, substitute)
 from ..ir.loops import For, Store
 from ..ir.program import Buffer, MemScope
 from ..ir.simplify import simplify
-from .gpu import GpuPrinter, flat_index, trip_count
+from .gpu import flat_index, trip_count
 from .names import NameKind
 from .vector_plan import affine, body_stores, index_stride, load_key
 from .writer import CodeWriter
+
+if TYPE_CHECKING:
+    from .cuda import CudaPrinter
 
 LANES = 4
 LANE_FIELDS = "xyzw"
@@ -32,7 +37,7 @@ LANE_FIELDS = "xyzw"
 class Float4Loop:
     """The float4 form of one vectorized loop, if it has one (``why_not`` is None)."""
 
-    def __init__(self, printer: GpuPrinter, loop: For) -> None:
+    def __init__(self, printer: "CudaPrinter", loop: For) -> None:
         self.printer, self.loop = printer, loop
         self.stores = body_stores(loop.body) or []
         self.loads: dict[tuple, Load] = {}      # load_key -> the vector load

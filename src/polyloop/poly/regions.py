@@ -13,7 +13,6 @@ from ..ir.dtypes import INDEX
 from ..ir.expr import BinOpKind, Const, Expr, Var, VarKind, binop
 from ..ir.program import Program
 from .access import accesses, buffer_box, footprint
-from .affine import value_range
 from .isl_util import NotAffine, expr_to_isl, map_, params_prefix, set_, with_params
 
 
@@ -171,5 +170,6 @@ def layout_extents(program: Program, buffer: str, new_indices: Sequence[Expr],
 
 def constant_extent(program: Program, stmt: str, text: str) -> tuple[int, int] | None:
     """(min, max) of a loop expression over the statement's domain when both are constants."""
+    from .affine import value_range
     lo, hi = value_range(program, stmt, text)
     return None if lo is None or hi is None else (lo, hi)

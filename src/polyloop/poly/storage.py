@@ -100,7 +100,12 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     if isinstance(key, str):
         return key
     keys = {s: _key_map(program, s, key[s]) for s in stmts}
-    footprint = _footprint(acc, keys)
+    footprint = None
+    for a in acc:
+        f = keys[a.statement].reverse().apply_range(_align(a.relation, keys[a.statement]))
+        footprint = f if footprint is None else _align(footprint, f).union(_align(f, footprint))
+    assert footprint is not None
+    footprint = footprint.coalesce()
     # no element touched by two key iterations (an accumulator per work-item, a prefetch
     # buffer indexed by its outer loops): no value can pass from one to another
     if not footprint.is_injective():
@@ -112,32 +117,9 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     home_name = home[-1].name if home else None
     if footprint.is_single_valued():    # one element per key iteration (an accumulator)
         return Compaction(buffer, home_name, (1,) * nd, {s: () for s in stmts})
-    box = _box(footprint)
-    if isinstance(box, str):
-        return box
-    shape, corners, kept = box
-    offsets = _statement_offsets(program, stmts, keys, corners, kept)
-    if isinstance(offsets, str):
-        return offsets
-    return Compaction(buffer, home_name, tuple(shape), offsets)
-
-
-def _footprint(acc: list, keys: dict[str, isl.Map]) -> isl.Map:
-    """The elements each key iteration touches, over all accesses ``acc``."""
-    footprint = None
-    for a in acc:
-        f = keys[a.statement].reverse().apply_range(_align(a.relation, keys[a.statement]))
-        footprint = f if footprint is None else _align(footprint, f).union(_align(f, footprint))
-    assert footprint is not None
-    return footprint.coalesce()
-
-
-def _box(footprint: isl.Map) -> tuple[list[int], isl.Map | None, int] | str:
-    """The constant box around one key iteration's footprint: its shape, the corners of the
-    dimensions kept (wider than 1) as one map, and how many are kept; or why there is none."""
     shape, corners, kept = [], None, 0
     fixed = _fixed_by_key(footprint)
-    for d in range(footprint.dim(isl.dim_type.out)):
+    for d in range(nd):
         if d in fixed:                  # one index per key iteration: 0 once compacted
             shape.append(1)
             continue
@@ -159,13 +141,7 @@ def _box(footprint: isl.Map) -> tuple[list[int], isl.Map | None, int] | str:
         kept += 1
         corners = corner if corners is None else _align(corners, corner).flat_range_product(
             _align(corner, corners))
-    return shape, corners, kept
-
-
-def _statement_offsets(program: Program, stmts: list[str], keys: dict[str, isl.Map],
-                       corners: isl.Map | None, kept: int) -> dict[str, tuple[Expr, ...]] | str:
-    """The corners of the dimensions kept, at once, composed with each statement's key map:
-    what each statement subtracts from its indices; or why it cannot be written."""
+    # the corners of the dimensions kept, at once, composed with each statement's key map
     offsets: dict[str, tuple[Expr, ...]] = {s: () for s in stmts}
     for s in stmts if corners is not None else ():
         per_dim = _offsets(program, s, keys[s], corners, kept, pullback=False)
@@ -174,7 +150,7 @@ def _statement_offsets(program: Program, stmts: list[str], keys: dict[str, isl.M
         if isinstance(per_dim, str):
             return per_dim
         offsets[s] = per_dim
-    return offsets
+    return Compaction(buffer, home_name, tuple(shape), offsets)
 
 
 def _fixed_by_key(footprint: isl.Map) -> set[int]:
