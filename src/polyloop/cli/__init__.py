@@ -148,12 +148,27 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: one subcommand each, ``run`` set to its function.
+
+    >>> build_parser().parse_args(["demo", "--size", "64"]).size
+    64
+    """
     parser = argparse.ArgumentParser(
         prog="polyloop", description="polyloop: a compiler for loop and tensor programs.")
     parser.add_argument("--version", action="version",
                         version=f"polyloop {package_version('polyloop')}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_demo_command(commands)
+    _add_bench_command(commands)
+    _add_tune_command(commands)
+    version = commands.add_parser("version", help="print the versions of polyloop, its "
+                                                  "dependencies and the C compiler")
+    version.set_defaults(run=cmd_version)
+    _add_graph_commands(commands)
+    return parser
 
+
+def _add_demo_command(commands) -> None:
     demo = commands.add_parser(
         "demo", help="build, check and time matmul+ReLU and softmax against NumPy",
         description="Build matmul + ReLU (n=512) and a row softmax (1024 x 1024) with hand "
@@ -166,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="timings per measurement; the median is shown (default: 10)")
     demo.set_defaults(run=cmd_demo)
 
+
+def _add_bench_command(commands) -> None:
     perf = commands.add_parser(
         "bench", help="time polyloop's operator schedules against PyTorch, NumPy and TVM",
         description="Build each workload's operator schedule, check it against NumPy, and time "
@@ -202,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also draw a bar chart (speed relative to PyTorch) into this file")
     perf.set_defaults(run=cmd_bench)
 
+
+def _add_tune_command(commands) -> None:
     tuning = commands.add_parser(
         "tune", help="tune a program of a Python file: polyloop tune FILE.py:FUNCTION",
         description="Search schedules of FUNCTION (a @pl.script program, a kernel, output "
@@ -216,12 +235,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a size parameter's value for measuring (repeatable)")
     tuning.add_argument("-v", "--verbose", action="store_true", help="log each candidate")
     tuning.set_defaults(run=cmd_tune)
-
-    version = commands.add_parser("version", help="print the versions of polyloop, its "
-                                                  "dependencies and the C compiler")
-    version.set_defaults(run=cmd_version)
-    _add_graph_commands(commands)
-    return parser
 
 
 def cmd_tune(args: argparse.Namespace) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import inspect
 import os
 import platform
-import statistics
 import textwrap
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from importlib import metadata
 import numpy as np
 
 from .. import config, ops
+from ..bench.peers import time_call
 from ..driver import build
 from ..errors import PolyloopError
 from ..frontend import te
@@ -107,19 +107,7 @@ class Timing:
 def time_numpy(fn: Callable[..., object], args: Sequence[np.ndarray], *, repeat: int,
                warmup: int = 3, min_time: float = 1e-3) -> float:
     """Median seconds of one call, measured the way ``Module.benchmark`` measures a kernel."""
-    for _ in range(warmup):
-        fn(*args)
-    start, number = time.perf_counter(), 0
-    while number == 0 or time.perf_counter() - start < min_time:
-        fn(*args)
-        number += 1
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn(*args)
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times)
+    return time_call(lambda: fn(*args), repeat=repeat, warmup=warmup, min_time=min_time)
 
 
 def check(label: str, got: np.ndarray, want: np.ndarray, case: Case) -> tuple[bool, str]:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import inspect
-import math
-import textwrap
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -26,76 +23,12 @@ from ..ir.expr import (BinOpKind, Const, Expr, UnaryKind, Var, VarKind, binop, c
                        unary)
 from ..ir.program import Buffer
 from ..poly.isl_util import NotAffine, expr_to_isl
+from .script_calls import FUNCTIONS, POW_FUNCTIONS, constant_exponent, helper_body, int_power
 
 # isl keywords cannot name loop variables or sizes (they would not parse in a domain)
 _MAX_INLINE_DEPTH = 16
 ISL_RESERVED = frozenset({"and", "or", "not", "mod", "floor", "ceil", "min", "max", "exists",
                           "infty", "true", "false", "implies", "xor"})
-
-
-def _fold(fn: Callable[[Expr, Expr], Expr]) -> Callable[..., Expr]:
-    def call(*args: Expr) -> Expr:
-        out = args[0]
-        for a in args[1:]:
-            out = fn(out, a)
-        return out
-    return call
-
-
-# function object -> (builder, min args, max args); max None: any number
-FUNCTIONS: dict[int, tuple[str, Callable[..., Expr], int, int | None]] = {}
-
-
-def _register(objs: list[Any], name: str, fn: Callable[..., Expr], lo: int,
-              hi: int | None) -> None:
-    for o in objs:
-        FUNCTIONS[id(o)] = (name, fn, lo, hi)
-
-
-_register([builtins.max, np.maximum, ew.maximum, np.fmax], "max", _fold(ew.maximum), 2, None)
-_register([builtins.min, np.minimum, ew.minimum, np.fmin], "min", _fold(ew.minimum), 2, None)
-_register([builtins.abs, math.fabs, np.abs, np.absolute, ew.abs], "abs", ew.abs, 1, 1)
-_register([math.exp, np.exp, ew.exp], "exp", ew.exp, 1, 1)
-_register([math.log, np.log, ew.log], "log", ew.log, 1, 1)
-_register([math.sqrt, np.sqrt, ew.sqrt], "sqrt", ew.sqrt, 1, 1)
-_register([math.tanh, np.tanh, ew.tanh], "tanh", ew.tanh, 1, 1)
-_register([math.floor, np.floor, ew.floor], "floor", ew.floor, 1, 1)
-_register([math.ceil, np.ceil, ew.ceil], "ceil", ew.ceil, 1, 1)
-_register([builtins.round, np.round, np.rint, ew.round], "round", ew.round, 1, 1)
-_register([math.sin, np.sin, ew.sin], "sin", ew.sin, 1, 1)
-_register([math.cos, np.cos, ew.cos], "cos", ew.cos, 1, 1)
-_register([math.tan, np.tan, ew.tan], "tan", ew.tan, 1, 1)
-_register([math.erf, ew.erf], "erf", ew.erf, 1, 1)
-_register([ew.sigmoid], "sigmoid", ew.sigmoid, 1, 1)
-_register([math.isnan, np.isnan, ew.isnan], "isnan", ew.isnan, 1, 1)
-_register([math.fmod, np.fmod, ew.fmod], "fmod", ew.fmod, 2, 2)
-_register([np.where, ew.where], "where", ew.where, 3, 3)
-_POW = (builtins.pow, math.pow, np.power, ew.pow)
-
-
-def _number(node: ast.expr) -> int | float | None:
-    """The value of a constant exponent (``2``, ``-1``, ``0.5``), else None."""
-    sign = 1
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        sign, node = (-1 if isinstance(node.op, ast.USub) else 1), node.operand
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
-            and not isinstance(node.value, bool):
-        return sign * node.value
-    return None
-
-
-def _int_power(base: Expr, k: int) -> Expr:
-    """base ** k (k >= 1) with about log2(k) multiplications."""
-    out: Expr | None = None
-    square = base
-    while k:
-        if k & 1:
-            out = square if out is None else out * square
-        k >>= 1
-        if k:
-            square = square * square
-    assert out is not None
-    return out
 
 
 @dataclass
@@ -180,13 +113,13 @@ class ExprParser:
     def power(self, node: ast.AST, base: Expr, exponent: ast.expr) -> Expr:
         """``base ** exponent``: a constant integer exponent by repeated squaring (a negative
         one as a reciprocal), a half through sqrt, anything else through C's pow."""
-        k = _number(exponent)
+        k = constant_exponent(exponent)
         if isinstance(k, float) and k.is_integer() and abs(k) <= 64:
             base, k = cast(as_dtype("float64"), base) if not base.dtype.is_float else base, int(k)
         if isinstance(k, int) and abs(k) <= 64:
             if k == 0:
                 return base * 0 + 1
-            out = _int_power(base, abs(k))
+            out = int_power(base, abs(k))
             return out if k > 0 else 1.0 / out
         if k in (0.5, -0.5):
             root = ew.sqrt(base)
@@ -238,7 +171,7 @@ class ExprParser:
 
     def _Call(self, node: ast.Call) -> Expr:
         fn = self.resolve(node.func)
-        if any(fn is p for p in _POW):
+        if any(fn is p for p in POW_FUNCTIONS):
             if len(node.args) != 2 or node.keywords:
                 raise self.fail(node, "pow() takes two arguments: pow(x, 2)")
             return self.power(node, self.value(node.args[0]), node.args[1])
@@ -271,7 +204,7 @@ class ExprParser:
         if self.depth >= _MAX_INLINE_DEPTH:
             raise self.fail(node, f"helper '{fn.__name__}' calls helpers more than "
                                   f"{_MAX_INLINE_DEPTH} deep (recursion cannot be inlined)")
-        body, params = _helper_body(fn)
+        body, params = helper_body(fn)
         if body is None:
             raise self.fail(node, f"helper '{fn.__name__}' cannot be inlined: a helper's body is "
                                   "name = expression lines and one return of an expression, "
@@ -395,24 +328,6 @@ class ExprParser:
                                   "use pl.where(cond, a, b) or max/min)") from None
 
 
-def _helper_body(fn: types.FunctionType) -> tuple[list[ast.stmt] | None, list[str]]:
-    """The body (``name = expr`` lines, then ``return expr``) and parameters of a helper."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return None, []
-    fdef = tree.body[0] if tree.body else None
-    if not isinstance(fdef, ast.FunctionDef):
-        return None, []
-    a = fdef.args
-    if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
-        return None, []
-    body = [st for st in fdef.body if not (isinstance(st, ast.Expr)
-                                           and isinstance(st.value, ast.Constant))]
-    ok = body and isinstance(body[-1], ast.Return) and body[-1].value is not None and all(
-        isinstance(st, ast.Assign) and len(st.targets) == 1
-        and isinstance(st.targets[0], ast.Name) for st in body[:-1])
-    return (body if ok else None), [x.arg for x in a.args]
 
 
 def _describe(node: ast.AST) -> str:

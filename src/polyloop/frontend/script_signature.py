@@ -130,3 +130,14 @@ class Declarations:
 def _is_dtype(value: object) -> bool:
     return isinstance(value, np.dtype) or (isinstance(value, type)
                                            and issubclass(value, np.generic))
+
+
+def alloc(shape: object, dtype: object = None) -> Buffer:
+    """A temporary buffer inside a ``@pl.script`` function: ``Y = pl.alloc((n, 128), "float32")``.
+    Without a dtype it takes the float type of the function's buffers (float32 if they have
+    none or several).
+
+    Only meaningful in a script (which is parsed, not run); calling it elsewhere is an error.
+    """
+    raise PolyloopError("pl.alloc(shape, dtype) declares a temporary inside a @pl.script "
+                        "function; it cannot be called directly")

@@ -5,16 +5,38 @@ A loop's ``annotations`` are ``(key, value)`` pairs carried from the loop tree t
 AST into the loop AST. Most values are only shown (as a comment above the loop); the ones
 lowering acts on are these frozen dataclasses, read back by type and field, never by parsing
 their text. ``str()`` of each is the text printed by ``sch.show()`` and in generated code.
+The keys a later layer acts on are the members of :class:`NoteKey`.
 
 >>> from polyloop.ir.loop_notes import PrefetchHint, TensorizePart
 >>> str(PrefetchHint("A", "B", 2, write=False, locality=3))
 'A for B, 2 iterations ahead, read, locality 3'
 >>> TensorizePart(loop=4, position=1).position
 1
+>>> NoteKey.of("nontemporal") is NoteKey.NONTEMPORAL, NoteKey.of("my_note")
+(True, 'my_note')
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
+
+
+class NoteKey(enum.StrEnum):
+    """The annotation keys that one layer writes and another acts on. A member is a ``str``
+    equal to its text, so a key a user typed (``sch.annotate(loop, "nontemporal", "Y")``)
+    compares equal, prints as typed and keeps its place in a trace."""
+
+    NONTEMPORAL = "nontemporal"                  # codegen: streaming stores of these buffers
+    ISOLATE = "isolate"                          # poly: full-tile isolation "on" / "off"
+    TENSORIZE = "tensorize"                      # lower: a TensorizeMark on a nest's top loop
+    TENSORIZE_LOOP = "tensorize_loop"            # lower: a TensorizePart on each of its loops
+    TENSORIZE_FALLBACK = "tensorize_fallback"    # shown: why a nest kept its loops
+    PREFETCH_LOOP = "prefetch loop"              # lower: a PrefetchPath to a hinted loop
+
+    @classmethod
+    def of(cls, key: str) -> NoteKey | str:
+        """The member spelled ``key``, or ``key`` itself (a note that is only shown)."""
+        return cls._value2member_map_.get(key, key)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,37 +3,32 @@
 ``min``/``max`` (``min(a, b) + 1`` -> ``min(a + 1, b + 1)``). Integer expressions only."""
 from __future__ import annotations
 
-from .dtypes import INDEX
-from .expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var, binop, rewrite
+from .expr import BinOp, BinOpKind, Const, Expr, Var, binop, rewrite
+from .linear import SumRules, add_constant, add_term, read_sum
 
 Linear = tuple[dict[str, tuple[Expr, int]], int]   # atom key -> (atom, coefficient), constant
 
 
 def _linear(e: Expr) -> Linear | None:
-    if not e.dtype.is_int:
-        return None
+    return read_sum(e, _LINEAR)
+
+
+def _atom(e: Expr) -> Linear:
     if isinstance(e, Const) and isinstance(e.value, int):
         return {}, e.value
     if isinstance(e, Var):
         return {e.name: (e, 1)}, 0
-    if isinstance(e, Unary) and e.op is UnaryKind.NEG:
-        inner = _linear(e.operand)
-        return None if inner is None else _scale(inner, -1)
-    if isinstance(e, BinOp):
-        if e.op in (BinOpKind.ADD, BinOpKind.SUB):
-            a, b = _linear(e.lhs), _linear(e.rhs)
-            if a is None or b is None:
-                return None
-            return _add(a, _scale(b, -1) if e.op is BinOpKind.SUB else b)
-        if e.op is BinOpKind.MUL:
-            a, b = _linear(e.lhs), _linear(e.rhs)
-            if a is not None and b is not None:
-                if not b[0]:
-                    return _scale(a, b[1])
-                if not a[0]:
-                    return _scale(b, a[1])
-            return None
     return {f"#{id(e)}": (e, 1)}, 0   # an opaque atom (floor division, min, load, ...)
+
+
+def _factor(e: Expr) -> int | None:
+    """The value of a side of a product that is a constant sum."""
+    if isinstance(e, Const):        # the common sides, answered without reading a sum
+        return e.value if e.dtype.is_int and isinstance(e.value, int) else None
+    if isinstance(e, Var):
+        return None
+    lin = _linear(e)
+    return lin[1] if lin is not None and not lin[0] else None
 
 
 def _scale(x: Linear, k: int) -> Linear:
@@ -50,20 +45,12 @@ def _add(x: Linear, y: Linear) -> Linear:
 def _from_linear(x: Linear) -> Expr:
     out: Expr | None = None
     for atom, c in x[0].values():
-        if c == 0:
-            continue
-        mag = abs(c)
-        term = atom if mag == 1 else binop(BinOpKind.MUL, Const(mag, INDEX, True), atom)
-        if out is None:
-            out = term if c > 0 else Unary(UnaryKind.NEG, term, INDEX, True)
-        else:
-            out = binop(BinOpKind.ADD if c > 0 else BinOpKind.SUB, out, term)
-    k = x[1]
-    if out is None:
-        return Const(k, INDEX, True)
-    if k:
-        out = binop(BinOpKind.ADD if k > 0 else BinOpKind.SUB, out, Const(abs(k), INDEX, True))
-    return out
+        if c != 0:
+            out = add_term(out, c, atom)
+    return add_constant(out, x[1])
+
+
+_LINEAR: SumRules[Linear] = SumRules(atom=_atom, scale=_scale, plus=_add, factor=_factor)
 
 
 def _step(e: Expr) -> Expr | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.expr import Expr, Var
+from ..ir.loop_notes import NoteKey
 from ..ir.loops import Block, For, Node, iter_nodes, map_children
 from ..ir.program import BufferRole, MemScope, Program
 from ..poly.prefetch_regions import Along, along_fits, prefetch_nest, statement_paths
@@ -21,7 +22,7 @@ from ..ir.loop_notes import PrefetchHint, PrefetchPath, SkippedPrefetch
 from ..schedule.software_prefetch import ANNOTATION, hints_of
 from ..poly.tree_edits import map_tree
 
-MARKER = "prefetch loop"
+MARKER = NoteKey.PREFETCH_LOOP
 
 
 def mark_paths(root: Root) -> Root:

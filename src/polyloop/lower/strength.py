@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from ..ir.dtypes import INDEX
 from ..ir.expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var, binop, rewrite, walk
+from ..ir.linear import SumRules, add_constant, add_term, read_sum
 from ..ir.simplify import affine_form
 
 Form = tuple[dict[str, int], int]
@@ -58,30 +59,28 @@ def _step(e: Expr) -> Expr | None:
 
 def _sum(e: Expr) -> tuple[Form, dict[Division, int]] | None:
     """``e`` as an affine part plus canonical divisions times coefficients, or None."""
-    if isinstance(e, (Const, Var)) or e.dtype.is_int and affine_form(e) is not None:
-        f = affine_form(e)
-        return None if f is None else (f, {})
-    if isinstance(e, Unary) and e.op is UnaryKind.NEG:
-        inner = _sum(e.operand)
-        return None if inner is None else _scaled(inner, -1)
+    return read_sum(e, _SUM)
+
+
+def _affine(e: Expr) -> tuple[Form, dict[Division, int]] | None:
+    """An affine subtree, read at once (its variables with their coefficients)."""
+    f = affine_form(e)
+    return None if f is None else (f, {})
+
+
+def _division_atom(e: Expr) -> tuple[Form, dict[Division, int]] | None:
+    """A floor division or remainder of an affine numerator by a positive constant."""
     if not isinstance(e, BinOp):
-        return None
-    if e.op in (BinOpKind.ADD, BinOpKind.SUB):
-        a, b = _sum(e.lhs), _sum(e.rhs)
-        if a is None or b is None:
-            return None
-        return _plus(a, _scaled(b, -1) if e.op is BinOpKind.SUB else b)
-    if e.op is BinOpKind.MUL:
-        for x, k in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
-            if isinstance(k, Const) and isinstance(k.value, int):
-                inner = _sum(x)
-                return None if inner is None else _scaled(inner, k.value)
         return None
     c = _divisor(e)
     num = affine_form(e.lhs) if c else None
     if num is None:
         return None
     return _division(e.op, num, c, 1)
+
+
+def _literal(e: Expr) -> int | None:
+    return e.value if isinstance(e, Const) and isinstance(e.value, int) else None
 
 
 def _division(op: BinOpKind, num: Form, c: int, m: int) -> tuple[Form, dict[Division, int]]:
@@ -125,13 +124,6 @@ def _rebuild(linear: Form, divisions: dict[Division, int], names: dict[str, Var]
     return _build(linear, names, atoms)
 
 
-def _term(out: Expr | None, k: int, atom: Expr) -> Expr:
-    term = atom if abs(k) == 1 else binop(BinOpKind.MUL, Const(abs(k), INDEX, True), atom)
-    if out is None:
-        return term if k > 0 else Unary(UnaryKind.NEG, term, INDEX, True)
-    return binop(BinOpKind.ADD if k > 0 else BinOpKind.SUB, out, term)
-
-
 def _divisor(e: BinOp) -> int:
     if e.op not in (BinOpKind.FLOORDIV, BinOpKind.MOD):
         return 0
@@ -161,12 +153,11 @@ def _build(f: Form, names: dict[str, Var], atoms: Sequence[tuple[int, Expr]] = (
     with its coefficient), the constant last."""
     out: Expr | None = None
     for v in sorted(f[0]):
-        out = _term(out, f[0][v], names[v])
+        out = add_term(out, f[0][v], names[v])
     for m, atom in atoms:
-        out = _term(out, m, atom)
-    if out is None:
-        return Const(f[1], INDEX, True)
-    if f[1]:
-        out = binop(BinOpKind.ADD if f[1] > 0 else BinOpKind.SUB, out,
-                    Const(abs(f[1]), INDEX, True))
-    return out
+        out = add_term(out, m, atom)
+    return add_constant(out, f[1])
+
+
+_SUM: SumRules[tuple[Form, dict[Division, int]]] = SumRules(
+    atom=_division_atom, scale=_scaled, plus=_plus, factor=_literal, whole=_affine)

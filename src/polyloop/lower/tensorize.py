@@ -14,12 +14,12 @@ from dataclasses import replace
 from ..errors import BuildError, ScheduleError
 from ..ir.dtypes import INDEX
 from ..ir.expr import BinOpKind, Const, Expr, Load, Var, binop, loads, substitute, walk
+from ..ir.loop_notes import NoteKey
 from ..ir.loops import Call, For, If, Node, Region, Store, map_children
 from ..ir.program import Program
 from ..ir.simplify import simplify
 from ..poly.tree import Root
-from ..schedule.tensorize import (ANNOTATION, PART, Match, lookup, marked_loops, match,
-                                  nest_part)
+from ..schedule.tensorize import Match, lookup, marked_loops, match, nest_part
 from .function import function_kernel
 
 
@@ -49,12 +49,14 @@ def _rewrite(node: Node, matches: dict[int, Match]) -> Node:
 
 
 def _unmarked(loop: For) -> For:
-    return replace(loop, annotations=tuple((k, v) for k, v in loop.annotations if k != PART))
+    kept = tuple((k, v) for k, v in loop.annotations if k != NoteKey.TENSORIZE_LOOP)
+    return replace(loop, annotations=kept)
 
 
 def _loops_only(loop: For, why: str) -> Node:
-    ann = tuple((k, v) for k, v in loop.annotations if k not in (ANNOTATION, PART))
-    top = replace(loop, annotations=ann + (("tensorize_fallback", why),))
+    ann = tuple((k, v) for k, v in loop.annotations
+                if k not in (NoteKey.TENSORIZE, NoteKey.TENSORIZE_LOOP))
+    top = replace(loop, annotations=ann + ((NoteKey.TENSORIZE_FALLBACK, why),))
     return map_children(top, _strip_parts)
 
 

@@ -41,6 +41,7 @@ from ..frontend.te import Tensor
 from ..ir.elementwise import where
 from ..ir.expr import Const
 from ..schedule import Schedule
+from ..schedule.trace import LoopHandle
 from .knobs import check_knobs, default_lanes
 
 
@@ -252,6 +253,17 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
         x_vectors = _row_vectors(wide.shape[3], lanes)
     check_knobs(who, lanes=lanes, x_vectors=x_vectors)
     sch = Schedule(out)
+    c = _row_sums(sch, out, wide, lanes, x_vectors, stream)
+    if padded is not None:
+        _padding(sch, who, out, wide, padded, c, lanes, pad_in_channel=pad_in_channel,
+                 inline_pad=inline_pad)
+    return sch
+
+
+def _row_sums(sch: Schedule, out: Tensor, wide: Tensor, lanes: int, x_vectors: int,
+              stream: bool) -> LoopHandle:
+    """Channels in parallel, each output row summed in a row-local buffer in unrolled vectors,
+    then copied into ``out``; returns the channel loop."""
     # the sum goes to a row-local buffer; the stage that held it disappears
     sch.compute_inline(sch.cache_write(wide.name, "local"))
     n, c, y, x, r, s = sch.get_loops(wide.name)
@@ -271,8 +283,13 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
         sch.annotate(c, "nontemporal", out.name)
     else:
         sch.vectorize(sch.split(sch.get_loops(out.name)[-1], factors=[None, lanes])[1])
-    if padded is None:
-        return sch
+    return c
+
+
+def _padding(sch: Schedule, who: str, out: Tensor, wide: Tensor, padded: Tensor, c: LoopHandle,
+             lanes: int, *, pad_in_channel: bool | None, inline_pad: bool | None) -> None:
+    """The padded input: read in place (inlined), made per channel inside channel loop ``c``,
+    or made whole in parallel first (see ``schedule_depthwise_conv2d_nchw``)."""
     if inline_pad is None:
         inline_pad = pad_in_channel is None and _plane_leaves_l1(padded)
     if inline_pad and pad_in_channel:
@@ -280,7 +297,7 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
                             "padding is either read in place or made per channel); give one")
     if inline_pad:
         sch.compute_inline(padded.name)
-        return sch
+        return
     if pad_in_channel is None:
         pad_in_channel = all(isinstance(d, Const) and d.value > 0 for d in out.shape[2:])
     if pad_in_channel:
@@ -290,7 +307,6 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
         sch.vectorize(sch.split(sch.get_loops(plane)[-1], factors=[None, lanes])[1])
     else:
         sch.parallel(sch.get_loops(padded.name)[1])
-    return sch
 
 
 _PLANE_IN_L1 = 6144    # elements of a padded plane made per channel (24 KB of float32)

@@ -172,10 +172,7 @@ def schedule_batch_matmul_relu(d: Tensor, *, mr: int = 8, nr_vectors: int = 2,
     >>> [loop.name for loop in sch.get_loops("C")][:3]
     ['p', 'j_0', 'i_0']
     """
-    if not isinstance(d, Tensor) or len(d.inputs) != 1 or d.inputs[0].is_placeholder:
-        raise ScheduleError(f"schedule_batch_matmul_relu: expected the result of "
-                            f"batch_matmul_relu(a, b), got {d!r}")
-    c = d.inputs[0]
+    c = _relu_input(d, "schedule_batch_matmul_relu", "batch_matmul_relu")
     _, b = _operands(c, "schedule_batch_matmul_relu", 3)
     sch = Schedule(d)
     _register_tile(sch, c.name, b.name, batch=True, mr=mr, nr_vectors=nr_vectors,
@@ -198,16 +195,20 @@ def schedule_matmul_relu(d: Tensor, *, mr: int = 6, nr_vectors: int = 4,
     >>> bool(np.allclose(mod(a, b), np.maximum(a @ b, 0), rtol=1e-5, atol=1e-6))
     True
     """
-    if not isinstance(d, Tensor) or len(d.inputs) != 1 or d.inputs[0].is_placeholder:
-        raise ScheduleError(f"schedule_matmul_relu: expected the result of matmul_relu(a, b), "
-                            f"got {d!r}")
-    c = d.inputs[0]
+    c = _relu_input(d, "schedule_matmul_relu", "matmul_relu")
     _, b = _operands(c, "schedule_matmul_relu", 2)
     sch = Schedule(d)
     _register_tile(sch, c.name, b.name, batch=False, mr=mr, nr_vectors=nr_vectors,
                    lanes=default_lanes(str(c.dtype)) if lanes is None else lanes,
                    pack_in_panel=pack_in_panel, epilogue=d.name)
     return sch
+
+
+def _relu_input(d: Tensor, who: str, builder: str) -> Tensor:
+    """The matmul stage under the ReLU ``d`` made by ``builder``."""
+    if not isinstance(d, Tensor) or len(d.inputs) != 1 or d.inputs[0].is_placeholder:
+        raise ScheduleError(f"{who}: expected the result of {builder}(a, b), got {d!r}")
+    return d.inputs[0]
 
 
 def _has_full_tile(a: Tensor, b: Tensor, intrin: TensorIntrin) -> bool:

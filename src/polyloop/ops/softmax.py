@@ -113,7 +113,21 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
     if isinstance(cols, Const):
         # no more accumulators than whole vectors in a row
         accumulators = max(1, min(accumulators, cols.value // (2 * lanes)))
-    width = lanes * accumulators
+    partials = _partial_reductions(sch, in_row, rfactor, lanes * accumulators)
+    i = _row_tasks(sch, y, in_row, rows_per_task, stream)
+    if in_row:
+        _stages_in_row(sch, i, partials, accumulators, lanes, fuse_sum=fuse_sum,
+                       prefetch_next_row=prefetch_next_row)
+    else:
+        _stages_apart(sch, partials, accumulators, lanes)
+    return sch
+
+
+def _partial_reductions(sch: Schedule, in_row: bool, rfactor: bool,
+                        width: int) -> list[BlockHandle]:
+    """The exponentials into a row-local buffer (when the stages run in the row's
+    iteration), and with ``rfactor`` the row max and sum as ``width`` partial results each:
+    returns the blocks of those partial results (max first)."""
     if in_row:
         # exponentials in a row-local buffer: the stage that held them disappears
         sch.compute_inline(sch.cache_write(STAGES[1], "local"))
@@ -123,6 +137,13 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
         for stage in (STAGES[0], STAGES[2]):
             _, k1 = sch.split(sch.get_loops(stage)[-1], factors=[None, width])
             partials.append(sch.rfactor(k1, factor_axis=1))
+    return partials
+
+
+def _row_tasks(sch: Schedule, y: Tensor, in_row: bool, rows_per_task: int,
+               stream: bool) -> LoopHandle:
+    """The result's rows in parallel tasks of consecutive rows, its stores streamed; returns
+    the loop over one row."""
     i, _ = sch.get_loops(STAGES[3])
     task = i
     rows = y.shape[0]
@@ -134,30 +155,40 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
     sch.parallel(task)
     if stream:
         sch.annotate(task, "nontemporal", STAGES[3])
-    if in_row:
-        for block in (STAGES[2], *partials[1:], STAGES[1], STAGES[0], *partials[:1]):
-            sch.compute_at(block, i)
-        chunk = None
-        if fuse_sum and partials:
-            chunk = _fuse_exp_and_sum(sch, partials[1], accumulators, lanes)
-            partials = partials[:1]
-        else:
-            # whole rows vectorized (not split): the vector loop peels to an aligned output
-            sch.vectorize(sch.get_loops(STAGES[1])[-1])
-        sch.vectorize(sch.get_loops(STAGES[3])[-1])
-        for block in partials:
-            # compute_at gave the block one fresh loop over the row: vectors of
-            # ``accumulators x lanes`` columns, each vector into its own accumulator
-            _, k_acc, k_lane = sch.split(sch.get_loops(block)[-1],
-                                         factors=[None, accumulators, lanes])
-            sch.unroll(k_acc)
-            sch.vectorize(k_lane)
-        if prefetch_next_row and chunk is not None and partials:
-            # the max pass of the next row reads chunk k_0 = j_0: fetch it while this row's
-            # exponentials (compute-bound) run; the row loop of a task, or the task loop
-            sch.prefetch(partials[0], _input_name(sch), chunk,
-                         along=i, locality=2)
-        return sch
+    return i
+
+
+def _stages_in_row(sch: Schedule, i: LoopHandle, partials: list[BlockHandle],
+                   accumulators: int, lanes: int, *, fuse_sum: bool,
+                   prefetch_next_row: bool) -> None:
+    """Every stage in the iteration of row loop ``i``, each row pass vectorized."""
+    for block in (STAGES[2], *partials[1:], STAGES[1], STAGES[0], *partials[:1]):
+        sch.compute_at(block, i)
+    chunk = None
+    if fuse_sum and partials:
+        chunk = _fuse_exp_and_sum(sch, partials[1], accumulators, lanes)
+        partials = partials[:1]
+    else:
+        # whole rows vectorized (not split): the vector loop peels to an aligned output
+        sch.vectorize(sch.get_loops(STAGES[1])[-1])
+    sch.vectorize(sch.get_loops(STAGES[3])[-1])
+    for block in partials:
+        # compute_at gave the block one fresh loop over the row: vectors of
+        # ``accumulators x lanes`` columns, each vector into its own accumulator
+        _, k_acc, k_lane = sch.split(sch.get_loops(block)[-1],
+                                     factors=[None, accumulators, lanes])
+        sch.unroll(k_acc)
+        sch.vectorize(k_lane)
+    if prefetch_next_row and chunk is not None and partials:
+        # the max pass of the next row reads chunk k_0 = j_0: fetch it while this row's
+        # exponentials (compute-bound) run; the row loop of a task, or the task loop
+        sch.prefetch(partials[0], _input_name(sch), chunk,
+                     along=i, locality=2)
+
+
+def _stages_apart(sch: Schedule, partials: list[BlockHandle], accumulators: int,
+                  lanes: int) -> None:
+    """Each stage its own parallel nest, its inner loop vectorized."""
     for block in (STAGES[1], STAGES[3]):
         sch.vectorize(sch.get_loops(block)[-1])
     for block in (STAGES[0], STAGES[1], STAGES[2], *partials):
@@ -168,7 +199,6 @@ def schedule_softmax(y: Tensor, *, lanes: int | None = None, rfactor: bool = Tru
         k_acc, k_lane = sch.split(k1, factors=[accumulators, lanes])
         sch.unroll(k_acc)
         sch.vectorize(k_lane)
-    return sch
 
 
 def _fuse_exp_and_sum(sch: Schedule, sum_partials: BlockHandle, accumulators: int,

@@ -12,10 +12,17 @@ LoopExpr(text='{ S[i, j] -> [(j)] }')
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from .isl_util import params_prefix
 from .loop_expr import LoopExpr
+
+# Words of isl's set syntax that are not names of dimensions or parameters.
+ISL_WORDS = frozenset({"and", "or", "not", "mod", "floor", "ceil", "min", "max", "exists",
+                       "true", "false", "implies", "infty", "NaN"})
+# A name of a dimension or parameter.
+ISL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
 
 
 def iterator_expr(statement: str, iters: Sequence[str], value: str) -> LoopExpr:

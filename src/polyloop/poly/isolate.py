@@ -42,6 +42,7 @@ from typing import Mapping
 
 import islpy as isl
 
+from ..ir.loop_notes import NoteKey
 from ..ir.loops import LoopKind
 from ..ir.program import Program
 from .affine import prefix_map
@@ -49,7 +50,7 @@ from .gpu import statement_paths
 from .isl_util import out_dims
 from .tree import LoopNode, Root, loops, path_to, statements_under
 
-ANNOTATION = "isolate"
+ANNOTATION = NoteKey.ISOLATE
 _TILE_KINDS = (LoopKind.UNROLLED, LoopKind.VECTORIZED)
 
 

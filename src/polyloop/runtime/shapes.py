@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import PolyloopError
 from ..ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Unary, UnaryKind, Var, VarKind
+from ..ir.program import Buffer
 from ..ir.shapes import evaluate  # re-exported: the runtime's callers evaluate shapes here
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +96,9 @@ def solve(form: Affine, size: int, env: Mapping[str, int]) -> tuple[str, int] | 
     if rest % coeff != 0:
         return None
     return name, rest // coeff
+
+
+def shape_to_str(b: Buffer) -> str:
+    """``float32[n, n + 2]``: the dtype and symbolic shape of a buffer."""
+    return f"{b.dtype}[{', '.join(str(d) for d in b.shape)}]"
+

@@ -93,4 +93,4 @@ def annotation(primitive: str, key: Any, value: Any) -> tuple[str, str]:
     if not isinstance(value, (str, int, float)):
         raise ScheduleError(f"{primitive}: the value of '{key}' must be a string or a number, "
                             f"got {type(value).__name__}")
-    return key, str(value)
+    return str(key), str(value)    # str(): a NoteKey member as its text

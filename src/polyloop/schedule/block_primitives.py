@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..errors import ScheduleError
+from ..ir.expr import Var, as_expr
 from . import arguments as arg, blocks, hints, rewrites
-from . import state as st
 from . import verdicts as vd
 from . import tensorize as tz
 from . import recompute as rc
@@ -18,7 +18,6 @@ from .trace import BlockHandle, LoopHandle
 
 def _lambda_text(fn: Callable[..., Any], ndim: int) -> str:
     """Replayable text of an index map: call it on named variables and print the result."""
-    from ..ir.expr import Var, as_expr
     names = [f"x{k}" for k in range(ndim)]
     out = fn(*[Var(n) for n in names])
     out = out if isinstance(out, (tuple, list)) else (out,)

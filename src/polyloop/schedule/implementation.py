@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import ArgumentError, ScheduleError
 from ..ir.expr import Var, loads
+from ..ir.loop_notes import NoteKey
 from ..ir.program import Program, Statement
 from ..poly.affine import value_range
 from ..poly.isl_text import iterator_expr
@@ -127,7 +128,7 @@ def _expr(s: Statement, it: str) -> str:
 def _dropped_inits(state: st.State, impl: Statement, desc: Statement, refuse
                    ) -> tuple[str, ...]:
     """An update intrinsic adds to its output: the zeroing of the output is not part of it."""
-    if any(k == "tensorize" for n in loops(state.root) for k, _ in n.annotations):
+    if any(k == NoteKey.TENSORIZE for n in loops(state.root) for k, _ in n.annotations):
         raise refuse("it tensorizes a loop itself; an implementation may not call another "
                      "intrinsic")
     inits = [s for s in state.program.statements if s.is_init]

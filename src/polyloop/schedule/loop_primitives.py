@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import ScheduleError
+from ..ir.loop_notes import NoteKey
 from ..ir.loops import LoopKind
 from ..ir.program import BufferRole
 from ..ir.thread_axis import ThreadAxis, parse_thread_axis
@@ -260,9 +261,10 @@ class LoopPrimitives(ScheduleCore):
         """
         node = self._loop(loop, "annotate")
         key, value = arg.annotation("annotate", key, value)
-        if key == "nontemporal":
+        note = NoteKey.of(key)      # a key a later layer acts on becomes typed here
+        if note is NoteKey.NONTEMPORAL:
             self._check_stored_buffers(str(value))
-        ann = tuple((k, v) for k, v in node.annotations if k != key) + ((key, value),)
+        ann = tuple((k, v) for k, v in node.annotations if k != key) + ((note, value),)
         new = loops.set_kind(self._state, node, node.kind, annotations=ann)
         self._apply(new, "annotate", (loop, key, value), {})
 

@@ -18,7 +18,7 @@ from typing import Callable
 from ..errors import ArgumentError, ScheduleError
 from ..ir.dtypes import INDEX
 from ..ir.expr import Const, Expr, loads
-from ..ir.loop_notes import TensorizeMark, TensorizePart
+from ..ir.loop_notes import NoteKey, TensorizeMark, TensorizePart
 from ..ir.program import Program, Statement
 from ..ir.simplify import simplify
 from ..poly.nest_shape import NestShape, nest_shape
@@ -29,8 +29,8 @@ from . import state as st
 from . import verdicts as vd
 from .intrin_body import check_operands, match_body
 
-ANNOTATION = "tensorize"
-PART = "tensorize_loop"      # on every loop of a tensorized nest: a TensorizePart
+ANNOTATION = NoteKey.TENSORIZE
+PART = NoteKey.TENSORIZE_LOOP   # on every loop of a tensorized nest: a TensorizePart
 _REGISTRY: dict[str, "TensorIntrin"] = {}
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
