@@ -230,11 +230,15 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
 
 def best_known(sch: Schedule, target: str, database: object) -> Schedule:
     """The best schedule a tuning database (a ``pl.tune`` work directory or its
-    ``records.sqlite``) records for ``sch``'s program on ``target``, or ``sch`` with a warning."""
-    if not isinstance(database, (str, os.PathLike)):
+    ``records.sqlite``, or an open ``Database``: callers building many kernels open it once)
+    records for ``sch``'s program on ``target``, or ``sch`` with a warning."""
+    if isinstance(database, Database):
+        db = database
+    elif isinstance(database, (str, os.PathLike)):
+        db = Database(database)
+    else:
         raise PolyloopError(f"build(database={database!r}): give the path of a tuning work "
                             "directory or of its records.sqlite")
-    db = Database(database)
     best = db.best(workload_key(sch.original, target))
     if best is None:
         warnings.warn(f"build: {db.path} has no successful record of program "

@@ -5,14 +5,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 
-from .. import driver, ops
+import numpy as np
+
+from .. import config, driver, ops
 from ..frontend import te
-from ..config import CONFIG
 from ..errors import PolyloopError
 from ..runtime import cache
 from ..runtime.compiler import BASE_FLAGS, Library, compile_c_units, compiler_version
+from ..runtime.records import Database
 from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
 from .extern import lookup_extern, route_externs
@@ -67,7 +70,7 @@ def _library_schedule(kc: KernelCall):
     return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(x, w, pad))
 
 
-def _schedule(kc: KernelCall, database: object):
+def _schedule(kc: KernelCall, database: Database | None):
     """The kernel's schedule: the best one a tuning database records for it, else the
     operator library's (matmul, conv2d, depthwise), else the default one."""
     library = _library_schedule(kc)
@@ -75,15 +78,31 @@ def _schedule(kc: KernelCall, database: object):
     return sch if database is None else driver.best_known(sch, "c", database)
 
 
-def _blob_path(blob: bytes) -> str:
-    digest = hashlib.sha256(blob).hexdigest()[:32]
-    path = cache.safe_directory(Path(CONFIG.cache_dir)) / "weights" / f"{digest}.bin"
+def _cache_root() -> Path:
+    return cache.safe_directory(Path(config.CONFIG.cache_dir))
+
+
+def weights_digest(g: Graph) -> str:
+    """A hash of every constant's name, dtype, shape and bytes, read in place (no copy): a
+    changed weight gives another digest, without building the weight blob."""
+    h = hashlib.sha256()
+    for c in g.constants:
+        data = np.ascontiguousarray(c.data)
+        h.update(f"{c.value.name}:{data.dtype.str}:{data.shape}".encode())
+        h.update(data.reshape(-1).view(np.uint8))
+    return h.hexdigest()[:32]
+
+
+def _blob_path(g: Graph, digest: str) -> tuple[str, list[int]]:
+    """The weight blob's file (written once per digest) and each constant's offset in it."""
+    blob, offsets = weight_blob(g)
+    path = _cache_root() / "weights" / f"{digest}.bin"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(blob)
         tmp.replace(path)
-    return str(path.resolve())
+    return str(path.resolve()), offsets
 
 
 @functools.cache
@@ -96,35 +115,50 @@ def _code_version() -> str:
     return h.hexdigest()
 
 
-def _model_key(g: Graph, blob_path: str, database: object) -> str:
+def _database_state(database: Database | None) -> str:
+    """The records file's identity and state: recording a new best schedule misses the cache.
+    The write-ahead log is included since new records land there before a checkpoint."""
+    if database is None:
+        return "none"
+    parts = [str(database.path)]
+    for p in (database.path, Path(f"{database.path}-wal")):
+        st = p.stat() if p.exists() else None
+        parts.append(f"{st.st_size}:{st.st_mtime_ns}" if st else "-")
+    return " ".join(parts)
+
+
+def model_key(g: Graph, weights: str, database: Database | None) -> str:
+    """The cache key of an optimized graph: its text, the weights' digest, the tuning
+    database's state, the C flags, the compiler's version and polyloop's sources."""
+    cfg = config.CONFIG
     h = hashlib.sha256()
-    for part in (str(g), blob_path, repr(database), " ".join(BASE_FLAGS),
-                 compiler_version(CONFIG.cc), _code_version()):
+    for part in (str(g), weights, _database_state(database), " ".join(BASE_FLAGS),
+                 " ".join(cfg.cflags), cfg.cc, compiler_version(cfg.cc), _code_version()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
 
 
-def _cached(g: Graph, plan, key: str, blob_path: str) -> Executor | None:
-    manifest = Path(CONFIG.cache_dir) / "models" / f"{key}.json"
+def _cached(g: Graph, plan, key: str) -> Executor | None:
+    manifest = _cache_root() / "models" / f"{key}.json"
     if not manifest.exists():
         return None
     data = json.loads(manifest.read_text())
     library = Library(Path(data["library"]), Path(data["library"]).parent / "unit0.c", True,
                       BASE_FLAGS)
-    if not library.path.exists():
+    if not (library.path.exists() and Path(data["weights"]).exists()):
         return None
     externs = iter(b for b in g.bindings if isinstance(b, ExternCall))
     segments = [Segment(labels=tuple(s["labels"]), entry=s["entry"]) if s["entry"] else
                 Segment(extern=(b := next(externs)), function=lookup_extern(b.name))
                 for s in data["segments"]]
-    return Executor(g, plan, library, segments, blob_path=blob_path)
+    return Executor(g, plan, library, segments, blob_path=data["weights"])
 
 
 def _remember(key: str, ex: Executor) -> None:
-    manifest = Path(CONFIG.cache_dir) / "models" / f"{key}.json"
+    manifest = _cache_root() / "models" / f"{key}.json"
     manifest.parent.mkdir(parents=True, exist_ok=True)
-    data = {"library": str(ex.library.path),
+    data = {"library": str(ex.library.path), "weights": ex.blob_path,
             "segments": [{"entry": s.entry, "labels": list(s.labels)} for s in ex.segments]}
     tmp = manifest.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
@@ -146,15 +180,16 @@ def build(graph: Graph, target: str = "c", *, database: object = None) -> Execut
     if target != "c":
         raise PolyloopError(f"pl.graph.build: target {target!r} is not supported; the graph "
                             "executor targets 'c'")
+    db = _open_database(database)
     g = optimize(graph)
     plan = plan_memory(g)
-    blob, offsets = weight_blob(g)
-    path = _blob_path(blob)
-    key = _model_key(g, path, database)
-    ex = _cached(g, plan, key, path)
+    digest = weights_digest(g)
+    key = model_key(g, digest, db)
+    ex = _cached(g, plan, key)
     if ex is not None:
         return ex
-    units, segments = _generate(g, database)
+    path, offsets = _blob_path(g, digest)
+    units, segments = _generate(g, db)
     n_entries = sum(1 for s in segments if s.extern is None)
     k = 0
     for s in segments:
@@ -168,7 +203,17 @@ def build(graph: Graph, target: str = "c", *, database: object = None) -> Execut
     return ex
 
 
-def _generate(g: Graph, database: object) -> tuple[list, list[Segment]]:
+def _open_database(database: object) -> Database | None:
+    """The tuning database, opened once per build (not once per kernel)."""
+    if database is None:
+        return None
+    if not isinstance(database, (str, os.PathLike)):
+        raise PolyloopError(f"pl.graph.build(database={database!r}): give the path of a tuning "
+                            "work directory or of its records.sqlite")
+    return Database(database)
+
+
+def _generate(g: Graph, database: Database | None) -> tuple[list, list[Segment]]:
     """The C source of every kernel, and the kernels grouped into runs between extern calls."""
     units: list[tuple[str, tuple[str, ...]]] = []
     segments: list[Segment] = []

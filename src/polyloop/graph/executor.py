@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import CONFIG
+from .. import config
 from ..errors import ArgumentError, PolyloopError
 from ..runtime.compiler import Library
 from ..runtime.module import apply_thread_count
@@ -61,7 +61,7 @@ class Executor:
         self.segments = segments
         self.blob_path = blob_path
         self._cdll = ctypes.CDLL(str(library.path))
-        apply_thread_count(self._cdll, CONFIG.num_threads)
+        apply_thread_count(self._cdll, config.CONFIG.num_threads)
         self._fns = {}
         for s in segments:
             if s.entry is not None:
