@@ -103,3 +103,13 @@ def test_options_compiler_sources_and_database_change_the_key(monkeypatch, tmp_p
     assert with_db != base
     db.add(Record(workload="w", trace="[]", times=(1e-3,)))
     assert key(db) != with_db
+
+
+def test_a_damaged_manifest_is_rebuilt(fresh_cache, rng):
+    w = rng.standard_normal(3).astype("float32")
+    pl.graph.build(scaled_relu(w))
+    for manifest in (fresh_cache / "models").glob("*.json"):
+        manifest.write_text('{"library": ')
+    ex = pl.graph.build(scaled_relu(w))
+    x = rng.standard_normal((2, 3)).astype("float32")
+    np.testing.assert_allclose(ex(x), np.maximum(x * w, 0), rtol=1e-6)

@@ -143,16 +143,20 @@ def _cached(g: Graph, plan, key: str) -> Executor | None:
     manifest = _cache_root() / "models" / f"{key}.json"
     if not manifest.exists():
         return None
-    data = json.loads(manifest.read_text())
+    try:
+        data = json.loads(manifest.read_text())
+    except (OSError, ValueError):     # a manifest cut short by a crash: build again
+        return None
     library = Library(Path(data["library"]), Path(data["library"]).parent / "unit0.c", True,
                       BASE_FLAGS)
-    if not (library.path.exists() and Path(data["weights"]).exists()):
+    weights = data.get("weights")
+    if not (library.path.exists() and weights and Path(weights).exists()):
         return None
     externs = iter(b for b in g.bindings if isinstance(b, ExternCall))
     segments = [Segment(labels=tuple(s["labels"]), entry=s["entry"]) if s["entry"] else
                 Segment(extern=(b := next(externs)), function=lookup_extern(b.name))
                 for s in data["segments"]]
-    return Executor(g, plan, library, segments, blob_path=data["weights"])
+    return Executor(g, plan, library, segments, blob_path=weights)
 
 
 def _remember(key: str, ex: Executor) -> None:
