@@ -84,7 +84,15 @@ def _cache_root() -> Path:
 
 def weights_digest(g: Graph) -> str:
     """A hash of every constant's name, dtype, shape and bytes, read in place (no copy): a
-    changed weight gives another digest, without building the weight blob."""
+    changed weight gives another digest, without building the weight blob.
+
+    >>> import numpy as np, polyloop as pl
+    >>> from polyloop.graph.build import weights_digest
+    >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", (2,))
+    >>> g = b.build(b.emit(pl.graph.Op.MUL, x, b.constant(np.ones(2, "float32"))))
+    >>> len(weights_digest(g))
+    32
+    """
     h = hashlib.sha256()
     for c in g.constants:
         data = np.ascontiguousarray(c.data)
@@ -129,7 +137,15 @@ def _database_state(database: Database | None) -> str:
 
 def model_key(g: Graph, weights: str, database: Database | None) -> str:
     """The cache key of an optimized graph: its text, the weights' digest, the tuning
-    database's state, the C flags, the compiler's version and polyloop's sources."""
+    database's state, the C flags, the compiler's version and polyloop's sources.
+
+    >>> import polyloop as pl
+    >>> from polyloop.graph.build import model_key
+    >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", (2,))
+    >>> g = b.build(b.emit(pl.graph.Op.RELU, x))
+    >>> model_key(g, "no weights", None) == model_key(g, "other weights", None)
+    False
+    """
     cfg = config.CONFIG
     h = hashlib.sha256()
     for part in (str(g), weights, _database_state(database), " ".join(BASE_FLAGS),
