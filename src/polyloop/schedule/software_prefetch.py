@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ScheduleError
-from ..ir.loop_notes import AlongLoop, PrefetchHint
+from ..ir.loop_notes import AlongLoop, NoteKey, PrefetchHint
 from ..ir.loops import LoopKind
 from ..poly.prefetch_regions import Along, along_fits, lines_per_iteration, statement_paths
 from ..poly.tree import LoopNode, statements_under
@@ -31,7 +31,7 @@ from .core import ScheduleCore
 from .state import State, loop_label
 from .trace import BlockHandle, LoopHandle
 
-ANNOTATION = "prefetch"
+ANNOTATION = NoteKey.PREFETCH
 MAX_LINES = 64          # cache lines per iteration: more is a misplaced hint, not a prefetch
 
 
