@@ -14,6 +14,7 @@ from polyloop.poly.tree import loop_position, loops, statements_under
 from polyloop.schedule import loops as loops_mod
 from polyloop.schedule import state as st
 from polyloop.schedule import verdicts as vd
+from polyloop.schedule import verdict_cache
 from polyloop.schedule.kernel import schedule_of
 
 KERNELS = {
@@ -204,6 +205,6 @@ def test_prefetch_records_the_copy_verdict_isl_would_give(monkeypatch, sweep):
     state, k, _ = seen[0]
     items = dict(st.shape(state.program, state.root))
     d = state.deps[k]
-    key = vd._dep_key(k, items[d.source], items[d.sink])
+    key = verdict_cache._dep_key(k, items[d.source], items[d.sink])
     recorded = state.memo.verdicts.pop(key)
     assert vd.verdict(state, k, d, items[d.source], items[d.sink]) == recorded

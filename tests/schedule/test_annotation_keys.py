@@ -53,3 +53,26 @@ def test_a_note_reaches_the_generated_code_as_a_comment(rng):
     out = np.full(37, np.nan, "float32")
     mod(a, out)
     np.testing.assert_array_equal(out, a * 2)
+
+
+def test_a_prefetch_hint_is_keyed_by_a_member():
+    _, sch, i = _schedule()
+    i0, _ = sch.split(i, factors=[None, 16])
+    sch.prefetch("B", "A", i0)
+    (key,) = _keys(sch)
+    assert key is NoteKey.PREFETCH
+    assert "prefetch=A for B" in sch.show()
+
+
+
+def test_a_loop_covering_its_whole_grid_is_keyed_by_a_member():
+    from polyloop.ir.loops import For, iter_nodes
+    from polyloop.lower.launches import lower_device
+    _, sch, i = _schedule()
+    i0, i1 = sch.split(i, factors=[None, 32])
+    sch.bind(i0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.x")
+    device = lower_device(sch.program, sch.state.root)
+    keys = [k for launch in device.launches for n in iter_nodes(launch.kernel.body)
+            if isinstance(n, For) for k, v in n.annotations if v == "exact"]
+    assert keys and all(k is NoteKey.GRID for k in keys)

@@ -13,7 +13,7 @@ import pytest
 
 import polyloop as pl
 from polyloop.errors import ArgumentError, ScheduleError
-from polyloop.schedule import tensorize as tz
+from polyloop.schedule import intrin_registry, tensorize as tz
 from seed_kernels import check_matvec, tensorized_matvec  # tests/ is on sys.path
 
 ROWS, COLS = 4, 16
@@ -214,8 +214,8 @@ def test_builtin_micro_kernel_replays_in_a_fresh_process():
     trace = sch.trace.to_json()
     script = f"""
 import json, numpy as np, polyloop as pl
-from polyloop.schedule import tensorize as tz
-assert not any(k.startswith("pl_ukr_") for k in tz._REGISTRY)
+from polyloop.schedule import intrin_registry, tensorize as tz
+assert not any(k.startswith("pl_ukr_") for k in intrin_registry._REGISTRY)
 A = pl.placeholder((7, 5), "float32", name="A")
 B = pl.placeholder((5, 19), "float32", name="B")
 k = pl.reduce_axis((0, 5), name="k")
@@ -250,7 +250,7 @@ def test_replay_with_the_registry_cleared(monkeypatch, tile):
     from polyloop.intrin import gemm_intrin
     builtin = tensorized(matmul(6, 16, 3), gemm_intrin("portable", rows=4, cols=8), 4, 8)
     mine = tensorized(matmul(6, 16, 3), tile)
-    monkeypatch.setattr(tz, "_REGISTRY", {})
+    monkeypatch.setattr(intrin_registry, "_REGISTRY", {})
     again = pl.Schedule.from_trace(matmul(6, 16, 3), builtin.trace.to_json())
     check_matmul(pl.build(again), 6, 16, 3)
     with pytest.raises(ScheduleError, match=f"unknown intrinsic '{tile.name}'.*create the "
@@ -266,7 +266,7 @@ def test_replay_with_the_registry_cleared(monkeypatch, tile):
 
 # --- docstring examples -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("module", ["polyloop.schedule.tensorize", "polyloop.schedule.intrin_body",
+@pytest.mark.parametrize("module", ["polyloop.schedule.intrin_registry", "polyloop.schedule.intrin_body",
                                     "polyloop.lower.function", "polyloop.intrin"])
 def test_docstring_examples(module):
     import importlib

@@ -36,13 +36,14 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..ir.expr import same
+from ..ir.loop_notes import NoteKey
 from ..ir.loops import For, LoopKind, Store
 from ..ir.program import Buffer
 from .vector_lib import VecType, VectorLibrary
 from .vector_plan import VectorPlan, affine
 from .writer import CodeWriter
 
-NONTEMPORAL = "nontemporal"
+NONTEMPORAL = NoteKey.NONTEMPORAL
 
 
 def nontemporal_buffers(loop: For) -> frozenset[str]:

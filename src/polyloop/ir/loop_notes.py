@@ -32,6 +32,9 @@ class NoteKey(enum.StrEnum):
     TENSORIZE_LOOP = "tensorize_loop"            # lower: a TensorizePart on each of its loops
     TENSORIZE_FALLBACK = "tensorize_fallback"    # shown: why a nest kept its loops
     PREFETCH_LOOP = "prefetch loop"              # lower: a PrefetchPath to a hinted loop
+    PREFETCH = "prefetch"                        # lower: a PrefetchHint on a hinted loop
+    GRID = "grid"                                # codegen: "exact" on a hardware-id loop that
+                                                 # covers its whole grid (its id needs no guard)
 
     @classmethod
     def of(cls, key: str) -> NoteKey | str:

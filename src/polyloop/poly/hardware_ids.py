@@ -16,6 +16,7 @@ from typing import Mapping
 import islpy as isl
 
 from ..ir.expr import Expr
+from ..ir.loop_notes import NoteKey
 from ..ir.program import Program
 from .access import domain
 from .affine import prefix_map
@@ -26,7 +27,7 @@ from .tree import LoopNode, Root, loops
 
 # the annotation of a loop run by the hardware whose every id is a value of the loop (start +
 # id, with the id below the launched count): the loop needs no guard of its own
-HARDWARE_ID = ("grid", "exact")
+HARDWARE_ID = (NoteKey.GRID, "exact")
 
 
 @dataclass(frozen=True, slots=True)

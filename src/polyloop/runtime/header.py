@@ -49,6 +49,14 @@ def header_lines(entry: str, args: tuple[Buffer, ...], params: tuple[str, ...],
             yield f" *   returns {code}: {meaning}"
     yield " *   any other non-zero value: failure"
     yield " *"
+    yield from _argument_lines(args, params)
+    yield from _condition_lines(entry, assumptions, checks_sizes)
+    yield " */"
+    yield from _declarations(entry, macro, len(args), len(params), checks_sizes)
+
+
+def _argument_lines(args: tuple[Buffer, ...], params: tuple[str, ...]) -> Iterator[str]:
+    """The comment lines that list ``args[k]`` and ``params[k]``."""
     yield " * args[k]: data pointer of argument k, a C-contiguous (row-major) array."
     yield " * Arrays written by the kernel must not overlap any other argument."
     for k, b in enumerate(args):
@@ -58,6 +66,11 @@ def header_lines(entry: str, args: tuple[Buffer, ...], params: tuple[str, ...],
     yield " * params[k]: value of size parameter k."
     for k, p in enumerate(params):
         yield f" *   params[{k}] = {p}"
+
+
+def _condition_lines(entry: str, assumptions: tuple[Assumption, ...],
+                     checks_sizes: bool) -> Iterator[str]:
+    """The comment lines on the sizes' conditions: checked by the kernel, or the caller's duty."""
     if checks_sizes:
         yield (" * The kernel was built assuming these conditions on the sizes, and checks them "
                "before it runs (status 3 when one fails):")
@@ -70,7 +83,11 @@ def header_lines(entry: str, args: tuple[Buffer, ...], params: tuple[str, ...],
         yield " * The kernel was built assuming (the caller must ensure):"
         for a in assumptions:
             yield f" *   {_in_comment(str(a))}"
-    yield " */"
+
+
+def _declarations(entry: str, macro: str, n_args: int, n_params: int,
+                  checks_sizes: bool) -> Iterator[str]:
+    """The include guard, the counts and the C declarations of the entry points."""
     yield f"#ifndef POLYLOOP_{macro}_H"
     yield f"#define POLYLOOP_{macro}_H"
     yield ""
@@ -80,8 +97,8 @@ def header_lines(entry: str, args: tuple[Buffer, ...], params: tuple[str, ...],
     yield 'extern "C" {'
     yield "#endif"
     yield ""
-    yield f"#define {macro}_NUM_ARGS {len(args)}"
-    yield f"#define {macro}_NUM_PARAMS {len(params)}"
+    yield f"#define {macro}_NUM_ARGS {n_args}"
+    yield f"#define {macro}_NUM_PARAMS {n_params}"
     yield f"int32_t {entry}(void **args, const int64_t *params);"
     if checks_sizes:
         yield f"const char *{entry}_check_sizes(const int64_t *params);"
@@ -91,7 +108,6 @@ def header_lines(entry: str, args: tuple[Buffer, ...], params: tuple[str, ...],
     yield "#endif"
     yield ""
     yield f"#endif /* POLYLOOP_{macro}_H */"
-
 
 def _in_comment(text: str) -> str:
     """``text`` inside this header's ``/* */`` comment: ASCII, and never ``*/``."""

@@ -74,7 +74,7 @@ def distribute(state: State, node: LoopNode, at: int,
     # the loop's place among its siblings (or a new sequence where it had none) and the
     # children's positions below it. Two statements left in one part keep the relative order
     # of their positions; two put in different parts are now ordered by the parts.
-    # ``verdicts.transfer_verdict`` says why the verdicts follow from these items alone.
+    # ``verdict_cache.transfer_verdict`` says why the verdicts follow from these items alone.
     vd.inherit_sequence_edit(state, new)
     return new, first, second
 

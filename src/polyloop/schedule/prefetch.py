@@ -17,7 +17,7 @@ from ..poly import affine, regions, storage
 from ..poly.launch import loop_upper_bound
 from ..poly.deps import Dependences
 from ..poly.isl_text import iterator_expr
-from ..poly.tree import LoopNode, StmtNode, statements_under
+from ..poly.tree import LoopNode, Root, StmtNode, statements_under
 from .state import State, rebase
 from .verdicts import inherit_sequence_edit, record_first_in_sequence, verify
 from ..poly.tree_edits import add_exprs, insert_children
@@ -39,7 +39,35 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
     name of the temporary (and copy statement) and the ids of the copy's own loops."""
     program = state.program
     src = program.buffer(buffer)
-    stmt = program.statement(consumer)
+    _check_no_writers(state, consumer, buffer)
+    fname = name or _fresh(program, f"{buffer}_fetch")
+    o_names = [f"{n.name}_{fname}" if n.name in program.params else n.name for n in outer]
+    dims = list(dim_names or [f"{buffer}_dim_{k}" for k in range(src.ndim)])
+    if len(dims) != src.ndim or len(set(dims + o_names)) != len(dims + o_names):
+        raise ScheduleError(f"add_prefetch: dim_arg_names must be {src.ndim} new names")
+    exprs = [n.expr(consumer) for n in outer]
+    temp, copy, box = _copy_statement(program, consumer, buffer, outer, exprs, fname,
+                                      o_names, dims)
+    new_program = _redirected(program, consumer, buffer, temp, copy, exprs)
+    root = add_exprs(state.root, {n.id: ((fname, iterator_expr(fname, o_names + dims, o)),)
+                                  for n, o in zip(outer, o_names)})
+    # the loops count from the corner of every element the reads name, guarded or not, so
+    # that they stay affine; the copy's domain runs them only inside the buffer
+    loop_exprs = storage.fetch_loop_exprs(box, len(outer))
+    nid = state.next_id
+    ids = list(range(nid, nid + len(dims)))
+    nest: LoopNode | StmtNode = StmtNode(fname)
+    for k in reversed(range(len(dims))):
+        nest = LoopNode(ids[k], dims[k], ((fname, loop_exprs[k]),), (nest,))
+    root = insert_children(root, outer[-1].id, (nest,), index=0)
+    new = _fetched_state(state, new_program, root, nid + len(dims), buffer, fname, consumer)
+    verify(new, "add_prefetch")
+    return new, fname, ids
+
+
+def _check_no_writers(state: State, consumer: str, buffer: str) -> None:
+    """Refuse a copy of a buffer that the consumer's loop nest writes."""
+    program = state.program
     top = state.root.children.index(next(c for c in state.root.children
                                          if consumer in statements_under(c)))
     inside = set(statements_under(state.root.children[top]))
@@ -47,12 +75,14 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
     if writers:
         raise ScheduleError(f"add_prefetch: '{buffer}' is written by {', '.join(writers)} in "
                             f"the loop nest of '{consumer}'; a copy would go stale")
-    fname = name or _fresh(program, f"{buffer}_fetch")
-    o_names = [f"{n.name}_{fname}" if n.name in program.params else n.name for n in outer]
-    dims = list(dim_names or [f"{buffer}_dim_{k}" for k in range(src.ndim)])
-    if len(dims) != src.ndim or len(set(dims + o_names)) != len(dims + o_names):
-        raise ScheduleError(f"add_prefetch: dim_arg_names must be {src.ndim} new names")
-    exprs = [n.expr(consumer) for n in outer]
+
+
+def _copy_statement(program: Program, consumer: str, buffer: str, outer: list[LoopNode],
+                    exprs: list, fname: str, o_names: list[str], dims: list[str]
+                    ) -> tuple[Buffer, Statement, object]:
+    """The temporary (one copy per value of the ``outer`` loops), the statement that fills it
+    and the box of elements it copies."""
+    src = program.buffer(buffer)
     extents = []
     for n, e in zip(outer, exprs):
         lo, hi = affine.value_range(program, consumer, e)
@@ -65,6 +95,14 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
     copy = Statement(fname, tuple(o_names + dims), dom, fname,
                      tuple(Var(x) for x in o_names + dims),
                      Load(buffer, tuple(Var(x) for x in dims), src.dtype), block=fname)
+    return temp, copy, box
+
+
+def _redirected(program: Program, consumer: str, buffer: str, temp: Buffer, copy: Statement,
+                exprs: list) -> Program:
+    """The program with ``copy`` before the consumer and the consumer reading the copy."""
+    stmt = program.statement(consumer)
+    fname = temp.name
     values = [regions.loop_value_expr(program, consumer, e) for e in exprs]
 
     def redirect(e: Expr) -> Expr | None:
@@ -79,34 +117,29 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
             statements += [copy, new_stmt]
         else:
             statements.append(s)
-    new_program = program.replace(statements=tuple(statements),
-                                  buffers=program.buffers + (temp,), nesting=())
-    root = add_exprs(state.root, {n.id: ((fname, iterator_expr(fname, o_names + dims, o)),)
-                                  for n, o in zip(outer, o_names)})
-    # the loops count from the corner of every element the reads name, guarded or not, so
-    # that they stay affine; the copy's domain runs them only inside the buffer
-    loop_exprs = storage.fetch_loop_exprs(box, len(outer))
-    nid = state.next_id
-    ids = list(range(nid, nid + len(dims)))
-    nest: LoopNode | StmtNode = StmtNode(fname)
-    for k in reversed(range(len(dims))):
-        nest = LoopNode(ids[k], dims[k], ((fname, loop_exprs[k]),), (nest,))
-    root = insert_children(root, outer[-1].id, (nest,), index=0)
+    return program.replace(statements=tuple(statements),
+                           buffers=program.buffers + (temp,), nesting=())
+
+
+def _fetched_state(state: State, new_program: Program, root: Root, next_id: int, buffer: str,
+                   fname: str, consumer: str) -> State:
+    """The state after the copy, its dependences recomputed or (for a read-only buffer)
+    extended by the copy's flow to the consumer."""
+    program = state.program
     if any(s.buffer == buffer for s in program.statements):
-        new = rebase(state.with_root(root, nid + len(dims)), new_program, root)
-    else:   # the copy reads a buffer nothing writes: its flow to the consumer is all that is new
-        # The copy's element indices start with the values ``o`` of the ``outer`` loops and
-        # the consumer reads it at those loops' values, so a copy instance and a read of its
-        # element share every outer loop value; the copy is the first child of the innermost
-        # one, before the consumer's nest: every such pair runs copy first, and the
-        # dependence is all of them (no schedule needed). The old dependences keep their
-        # relations and the statements their loop expressions: only sequence positions
-        # changed below ``outer[-1]``, so their verdicts pass on (``inherit_sequence_edit``).
-        dep = storage.fetch_dependence(new_program, fname, consumer)
-        deps = Dependences(tuple(state.deps) + ((dep,) if dep is not None else ()))
-        new = State(new_program, root, deps, nid + len(dims))
-        inherit_sequence_edit(state, new)
-        if dep is not None:     # copy first, at the same outer loop values: its verdict
-            record_first_in_sequence(new, len(deps) - 1)
-    verify(new, "add_prefetch")
-    return new, fname, ids
+        return rebase(state.with_root(root, next_id), new_program, root)
+    # the copy reads a buffer nothing writes: its flow to the consumer is all that is new.
+    # The copy's element indices start with the values ``o`` of the ``outer`` loops and
+    # the consumer reads it at those loops' values, so a copy instance and a read of its
+    # element share every outer loop value; the copy is the first child of the innermost
+    # one, before the consumer's nest: every such pair runs copy first, and the
+    # dependence is all of them (no schedule needed). The old dependences keep their
+    # relations and the statements their loop expressions: only sequence positions
+    # changed below ``outer[-1]``, so their verdicts pass on (``inherit_sequence_edit``).
+    dep = storage.fetch_dependence(new_program, fname, consumer)
+    deps = Dependences(tuple(state.deps) + ((dep,) if dep is not None else ()))
+    new = State(new_program, root, deps, next_id)
+    inherit_sequence_edit(state, new)
+    if dep is not None:     # copy first, at the same outer loop values: its verdict
+        record_first_in_sequence(new, len(deps) - 1)
+    return new

@@ -147,53 +147,18 @@ def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]
     """Split a reduction along ``loop`` into partial results ``C_rf[r, ...]`` (parallel in r)
     and a final reduction over r."""
     program = state.program
-    upd = [program.statement(s) for s in statements_under(loop)
-           if program.statement(s).reduction is not None]
-    if len(upd) != 1:
-        raise ScheduleError(f"rfactor: loop {loop_label(state, loop)} must be inside exactly one "
-                            "reduction by sum, product, max or min")
-    s = upd[0]
-    block = s.block_name
-    init = next((x for x in block_statements(state, block) if x.is_init), None)
-    spatial = init.iters if init is not None else ()
-    if init is None:
-        raise ScheduleError(f"rfactor: block '{block}' has no initialization")
-    text = loop.expr(s.name)
-    if affine.depends_only_on(program, s.name, text, list(spatial)) or \
-            _uses_spatial(program, s, text, spatial):
-        raise ScheduleError(f"rfactor: loop {loop_label(state, loop)} is not a reduction loop "
-                            f"of '{block}'")
+    s, init, text = _reduction_along(state, loop)
+    block, spatial = s.block_name, init.iters
     rng = regions.constant_extent(program, s.name, text)
     if rng is None:
         raise ScheduleError(f"rfactor: loop {loop_label(state, loop)} needs a constant extent; "
                             "split the reduction axis by a constant first")
-    lo, hi = rng
-    ext = hi - lo + 1
     buf = program.buffer(s.buffer)
     if not 0 <= factor_axis <= buf.ndim:
         raise ScheduleError(f"rfactor: factor_axis must be in 0..{buf.ndim}, got {factor_axis}")
-    rf = _fresh_name(program, f"{buf.name}_rf", ("", "_init"))
-    r_val = regions.loop_value_expr(program, s.name, text)
-    if lo:
-        r_val = r_val - lo
-    rf_shape = list(buf.shape)
-    rf_shape.insert(factor_axis, Const(ext, r_val.dtype, True))
-    rf_buf = Buffer(rf, tuple(rf_shape), buf.dtype, BufferRole.TEMP)
-    rf_idx = list(s.indices)
-    rf_idx.insert(factor_axis, r_val)
-    rf_update = Statement(rf, s.iters, s.domain.replace(f"{s.name}[", f"{rf}[", 1), rf,
-                          tuple(rf_idx), s.value, s.reduction, block=rf)
-    rname = _fresh_name(program, "r" if "r" not in spatial else "rr")
-    init_idx = [Var(i) for i in spatial]
-    ri = list(init_idx)
-    ri.insert(factor_axis, Var(rname))
-    rf_init = Statement(f"{rf}_init", tuple(spatial) + (rname,),
-                        _extend_domain(init.domain, init.name, f"{rf}_init", rname, ext), rf,
-                        tuple(ri), reduce_identity(s.reduction, buf.dtype), block=rf, is_init=True)
-    final = Statement(s.name, tuple(spatial) + (rname,),
-                      _extend_domain(init.domain, init.name, s.name, rname, ext), s.buffer,
-                      tuple(init_idx),
-                      Load(rf, tuple(ri), buf.dtype), s.reduction, block=block)
+    rf_buf, rf_init, rf_update, final = _partial_statements(program, s, init, text, rng,
+                                                            factor_axis)
+    rf = rf_buf.name
     if any(not (isinstance(a, Var) and a.name == b) for a, b in zip(init.indices, spatial)):
         raise ScheduleError(f"rfactor: block '{block}' must write at its spatial iterators")
     stmts = []
@@ -216,6 +181,63 @@ def rfactor(state: State, loop: LoopNode, factor_axis: int) -> tuple[State, str]
     root = insert_children(root, None, (nest_init,), index=at)
     root = insert_children(root, None, (nest_final,), index=at + 2)
     return rebase(state.with_root(root, nid), prog, root), rf
+
+
+def _reduction_along(state: State, loop: LoopNode) -> tuple[Statement, Statement, str]:
+    """The one reduction update under ``loop``, its block's initialization and the loop's
+    expression for the update, refused unless ``loop`` runs a reduction axis of it."""
+    program = state.program
+    upd = [program.statement(s) for s in statements_under(loop)
+           if program.statement(s).reduction is not None]
+    if len(upd) != 1:
+        raise ScheduleError(f"rfactor: loop {loop_label(state, loop)} must be inside exactly one "
+                            "reduction by sum, product, max or min")
+    s = upd[0]
+    block = s.block_name
+    init = next((x for x in block_statements(state, block) if x.is_init), None)
+    if init is None:
+        raise ScheduleError(f"rfactor: block '{block}' has no initialization")
+    spatial = init.iters
+    text = loop.expr(s.name)
+    if affine.depends_only_on(program, s.name, text, list(spatial)) or \
+            _uses_spatial(program, s, text, spatial):
+        raise ScheduleError(f"rfactor: loop {loop_label(state, loop)} is not a reduction loop "
+                            f"of '{block}'")
+    return s, init, text
+
+
+def _partial_statements(program: Program, s: Statement, init: Statement, text: str,
+                        rng: tuple[int, int], factor_axis: int
+                        ) -> tuple[Buffer, Statement, Statement, Statement]:
+    """The partial-result buffer (the loop's values ``rng`` as a new axis at ``factor_axis``),
+    its initialization, the update into it and the final reduction over the new axis."""
+    spatial = init.iters
+    lo, hi = rng
+    ext = hi - lo + 1
+    buf = program.buffer(s.buffer)
+    rf = _fresh_name(program, f"{buf.name}_rf", ("", "_init"))
+    r_val = regions.loop_value_expr(program, s.name, text)
+    if lo:
+        r_val = r_val - lo
+    rf_shape = list(buf.shape)
+    rf_shape.insert(factor_axis, Const(ext, r_val.dtype, True))
+    rf_buf = Buffer(rf, tuple(rf_shape), buf.dtype, BufferRole.TEMP)
+    rf_idx = list(s.indices)
+    rf_idx.insert(factor_axis, r_val)
+    rf_update = Statement(rf, s.iters, s.domain.replace(f"{s.name}[", f"{rf}[", 1), rf,
+                          tuple(rf_idx), s.value, s.reduction, block=rf)
+    rname = _fresh_name(program, "r" if "r" not in spatial else "rr")
+    init_idx = [Var(i) for i in spatial]
+    ri = list(init_idx)
+    ri.insert(factor_axis, Var(rname))
+    rf_init = Statement(f"{rf}_init", tuple(spatial) + (rname,),
+                        _extend_domain(init.domain, init.name, f"{rf}_init", rname, ext), rf,
+                        tuple(ri), reduce_identity(s.reduction, buf.dtype), block=rf, is_init=True)
+    final = Statement(s.name, tuple(spatial) + (rname,),
+                      _extend_domain(init.domain, init.name, s.name, rname, ext), s.buffer,
+                      tuple(init_idx),
+                      Load(rf, tuple(ri), buf.dtype), s.reduction, block=s.block_name)
+    return rf_buf, rf_init, rf_update, final
 
 
 def _uses_spatial(program: Program, s: Statement, text: str, spatial: Sequence[str]) -> bool:
@@ -273,25 +295,10 @@ def transform_layout(state: State, buffer: str, index_map: Callable[..., object]
                     for b in program.buffers)
     if buf.role is not BufferRole.TEMP:
         buffers += (new_buf,)
-    extents = [expr_to_isl(d) for d in buf.shape]
-    copy_in = copy_out = None
-    idx_new = tuple(new_idx)
-    if buf.role in (BufferRole.INPUT, BufferRole.INOUT):
-        name = _fresh_name(program, f"{target}_in")
-        copy_in = Statement(name, tuple(old), box_domain(program.params, name, old, extents),
-                            target, idx_new,
-                            Load(buffer, tuple(Var(a) for a in old), buf.dtype), block=name)
+    copy_in, copy_out = _layout_copies(program, buf, target, old, tuple(new_idx))
+    if copy_in is not None:
         stmts.insert(0, copy_in)
-    if buf.role in (BufferRole.OUTPUT, BufferRole.INOUT):
-        name = _fresh_name(program, f"{target}_out")
-        domain = box_domain(program.params, name, old, extents)
-        writers = sorted({s.name for s in program.statements if s.buffer == buffer})
-        if buf.role is BufferRole.OUTPUT and writers:
-            # only what the program writes: the packed copy holds nothing else
-            domain = regions.read_region(program, writers, buffer, name, old, writes=True)
-        copy_out = Statement(name, tuple(old), domain, buffer,
-                             tuple(Var(a) for a in old), Load(target, idx_new, buf.dtype),
-                             block=name)
+    if copy_out is not None:
         stmts.append(copy_out)
     prog = program.with_statements(tuple(stmts), buffers)
     root = state.root
@@ -304,6 +311,31 @@ def transform_layout(state: State, buffer: str, index_map: Callable[..., object]
         nest, nid = fresh_nest(tmp, copy_out, nid)
         root = insert_children(root, None, (nest,))
     return rebase(state.with_root(root, nid), prog, root), target
+
+
+def _layout_copies(program: Program, buf: Buffer, target: str, old: list[str],
+                   idx_new: tuple[Expr, ...]) -> tuple[Statement | None, Statement | None]:
+    """The statements that pack an argument into ``target`` on entry (an input) and copy it
+    back on exit (an output); ``None`` where the buffer's role needs none."""
+    buffer = buf.name
+    extents = [expr_to_isl(d) for d in buf.shape]
+    copy_in = copy_out = None
+    if buf.role in (BufferRole.INPUT, BufferRole.INOUT):
+        name = _fresh_name(program, f"{target}_in")
+        copy_in = Statement(name, tuple(old), box_domain(program.params, name, old, extents),
+                            target, idx_new,
+                            Load(buffer, tuple(Var(a) for a in old), buf.dtype), block=name)
+    if buf.role in (BufferRole.OUTPUT, BufferRole.INOUT):
+        name = _fresh_name(program, f"{target}_out")
+        domain = box_domain(program.params, name, old, extents)
+        writers = sorted({s.name for s in program.statements if s.buffer == buffer})
+        if buf.role is BufferRole.OUTPUT and writers:
+            # only what the program writes: the packed copy holds nothing else
+            domain = regions.read_region(program, writers, buffer, name, old, writes=True)
+        copy_out = Statement(name, tuple(old), domain, buffer,
+                             tuple(Var(a) for a in old), Load(target, idx_new, buf.dtype),
+                             block=name)
+    return copy_in, copy_out
 
 
 def _call_map(index_map: Callable[..., object], names: Sequence[str], buffer: str) -> list[Expr]:

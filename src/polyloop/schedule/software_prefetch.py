@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ScheduleError
-from ..ir.loop_notes import AlongLoop, PrefetchHint
+from ..ir.loop_notes import AlongLoop, NoteKey, PrefetchHint
 from ..ir.loops import LoopKind
 from ..poly.prefetch_regions import Along, along_fits, lines_per_iteration, statement_paths
 from ..poly.tree import LoopNode, statements_under
@@ -31,7 +31,7 @@ from .core import ScheduleCore
 from .state import State, loop_label
 from .trace import BlockHandle, LoopHandle
 
-ANNOTATION = "prefetch"
+ANNOTATION = NoteKey.PREFETCH
 MAX_LINES = 64          # cache lines per iteration: more is a misplaced hint, not a prefetch
 
 
@@ -58,6 +58,15 @@ def _buffer_name(buffer: Any) -> str:
     if not isinstance(name, str):
         raise ScheduleError(f"prefetch: expected a buffer name or tensor, got {buffer!r}")
     return name
+
+
+def _with_hint(annotations: tuple, hint: PrefetchHint) -> tuple:
+    """The loop's annotations with ``hint`` last, replacing an earlier hint of the same buffer
+    for the same block."""
+    kept = tuple((k, v) for k, v in annotations
+                 if not (k == ANNOTATION and isinstance(v, PrefetchHint)
+                         and (v.buffer, v.block) == (hint.buffer, hint.block)))
+    return kept + ((ANNOTATION, hint),)
 
 
 class PrefetchPrimitives(ScheduleCore):
@@ -113,40 +122,50 @@ class PrefetchPrimitives(ScheduleCore):
         node = self._loop(loop, "prefetch")
         buf = _buffer_name(buffer)
         path = self._state.path(node.id)
-        outer = None
-        if along is not None:
-            outer = self._loop(along, "prefetch")
-            if outer.id not in [p.id for p in path[:-1]]:
-                raise ScheduleError(
-                    f"prefetch of '{buf}' for '{name}' at loop "
-                    f"{loop_label(self._state, node)}: along loop "
-                    f"{loop_label(self._state, outer)} does not enclose it (its enclosing loops: "
-                    f"{', '.join(p.name for p in path[:-1]) or 'none'})")
+        outer = None if along is None else self._along_loop(along, path, buf, name)
         hint = PrefetchHint(buf, name, distance, write, locality,
                             None if outer is None else AlongLoop(outer.name, outer.id))
         stmts = self._check_prefetch(hint, node, outer)
+        self._check_region(hint, path, stmts, outer)
+        new = loops.set_kind(self._state, node, node.kind,
+                             annotations=_with_hint(node.annotations, hint))
+        kw: dict[str, Any] = {"distance": distance, "locality": locality, "write": write}
+        if along is not None:
+            kw["along"] = along
+        self._apply(new, "prefetch", (BlockHandle(name), buf, loop), kw)
+
+    def _along_loop(self, along: LoopHandle, path: list[LoopNode], buf: str,
+                    name: str) -> LoopNode:
+        """The loop ``along`` names, refused unless it encloses the hinted loop (last of
+        ``path``)."""
+        node = path[-1]
+        outer = self._loop(along, "prefetch")
+        if outer.id not in [p.id for p in path[:-1]]:
+            raise ScheduleError(
+                f"prefetch of '{buf}' for '{name}' at loop "
+                f"{loop_label(self._state, node)}: along loop "
+                f"{loop_label(self._state, outer)} does not enclose it (its enclosing loops: "
+                f"{', '.join(p.name for p in path[:-1]) or 'none'})")
+        return outer
+
+    def _check_region(self, hint: PrefetchHint, path: list[LoopNode], stmts: list[str],
+                      outer: LoopNode | None) -> None:
+        """Refuse a hint whose region per iteration of the loop (last of ``path``) is not a few
+        cache lines, or, looked along ``outer``, does not fit the block's loops there."""
+        buf, name = hint.buffer, hint.block
         spec = None if outer is None else along_spec(path, outer, stmts)
-        where = f"prefetch of '{buf}' for '{name}' at loop {loop_label(self._state, node)}"
+        where = f"prefetch of '{buf}' for '{name}' at loop {loop_label(self._state, path[-1])}"
         if spec is not None:
             why = along_fits(self.program, path, spec, buf)
             if why:
                 raise ScheduleError(f"{where} along '{outer.name}': {why}")  # type: ignore
-        lines = lines_per_iteration(self.program, path, stmts, buf, distance, spec)
+        lines = lines_per_iteration(self.program, path, stmts, buf, hint.distance, spec)
         if lines is None or lines > MAX_LINES:
             size = "grows with the sizes" if lines is None else f"spans up to {lines} lines"
             raise ScheduleError(
                 f"{where}: the region one iteration touches {size}, more than {MAX_LINES} "
                 f"cache lines of {64} bytes; prefetch at an inner loop (or split this one) so "
                 "that one iteration touches a few lines")
-        kept = tuple((k, v) for k, v in node.annotations
-                     if not (k == ANNOTATION and isinstance(v, PrefetchHint)
-                             and (v.buffer, v.block) == (buf, name)))
-        new = loops.set_kind(self._state, node, node.kind,
-                             annotations=kept + ((ANNOTATION, hint),))
-        kw: dict[str, Any] = {"distance": distance, "locality": locality, "write": write}
-        if along is not None:
-            kw["along"] = along
-        self._apply(new, "prefetch", (BlockHandle(name), buf, loop), kw)
 
     def _check_prefetch(self, hint: PrefetchHint, node: LoopNode,
                         outer: LoopNode | None = None) -> list[str]:
