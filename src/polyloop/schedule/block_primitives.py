@@ -97,7 +97,18 @@ class BlockPrimitives(ScheduleCore):
         self._apply(new, "compute_root", (BlockHandle(name),), {})
 
     def reverse_compute_at(self, block: BlockHandle | str, loop: LoopHandle) -> None:
-        """Compute a consumer inside a producer's loop, right after what it reads is ready."""
+        """Compute a consumer inside a producer's loop, right after what it reads is ready.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((8,), "float32", name="A")
+        >>> B = pl.compute((8,), lambda i: A[i] + 1.0, name="B")
+        >>> sch = pl.Schedule(pl.compute((8,), lambda i: B[i] * 2.0, name="C"))
+        >>> sch.reverse_compute_at("C", sch.get_loops("B")[0])
+        >>> print(sch)
+        for i in range(8):
+            B[i] = A[i] + 1.0
+            C[i] = B[i] * 2.0
+        """
         name, node = self._block(block, "reverse_compute_at"), self._loop(loop, "reverse_compute_at")
         try:
             self._apply(blocks.reverse_compute_at(self._state, name, node), "reverse_compute_at",
@@ -110,7 +121,21 @@ class BlockPrimitives(ScheduleCore):
 
     def decompose_reduction(self, block: BlockHandle | str, loop: LoopHandle) -> BlockHandle:
         """Move a reduction's initialization right before ``loop`` (inside the loops above it);
-        returns the initialization block (``C_init``), whose loops can then be vectorized."""
+        returns the initialization block (``C_init``), whose loops can then be vectorized.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((4, 6), "float32", name="A")
+        >>> k = pl.reduce_axis((0, 6), name="k")
+        >>> sch = pl.Schedule(pl.compute((4,), lambda i: pl.sum(A[i, k], axis=k), name="S"))
+        >>> i, k = sch.get_loops("S")
+        >>> sch.decompose_reduction("S", k)
+        Block('S_init')
+        >>> print(sch)
+        for i in range(4):
+            S[i] = 0.0
+            for k in range(6):
+                S[i] += A[i, k]
+        """
         name, node = self._block(block, "decompose_reduction"), self._loop(loop, "decompose_reduction")
         new = blocks.decompose_reduction(self._state, name, node)
         init = BlockHandle(next(s.name for s in blocks.block_statements(new, name) if s.is_init))
@@ -118,20 +143,57 @@ class BlockPrimitives(ScheduleCore):
         return init
 
     def compute_inline(self, block: BlockHandle | str) -> None:
-        """Substitute an elementwise block into its consumers; its buffer disappears."""
+        """Substitute an elementwise block into its consumers; its buffer disappears.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((8,), "float32", name="A")
+        >>> B = pl.compute((8,), lambda i: A[i] + 1.0, name="B")
+        >>> sch = pl.Schedule(pl.compute((8,), lambda i: B[i] * 2.0, name="C"))
+        >>> sch.compute_inline("B")
+        >>> print(sch)
+        for i in range(8):
+            C[i] = (A[i] + 1.0) * 2.0
+        """
         name = self._block(block, "compute_inline")
         self._apply(blocks.compute_inline(self._state, name), "compute_inline",
                     (BlockHandle(name),), {})
 
     def reverse_compute_inline(self, block: BlockHandle | str) -> None:
-        """Substitute an elementwise consumer into its (only) producer."""
+        """Substitute an elementwise consumer into its (only) producer.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((8,), "float32", name="A")
+        >>> B = pl.compute((8,), lambda i: A[i] + 1.0, name="B")
+        >>> sch = pl.Schedule(pl.compute((8,), lambda i: B[i] * 2.0, name="C"))
+        >>> sch.reverse_compute_inline("C")
+        >>> print(sch)
+        for i in range(8):
+            C[i] = (A[i] + 1.0) * 2.0
+        """
         name = self._block(block, "reverse_compute_inline")
         self._apply(blocks.reverse_compute_inline(self._state, name), "reverse_compute_inline",
                     (BlockHandle(name),), {})
 
     def cache_read(self, block: BlockHandle | str, buffer: str, scope: str) -> BlockHandle:
         """Copy ``buffer`` into a new buffer of ``scope`` ("global", "shared", "local") that the
-        block reads instead; returns the copy block (move it with compute_at)."""
+        block reads instead; returns the copy block (move it with compute_at).
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((4, 6), "float32", name="A")
+        >>> k = pl.reduce_axis((0, 6), name="k")
+        >>> sch = pl.Schedule(pl.compute((4,), lambda i: pl.sum(A[i, k], axis=k), name="S"))
+        >>> sch.cache_read("S", "A", "local")
+        Block('A_local')
+        >>> print(sch)
+        for ax0 in range(4):
+            for ax1 in range(6):
+                A_local[ax0, ax1] = A[ax0, ax1]
+        for i in range(4):
+            S[i] = 0.0
+        for i in range(4):
+            for k in range(6):
+                S[i] += A_local[i, k]
+        """
         name = self._block(block, "cache_read")
         new, copy = rewrites.cache_read(self._state, name, self._buffer(buffer, "cache_read"),
                                           scope)
@@ -141,7 +203,23 @@ class BlockPrimitives(ScheduleCore):
 
     def cache_write(self, block: BlockHandle | str, scope: str) -> BlockHandle:
         """Let the block write a new buffer of ``scope``, copied back afterwards; returns the
-        copy-back block (move it with reverse_compute_at)."""
+        copy-back block (move it with reverse_compute_at).
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((4, 6), "float32", name="A")
+        >>> k = pl.reduce_axis((0, 6), name="k")
+        >>> sch = pl.Schedule(pl.compute((4,), lambda i: pl.sum(A[i, k], axis=k), name="S"))
+        >>> sch.cache_write("S", "local")
+        Block('S_local_out')
+        >>> print(sch)
+        for i in range(4):
+            S_local[i] = 0.0
+        for i in range(4):
+            for k in range(6):
+                S_local[i] += A[i, k]
+        for ax0 in range(4):
+            S[ax0] = S_local[ax0]
+        """
         name = self._block(block, "cache_write")
         new, copy = rewrites.cache_write(self._state, name, scope)
         h = BlockHandle(copy)
@@ -151,7 +229,30 @@ class BlockPrimitives(ScheduleCore):
     def rfactor(self, loop: LoopHandle, factor_axis: int = 0) -> BlockHandle:
         """Turn the reduction over ``loop`` into partial results indexed by the loop (which can
         then run in parallel or vectorized) followed by a final reduction; returns the
-        partial-result block."""
+        partial-result block.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((4, 6), "float32", name="A")
+        >>> k = pl.reduce_axis((0, 6), name="k")
+        >>> sch = pl.Schedule(pl.compute((4,), lambda i: pl.sum(A[i, k], axis=k), name="S"))
+        >>> i, k = sch.get_loops("S")
+        >>> ko, ki = sch.split(k, factors=[None, 2])
+        >>> sch.rfactor(ki)
+        Block('S_rf')
+        >>> print(sch)
+        for i in range(4):
+            S[i] = 0.0
+        for i in range(4):
+            for r in range(2):
+                S_rf[r, i] = 0.0
+        for i in range(4):
+            for k_0 in range(3):
+                for k_1 in range(2):
+                    S_rf[k_1, i] += A[i, 2 * k_0 + k_1]
+        for i in range(4):
+            for r in range(2):
+                S[i] += S_rf[r, i]
+        """
         node = self._loop(loop, "rfactor")
         arg.integer("rfactor", "factor_axis", factor_axis, minimum=0)
         new, rf = rewrites.rfactor(self._state, node, factor_axis)
@@ -163,7 +264,20 @@ class BlockPrimitives(ScheduleCore):
                          index_map: Callable[..., Any]) -> None:
         """Store ``buffer`` in a new layout: ``lambda k, j: (j // 16, k, j % 16)`` packs B into
         16-wide column panels. Arguments keep their layout outside the kernel (a packed copy is
-        made); the map must be one-to-one."""
+        made); the map must be one-to-one.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((4, 6), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((4, 6), lambda i, j: A[i, j] + 1.0, name="B"))
+        >>> sch.transform_layout("B", "B", lambda i, j: (j, i))
+        >>> print(sch)
+        for i in range(4):
+            for j in range(6):
+                B_packed[j, i] = A[i, j] + 1.0
+        for ax0 in range(4):
+            for ax1 in range(6):
+                B[ax0, ax1] = B_packed[ax1, ax0]
+        """
         self._block(block, "transform_layout")
         buf = self._buffer(buffer, "transform_layout")
         if not callable(index_map):
@@ -180,7 +294,22 @@ class BlockPrimitives(ScheduleCore):
         or the name of one already created), after checking that the nest computes exactly the
         intrinsic's description. Where the problem size leaves a partial tile, the generated
         code tests each tile: full tiles call the intrinsic, partial ones run the loops. C
-        target only. See ``polyloop.intrin.gemm_intrin`` for built-in micro-kernels."""
+        target only. See ``polyloop.intrin.gemm_intrin`` for built-in micro-kernels.
+
+        >>> import polyloop as pl
+        >>> from polyloop.intrin import dot_intrin
+        >>> A = pl.placeholder((4, 8), "float32", name="A")
+        >>> x = pl.placeholder((8,), "float32", name="x")
+        >>> k = pl.reduce_axis((0, 8), name="k")
+        >>> sch = pl.Schedule(pl.compute((4,), lambda i: pl.sum(A[i, k] * x[k], axis=k), name="y"))
+        >>> sch.tensorize(sch.get_loops("y")[1], dot_intrin("portable"))
+        >>> print(sch)
+        for i in range(4):
+            y[i] = 0.0
+        for i in range(4):
+            for k in range(8):  # tensorize=pl_ukr_dot_portable ...
+                y[i] += A[i, k] * x[k]
+        """
         node = self._loop(loop, "tensorize")
         it = tz.lookup(intrin)
         self._apply(tz.tensorize(self._state, node, it), "tensorize",

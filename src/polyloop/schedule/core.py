@@ -109,16 +109,39 @@ class ScheduleCore:
 
     # navigation --------------------------------------------------------------------------------
     def get_block(self, name: str) -> BlockHandle:
-        """The block computing tensor ``name``: ``sch.get_block("C")``."""
+        """The block computing tensor ``name``: ``sch.get_block("C")``.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((8,), "float32", name="A")
+        >>> B = pl.compute((8,), lambda i: A[i] + 1.0, name="B")
+        >>> sch = pl.Schedule(pl.compute((8,), lambda i: B[i] * 2.0, name="C"))
+        >>> sch.get_block("C")
+        Block('C')
+        """
         self._block(name, "get_block")
         return BlockHandle(name)
 
     def blocks(self) -> list[BlockHandle]:
-        """All blocks, in program order."""
+        """All blocks, in program order.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((8,), "float32", name="A")
+        >>> B = pl.compute((8,), lambda i: A[i] + 1.0, name="B")
+        >>> sch = pl.Schedule(pl.compute((8,), lambda i: B[i] * 2.0, name="C"))
+        >>> sch.blocks()
+        [Block('B'), Block('C')]
+        """
         return [BlockHandle(n) for n in dict.fromkeys(s.block_name for s in self.program.statements)]
 
     def get_loops(self, block: BlockHandle | str) -> list[LoopHandle]:
-        """The loops around the block's main statement, outermost first."""
+        """The loops around the block's main statement, outermost first.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((6, 5), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B"))
+        >>> [h.name for h in sch.get_loops("B")]
+        ['i', 'j']
+        """
         name = self._block(block, "get_loops")
         main = blocks.main_statement(self._state, name)
         result = [self._handle(n) for n in self._state.stmt_path(main.name)]
@@ -139,9 +162,25 @@ class ScheduleCore:
         return [BlockHandle(n) for n in found]
 
     def get_producers(self, block: BlockHandle | str) -> list[BlockHandle]:
-        """Blocks whose results this block reads."""
+        """Blocks whose results this block reads.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((8,), "float32", name="A")
+        >>> B = pl.compute((8,), lambda i: A[i] + 1.0, name="B")
+        >>> sch = pl.Schedule(pl.compute((8,), lambda i: B[i] * 2.0, name="C"))
+        >>> sch.get_producers("C"), sch.get_producers("B")
+        ([Block('B')], [])
+        """
         return self._neighbours(block, True)
 
     def get_consumers(self, block: BlockHandle | str) -> list[BlockHandle]:
-        """Blocks that read this block's results."""
+        """Blocks that read this block's results.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((8,), "float32", name="A")
+        >>> B = pl.compute((8,), lambda i: A[i] + 1.0, name="B")
+        >>> sch = pl.Schedule(pl.compute((8,), lambda i: B[i] * 2.0, name="C"))
+        >>> sch.get_consumers("B"), sch.get_consumers("C")
+        ([Block('C')], [])
+        """
         return self._neighbours(block, False)

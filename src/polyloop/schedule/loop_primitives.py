@@ -75,7 +75,18 @@ class LoopPrimitives(ScheduleCore):
         return result
 
     def reorder(self, *loops_: LoopHandle) -> None:
-        """Put perfectly nested loops in the given order (refused if a dependence would break)."""
+        """Put perfectly nested loops in the given order (refused if a dependence would break).
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((6, 5), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B"))
+        >>> i, j = sch.get_loops("B")
+        >>> sch.reorder(j, i)
+        >>> print(sch)
+        for j in range(5):
+            for i in range(6):
+                B[i, j] = A[i, j] * 2.0
+        """
         arg.distinct_loops("reorder", loops_, at_least=1)
         nodes = [self._loop(x, "reorder") for x in loops_]
         try:
@@ -88,7 +99,23 @@ class LoopPrimitives(ScheduleCore):
                              ) from None
 
     def tile(self, loop_a: LoopHandle, loop_b: LoopHandle, ta: int, tb: int) -> list[LoopHandle]:
-        """2-D tiling: split both loops and reorder to (a0, b0, a1, b1)."""
+        """2-D tiling: split both loops and reorder to (a0, b0, a1, b1).
+
+        Partial tiles are exact: the inner loops stop at the array's edge.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((6, 5), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B"))
+        >>> i, j = sch.get_loops("B")
+        >>> [h.name for h in sch.tile(i, j, 4, 2)]
+        ['i_0', 'j_0', 'i_1', 'j_1']
+        >>> print(sch)
+        for i_0 in range(2):
+            for j_0 in range(3):
+                for i_1 in range(min(4, -(4 * i_0) + 6)):
+                    for j_1 in range(min(2, -(2 * j_0) + 5)):
+                        B[4 * i_0 + i_1, 2 * j_0 + j_1] = A[4 * i_0 + i_1, 2 * j_0 + j_1] * 2.0
+        """
         arg.distinct_loops("tile", (loop_a, loop_b), at_least=2)
         self._loop(loop_a, "tile"), self._loop(loop_b, "tile")
         arg.integer("tile", "the first tile size", ta, minimum=1)
@@ -113,7 +140,18 @@ class LoopPrimitives(ScheduleCore):
         return [a0, b0, a1, b1]
 
     def fuse(self, *loops_: LoopHandle, name: str | None = None) -> LoopHandle:
-        """Fuse directly nested loops (outermost first) into one loop."""
+        """Fuse directly nested loops (outermost first) into one loop.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((6, 5), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B"))
+        >>> i, j = sch.get_loops("B")
+        >>> sch.fuse(i, j).name
+        'i_j_fused'
+        >>> print(sch)
+        for i_j_fused in range(30):
+            B[i_j_fused // 5, i_j_fused % 5] = A[i_j_fused // 5, i_j_fused % 5] * 2.0
+        """
         arg.distinct_loops("fuse", loops_, at_least=2)
         if name is not None:
             arg.loop_name("fuse", name)
@@ -125,28 +163,86 @@ class LoopPrimitives(ScheduleCore):
 
     def skew(self, outer: LoopHandle, inner: LoopHandle, factor: int = 1) -> None:
         """``inner += factor * outer``: the wavefront transformation that can make inner loops
-        parallel (wavefront parallelism)."""
+        parallel (wavefront parallelism).
+
+        >>> import polyloop as pl
+        >>> @pl.script
+        ... def sweep(A: pl.Buffer[(6, 5), "float64"]):
+        ...     for i in range(1, 6):
+        ...         for j in range(1, 5):
+        ...             A[i, j] = A[i - 1, j] + A[i, j - 1]
+        >>> sch = pl.Schedule(sweep)
+        >>> i, j = sch.get_loops("A")
+        >>> sch.skew(i, j, 1)
+        >>> print(sch)
+        for i in range(1, 6):
+            for j in range(i + 1, i + 5):
+                A[i, -i + j] = A[i - 1, -i + j] + A[i, -i + j - 1]
+        """
         arg.distinct_loops("skew", (outer, inner), at_least=2)
         o, i = self._loop(outer, "skew"), self._loop(inner, "skew")
         self._apply(loops.skew(self._state, o, i, factor), "skew", (outer, inner),
                     {"factor": factor})
 
     def reverse(self, loop: LoopHandle) -> None:
-        """Run a loop backwards."""
+        """Run a loop backwards (refused if a dependence would break).
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((6, 5), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B"))
+        >>> i, j = sch.get_loops("B")
+        >>> sch.reverse(j)
+        >>> print(sch)
+        for i in range(6):
+            for j in range(-4, 1):
+                B[i, -j] = A[i, -j] * 2.0
+        """
         node = self._loop(loop, "reverse")
         self._apply(loops.reverse(self._state, node), "reverse", (loop,), {})
 
     def shift(self, loop: LoopHandle, offset: int | str) -> None:
         """Run a loop's iterations at ``value + offset`` for every statement below it (an int, or
         an affine expression of size parameters such as ``"K - 1"``): lines nests up for
-        ``merge``."""
+        ``merge``.
+
+        >>> import polyloop as pl
+        >>> @pl.script
+        ... def two(A: pl.Buffer[(8,), "float64"], B: pl.Buffer[(8,), "float64"]):
+        ...     for i in range(8):
+        ...         A[i] = 1.0
+        ...     for i in range(8):
+        ...         B[i] = A[i] * 2.0
+        >>> sch = pl.Schedule(two)
+        >>> sch.shift(sch.get_loops("B")[0], 1)
+        >>> print(sch)
+        for i in range(8):
+            A[i] = 1.0
+        for i in range(1, 9):
+            B[i - 1] = A[i - 1] * 2.0
+        """
         node = self._loop(loop, "shift")
         self._apply(fusion.shift(self._state, node, offset), "shift", (loop, offset), {})
 
     def merge(self, first: LoopHandle, second: LoopHandle) -> LoopHandle:
         """Fuse two adjacent sibling loops into one that runs ``first``'s body, then
         ``second``'s, at each value (classic loop fusion; ``fuse`` collapses nested loops).
-        Refused if a dependence would break: ``shift`` the second loop first to line them up."""
+        Refused if a dependence would break: ``shift`` the second loop first to line them up.
+
+        >>> import polyloop as pl
+        >>> @pl.script
+        ... def two(A: pl.Buffer[(8,), "float64"], B: pl.Buffer[(8,), "float64"]):
+        ...     for i in range(8):
+        ...         A[i] = 1.0
+        ...     for i in range(8):
+        ...         B[i] = A[i] * 2.0
+        >>> sch = pl.Schedule(two)
+        >>> sch.merge(sch.get_loops("A")[0], sch.get_loops("B")[0]).name
+        'i'
+        >>> print(sch)
+        for i in range(8):
+            A[i] = 1.0
+            B[i] = A[i] * 2.0
+        """
         arg.distinct_loops("merge", (first, second), at_least=2)
         a, b = self._loop(first, "merge"), self._loop(second, "merge")
         new, merged = fusion.merge(self._state, a, b, None)
@@ -193,7 +289,18 @@ class LoopPrimitives(ScheduleCore):
         return new  # type: ignore[return-value]
 
     def parallel(self, loop: LoopHandle) -> None:
-        """Run the iterations of a loop on all cores (OpenMP). Refused if it carries a dependence."""
+        """Run the iterations of a loop on all cores (OpenMP). Refused if it carries a dependence.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((6, 5), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B"))
+        >>> i, j = sch.get_loops("B")
+        >>> sch.parallel(i)
+        >>> print(sch)
+        for i in parallel(6):
+            for j in range(5):
+                B[i, j] = A[i, j] * 2.0
+        """
         node = self._loop(loop, "parallelize")
         for anc in self._state.path(node.id)[:-1]:
             if anc.kind is LoopKind.PARALLEL:
@@ -204,7 +311,18 @@ class LoopPrimitives(ScheduleCore):
         self._apply(new, "parallel", (loop,), {})  # type: ignore[arg-type]
 
     def vectorize(self, loop: LoopHandle) -> None:
-        """Run an innermost loop with SIMD instructions. Refused if it carries a dependence."""
+        """Run an innermost loop with SIMD instructions. Refused if it carries a dependence.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((6, 5), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B"))
+        >>> i, j = sch.get_loops("B")
+        >>> sch.vectorize(j)
+        >>> print(sch)
+        for i in range(6):
+            for j in vectorized(5):
+                B[i, j] = A[i, j] * 2.0
+        """
         node = self._loop(loop, "vectorize")
         inner = st.inner_loops(self._state, node)
         if inner:
@@ -214,7 +332,18 @@ class LoopPrimitives(ScheduleCore):
         self._apply(new, "vectorize", (loop,), {})  # type: ignore[arg-type]
 
     def unroll(self, loop: LoopHandle, factor: int | None = None) -> None:
-        """Unroll a loop fully (``factor=None``) or by ``factor``."""
+        """Unroll a loop fully (``factor=None``) or by ``factor``.
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((6, 5), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B"))
+        >>> i, j = sch.get_loops("B")
+        >>> sch.unroll(j)
+        >>> print(sch)
+        for i in range(6):
+            for j in unrolled(5):
+                B[i, j] = A[i, j] * 2.0
+        """
         node = self._loop(loop, "unroll")
         if factor is not None and (not isinstance(factor, int) or isinstance(factor, bool)
                                    or not 1 <= factor <= arg.MAX_CONSTANT):
@@ -258,6 +387,16 @@ class LoopPrimitives(ScheduleCore):
         by commas: the whole-vector stores of those buffers in the vectorized loops at or under
         ``loop`` become streaming stores (no write-allocate; for outputs not read again soon),
         followed by an ``sfence`` (see ``polyloop.codegen.vector_stream``).
+
+        >>> import polyloop as pl
+        >>> A = pl.placeholder((6, 5), "float32", name="A")
+        >>> sch = pl.Schedule(pl.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B"))
+        >>> i, j = sch.get_loops("B")
+        >>> sch.annotate(i, "nontemporal", "B")
+        >>> print(sch)
+        for i in range(6):  # nontemporal=B
+            for j in range(5):
+                B[i, j] = A[i, j] * 2.0
         """
         node = self._loop(loop, "annotate")
         key, value = arg.annotation("annotate", key, value)
