@@ -98,7 +98,7 @@ class Tensor:
         >>> A = pl.placeholder((n, 3), "float32", name="A")
         >>> k = pl.reduce_axis((0, 3), name="k")
         >>> S = pl.compute((n,), lambda i: pl.sum(A[i, k], axis=k), name="S")
-        >>> prog = pl.to_program(S, name="rowsum")
+        >>> prog = S.to_program(name="rowsum")
         >>> prog.args, prog.params
         (('A', 'S'), ('n',))
         >>> print(prog)
@@ -274,6 +274,23 @@ def to_program(*outputs: Tensor, args: Sequence[Tensor] | None = None,
 
     Arguments are ``args`` in that order, or the placeholders in order of creation followed by
     the outputs. Other computed tensors become temporaries.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, 3), "float32", name="A")
+    >>> k = pl.reduce_axis((0, 3), name="k")
+    >>> S = pl.compute((n,), lambda i: pl.sum(A[i, k], axis=k), name="S")
+    >>> prog = pl.to_program(S, name="rowsum")
+    >>> prog.args, prog.params
+    (('A', 'S'), ('n',))
+    >>> print(prog)
+    # program rowsum  (params: n)
+    # input  A: float32[n, 3]
+    # output S: float32[n]
+    S_init: [n] -> { S_init[i] : 0 <= i < n }
+        S[i] = 0.0
+    S: [n] -> { S[i, k] : 0 <= i < n and 0 <= k < 3 }
+        S[i] += A[i, k]
     """
     outs = [o for o in outputs]
     if not outs or not all(isinstance(o, Tensor) for o in outs):
