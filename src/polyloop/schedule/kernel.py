@@ -196,7 +196,19 @@ def add_prefetch(knl: Any, var_name: str, sweep_inames: Sequence[str] = (), *,
 def assume(knl: Any, assumptions: str) -> Any:
     """Tell polyloop facts about the size parameters (``"n mod 16 = 0 and n >= 16"``) so that
     isl can drop the boundary checks they make unnecessary. Not checked at run time.
-    Earlier transformations are replayed on the kernel with the assumptions."""
+    Earlier transformations are replayed on the kernel with the assumptions.
+
+    >>> import polyloop as pl
+    >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")
+    >>> knl = pl.split_iname(knl, "i", 16)
+    >>> print(knl.loops().splitlines()[1])
+        for i_inner in range(min(16, n - 16 * i_outer)):
+    >>> knl = pl.assume(knl, "n mod 16 = 0 and n >= 16")
+    >>> print(knl.loops())
+    for i_outer in range(n // 16):
+        for i_inner in range(16):
+            out[16 * i_outer + i_inner] = 2.0 * a[16 * i_outer + i_inner]
+    """
     text = kernel_params.add_assumptions(knl.program, assumptions)
     base = replace(knl, program=knl.program.replace(assumptions=text), schedule=None, plain=None,
                    tags=(), history=())
