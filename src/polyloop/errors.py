@@ -110,7 +110,7 @@ class BuildError(PolyloopError):
     >>> try:
     ...     pl.build(knl)
     ... except pl.BuildError as e:
-    ...     print(str(e)[:64])
+    ...     print(str(e)[:63])
     loop 'i' of kernel 'loopy_kernel' steps by 10000000000000000000
     """
 
