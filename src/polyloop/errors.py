@@ -125,7 +125,8 @@ class ArgumentError(PolyloopError):
     ...     mod(np.ones(5, "float32"))
     ... except pl.ArgumentError as e:
     ...     print(e)
-    argument 'A' of B_kernel() must have shape float32[4], got shape (5,): A.shape[0] must be 4, got 5
+    argument 'A' of B_kernel() must have shape float32[4], got shape (5,):
+    A.shape[0] must be 4, got 5
     """
 
 

@@ -158,7 +158,7 @@ def alloc(shape: object, dtype: object = None) -> Buffer:
         B[i] = 2.0 * T[i]
     >>> pl.alloc((4,), "float32")
     Traceback (most recent call last):
-    polyloop.errors.PolyloopError: pl.alloc(shape, dtype) declares a temporary inside a @pl.script function; ...
+    polyloop.errors.PolyloopError: pl.alloc(shape, dtype) declares a temporary inside a ...
     """
     raise PolyloopError("pl.alloc(shape, dtype) declares a temporary inside a @pl.script "
                         "function; it cannot be called directly")
