@@ -33,7 +33,20 @@ from .kernel_lines import Instruction, parse_kernel_text
 class LoopKernel:
     """A kernel as written (``program``, whose ``nesting`` is the loop nest of the instructions)
     and, once transformed, the schedule the transformations built (``schedule``, a
-    ``pl.Schedule``) with their history."""
+    ``pl.Schedule``) with their history.
+
+    >>> import polyloop as pl
+    >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")
+    >>> type(knl).__name__, knl.domains, knl.schedule is None
+    ('LoopKernel', ('{ [i] : 0 <= i < n }',), True)
+    >>> knl = pl.split_iname(knl, "i", 4)
+    >>> [step[0] for step in knl.history], type(knl.schedule).__name__
+    (['split_iname'], 'Schedule')
+    >>> print(knl.loops())
+    for i_outer in range((n - 1) // 4 + 1):
+        for i_inner in range(min(4, n - 4 * i_outer)):
+            out[4 * i_outer + i_inner] = 2.0 * a[4 * i_outer + i_inner]
+    """
     program: Program
     domains: tuple[str, ...]
     instructions: tuple[Instruction, ...]

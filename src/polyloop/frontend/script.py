@@ -47,6 +47,22 @@ def script(fn: Callable[..., Any] | str | None = None, *, name: str | None = Non
     """Parse a function of plain Python loops into a Program (see the module docstring).
 
     Use as ``@pl.script``, ``@pl.script(name="k")`` or ``pl.script(source_text)``.
+
+    >>> import polyloop as pl
+    >>> @pl.script
+    ... def scale(A: pl.Buffer[("n",), "float64"], B: pl.Buffer[("n",), "float64"], a: float):
+    ...     for i in range(n):
+    ...         B[i] = a * A[i]
+    >>> scale.args, scale.params
+    (('A', 'B', 'a'), ('n',))
+    >>> tri = pl.script('''
+    ... def tri(L: pl.Buffer[("n", "n"), "float64"]):
+    ...     for i in range(n):
+    ...         for j in range(i + 1):
+    ...             L[i, j] = 0.0
+    ... ''')
+    >>> print(tri.statements[0].domain)
+    [n] -> { L[i, j] : 0 <= i < n and 0 <= j < (i + 1) }
     """
     if fn is None:
         return lambda f: script(f, name=name)  # type: ignore[return-value]

@@ -138,6 +138,27 @@ def alloc(shape: object, dtype: object = None) -> Buffer:
     none or several).
 
     Only meaningful in a script (which is parsed, not run); calling it elsewhere is an error.
+
+    >>> import polyloop as pl
+    >>> @pl.script
+    ... def twice(A: pl.Buffer[("n",), "float32"], B: pl.Buffer[("n",), "float32"]):
+    ...     T = pl.alloc((n,), "float32")
+    ...     for i in range(n):
+    ...         T[i] = A[i] + 1.0
+    ...     for i in range(n):
+    ...         B[i] = 2.0 * T[i]
+    >>> print(twice)
+    # program twice  (params: n)
+    # input  A: float32[n]
+    # output B: float32[n]
+    # temp   T: float32[n]
+    T: [n] -> { T[i] : 0 <= i < n }
+        T[i] = A[i] + 1.0
+    B: [n] -> { B[i] : 0 <= i < n }
+        B[i] = 2.0 * T[i]
+    >>> pl.alloc((4,), "float32")
+    Traceback (most recent call last):
+    polyloop.errors.PolyloopError: pl.alloc(shape, dtype) declares a temporary inside a ...
     """
     raise PolyloopError("pl.alloc(shape, dtype) declares a temporary inside a @pl.script "
                         "function; it cannot be called directly")

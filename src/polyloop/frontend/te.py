@@ -35,7 +35,17 @@ _counter = itertools.count()
 
 @dataclass(eq=False)
 class Tensor:
-    """A placeholder or a computed tensor. Index it to read: ``A[i, j]``."""
+    """A placeholder or a computed tensor. Index it to read: ``A[i, j]``.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, 3), "float32", name="A")
+    >>> B = pl.compute((n, 3), lambda i, j: A[i, j] * 2.0, name="B")
+    >>> A, A.ndim, A.is_placeholder, B.is_placeholder
+    (Tensor(A: float32[n, 3]), 2, True, False)
+    >>> str(B.body), str(A[0, 1])
+    ('A[i, j] * 2.0', 'A[0, 1]')
+    """
     name: str
     shape: tuple[Expr, ...]
     dtype: DType
@@ -81,7 +91,25 @@ class Tensor:
 
     def to_program(self, *others: "Tensor", args: Sequence["Tensor"] | None = None,
                    name: str | None = None) -> Program:
-        """The Program computing this tensor (and ``others``); what ``pl.Schedule(t)`` uses."""
+        """The Program computing this tensor (and ``others``); what ``pl.Schedule(t)`` uses.
+
+        >>> import polyloop as pl
+        >>> n = pl.var("n")
+        >>> A = pl.placeholder((n, 3), "float32", name="A")
+        >>> k = pl.reduce_axis((0, 3), name="k")
+        >>> S = pl.compute((n,), lambda i: pl.sum(A[i, k], axis=k), name="S")
+        >>> prog = S.to_program(name="rowsum")
+        >>> prog.args, prog.params
+        (('A', 'S'), ('n',))
+        >>> print(prog)
+        # program rowsum  (params: n)
+        # input  A: float32[n, 3]
+        # output S: float32[n]
+        S_init: [n] -> { S_init[i] : 0 <= i < n }
+            S[i] = 0.0
+        S: [n] -> { S[i, k] : 0 <= i < n and 0 <= k < 3 }
+            S[i] += A[i, k]
+        """
         return to_program(self, *others, args=args, name=name)
 
 
@@ -98,7 +126,14 @@ _reads: contextvars.ContextVar[list[Tensor] | None] = contextvars.ContextVar("re
 
 
 def placeholder(shape: object, dtype: object = "float32", name: str | None = None) -> Tensor:
-    """An input tensor: ``A = pl.placeholder((n, n), "float32", name="A")``."""
+    """An input tensor: ``A = pl.placeholder((n, n), "float32", name="A")``.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, 4), "float64", name="A")
+    >>> A, A.shape
+    (Tensor(A: float64[n, 4]), (<Var n>, <Const 4>))
+    """
     return Tensor(_tensor_name(name, "placeholder"), _shape(shape), as_dtype(dtype),
                   next(_counter))
 
@@ -110,6 +145,15 @@ def compute(shape: object, fcompute: Callable[..., ExprLike], name: str | None =
     The body may be a reduction (``pl.sum``, ``pl.max``, ``pl.min``) at its top level. A body
     that is a tuple gives a tuple of tensors of this shape, named ``B``, ``B_1``, ...:
     ``lo, hi = pl.compute((n,), lambda i: (A[i] - 1.0, A[i] + 1.0), name="B")``.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((5,), "float32", name="A")
+    >>> B = pl.compute((5,), lambda i: A[i] + 1.0, name="B")
+    >>> B, str(B.body)
+    (Tensor(B: float32[5]), 'A[i] + 1.0')
+    >>> lo, hi = pl.compute((5,), lambda i: (A[i] - 1.0, A[i] + 1.0), name="C")
+    >>> lo.name, hi.name, str(hi.body)
+    ('C', 'C_1', 'A[i] + 1.0')
     """
     tensor_name = _tensor_name(name, "compute")
     dims = _shape(shape)
@@ -230,6 +274,23 @@ def to_program(*outputs: Tensor, args: Sequence[Tensor] | None = None,
 
     Arguments are ``args`` in that order, or the placeholders in order of creation followed by
     the outputs. Other computed tensors become temporaries.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, 3), "float32", name="A")
+    >>> k = pl.reduce_axis((0, 3), name="k")
+    >>> S = pl.compute((n,), lambda i: pl.sum(A[i, k], axis=k), name="S")
+    >>> prog = pl.to_program(S, name="rowsum")
+    >>> prog.args, prog.params
+    (('A', 'S'), ('n',))
+    >>> print(prog)
+    # program rowsum  (params: n)
+    # input  A: float32[n, 3]
+    # output S: float32[n]
+    S_init: [n] -> { S_init[i] : 0 <= i < n }
+        S[i] = 0.0
+    S: [n] -> { S[i, k] : 0 <= i < n and 0 <= k < 3 }
+        S[i] += A[i, k]
     """
     outs = [o for o in outputs]
     if not outs or not all(isinstance(o, Tensor) for o in outs):

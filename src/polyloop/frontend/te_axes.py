@@ -39,7 +39,14 @@ def _tensor_name(name: str | None, base: str) -> str:
 
 
 def var(name: str) -> Var:
-    """A symbolic size: ``n = pl.var("n")``; bound from argument shapes at call time."""
+    """A symbolic size: ``n = pl.var("n")``; bound from argument shapes at call time.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, 2 * n), "float32", name="A")
+    >>> n, A
+    (<Var n>, Tensor(A: float32[n, 2 * n]))
+    """
     if not isinstance(name, str) or not name.isidentifier():
         raise PolyloopError(f"size parameter name {name!r} is not an identifier")
     return Var(isl_name(name), VarKind.PARAM)

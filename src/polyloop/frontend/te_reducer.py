@@ -45,17 +45,45 @@ def _reduce(kind: ReduceKind, expr: ExprLike, axis: object) -> Reduce:
 
 
 def sum(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001 - the public name is pl.sum
-    """Sum over reduce axes: ``pl.sum(A[i, k] * B[k, j], axis=k)`` (or ``axis=[k, l]``)."""
+    """Sum over reduce axes: ``pl.sum(A[i, k] * B[k, j], axis=k)`` (or ``axis=[k, l]``).
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((4, 3), "float32", name="A")
+    >>> k = pl.reduce_axis((0, 3), name="k")
+    >>> S = pl.compute((4,), lambda i: pl.sum(A[i, k], axis=k), name="S")
+    >>> str(S.body)
+    'sum(A[i, k], axis=[k])'
+    >>> l = pl.reduce_axis((0, 4), name="l")
+    >>> T = pl.compute((1,), lambda _: pl.sum(A[l, k], axis=[l, k]), name="T")
+    >>> str(T.body)
+    'sum(A[l, k], axis=[l, k])'
+    """
     return _reduce(ReduceKind.SUM, expr, axis)
 
 
 def max(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001
-    """Maximum over reduce axes: ``pl.max(A[i, k], axis=k)``."""
+    """Maximum over reduce axes: ``pl.max(A[i, k], axis=k)``.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((4, 3), "float32", name="A")
+    >>> k = pl.reduce_axis((0, 3), name="k")
+    >>> M = pl.compute((4,), lambda i: pl.max(A[i, k], axis=k), name="M")
+    >>> str(M.body), str(M.dtype)
+    ('max(A[i, k], axis=[k])', 'float32')
+    """
     return _reduce(ReduceKind.MAX, expr, axis)
 
 
 def min(expr: ExprLike, axis: object) -> Reduce:  # noqa: A001
-    """Minimum over reduce axes: ``pl.min(A[i, k], axis=k)``."""
+    """Minimum over reduce axes: ``pl.min(A[i, k], axis=k)``.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((4, 3), "float32", name="A")
+    >>> k = pl.reduce_axis((0, 3), name="k")
+    >>> M = pl.compute((4,), lambda i: pl.min(A[i, k], axis=k), name="M")
+    >>> str(M.body)
+    'min(A[i, k], axis=[k])'
+    """
     return _reduce(ReduceKind.MIN, expr, axis)
 
 

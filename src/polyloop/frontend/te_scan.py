@@ -31,7 +31,24 @@ from .te_axes import _tensor_name
 def scan(init: Tensor, update: Tensor, state: Tensor, inputs: Sequence[Tensor] | None = None,
          name: str | None = None) -> Tensor:
     """The tensor whose first ``init.shape[0]`` rows are ``init`` and whose later rows are
-    ``update``, where ``update`` reads earlier rows through the placeholder ``state``."""
+    ``update``, where ``update`` reads earlier rows through the placeholder ``state``.
+
+    A running sum down the rows of ``X``:
+
+    >>> import polyloop as pl
+    >>> m, n = pl.var("m"), pl.var("n")
+    >>> X = pl.placeholder((m, n), "float32", name="X")
+    >>> state = pl.placeholder((m, n), "float32", name="state")
+    >>> init = pl.compute((1, n), lambda _, i: X[0, i], name="init")
+    >>> update = pl.compute((m, n), lambda t, i: state[t - 1, i] + X[t, i], name="update")
+    >>> print(pl.Schedule(pl.scan(init, update, state, inputs=[X], name="s")))
+    if m >= 1:
+        for i in range(n):
+            s[0, i] = X[0, i]
+    for t in range(1, m):
+        for i in range(n):
+            s[t, i] = s[t - 1, i] + X[t, i]
+    """
     _check_shapes(init, update, state)
     result = _tensor_name(name, "scan")
 

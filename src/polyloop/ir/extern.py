@@ -66,7 +66,18 @@ def extern(name: str, *, dtype: object, args: Sequence[object] = (), header: str
            ) -> Callable[..., Extern]:
     """Declare the C function ``name`` (see the module docstring); calling the result on
     expressions gives a call node: ``f = pl.extern("f", dtype="float32", args=["float32"],
-    header="mylib.h")`` then ``pl.compute((n,), lambda i: f(A[i]))``."""
+    header="mylib.h")`` then ``pl.compute((n,), lambda i: f(A[i]))``.
+
+    >>> import polyloop as pl
+    >>> fma = pl.extern("fmaf", dtype="float32", args=["float32", "float32", "float32"],
+    ...                 header="<math.h>")
+    >>> A = pl.placeholder((4,), "float32", name="A")
+    >>> str(pl.compute((4,), lambda i: fma(A[i], A[i], 1.0), name="B").body)
+    'fmaf(A[i], A[i], 1.0)'
+    >>> pl.extern("f(x)", dtype="float32", header="<math.h>")
+    Traceback (most recent call last):
+    polyloop.errors.PolyloopError: pl.extern: 'f(x)' is not a C identifier; ...
+    """
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise PolyloopError(f"pl.extern: {name!r} is not a C identifier; name the function as C "
                             "declares it")

@@ -152,7 +152,15 @@ class Reduce(Expr):
 # construction ---------------------------------------------------------------------------------
 
 def const(value: int | float | bool, dtype: object | None = None) -> Const:
-    """A typed constant: ``pl.const(0.5, "float32")``; without dtype it is weak like a Python number."""
+    """A typed constant: ``pl.const(0.5, "float32")``; without dtype it is weak like a Python number.
+
+    >>> import polyloop as pl
+    >>> c = pl.const(0.5, "float32")
+    >>> c, str(c.dtype), c.weak
+    (<Const 0.5>, 'float32', False)
+    >>> pl.const(1).weak
+    True
+    """
     if isinstance(value, Expr):
         raise PolyloopError(f"const() takes a Python number, got expression {value}")
     if dtype is not None:

@@ -57,6 +57,16 @@ class StorageAlign:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Buffer:
+    """An array of a program: an argument (input, output or both) or a temporary, with its
+    shape (ints and size expressions), dtype and memory scope.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n,), "float32", name="A")
+    >>> prog = pl.to_program(pl.compute((n,), lambda i: A[i] * 2.0, name="B"))
+    >>> [(b.name, b.role.value, str(b.dtype), b.shape) for b in prog.buffers]
+    [('A', 'input', 'float32', (<Var n>,)), ('B', 'output', 'float32', (<Var n>,))]
+    """
     name: str
     shape: tuple[Expr, ...]
     dtype: DType
@@ -94,6 +104,19 @@ class Buffer:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Statement:
+    """One assignment of a program, executed once for each point of its ``domain`` (an isl
+    set over ``iters``): ``buffer[indices] = value``, or ``+=`` (and the like) for a reduction.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n,), "float32", name="A")
+    >>> prog = pl.to_program(pl.compute((n,), lambda i: A[i] * 2.0, name="B"))
+    >>> st = prog.statements[0]
+    >>> st.name, st.iters, st.buffer, str(st.value)
+    ('B', ('i',), 'B', 'A[i] * 2.0')
+    >>> st.domain
+    '[n] -> { B[i] : 0 <= i < n }'
+    """
     name: str
     iters: tuple[str, ...]
     domain: str
@@ -124,7 +147,21 @@ class Statement:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Program:
-    """Buffers, statements in program order, size parameters, and the argument order."""
+    """Buffers, statements in program order, size parameters, and the argument order.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n,), "float32", name="A")
+    >>> prog = pl.to_program(pl.compute((n,), lambda i: A[i] * 2.0, name="B"))
+    >>> prog.args, prog.params, len(prog.statements)
+    (('A', 'B'), ('n',), 1)
+    >>> print(prog)
+    # program B  (params: n)
+    # input  A: float32[n]
+    # output B: float32[n]
+    B: [n] -> { B[i] : 0 <= i < n }
+        B[i] = A[i] * 2.0
+    """
 
     name: str
     buffers: tuple[Buffer, ...]

@@ -83,7 +83,22 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
     tensors), as a ``pl.Schedule`` whose trace lists the primitives used (see the module
     docstring). ``tile="auto"`` sizes tiles from a cache model, an int tiles every permutable
     band with that size, ``tile=None`` disables tiling; ``parallel=False`` disables parallel
-    loops and wavefronts."""
+    loops and wavefronts.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, n), "float32", name="A")
+    >>> B = pl.compute((n, n), lambda i, j: A[j, i] + 1.0, name="B")
+    >>> print(pl.auto_schedule(B, tile=None).trace)
+    sch.parallel(l0)
+    sch.vectorize(l1)
+    >>> print(pl.auto_schedule(B, tile=32).trace)
+    l2, l3 = sch.split(l0, factors=[None, 32])
+    l4, l5 = sch.split(l1, factors=[None, 32])
+    sch.reorder(l2, l4, l3, l5)
+    sch.parallel(l2)
+    sch.vectorize(l5)
+    """
     if target not in TARGETS:
         raise PolyloopError(f"auto_schedule: unknown target {target!r}; valid targets: "
                             + ", ".join(TARGETS))

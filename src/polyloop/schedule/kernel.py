@@ -105,7 +105,14 @@ def tag_inames(knl: Any, tags: Mapping[str, str] | Sequence[tuple[str, str]] | s
 
 @foreign_errors("rename_iname", ScheduleError)
 def rename_iname(knl: Any, old: str, new: str) -> Any:
-    """Rename a loop (every loop named ``old``)."""
+    """Rename a loop (every loop named ``old``).
+
+    >>> import polyloop as pl
+    >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")
+    >>> print(pl.rename_iname(knl, "i", "row").loops())
+    for row in range(n):
+        out[row] = 2.0 * a[row]
+    """
     work = work_of(knl)
     require_loops(old, work.sch, "rename_iname")
     if new in taken_names(work.sch) or not new.isidentifier():
@@ -121,7 +128,14 @@ def rename_iname(knl: Any, old: str, new: str) -> Any:
 @foreign_errors("join_inames", ScheduleError)
 def join_inames(knl: Any, inames: Sequence[str], new_iname: str | None = None,
                 tag: str | None = None) -> Any:
-    """Fuse directly nested loops (outermost first, inner ones of constant extent) into one."""
+    """Fuse directly nested loops (outermost first, inner ones of constant extent) into one.
+
+    >>> import polyloop as pl
+    >>> knl = pl.make_kernel("{ [i, j] : 0 <= i < n and 0 <= j < 4 }", "out[i, j] = a[i, j] + 1")
+    >>> print(pl.join_inames(knl, ["i", "j"]).loops())
+    for i_j in range(4 * n):
+        out[i_j // 4, i_j % 4] = a[i_j // 4, i_j % 4] + 1.0
+    """
     work = work_of(knl)
     sch = work.sch
     names = list(inames)
@@ -196,7 +210,19 @@ def add_prefetch(knl: Any, var_name: str, sweep_inames: Sequence[str] = (), *,
 def assume(knl: Any, assumptions: str) -> Any:
     """Tell polyloop facts about the size parameters (``"n mod 16 = 0 and n >= 16"``) so that
     isl can drop the boundary checks they make unnecessary. Not checked at run time.
-    Earlier transformations are replayed on the kernel with the assumptions."""
+    Earlier transformations are replayed on the kernel with the assumptions.
+
+    >>> import polyloop as pl
+    >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]")
+    >>> knl = pl.split_iname(knl, "i", 16)
+    >>> print(knl.loops().splitlines()[1])
+        for i_inner in range(min(16, n - 16 * i_outer)):
+    >>> knl = pl.assume(knl, "n mod 16 = 0 and n >= 16")
+    >>> print(knl.loops())
+    for i_outer in range(n // 16):
+        for i_inner in range(16):
+            out[16 * i_outer + i_inner] = 2.0 * a[16 * i_outer + i_inner]
+    """
     text = kernel_params.add_assumptions(knl.program, assumptions)
     base = replace(knl, program=knl.program.replace(assumptions=text), schedule=None, plain=None,
                    tags=(), history=())
@@ -207,7 +233,16 @@ def assume(knl: Any, assumptions: str) -> Any:
 @foreign_errors("fix_parameters", ScheduleError)
 def fix_parameters(knl: Any, **values: int) -> Any:
     """Give size parameters fixed values (``n=1024``): they disappear from the kernel's
-    arguments and loop bounds become constants. Earlier transformations are replayed."""
+    arguments and loop bounds become constants. Earlier transformations are replayed.
+
+    >>> import polyloop as pl
+    >>> knl = pl.fix_parameters(pl.make_kernel("{ [i] : 0 <= i < n }", "out[i] = 2*a[i]"), n=8)
+    >>> knl.program.params
+    ()
+    >>> print(knl.loops())
+    for i in range(8):
+        out[i] = 2.0 * a[i]
+    """
     for k, v in values.items():
         if k not in knl.program.params:
             raise ScheduleError(f"fix_parameters: '{k}' is not a size parameter; parameters: "
@@ -225,7 +260,15 @@ _SPACES = {"private": MemScope.LOCAL, "local": MemScope.SHARED, "global": MemSco
 
 def prioritize_loops(knl: Any, order: str | Sequence[str]) -> Any:
     """Nest the named loops in this order, outermost first (``"i,j,k"``), wherever they are
-    directly nested; refused with the dependence when that order would change the result."""
+    directly nested; refused with the dependence when that order would change the result.
+
+    >>> import polyloop as pl
+    >>> knl = pl.make_kernel("{ [i, j] : 0 <= i < n and 0 <= j < 4 }", "out[i, j] = a[i, j] + 1")
+    >>> print(pl.prioritize_loops(knl, "j,i").loops())
+    for j in range(4):
+        for i in range(n):
+            out[i, j] = a[i, j] + 1.0
+    """
     names = [x.strip() for x in order.split(",")] if isinstance(order, str) else list(order)
     if len(names) < 2 or len(set(names)) != len(names):
         raise ScheduleError(f"prioritize_loops: give two or more distinct loop names, got "
@@ -262,7 +305,16 @@ def _outermost_chain(sch: Any, node: Any, names: list[str]) -> list | None:
 
 def set_temporary_address_space(knl: Any, name: str, space: str) -> Any:
     """Place a temporary in ``"private"`` (per work-item), ``"local"`` (per work-group) or
-    ``"global"`` memory; earlier transformations are replayed on the kernel."""
+    ``"global"`` memory; earlier transformations are replayed on the kernel.
+
+    OpenCL's ``"local"`` memory is ``MemScope.SHARED`` (GPU shared memory) in the program:
+
+    >>> import polyloop as pl
+    >>> knl = pl.make_kernel("{ [i] : 0 <= i < n }", ["<> t = 2*a[i]", "out[i] = t + 1"])
+    >>> knl = pl.set_temporary_address_space(knl, "t", "local")
+    >>> knl.program.buffer("t").scope
+    <MemScope.SHARED: 'shared'>
+    """
     if space not in _SPACES:
         raise ScheduleError(f"set_temporary_address_space: unknown space {space!r}; valid "
                             f"spaces are {', '.join(repr(s) for s in _SPACES)}")

@@ -22,7 +22,16 @@ REPLAYABLE = frozenset("""
 
 @dataclass(frozen=True, slots=True)
 class BlockHandle:
-    """A block: the statements one tensor (or kernel instruction) lowers to."""
+    """A block: the statements one tensor (or kernel instruction) lowers to.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((10,), "float32", name="A")
+    >>> B = pl.compute((10,), lambda i: A[i] * 2.0, name="B")
+    >>> sch = pl.Schedule(B)
+    >>> blk = sch.get_block("B")
+    >>> blk, blk.name, sch.get_loops(blk)
+    (Block('B'), 'B', [Loop('i', #0)])
+    """
     name: str
 
     def __repr__(self) -> str:
@@ -31,7 +40,21 @@ class BlockHandle:
 
 @dataclass(frozen=True, slots=True)
 class LoopHandle:
-    """A loop of the schedule; it stays valid until a primitive replaces the loop."""
+    """A loop of the schedule; it stays valid until a primitive replaces the loop.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((10,), "float32", name="A")
+    >>> B = pl.compute((10,), lambda i: A[i] * 2.0, name="B")
+    >>> sch = pl.Schedule(B)
+    >>> (i,) = sch.get_loops("B")
+    >>> outer, inner = sch.split(i, factors=[None, 4])
+    >>> i, outer, inner
+    (Loop('i', #0), Loop('i_0', #1), Loop('i_1', #2))
+    >>> print(sch)
+    for i_0 in range(3):
+        for i_1 in range(min(4, -(4 * i_0) + 10)):
+            B[4 * i_0 + i_1] = A[4 * i_0 + i_1] * 2.0
+    """
     id: int
     name: str
 
@@ -144,7 +167,20 @@ def _target(v: Any) -> str:
 
 class Trace:
     """The primitives applied to a schedule, in order. ``str(trace)`` is Python that replays them;
-    ``to_json``/``from_json`` round-trip it."""
+    ``to_json``/``from_json`` round-trip it.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((10,), "float32", name="A")
+    >>> B = pl.compute((10,), lambda i: A[i] * 2.0, name="B")
+    >>> sch = pl.Schedule(B)
+    >>> outer, inner = sch.split(sch.get_loops("B")[0], factors=[None, 4])
+    >>> print(sch.trace)
+    l0 = sch.get_loops(sch.get_block('B'))
+    l1, l2 = sch.split(l0, factors=[None, 4])
+    >>> again = pl.Schedule.from_trace(B.to_program(), pl.Trace.from_json(sch.trace.to_json()))
+    >>> str(again) == str(sch), len(again.trace)
+    (True, 2)
+    """
 
     def __init__(self, steps: tuple[Step, ...] = ()):
         self.steps = steps
