@@ -27,6 +27,7 @@ from ..poly.isl_text import instance_map, iterator_expr
 from ..poly.recompute import image_domain
 from ..poly.tree import LoopNode, Node, Root, StmtNode, statements_under
 from ..poly.tree_edits import add_exprs, replace_node
+from .naming import fresh_name, unique_name
 from .state import State, rebase
 
 _COMBINE = {ReduceKind.SUM: BinOpKind.ADD, ReduceKind.PROD: BinOpKind.MUL,
@@ -46,8 +47,8 @@ def bind_reduction(state: State, loop: LoopNode, axis: ThreadAxis, stmt: str) ->
     o_names = _spatial(program, s, outer, what)
     lo, extent = _range(program, s, loop, what)
     buf = program.buffer(s.buffer)
-    red = _fresh(program, f"{buf.name}_red")
-    r = _fresh_iter(loop.name, o_names)
+    red = fresh_name(program, f"{buf.name}_red", ("", "_init", "_out"))
+    r = unique_name(loop.name, o_names)
     r_val = regions.loop_value_expr(program, s.name, loop.expr(s.name))
     if lo:
         r_val = binop(BinOpKind.SUB, r_val, lo)
@@ -158,21 +159,6 @@ def _range(program: Program, s: Statement, loop: LoopNode, what: str) -> tuple[i
 
 def _const(v: int) -> Expr:
     return const(v)
-
-
-def _fresh(program: Program, base: str) -> str:
-    taken = {b.name for b in program.buffers} | {s.name for s in program.statements}
-    name, k = base, 1
-    while any(x in taken for x in (name, f"{name}_init", f"{name}_out")):
-        name, k = f"{base}_{k}", k + 1
-    return name
-
-
-def _fresh_iter(base: str, taken: list[str]) -> str:
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    return name
 
 
 def _tree(program: Program, s: Statement, root: Root, loop: LoopNode, outer: list[LoopNode],

@@ -34,6 +34,7 @@ from ..poly.tree import loops
 from .kernel_fetch import fetch_outer, spread_over_items
 from .kernel_tags import derive, with_state, work_of
 from .recompute import Recomputation, recompute
+from .naming import fresh_name, unique_name
 from .state import State
 
 __all__ = ["precompute"]
@@ -75,17 +76,18 @@ def precompute(knl: Any, subst_name: str, sweep_inames: Sequence[str] | str = ()
             break
     swept_items = any(work.rank(n) == 1 for n in path[len(outer):])
     scope = _scope(temporary_address_space, swept_items)
-    pseudo = _fresh(program, f"{rule.name}_call")
-    name = temporary_name or _fresh(program, f"{rule.name}_0")
+    pseudo = fresh_name(program, f"{rule.name}_call")
+    name = temporary_name or fresh_name(program, f"{rule.name}_0")
     marked, dtype = _marked(program, consumer, pseudo, uses)
     state = work.sch.state
     state = State(marked, state.root, state.deps, state.next_id)
     body = rule.body if rule.body.dtype is dtype else cast(dtype, rule.body)
+    loop_names = {n.name for n in loops(work.sch.state.root)} | set(work.sch.program.params)
     what = Recomputation(
         pseudo, (consumer,), lambda dims: substitute(body, dict(zip(rule.params, dims))),
         dtype, name, scope, drop_buffers=(pseudo,),
         dim_names=tuple(precompute_inames) if precompute_inames else tuple(
-            _fresh_loop(work, f"{rule.name}_dim_{k}") for k in range(len(rule.params))),
+            unique_name(f"{rule.name}_dim_{k}", loop_names) for k in range(len(rule.params))),
         reads=frozenset(ld.buffer for ld in loads(rule.body)))
     new, ids = recompute(state, what, outer, "precompute")
     work.sch = with_state(work.sch, new)
@@ -190,19 +192,3 @@ def _scope(space: str | None, swept_items: bool) -> MemScope:
         raise ScheduleError(f"precompute: unknown temporary_address_space {space!r}; valid: "
                             + ", ".join(repr(x) for x in _SPACES))
     return _SPACES[space]
-
-
-def _fresh_loop(work: Any, base: str) -> str:
-    taken = {n.name for n in loops(work.sch.state.root)} | set(work.sch.program.params)
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    return name
-
-
-def _fresh(program: Program, base: str) -> str:
-    taken = {b.name for b in program.buffers} | {s.name for s in program.statements}
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    return name

@@ -18,17 +18,10 @@ from ..poly.launch import loop_upper_bound
 from ..poly.deps import Dependences
 from ..poly.isl_text import iterator_expr
 from ..poly.tree import LoopNode, Root, StmtNode, statements_under
+from .naming import fresh_name
 from .state import State, rebase
 from .verdicts import inherit_sequence_edit, record_first_in_sequence, verify
 from ..poly.tree_edits import add_exprs, insert_children
-
-
-def _fresh(program: Program, base: str) -> str:
-    taken = {b.name for b in program.buffers} | {s.name for s in program.statements}
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    return name
 
 
 def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
@@ -40,7 +33,7 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
     program = state.program
     src = program.buffer(buffer)
     _check_no_writers(state, consumer, buffer)
-    fname = name or _fresh(program, f"{buffer}_fetch")
+    fname = name or fresh_name(program, f"{buffer}_fetch")
     o_names = [f"{n.name}_{fname}" if n.name in program.params else n.name for n in outer]
     dims = list(dim_names or [f"{buffer}_dim_{k}" for k in range(src.ndim)])
     if len(dims) != src.ndim or len(set(dims + o_names)) != len(dims + o_names):

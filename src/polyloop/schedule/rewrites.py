@@ -15,6 +15,7 @@ from ..poly.isl_text import box_domain
 from ..poly.isl_util import expr_to_isl
 from ..poly.tree import LoopNode, Node, Root, StmtNode, statements_under
 from .blocks import block_statements, fresh_nest, readers, writers
+from .naming import fresh_name
 from .state import State, loop_label, rebase
 from ..poly.tree_edits import insert_children
 
@@ -25,16 +26,6 @@ def _root_index(root: Root, stmts: set[str], *, last: bool = False) -> int:
     if not hits:
         raise ScheduleError("statement not found in the schedule")
     return hits[-1] if last else hits[0]
-
-
-def _fresh_name(program: Program, base: str, suffixes: Sequence[str] = ("",)) -> str:
-    """``base`` (or ``base_1``, ...) such that no buffer or statement has that name followed by
-    any of ``suffixes``."""
-    taken = {b.name for b in program.buffers} | {s.name for s in program.statements}
-    name, k = base, 1
-    while any(name + x in taken for x in suffixes):
-        name, k = f"{base}_{k}", k + 1
-    return name
 
 
 def _redirect(s: Statement, old: str, new: str, *, reads: bool, writes: bool) -> Statement:
@@ -83,7 +74,7 @@ def cache_read(state: State, block: str, buffer: str, scope: str) -> tuple[State
     if set(writers(state, buffer, set())) & nest_stmts:
         raise ScheduleError(f"cache_read: '{buffer}' is written inside the loop nest of block "
                             f"'{block}'; the copy would read values that are not ready")
-    cname = _fresh_name(program, f"{buffer}_{sc.value}")
+    cname = fresh_name(program, f"{buffer}_{sc.value}")
     iters = [f"ax{k}" for k in range(buf.ndim)]
     dom = regions.read_region(program, sorted(names), buffer, cname, iters)
     cache = Buffer(cname, buf.shape, buf.dtype, BufferRole.TEMP, sc)
@@ -112,7 +103,7 @@ def cache_write(state: State, block: str, scope: str) -> tuple[State, str]:
         raise ScheduleError(f"cache_write: {', '.join(sorted(others))} also use '{buffer}' inside "
                             f"the loop nest of block '{block}'; cache_write before moving them "
                             "there")
-    cname = _fresh_name(program, f"{buffer}_{sc.value}", ("", "_in", "_out"))
+    cname = fresh_name(program, f"{buffer}_{sc.value}", ("", "_in", "_out"))
     iters = [f"ax{k}" for k in range(buf.ndim)]
     dom = regions.read_region(program, sorted(names), buffer, cname + "_out", iters, writes=True)
     cache = Buffer(cname, buf.shape, buf.dtype, BufferRole.TEMP, sc)
@@ -215,7 +206,7 @@ def _partial_statements(program: Program, s: Statement, init: Statement, text: s
     lo, hi = rng
     ext = hi - lo + 1
     buf = program.buffer(s.buffer)
-    rf = _fresh_name(program, f"{buf.name}_rf", ("", "_init"))
+    rf = fresh_name(program, f"{buf.name}_rf", ("", "_init"))
     r_val = regions.loop_value_expr(program, s.name, text)
     if lo:
         r_val = r_val - lo
@@ -226,7 +217,7 @@ def _partial_statements(program: Program, s: Statement, init: Statement, text: s
     rf_idx.insert(factor_axis, r_val)
     rf_update = Statement(rf, s.iters, s.domain.replace(f"{s.name}[", f"{rf}[", 1), rf,
                           tuple(rf_idx), s.value, s.reduction, block=rf)
-    rname = _fresh_name(program, "r" if "r" not in spatial else "rr")
+    rname = fresh_name(program, "r" if "r" not in spatial else "rr")
     init_idx = [Var(i) for i in spatial]
     ri = list(init_idx)
     ri.insert(factor_axis, Var(rname))
@@ -275,7 +266,7 @@ def transform_layout(state: State, buffer: str, index_map: Callable[..., object]
     shape = regions.layout_extents(program, buffer, new_idx, old)
     target = buffer
     if buf.role is not BufferRole.TEMP:
-        target = _fresh_name(program, f"{buffer}_packed")
+        target = fresh_name(program, f"{buffer}_packed")
     new_buf = Buffer(target, tuple(shape), buf.dtype, BufferRole.TEMP, buf.scope)
 
     def remap(e: Expr) -> Expr | None:
@@ -321,12 +312,12 @@ def _layout_copies(program: Program, buf: Buffer, target: str, old: list[str],
     extents = [expr_to_isl(d) for d in buf.shape]
     copy_in = copy_out = None
     if buf.role in (BufferRole.INPUT, BufferRole.INOUT):
-        name = _fresh_name(program, f"{target}_in")
+        name = fresh_name(program, f"{target}_in")
         copy_in = Statement(name, tuple(old), box_domain(program.params, name, old, extents),
                             target, idx_new,
                             Load(buffer, tuple(Var(a) for a in old), buf.dtype), block=name)
     if buf.role in (BufferRole.OUTPUT, BufferRole.INOUT):
-        name = _fresh_name(program, f"{target}_out")
+        name = fresh_name(program, f"{target}_out")
         domain = box_domain(program.params, name, old, extents)
         writers = sorted({s.name for s in program.statements if s.buffer == buffer})
         if buf.role is BufferRole.OUTPUT and writers:
