@@ -29,7 +29,7 @@ from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
 from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.analysis import dependences
 from .schedule.auto import auto_schedule
-from .schedule.tensorize import TensorIntrin
+from .schedule.intrin_registry import TensorIntrin
 from .tune import TuneResult, tune
 from . import graph  # noqa: F401 - pl.graph: the graph level
 from . import intrin  # noqa: F401 - registers the built-in micro-kernels for trace replay

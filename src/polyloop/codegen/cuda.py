@@ -21,7 +21,7 @@ from ..ir.loops import Barrier, Call, For, LoopKind, Prefetch
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..ir.thread_axis import AxisLevel
 from ..lower.launches import WARP_LANES, DeviceProgram, Launch
-from ..schedule.tensorize import DeviceBody
+from ..schedule.intrin_registry import DeviceBody
 from .cuda_vector import Float4Loop
 from .gpu import GpuPrinter, emit_program_header
 from .tables import C_KEYWORDS, C_LIBM_SUFFIX, C_MATH_FUNCTIONS

@@ -19,7 +19,7 @@ from ..ir.expr import BinOpKind, Const, Expr, binop
 from ..ir.loops import Call, For, LoopKind, Region
 from ..ir.program import Buffer, BufferRole, MemScope
 from ..lower.launches import EXACT_GRID, WARP_LANES, DeviceProgram, Launch
-from ..schedule.tensorize import DeviceBody, lookup
+from ..schedule.intrin_registry import DeviceBody, lookup
 from .cfamily import CFamilyPrinter
 from .names import NameKind
 from .vector_plan import affine

@@ -15,7 +15,7 @@ import re
 from .. import config
 from ..errors import ArgumentError, ScheduleError
 from ..frontend import te
-from ..schedule.tensorize import BUILTIN_PREFIX, TensorIntrin, register_factory
+from ..schedule.intrin_registry import BUILTIN_PREFIX, TensorIntrin, register_factory
 from ..util.isa import host_isa
 from . import sources, tensorcore
 from .tensorcore import wmma_intrin

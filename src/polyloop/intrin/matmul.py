@@ -24,7 +24,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..ir.expr import Const, loads
 from ..schedule import Schedule
-from ..schedule.tensorize import TensorIntrin
+from ..schedule.intrin_registry import TensorIntrin
 
 
 def schedule_matmul(sch: Schedule, block: str, intrin: TensorIntrin, *, kc: int = 256,

@@ -25,7 +25,7 @@ import re
 
 from ..errors import ArgumentError, ScheduleError
 from ..frontend import te
-from ..schedule.tensorize import DeviceBody, TensorIntrin
+from ..schedule.intrin_registry import DeviceBody, TensorIntrin
 
 TILE = 16
 DTYPES = {"float16": "f16", "bfloat16": "bf16"}

@@ -20,7 +20,7 @@ from ..ir.expr import Expr
 from ..ir.program import Buffer
 from ..ir.simplify import simplify
 from ..poly.astgen import build_ast
-from ..schedule.tensorize import TensorIntrin
+from ..schedule.intrin_registry import TensorIntrin
 from .storage import place_temporaries
 
 

@@ -27,7 +27,7 @@ from ..poly import gpu, launch
 from ..poly.hardware_ids import HARDWARE_ID, HardwareLoop
 from ..poly.isl_text import iterator_expr
 from ..poly.tree import LoopNode, Root, StmtNode, loops, path_to, statements_under
-from ..schedule.tensorize import lookup
+from ..schedule.intrin_registry import lookup
 from .barriers import merge_adjacent
 from .lower import Step, lower, run_steps
 from .storage import place_temporaries

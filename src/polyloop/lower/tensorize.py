@@ -19,7 +19,8 @@ from ..ir.loops import Call, For, If, Node, Region, Store, map_children
 from ..ir.program import Program
 from ..ir.simplify import simplify
 from ..poly.tree import Root
-from ..schedule.tensorize import Match, lookup, marked_loops, match, nest_part
+from ..schedule.intrin_registry import lookup
+from ..schedule.tensorize import Match, marked_loops, match, nest_part
 from .function import function_kernel
 
 

@@ -33,7 +33,7 @@ from ..frontend.te import Tensor
 from ..ir.expr import Const
 from ..ir.elementwise import maximum
 from ..schedule import Schedule
-from ..schedule.tensorize import TensorIntrin, lookup
+from ..schedule.intrin_registry import TensorIntrin, lookup
 from .knobs import check_knobs, default_lanes
 
 
