@@ -9,6 +9,7 @@ from ..errors import ParseError
 from ..ir.dtypes import DType, as_dtype
 from ..ir.expr import Expr, Load, Var, const, free_vars, reduce_identity, select
 from ..ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from ..util.names import unique_name
 from ..ir.simplify import simplify
 from ..poly import kernel_domains as kd
 from ..poly.isl_util import NotAffine
@@ -345,10 +346,7 @@ class Builder:
     def _fresh_temp(self, base: str) -> str:
         taken = set(self.names.arrays) | self.inames | set(self.params) | \
             {ins.id for ins in self.insns}
-        name, k = base, 1
-        while name in taken:
-            name, k = f"{base}_{k}", k + 1
-        return name
+        return unique_name(base, taken)
 
     def _buffers(self, statements: list[Statement]) -> list[Buffer]:
         accesses: dict[str, list[kd.ArrayAccess]] = {}

@@ -27,7 +27,8 @@ from ..poly.isl_text import instance_map, iterator_expr
 from ..poly.recompute import image_domain
 from ..poly.tree import LoopNode, Node, Root, StmtNode, statements_under
 from ..poly.tree_edits import add_exprs, replace_node
-from .naming import fresh_name, unique_name
+from ..util.names import unique_name
+from .naming import fresh_name
 from .state import State, rebase
 
 _COMBINE = {ReduceKind.SUM: BinOpKind.ADD, ReduceKind.PROD: BinOpKind.MUL,

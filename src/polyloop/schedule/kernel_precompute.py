@@ -34,7 +34,8 @@ from ..poly.tree import loops
 from .kernel_fetch import fetch_outer, spread_over_items
 from .kernel_tags import derive, with_state, work_of
 from .recompute import Recomputation, recompute
-from .naming import fresh_name, unique_name
+from ..util.names import unique_name
+from .naming import fresh_name
 from .state import State
 
 __all__ = ["precompute"]
