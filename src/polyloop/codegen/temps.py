@@ -61,6 +61,8 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
     """(loops declaring ``b``, whether the function declares it too)."""
     if not paths:
         return [], True
+    if b.home_loops:
+        return _loops_toward_home(b, paths)
     common = paths[0]
     for p in paths[1:]:
         common = _common_prefix(common, p)
@@ -75,6 +77,26 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
         else:
             copies[id(named[0])] = named[0]
     return list(copies.values()), outside
+
+
+def _loops_toward_home(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For], bool]:
+    """Each access's declaring loop: the deepest loop of its path that is the home loop or
+    encloses it. isl's AST generation drops a loop of one iteration, and may drop it in one
+    copy of a nest only (the remainder of a split): one iteration of the nearest enclosing loop
+    left then holds exactly one iteration of the home loop. Declaring deeper than the home
+    loop would lose values that pass between iterations of the deeper loop; declaring at
+    function scope while a parallel loop encloses the home loop would share one copy between
+    threads."""
+    outer = set(b.home_loops)
+    chosen: dict[int, For] = {}
+    outside = False
+    for p in paths:
+        toward = [f for f in p if f.var in outer]
+        if toward:
+            chosen[id(toward[-1])] = toward[-1]
+        else:
+            outside = True      # every loop around the home loop was dropped on this path
+    return list(chosen.values()), outside
 
 
 def _accesses(node: Node, path: tuple[For, ...]) -> Iterator[tuple[tuple[For, ...], str]]:

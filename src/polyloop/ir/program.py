@@ -75,6 +75,9 @@ class Buffer:
     # set by lowering on a compacted 'shared'/'local' temporary: the loop each of whose
     # iterations uses its own elements (no value flows between iterations); None: unknown
     home: str | None = None
+    # the loops from the outermost down to ``home``: where isl's AST generation drops the home
+    # loop (one iteration), its nearest enclosing loop still declares the temporary
+    home_loops: tuple[str, ...] = ()
     # storage decisions of the schedule, applied when lowering sizes the temporary:
     # padded strides (Schedule.storage_align) and the copies it rotates through along its
     # home loop (Schedule.double_buffer: 2)

@@ -26,7 +26,7 @@ from ..errors import BuildError
 from ..poly.double_buffer import double_buffered
 from ..poly.storage import Compaction, compact, thread_loop_sharing
 from ..poly.gpu import is_item
-from ..poly.tree import Root, loops
+from ..poly.tree import Root, loops, path_to
 
 
 # the largest temporary sized to a loop that lives on a thread's stack (OpenMP threads get a
@@ -64,7 +64,8 @@ def place_temporaries(program: Program, root: Root, *, size_global: bool = True
         keep = tuple(d for d, n in enumerate(result.shape) if n > 1)   # others index 0
         box = (result.stages,) * (result.stages > 1) + tuple(result.shape[d] for d in keep)
         box = _aligned(b, box, keep, result.stages > 1, notes)
-        small = replace(b, shape=tuple(Const(n, INDEX, True) for n in box), home=result.home)
+        small = replace(b, shape=tuple(Const(n, INDEX, True) for n in box), home=result.home,
+                        home_loops=_home_loops(root, result.home))
         program = _shifted(_with_buffer(program, small), result, keep)
         temps.append(small)
         note = _placed_note(root, b, small, result, keep)
@@ -101,7 +102,8 @@ def _place_global(program: Program, root: Root, b: Buffer
         return program, b, ()
     # declared in the home loop's body, one copy per iteration (and so per thread)
     small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep),
-                    scope=MemScope.LOCAL, home=result.home)
+                    scope=MemScope.LOCAL, home=result.home,
+                    home_loops=_home_loops(root, result.home))
     program = _shifted(_with_buffer(program, small), result, keep)
     what = (f"holds the {'x'.join(str(result.shape[d]) for d in keep)} elements used"
             if keep else "is the one element used")
@@ -170,6 +172,14 @@ def _aligned(b: Buffer, box: tuple[int, ...], keep: tuple[int, ...], staged: boo
                          f"{size} elements (storage_align)")
         out[pad] = size
     return tuple(out)
+
+
+def _home_loops(root: Root, name: str | None) -> tuple[str, ...]:
+    """The names of the loops from the outermost down to the loop called ``name``."""
+    for node in loops(root):
+        if node.name == name:
+            return tuple(n.name for n in path_to(root, node.id) or ())
+    return ()
 
 
 def _item_loop(root: Root, name: str | None) -> bool:
