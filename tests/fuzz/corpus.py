@@ -140,7 +140,9 @@ def plan_step(sch: pl.Schedule, primitive: str, choice: int) -> Callable[[], obj
     loop = r.choice(loops)
     a, b = sorted(r.sample(range(len(loops)), 2)) if len(loops) > 1 else (0, 0)
     other = r.choice(sch.get_loops(r.choice(blocks)) or loops)
-    factors = r.choice([[None, r.choice([2, 3, 4, 8, 16])], [r.choice([2, 3]), None]])
+    # a middle factor of 1 makes a loop of one iteration, which isl's AST drops
+    factors = r.choice([[None, r.choice([2, 3, 4, 8, 16])], [r.choice([2, 3]), None],
+                        [None, 1, r.choice([2, 4, 8])]])
     reads = sorted(_read_buffers(sch, block))
     calls: dict[str, Callable[[], object] | None] = {
         "split": lambda: sch.split(loop, factors=factors),

@@ -2,8 +2,9 @@
 """Where temporaries are declared.
 
 A temporary of scope LOCAL (registers, private memory) is private to one iteration of the
-innermost loop that encloses all its accesses, typically the loop a stage was computed at:
-declared in that loop's body, each OpenMP thread or GPU thread gets its own copy. Every other
+innermost loop that encloses all its accesses and is its home loop or encloses it, typically
+the loop a stage was computed at: declared in that loop's body, each OpenMP thread or GPU
+thread gets its own copy. Every other
 temporary lives for the whole function.
 """
 from __future__ import annotations
@@ -61,11 +62,13 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
     """(loops declaring ``b``, whether the function declares it too)."""
     if not paths:
         return [], True
-    if b.home_loops:
-        return _loops_toward_home(b, paths)
     common = paths[0]
     for p in paths[1:]:
         common = _common_prefix(common, p)
+    if b.home_loops and all(f.var != b.home for f in common):
+        # the home loop is not one loop around every access (isl dropped it somewhere)
+        around = [f for f in common if f.var in b.home_loops]
+        return ([around[-1]], False) if around else _loops_toward_home(b, paths)
     if common:
         return [common[-1]], False
     copies: dict[int, For] = {}
