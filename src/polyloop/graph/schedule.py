@@ -28,6 +28,9 @@ SERIAL_WORK = 1 << 16
 # weight matrix are close enough for the prefetcher.
 UNPACKED_COLS = 512
 UNPACKED_ROWS = 16
+# Rows of at most this many elements are reduced and written by one thread, in one loop (a
+# longer row's scalar reductions would want vectorizing instead).
+SHORT_ROW = 64
 # The suffix of a pooling's rows stage (see ``oplib.nn.pool2d``).
 ROWS = "_rows"
 
@@ -168,9 +171,9 @@ def default_schedule(lk: LoweredKernel) -> Schedule:
             kept.append(t)
     size = work(kept)
     parallel = size is None or size >= SERIAL_WORK
-    dense = _dense_product(sch, kept, results, parallel)
-    if dense is not None:
-        return dense
+    whole = _dense_product(sch, kept, results, parallel) or _row_reductions(sch, kept, parallel)
+    if whole is not None:
+        return whole
     reductions = [t for t in kept if isinstance(t.body, Reduce)]
     rows = [t for t in kept if t.name.endswith(ROWS) and t.name not in results]
     for t in kept:
@@ -184,6 +187,27 @@ def default_schedule(lk: LoweredKernel) -> Schedule:
         if not _rows_at_consumer(sch, t, kept):
             _schedule_injective(sch, t, parallel)
     return sch
+
+
+def _row_reductions(sch: Schedule, kept: list[Tensor], parallel: bool) -> Schedule | None:
+    """A kernel of reductions along the last axis of its one result (softmax, layer norm) on
+    short rows: each reduction computed inside the result's loop over rows, so that a row is
+    reduced and written by one thread in one parallel loop. None when the kernel is not of that form, or
+    a step refuses (on a copy of ``sch``)."""
+    *reductions, result = kept
+    lead = [str(d) for d in result.shape[:-1]]
+    width = _extent(result, result.ndim - 1)
+    if not reductions or width is None or width > SHORT_ROW or result.ndim < 2 or isinstance(result.body, Reduce) or any(
+            not isinstance(t.body, Reduce) or [str(d) for d in t.shape] != lead
+            for t in reductions):
+        return None
+    trial = sch.copy()
+    _schedule_injective(trial, result, parallel)
+    row = trial.get_loops(result.name)[-2]
+    for t in reversed(reductions):     # consumers first: each then has all its readers inside
+        if _try(trial.compute_at, t.name, row) is _REFUSED:
+            return None
+    return trial
 
 
 def _rows_at_consumer(sch: Schedule, t: Tensor, kept: list[Tensor]) -> bool:
