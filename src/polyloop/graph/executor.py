@@ -234,32 +234,44 @@ class Executor:
         return statistics.median(times)
 
     def profile(self, *inputs: object, repeat: int = 10) -> str:
-        """Time per fused kernel over ``repeat`` runs; the table is printed and returned."""
+        """The median time of each fused kernel over ``repeat`` runs, their sum, and the median
+        of whole runs (Python's binding included); the table is printed and returned. Medians,
+        as in ``benchmark``: a run the OS interrupts does not skew them."""
         prepared = self._prepare(inputs)
         self._run(prepared)
-        rows: list[tuple[str, float]] = []
-        for s in self.segments:
-            if s.entry is None:
-                continue
-            ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = 1
-            ns = (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
-            ctypes.memset(ns, 0, ctypes.sizeof(ns))
-        for _ in range(repeat):
-            self._run(prepared)
-        for s in self.segments:
-            if s.entry is None:
-                continue
-            ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = 0
-            ns = (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
-            rows += [(label, ns[k] / repeat / 1e6) for k, label in enumerate(s.labels)]
+        counters = [(s, (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(
+            self._cdll, f"{s.entry}_step_ns")) for s in self.segments if s.entry is not None]
+        labels = [label for s, _ in counters for label in s.labels]
+        samples: list[list[int]] = [[] for _ in labels]
+        runs = []
+        self._set_profiling(1)
+        try:
+            for _ in range(repeat):
+                for _, ns in counters:
+                    ctypes.memset(ns, 0, ctypes.sizeof(ns))
+                start = time.perf_counter()
+                self._run(self._prepare(inputs))
+                runs.append(time.perf_counter() - start)
+                values = [ns[k] for s, ns in counters for k in range(len(s.labels))]
+                for sample, value in zip(samples, values):
+                    sample.append(value)
+        finally:
+            self._set_profiling(0)
+        rows = [(label, statistics.median(v) / 1e6) for label, v in zip(labels, samples)]
         total = sum(t for _, t in rows) or 1.0
-        width = max([len(r[0]) for r in rows] + [6])
+        width = max([len(r[0]) for r in rows] + [12])
         lines = [f"{'kernel':<{width}}  {'ms':>9}  {'%':>5}"]
         lines += [f"{label:<{width}}  {ms:9.4f}  {100 * ms / total:5.1f}" for label, ms in rows]
         lines.append(f"{'total':<{width}}  {total:9.4f}")
+        lines.append(f"{'call, median':<{width}}  {1e3 * statistics.median(runs):9.4f}")
         table = "\n".join(lines)
         print(table)
         return table
+
+    def _set_profiling(self, on: int) -> None:
+        for s in self.segments:
+            if s.entry is not None:
+                ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = on
 
     def export_library(self, path: str | PathLike) -> tuple[Path, Path]:
         """Write the model as a shared library (weights embedded) and a C header next to it.
