@@ -192,14 +192,15 @@ def default_schedule(lk: LoweredKernel) -> Schedule:
 def _row_reductions(sch: Schedule, kept: list[Tensor], parallel: bool) -> Schedule | None:
     """A kernel of reductions along the last axis of its one result (softmax, layer norm) on
     short rows: each reduction computed inside the result's loop over rows, so that a row is
-    reduced and written by one thread in one parallel loop. None when the kernel is not of that form, or
-    a step refuses (on a copy of ``sch``)."""
+    reduced and written by one thread in one parallel loop. None when the kernel is not of
+    that form, or a step refuses (on a copy of ``sch``)."""
     *reductions, result = kept
     lead = [str(d) for d in result.shape[:-1]]
     width = _extent(result, result.ndim - 1)
-    if not reductions or width is None or width > SHORT_ROW or result.ndim < 2 or isinstance(result.body, Reduce) or any(
-            not isinstance(t.body, Reduce) or [str(d) for d in t.shape] != lead
-            for t in reductions):
+    if not reductions or width is None or width > SHORT_ROW or result.ndim < 2 \
+            or isinstance(result.body, Reduce) or any(
+                not isinstance(t.body, Reduce) or [str(d) for d in t.shape] != lead
+                for t in reductions):
         return None
     trial = sch.copy()
     _schedule_injective(trial, result, parallel)
@@ -267,9 +268,10 @@ def _dense_product(sch: Schedule, kept: list[Tensor], results: set[str],
     """``dense_schedule`` on a copy of ``sch`` when the kernel is one 2-D sum (a dense layer)
     and at most one elementwise result after it; None when it is not, or a step refuses."""
     product, *rest = kept
-    if len(rest) > 1 or (rest and rest[0].name not in results) or product.ndim != 2 or not isinstance(product.body, Reduce) \
-            or len(product.body.axes) != 1 or product.body.kind is not ReduceKind.SUM \
-            or not _vector_friendly(product) or (rest and rest[0].ndim != 2):
+    body = product.body
+    if len(rest) > 1 or (rest and (rest[0].name not in results or rest[0].ndim != 2)) \
+            or product.ndim != 2 or not isinstance(body, Reduce) or len(body.axes) != 1 \
+            or body.kind is not ReduceKind.SUM or not _vector_friendly(product):
         return None
     rows = _extent(product, 0)
     cols = _extent(product, 1)
