@@ -200,6 +200,7 @@ def _row_reductions(sch: Schedule, kept: list[Tensor], parallel: bool) -> Schedu
     if not reductions or width is None or width > SHORT_ROW or result.ndim < 2 \
             or isinstance(result.body, Reduce) or any(
                 not isinstance(t.body, Reduce) or [str(d) for d in t.shape] != lead
+                or [str(e) for e in t.body.extents] != [str(result.shape[-1])]
                 for t in reductions):
         return None
     trial = sch.copy()
