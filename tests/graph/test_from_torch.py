@@ -53,15 +53,16 @@ def test_seed_cnn_accepts_torch_tensors_and_profiles(cnn, capsys):
 def test_seed_cnn_is_fused_and_one_library(cnn):
     _, ex = cnn
     text = str(ex.graph)
-    # the convolution and the dense products run polyloop.ops' recipes; the conv's bias + relu
-    # are computed inside the max-pool, fc1's bias + relu in one kernel, fc2's bias inside the
-    # softmax
+    # the convolution runs polyloop.ops' recipe, its bias + relu computed inside the max-pool;
+    # each dense layer (narrow weights) is one kernel with its bias (and relu) applied as its
+    # register tiles are stored
     assert [s.entry for s in ex.segments] == ["model"]
     assert list(ex.segments[0].labels) == [
-        "model_k0_conv2d_ops", "model_k1_max_pool2d", "model_k2_linear_ops",
-        "model_k2_linear_epilogue", "model_k3_linear_ops", "model_k4_softmax"]
+        "model_k0_conv2d_ops", "model_k1_max_pool2d", "model_k2_linear", "model_k3_linear",
+        "model_k4_softmax"]
     assert "relu(%conv2d)" in text.split("kernel model_k1_max_pool2d")[1].split("kernel")[0]
-    assert "kernel model_k2_linear_epilogue" in text and "return %relu_1\n" in text
+    fc1 = text.split("kernel model_k2_linear(")[1].split("kernel")[0]
+    assert "linear(%flatten" in fc1 and "return %relu_1\n" in fc1
 
 
 def test_wrong_input_shape_is_an_argument_error(cnn):

@@ -38,6 +38,22 @@ class Segment:
     function: object = None      # the extern's Python function, looked up at build time
 
 
+@dataclass(frozen=True, slots=True)
+class _Shapes:
+    """What a set of input shapes gives: the sizes, the outputs' shapes and dtypes, the
+    workspace and the size parameters as C integers."""
+
+    sizes: dict[str, int]
+    outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
+    workspace: np.ndarray
+    workspace_address: int
+    params_c: object
+
+
+# Input shapes remembered per executor (a model called with ever new batch sizes starts over).
+_MAX_SHAPES = 64
+
+
 def _as_array(x: object, name: str) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
@@ -70,6 +86,7 @@ class Executor:
                 fn.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64))
                 self._fns[s.entry] = fn
         self._workspaces: dict[tuple, np.ndarray] = {}
+        self._shapes: dict[tuple, _Shapes] = {}
         self._index_checks = [(c.inputs[1].name, c.inputs[0].type.shape[0])
                               for b in graph.bindings for c in getattr(getattr(b, "kernel", None),
                                                                        "body", ())
@@ -80,14 +97,31 @@ class Executor:
         return self.library.path.parent
 
     # binding -----------------------------------------------------------------------------------
-    def _bind(self, inputs: tuple) -> tuple[list[np.ndarray], dict[str, int]]:
+    def _bind(self, inputs: tuple) -> tuple[list[np.ndarray], _Shapes]:
+        """The inputs as C-contiguous arrays, and what their shapes give (checked once per
+        distinct set of shapes and dtypes, then looked up)."""
         g = self.graph
         if len(inputs) != len(g.inputs):
             raise ArgumentError(f"model '{g.name}' takes {len(g.inputs)} inputs "
                                 f"({', '.join(v.name for v in g.inputs)}), got {len(inputs)}")
-        arrays, sizes = [], {}
-        for v, x in zip(g.inputs, inputs):
-            a = _as_array(x, v.name)
+        arrays = [x if type(x) is np.ndarray else _as_array(x, v.name)
+                  for v, x in zip(g.inputs, inputs)]
+        key = tuple((a.shape, a.dtype) for a in arrays)
+        shapes = self._shapes.get(key)
+        if shapes is None:
+            shapes = self._check_shapes(arrays)
+            if len(self._shapes) >= _MAX_SHAPES:
+                self._shapes.clear()
+            self._shapes[key] = shapes
+        arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
+        if self._index_checks:
+            self._check_indices(arrays)
+        return arrays, shapes
+
+    def _check_shapes(self, arrays: list[np.ndarray]) -> _Shapes:
+        g = self.graph
+        sizes: dict[str, int] = {}
+        for v, a in zip(g.inputs, arrays):
             if a.dtype != np.dtype(v.type.dtype):
                 raise ArgumentError(f"input '{v.name}': expected dtype {v.type.dtype}, got "
                                     f"{a.dtype}; convert with .astype('{v.type.dtype}')")
@@ -98,14 +132,19 @@ class Executor:
                 if expected != n or n < 1:
                     raise ArgumentError(f"input '{v.name}': expected shape {v.type} "
                                         f"(sizes {sizes}), got {a.shape}")
-            arrays.append(np.ascontiguousarray(a))
-        by_name = {v.name: a for v, a in zip(g.inputs, arrays)}
+        params = [sizes.get(p, 0) for p in g.params]
+        ws = self._workspace(sizes)
+        return _Shapes(sizes, tuple((v.type.concrete(sizes), np.dtype(v.type.dtype))
+                                    for v in g.outputs),
+                       ws, ws.ctypes.data, (ctypes.c_int64 * max(len(params), 1))(*params))
+
+    def _check_indices(self, arrays: list[np.ndarray]) -> None:
+        by_name = {v.name: a for v, a in zip(self.graph.inputs, arrays)}
         for idx, rows in self._index_checks:
             a = by_name.get(idx)
             if a is not None and a.size and (a.min() < 0 or a.max() >= rows):
                 raise ArgumentError(f"input '{idx}': embedding indices must be in [0, {rows}), "
                                     f"got [{a.min()}, {a.max()}]")
-        return arrays, sizes
 
     def _workspace(self, sizes: dict[str, int]) -> np.ndarray:
         key = tuple(sizes.get(p, 0) for p in self.graph.params)
@@ -120,16 +159,14 @@ class Executor:
         return [-(-max(nbytes(v, sizes) for v in vs) // ALIGN) * ALIGN for vs in self.plan.slots]
 
     def _prepare(self, inputs: tuple, given: tuple | None = None):
-        arrays, sizes = self._bind(inputs)
-        outs = [np.empty(v.type.concrete(sizes), v.type.dtype) for v in self.graph.outputs]
+        arrays, shapes = self._bind(inputs)
+        outs = [np.empty(shape, dtype) for shape, dtype in shapes.outputs]
         if given is not None:
             outs = self._check_outputs(outs, given)
-        ws = self._workspace(sizes)
-        pointers = [a.ctypes.data for a in (*arrays, *outs)] + [ws.ctypes.data]
+        pointers = [a.ctypes.data for a in (*arrays, *outs)]
+        pointers.append(shapes.workspace_address)
         args_c = (ctypes.c_void_p * len(pointers))(*pointers)
-        params = [sizes.get(p, 0) for p in self.graph.params]
-        params_c = (ctypes.c_int64 * max(len(params), 1))(*params)
-        return arrays, outs, ws, sizes, args_c, params_c
+        return arrays, outs, shapes.workspace, shapes.sizes, args_c, shapes.params_c
 
     def _check_outputs(self, expected: list[np.ndarray], given: tuple) -> list[np.ndarray]:
         if len(given) != len(expected):
@@ -197,32 +234,44 @@ class Executor:
         return statistics.median(times)
 
     def profile(self, *inputs: object, repeat: int = 10) -> str:
-        """Time per fused kernel over ``repeat`` runs; the table is printed and returned."""
+        """The median time of each fused kernel over ``repeat`` runs, their sum, and the median
+        of whole runs (Python's binding included); the table is printed and returned. Medians,
+        as in ``benchmark``: a run the OS interrupts does not skew them."""
         prepared = self._prepare(inputs)
         self._run(prepared)
-        rows: list[tuple[str, float]] = []
-        for s in self.segments:
-            if s.entry is None:
-                continue
-            ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = 1
-            ns = (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
-            ctypes.memset(ns, 0, ctypes.sizeof(ns))
-        for _ in range(repeat):
-            self._run(prepared)
-        for s in self.segments:
-            if s.entry is None:
-                continue
-            ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = 0
-            ns = (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(self._cdll, f"{s.entry}_step_ns")
-            rows += [(label, ns[k] / repeat / 1e6) for k, label in enumerate(s.labels)]
+        counters = [(s, (ctypes.c_int64 * max(len(s.labels), 1)).in_dll(
+            self._cdll, f"{s.entry}_step_ns")) for s in self.segments if s.entry is not None]
+        labels = [label for s, _ in counters for label in s.labels]
+        samples: list[list[int]] = [[] for _ in labels]
+        runs = []
+        self._set_profiling(1)
+        try:
+            for _ in range(repeat):
+                for _, ns in counters:
+                    ctypes.memset(ns, 0, ctypes.sizeof(ns))
+                start = time.perf_counter()
+                self._run(self._prepare(inputs))
+                runs.append(time.perf_counter() - start)
+                values = [ns[k] for s, ns in counters for k in range(len(s.labels))]
+                for sample, value in zip(samples, values):
+                    sample.append(value)
+        finally:
+            self._set_profiling(0)
+        rows = [(label, statistics.median(v) / 1e6) for label, v in zip(labels, samples)]
         total = sum(t for _, t in rows) or 1.0
-        width = max([len(r[0]) for r in rows] + [6])
+        width = max([len(r[0]) for r in rows] + [12])
         lines = [f"{'kernel':<{width}}  {'ms':>9}  {'%':>5}"]
         lines += [f"{label:<{width}}  {ms:9.4f}  {100 * ms / total:5.1f}" for label, ms in rows]
         lines.append(f"{'total':<{width}}  {total:9.4f}")
+        lines.append(f"{'call, median':<{width}}  {1e3 * statistics.median(runs):9.4f}")
         table = "\n".join(lines)
         print(table)
         return table
+
+    def _set_profiling(self, on: int) -> None:
+        for s in self.segments:
+            if s.entry is not None:
+                ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = on
 
     def export_library(self, path: str | PathLike) -> tuple[Path, Path]:
         """Write the model as a shared library (weights embedded) and a C header next to it.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..frontend.te import Tensor
-from ..ir.expr import Const, Load, Reduce, Var, walk
+from ..ir.expr import Const, Load, Reduce, ReduceKind, Var, walk
 from ..schedule import Schedule
 from .lower import LoweredKernel
 
@@ -19,6 +19,20 @@ _MIN_VECTOR = 4
 # Columns per parallel panel of a dense layer (4 AVX-512 vectors; a 64-wide row of partial
 # sums stays in L1 while the reduction runs).
 _PANEL = 64
+# A kernel of fewer element operations than this (every stage's points times its reduction
+# extents, static sizes) stays on one thread: forking and joining costs microseconds.
+SERIAL_WORK = 1 << 16
+# A dense layer with at most this many output columns, or with at most this many rows, reads
+# its weights as stored (``dense_schedule``): packing them costs a read and a write of every
+# weight on each call, more than the product itself at a few rows, and the rows of a narrow
+# weight matrix are close enough for the prefetcher.
+UNPACKED_COLS = 512
+UNPACKED_ROWS = 16
+# Rows of at most this many elements are reduced and written by one thread, in one loop (a
+# longer row's scalar reductions would want vectorizing instead).
+SHORT_ROW = 64
+# The suffix of a pooling's rows stage (see ``oplib.nn.pool2d``).
+ROWS = "_rows"
 
 
 def stages(results: tuple[Tensor, ...]) -> list[Tensor]:
@@ -62,9 +76,35 @@ def _extent(t: Tensor, axis: int) -> int | None:
     return d.value if isinstance(d, Const) else None
 
 
-def _parallel_outer(sch: Schedule, t: Tensor, loops: list) -> None:
+def work(tensors: list[Tensor]) -> int | None:
+    """The element operations of ``tensors`` (points times reduction extents), or None when a
+    size is symbolic.
+
+    >>> import polyloop as pl
+    >>> a = pl.placeholder((8, 4), "float32", name="a")
+    >>> k = pl.reduce_axis((0, 4), name="k")
+    >>> work([pl.compute((8,), lambda i: pl.sum(a[i, k], axis=k), name="s")])
+    32
+    """
+    total = 0
+    for t in tensors:
+        extents = list(t.shape)
+        if isinstance(t.body, Reduce):
+            extents += list(t.body.extents)
+        count = 1
+        for d in extents:
+            if not isinstance(d, Const):
+                return None
+            count *= d.value
+        total += count
+    return total
+
+
+def _parallel_outer(sch: Schedule, t: Tensor, loops: list, parallel: bool) -> None:
     """Parallelise the outer spatial loops: the two first fused when there are more than two
     (a batch of 1 alone would leave the other cores idle)."""
+    if not parallel:
+        return
     if t.ndim >= 3:
         fused = _try(sch.fuse, loops[0], loops[1])
         if fused is not _REFUSED:
@@ -73,7 +113,7 @@ def _parallel_outer(sch: Schedule, t: Tensor, loops: list) -> None:
     _try(sch.parallel, loops[0])
 
 
-def _schedule_matrix(sch: Schedule, t: Tensor) -> bool:
+def _schedule_matrix(sch: Schedule, t: Tensor, parallel: bool) -> bool:
     """A 2-D reduction read along its columns (dense layers): column panels of ``_PANEL`` in
     parallel, rows inside, the reduction, then the panel's columns as one vector loop."""
     i, j, *reds = sch.get_loops(t.name)
@@ -83,18 +123,19 @@ def _schedule_matrix(sch: Schedule, t: Tensor) -> bool:
     j0, j1 = parts
     if _try(sch.reorder, j0, i, *reds, j1) is _REFUSED:
         return False
-    _try(sch.parallel, j0)
+    if parallel:
+        _try(sch.parallel, j0)
     if _try(sch.decompose_reduction, t.name, reds[0]) is not _REFUSED:
         _try(sch.vectorize, sch.get_loops(t.name)[-1])
     return True
 
 
-def _schedule_reduction(sch: Schedule, t: Tensor) -> None:
+def _schedule_reduction(sch: Schedule, t: Tensor, parallel: bool) -> None:
     width = _extent(t, t.ndim - 1)
     friendly = _vector_friendly(t) and (width is None or width >= _MIN_VECTOR)
-    if t.ndim == 2 and friendly and _schedule_matrix(sch, t):
+    if t.ndim == 2 and friendly and _schedule_matrix(sch, t, parallel):
         return
-    _parallel_outer(sch, t, sch.get_loops(t.name))
+    _parallel_outer(sch, t, sch.get_loops(t.name), parallel)
     loops = sch.get_loops(t.name)
     n_red = len(t.body.axes) if isinstance(t.body, Reduce) else 0
     spatial = len(loops) - n_red
@@ -105,12 +146,12 @@ def _schedule_reduction(sch: Schedule, t: Tensor) -> None:
             _try(sch.vectorize, sch.get_loops(t.name)[-1])
 
 
-def _schedule_injective(sch: Schedule, t: Tensor) -> None:
+def _schedule_injective(sch: Schedule, t: Tensor, parallel: bool) -> None:
     loops = sch.get_loops(t.name)
     if not loops:
         return
     if len(loops) > 1:
-        _parallel_outer(sch, t, loops)
+        _parallel_outer(sch, t, loops, parallel)
         loops = sch.get_loops(t.name)
     width = _extent(t, t.ndim - 1)
     if len(loops) > 1 and (width is None or width >= _MIN_VECTOR):
@@ -124,17 +165,67 @@ def default_schedule(lk: LoweredKernel) -> Schedule:
     all_stages = stages(lk.results)
     kept = []
     for t in all_stages:
-        if t.name in results or isinstance(t.body, Reduce) or t.name.endswith("_pad"):
+        if t.name in results or isinstance(t.body, Reduce) or t.name.endswith(("_pad", ROWS)):
             kept.append(t)
         elif _try(sch.compute_inline, t.name) is _REFUSED:
             kept.append(t)
+    size = work(kept)
+    parallel = size is None or size >= SERIAL_WORK
+    whole = _dense_product(sch, kept, results, parallel) or _row_reductions(sch, kept, parallel)
+    if whole is not None:
+        return whole
     reductions = [t for t in kept if isinstance(t.body, Reduce)]
+    rows = [t for t in kept if t.name.endswith(ROWS) and t.name not in results]
     for t in kept:
+        if t in rows:
+            continue
         if t in reductions:
-            _schedule_reduction(sch, t)
+            _schedule_reduction(sch, t, parallel)
         elif not (t.name in results and reductions and _epilogue(sch, t, reductions[-1])):
-            _schedule_injective(sch, t)
+            _schedule_injective(sch, t, parallel)
+    for t in rows:
+        if not _rows_at_consumer(sch, t, kept):
+            _schedule_injective(sch, t, parallel)
     return sch
+
+
+def _row_reductions(sch: Schedule, kept: list[Tensor], parallel: bool) -> Schedule | None:
+    """A kernel of reductions along the last axis of its one result (softmax, layer norm) on
+    short rows: each reduction computed inside the result's loop over rows, so that a row is
+    reduced and written by one thread in one parallel loop. None when the kernel is not of
+    that form, or a step refuses (on a copy of ``sch``)."""
+    *reductions, result = kept
+    lead = [str(d) for d in result.shape[:-1]]
+    width = _extent(result, result.ndim - 1)
+    if not reductions or width is None or width > SHORT_ROW or result.ndim < 2 \
+            or isinstance(result.body, Reduce) or any(
+                not isinstance(t.body, Reduce) or [str(d) for d in t.shape] != lead
+                or [str(e) for e in t.body.extents] != [str(result.shape[-1])]
+                for t in reductions):
+        return None
+    trial = sch.copy()
+    _schedule_injective(trial, result, parallel)
+    row = trial.get_loops(result.name)[-2]
+    for t in reversed(reductions):     # consumers first: each then has all its readers inside
+        if _try(trial.compute_at, t.name, row) is _REFUSED:
+            return None
+    return trial
+
+
+def _rows_at_consumer(sch: Schedule, t: Tensor, kept: list[Tensor]) -> bool:
+    """Compute a pooling's rows stage inside its consumer, one output row at a time (the row
+    then stays in L1), vectorized along the row."""
+    consumers = [c for c in kept if any(p.name == t.name for p in c.inputs)]
+    if len(consumers) != 1:
+        return False
+    loops = sch.get_loops(consumers[0].name)
+    if len(loops) < 2 or _try(sch.compute_at, t.name, loops[-2]) is _REFUSED:
+        return False
+    inner = sch.get_loops(t.name)
+    width = _extent(t, t.ndim - 1)
+    if len(inner) > len(loops) - 1 and (width is None or width >= _MIN_VECTOR):
+        _try(sch.vectorize, inner[-1])
+    return True
 
 
 def _epilogue(sch: Schedule, t: Tensor, anchor: Tensor) -> bool:
@@ -158,3 +249,77 @@ def _epilogue(sch: Schedule, t: Tensor, anchor: Tensor) -> bool:
     if len(inner) > len(outer) and (width is None or width >= _MIN_VECTOR):
         _try(sch.vectorize, inner[-1])
     return True
+
+
+
+def unpacked_dense(rows: int | str, cols: int | str) -> bool:
+    """Whether a dense layer of ``rows`` x ``cols`` results (a str: a symbolic size) is
+    scheduled by ``dense_schedule`` on its weights as stored rather than by
+    ``polyloop.ops.schedule_matmul`` on a packed copy.
+
+    >>> unpacked_dense(64, 100), unpacked_dense(1, 1000), unpacked_dense(128, 3072)
+    (True, True, False)
+    """
+    return (isinstance(cols, int) and cols <= UNPACKED_COLS) or \
+        (isinstance(rows, int) and rows <= UNPACKED_ROWS)
+
+
+def _dense_product(sch: Schedule, kept: list[Tensor], results: set[str],
+                   parallel: bool) -> Schedule | None:
+    """``dense_schedule`` on a copy of ``sch`` when the kernel is one 2-D sum (a dense layer)
+    and at most one elementwise result after it; None when it is not, or a step refuses."""
+    product, *rest = kept
+    body = product.body
+    if len(rest) > 1 or (rest and (rest[0].name not in results or rest[0].ndim != 2)) \
+            or product.ndim != 2 or not isinstance(body, Reduce) or len(body.axes) != 1 \
+            or body.kind is not ReduceKind.SUM or not _vector_friendly(product):
+        return None
+    rows = _extent(product, 0)
+    cols = _extent(product, 1)
+    if not unpacked_dense(rows if rows is not None else "rows", cols or "cols"):
+        return None
+    trial = sch.copy()
+    try:
+        dense_schedule(trial, product, rest[0] if rest else None, parallel=parallel)
+    except ScheduleError:
+        return None
+    return trial
+
+
+def dense_schedule(sch: Schedule, t: Tensor, epilogue: Tensor | None = None, *,
+                   parallel: bool = True, lanes: int = 16) -> None:
+    """Register tiles of a 2-D product ``t[i, j] = sum_k a[i, k] * w[k, j]`` read from ``w`` as
+    stored: tiles of up to 8 rows by two vectors, the reduction inside, the tiles in parallel,
+    and the elementwise ``epilogue`` applied as a tile is stored.
+
+    >>> import polyloop as pl
+    >>> a = pl.placeholder((3, 40), "float32", name="a")
+    >>> w = pl.placeholder((40, 20), "float32", name="w")
+    >>> k = pl.reduce_axis((0, 40), name="k")
+    >>> t = pl.compute((3, 20), lambda i, j: pl.sum(a[i, k] * w[k, j], axis=k), name="t")
+    >>> sch = pl.Schedule(t); dense_schedule(sch, t)
+    >>> [loop.name for loop in sch.get_loops("t")][:2]
+    ['j_0', 'i_0']
+    """
+    rows = _extent(t, 0)
+    cols = _extent(t, 1)
+    mr = min(8, rows) if rows is not None else 8
+    nr_vectors = 1 if cols is not None and cols <= lanes else 2
+    tile = sch.cache_write(t.name, "local")
+    i, j, k = sch.get_loops(t.name)
+    i0, i1 = sch.split(i, factors=[None, mr])
+    j0, j1, j2 = sch.split(j, factors=[None, nr_vectors, lanes])
+    # the parallel loop: the row tiles when there are several (both threads then read all the
+    # weights, from the shared cache), else the column panels
+    by_rows = rows is None or rows >= 2 * mr
+    outer = i0 if by_rows else j0
+    sch.reorder(outer, j0 if by_rows else i0, k, i1, j1, j2)
+    if parallel:
+        sch.parallel(outer)
+    sch.unroll(i1)
+    sch.unroll(j1)
+    sch.vectorize(j2)
+    sch.decompose_reduction(t.name, k)
+    if epilogue is not None:
+        sch.reverse_compute_inline(sch.get_block(epilogue.name))
+    sch.reverse_compute_at(tile, outer)

@@ -63,8 +63,75 @@ def conv2d(inputs, attrs, shape, name):
     return te.compute(shape, lambda b, k, y, xx: conv[b, k, y, xx] + bias[k], name=name)
 
 
+# Windows of at most this many rows and columns are written out as trees of max/add (no
+# reduction loop, nothing to initialise); a larger window (global pooling) stays a reduction.
+UNROLL_WINDOW = 8
+
+
+def _tree(terms: list, kind: str):
+    """``terms`` combined pairwise (max or +): a balanced tree, short dependency chains."""
+    while len(terms) > 1:
+        pairs = [(terms[k], terms[k + 1]) for k in range(0, len(terms) - 1, 2)]
+        tail = terms[len(pairs) * 2:]
+        terms = [maximum(a, b) if kind == "max" else a + b for a, b in pairs] + tail
+    return terms[0]
+
+
+def _padded(x: Tensor, ph: int, pw: int, value: float):
+    """A reader of ``x`` in padded coordinates: ``value`` outside the image. The condition
+    guards the load, so nothing outside ``x`` is read."""
+    h, w = x.shape[2], x.shape[3]
+
+    def read(b, ch, y, xx):
+        conds = ([y >= ph, y < h + ph] if ph else []) + ([xx >= pw, xx < w + pw] if pw else [])
+        if not conds:
+            return x[b, ch, y, xx]
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = cond & c
+        return where(cond, x[b, ch, y - ph, xx - pw], value)
+    return read
+
+
 def pool2d(inputs, attrs, shape, name, *, kind: str):
-    """Max or average pooling over windows of the two last axes."""
+    """Max or average pooling over windows of the two last axes.
+
+    A small window is separable: ``<name>_rows`` combines the window's rows along whole
+    (padded) input rows, contiguous and so vectorizable, then ``name`` combines each
+    window's columns of that. Every ``max`` and ``+`` of a window is written out."""
+    (kh, kw), (sh, sw), (ph, pw) = attrs["kernel"], attrs["stride"], attrs["padding"]
+    if kh > UNROLL_WINDOW or kw > UNROLL_WINDOW:
+        return _pool_reduce(inputs, attrs, shape, name, kind=kind)
+    x = inputs[0]
+    src = _padded(x, ph, pw, LOWEST if kind == "max" else 0.0)
+    n, c, oh, ow = shape
+    rows = te.compute((n, c, oh, (ow - 1) * sw + kw), lambda b, ch, y, xx: _tree(
+        [src(b, ch, y * sh + r, xx) for r in range(kh)], kind), name=f"{name}_rows")
+
+    def window(b, ch, y, xx):
+        return _tree([rows[b, ch, y, xx * sw + r] for r in range(kw)], kind)
+    if kind == "max":
+        return te.compute(shape, window, name=name)
+    return _average(x, attrs, shape, name, window)
+
+
+def _average(x: Tensor, attrs, shape, name, total):
+    """``total`` (a window's sum) over the window's size, or over the count of its elements
+    inside the image when ``count_include_pad`` is false."""
+    (kh, kw), (sh, sw), (ph, pw) = attrs["kernel"], attrs["stride"], attrs["padding"]
+    if attrs.get("count_include_pad", True) or (ph == 0 and pw == 0):
+        return te.compute(shape, lambda *i: total(*i) * (1.0 / (kh * kw)), name=name)
+    h, w = x.shape[2], x.shape[3]
+
+    def count(y, xx):
+        rows = minimum(y * sh - ph + kh, h) - maximum(y * sh - ph, 0)
+        cols = minimum(xx * sw - pw + kw, w) - maximum(xx * sw - pw, 0)
+        return (rows * cols).astype("float32")
+    return te.compute(shape, lambda b, c, y, xx: total(b, c, y, xx) / count(y, xx), name=name)
+
+
+def _pool_reduce(inputs, attrs, shape, name, *, kind: str):
+    """Pooling with the window as reduction axes (for windows too large to write out)."""
     x = inputs[0]
     (kh, kw), (sh, sw), (ph, pw) = attrs["kernel"], attrs["stride"], attrs["padding"]
     src = pad2d(x, ph, pw, LOWEST if kind == "max" else 0.0, name)
@@ -76,15 +143,7 @@ def pool2d(inputs, attrs, shape, name, *, kind: str):
         name=name if kind == "max" else f"{name}_sum")
     if kind == "max":
         return total
-    if attrs.get("count_include_pad", True) or (ph == 0 and pw == 0):
-        return te.compute(shape, lambda *i: total[i] * (1.0 / (kh * kw)), name=name)
-    h, w = x.shape[2], x.shape[3]
-
-    def count(y, xx):
-        rows = minimum(y * sh - ph + kh, h) - maximum(y * sh - ph, 0)
-        cols = minimum(xx * sw - pw + kw, w) - maximum(xx * sw - pw, 0)
-        return (rows * cols).astype("float32")
-    return te.compute(shape, lambda b, c, y, xx: total[b, c, y, xx] / count(y, xx), name=name)
+    return _average(x, attrs, shape, name, lambda *i: total[i])
 
 
 def adaptive_avg_pool2d(inputs, attrs, shape, name):

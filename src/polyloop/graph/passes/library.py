@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
+from ..schedule import unpacked_dense
 
 
 def library_conv(call: Call) -> str | None:
@@ -43,7 +44,8 @@ def _dense(call: Call) -> bool:
     2-D input: ``polyloop.ops.matmul`` of the input viewed as a matrix."""
     x = call.inputs[0].type
     return call.op is Op.LINEAR and bool(call.attr("transposed")) and x.dtype == "float32" \
-        and (len(x.shape) == 2 or all(isinstance(d, int) for d in x.shape))
+        and (len(x.shape) == 2 or all(isinstance(d, int) for d in x.shape)) \
+        and not (len(x.shape) == 2 and unpacked_dense(x.shape[0], call.inputs[1].type.shape[-1]))
 
 
 def _as_matrix(v: Value, views: list) -> Value:
