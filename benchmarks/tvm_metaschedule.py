@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Tune matmul (float32, n^3) with Apache TVM's MetaSchedule and time its best kernel; the
+reference row of ``bench_tune.py``, run by it as a separate process.
+
+    python benchmarks/tvm_metaschedule.py --n 256 --trials 16
+
+It prints one JSON line last: ``{"tuning_s": ..., "trials": ..., "seconds": ..., "target":
+..., "library": ...}`` (the tuned kernel exported as a shared library, for the caller to time
+next to its own rows) or ``{"error": ...}``. A process of its own because PyTorch, when installed, is imported
+by TVM's FFI package and MetaSchedule's worker processes then take seconds to start: this
+process keeps PyTorch out of its own import (the workers get a long time-out instead), and a
+MetaSchedule crash cannot take the benchmark down.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+
+
+def _cpu_name() -> str:
+    """The LLVM CPU name for this host: TVM 0.27 does not accept ``mcpu=native`` here."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return ""
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines()
+                  if line.startswith("flags")), [])
+    amd = "AuthenticAMD" in info
+    if "avx512f" in flags:
+        return "znver4" if amd else "icelake-server"
+    if "avx2" in flags:
+        return "znver3" if amd else "haswell"
+    return ""
+
+
+def _target(tvm, cores: int):
+    spec = {"kind": "llvm", "num-cores": cores}
+    cpu = _cpu_name()
+    if cpu:
+        spec["mcpu"] = cpu
+    return tvm.target.Target(spec)
+
+
+def _matmul(te, n: int):
+    A = te.placeholder((n, n), "float32", name="A")
+    B = te.placeholder((n, n), "float32", name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return te.create_prim_func([A, B, C])
+
+
+def tune(n: int, trials: int, cores: int, work_dir: str) -> dict:
+    import tvm
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+
+    target = _target(tvm, cores)
+    mod = tvm.IRModule({"main": _matmul(te, n)})
+    start = time.perf_counter()
+    database = ms.tir_integration.tune_tir(
+        mod, target, work_dir, max_trials_global=trials,
+        num_trials_per_iter=min(64, trials),
+        builder=ms.builder.LocalBuilder(timeout_sec=60.0),
+        runner=ms.runner.LocalRunner(timeout_sec=60.0),
+        num_tuning_cores=cores, seed=0)
+    tuning = time.perf_counter() - start
+    sch = ms.tir_integration.compile_tir(database, mod, target)
+    if sch is None:
+        return {"error": "MetaSchedule found no valid schedule", "tuning_s": tuning}
+    lib = tvm.compile(sch.mod, target=target)
+    dev = tvm.cpu(0)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype("float32")
+    b = rng.standard_normal((n, n)).astype("float32")
+    ta, tb = tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev)
+    tc = tvm.runtime.tensor(np.full((n, n), np.nan, "float32"), dev)
+    lib["main"](ta, tb, tc)
+    err = float(np.max(np.abs(tc.numpy() - a @ b)))
+    if not err <= 1e-2 * n ** 0.5:
+        return {"error": f"MetaSchedule's kernel is wrong (max error {err})",
+                "tuning_s": tuning}
+    module = lib.jit() if hasattr(lib, "jit") else lib     # tvm.compile's Executable
+    timer = module.time_evaluator("main", dev, number=3, repeat=10, min_repeat_ms=50)
+    seconds = float(np.median(timer(ta, tb, tc).results))
+    library = os.path.join(work_dir, "matmul_tuned.so")
+    try:
+        lib.export_library(library)
+    except Exception:  # noqa: BLE001 - the caller then uses the time measured here
+        library = ""
+    return {"tuning_s": tuning, "trials": trials, "seconds": seconds, "target": str(target),
+            "library": library}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--work-dir", default=None)
+    args = ap.parse_args()
+    # TVM's FFI package imports PyTorch when it can; this process needs none of it
+    sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
+    work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench-tvm-ms-")
+    try:
+        result = tune(args.n, args.trials, args.cores, work_dir)
+    except Exception as e:  # noqa: BLE001 - the benchmark reports it and goes on
+        tail = traceback.format_exc().strip().splitlines()[-6:]
+        result = {"error": f"{type(e).__name__}: {e}".strip()[:500], "trace": tail}
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
