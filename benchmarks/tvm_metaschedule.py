@@ -58,7 +58,10 @@ def _matmul(te, n: int):
     return te.create_prim_func([A, B, C])
 
 
-def tune(n: int, trials: int, cores: int, work_dir: str) -> dict:
+def tune(n: int, trials: int, cores: int, work_dir: str, timeout: float) -> dict:
+    """MetaSchedule's tuning of matmul ``n``^3 (``trials`` candidates), then its best kernel
+    checked against NumPy and timed; ``timeout``: seconds one build or one run may take (a
+    loaded machine needs far more than MetaSchedule's default 30)."""
     import tvm
     from tvm import te
     from tvm.s_tir import meta_schedule as ms
@@ -69,8 +72,8 @@ def tune(n: int, trials: int, cores: int, work_dir: str) -> dict:
     database = ms.tir_integration.tune_tir(
         mod, target, work_dir, max_trials_global=trials,
         num_trials_per_iter=min(64, trials),
-        builder=ms.builder.LocalBuilder(timeout_sec=60.0),
-        runner=ms.runner.LocalRunner(timeout_sec=60.0),
+        builder=ms.builder.LocalBuilder(timeout_sec=timeout),
+        runner=ms.runner.LocalRunner(timeout_sec=timeout),
         num_tuning_cores=cores, seed=0)
     tuning = time.perf_counter() - start
     sch = ms.tir_integration.compile_tir(database, mod, target)
@@ -118,11 +121,13 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--work-dir", default=None)
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds one candidate's build or run may take")
     args = ap.parse_args()
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench-tvm-ms-")
     _without_torch(work_dir)
     try:
-        result = tune(args.n, args.trials, args.cores, work_dir)
+        result = tune(args.n, args.trials, args.cores, work_dir, args.timeout)
     except Exception as e:  # noqa: BLE001 - the benchmark reports it and goes on
         tail = traceback.format_exc().strip().splitlines()[-6:]
         result = {"error": f"{type(e).__name__}: {e}".strip()[:500], "trace": tail}

@@ -51,7 +51,7 @@ def gpu_space(sch: Schedule) -> Schedule:
     >>> import polyloop as pl
     >>> from polyloop.tune.space import draw
     >>> A = pl.placeholder((100,), name="A"); B = pl.compute((100,), lambda i: A[i] + 1.0, name="B")
-    >>> "blockIdx.x" in str(draw(pl.to_program(B), gpu_space, seed=0))
+    >>> "threadIdx.x" in str(draw(pl.to_program(B), gpu_space, seed=0))
     True
     """
     rules.inline_elementwise(sch)
