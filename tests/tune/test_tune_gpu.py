@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import polyloop as pl
+from polyloop import cli
 from polyloop.runtime.cuda import device_available
 from polyloop.runtime.cuda_compiler import nvcc_available
 from polyloop.runtime.records import Status
@@ -205,3 +206,16 @@ def test_cuda_tuning_without_a_device_is_refused():
         pytest.skip("this machine has a CUDA device")
     with pytest.raises(pl.PolyloopError, match="CUDA device"):
         pl.tune(matmul_relu(8, 8, 8), target="cuda", trials=1)
+
+
+def test_the_command_line_takes_the_target(tmp_path, capsys):
+    if device_available()[0]:
+        pytest.skip("this machine has a CUDA device")
+    (tmp_path / "prog.py").write_text(
+        "import polyloop as pl\n"
+        "def double():\n"
+        "    A = pl.placeholder((8,), 'float32', name='A')\n"
+        "    return pl.compute((8,), lambda i: A[i] * 2.0, name='B')\n")
+    assert cli.main(["tune", f"{tmp_path / 'prog.py'}:double", "--trials", "1",
+                     "--target", "cuda", "--work-dir", str(tmp_path / "wd")]) == 1
+    assert "CUDA device" in capsys.readouterr().err
