@@ -4,13 +4,14 @@ reference row of ``bench_tune.py``, run by it as a separate process.
 
     python benchmarks/tvm_metaschedule.py --n 256 --trials 16
 
-Run it in the environment where TVM is installed. It prints one JSON line last: ``{"tuning_s": ..., "trials": ..., "seconds": ..., "target":
-..., "library": ...}`` (the tuned kernel exported as a shared library, for the caller to time
-next to its own rows) or ``{"error": ...}``. A process of its own so that a MetaSchedule crash cannot take the
-benchmark down, and so that PyTorch stays out: TVM's FFI package imports PyTorch whenever it
-can, which makes each of MetaSchedule's builder and runner worker processes take seconds (on
-a loaded machine, longer than their time-out) to start. This process and its workers see a
-``torch`` package that cannot be imported (first on their path, in the work directory).
+Run it in the environment where TVM is installed. It prints one JSON line last: ``{"tuning_s":
+..., "trials": ..., "seconds": ..., "target": ..., "library": ...}`` (the tuned kernel exported
+as a shared library, for the caller to time next to its own rows) or ``{"error": ...}``. A
+process of its own so that a MetaSchedule crash cannot take the benchmark down, and so that
+PyTorch stays out: TVM's FFI package imports PyTorch whenever it can, which makes each of
+MetaSchedule's builder and runner worker processes take seconds (on a loaded machine, longer
+than their time-out) to start. This process and its workers see a ``torch`` package that cannot
+be imported (first on their path, in the work directory).
 """
 from __future__ import annotations
 

@@ -5,11 +5,12 @@ A builder turns (program, trace) jobs into compiled kernels: ``LocalBuilder`` re
 compiles them in parallel worker processes. A compiled kernel travels between processes as a
 spec: the C target's shared library, or the GPU targets' source (and PTX for CUDA) with their
 launches, built again on the device of the process that runs it (``OpenCLKernelSpec``,
-``CudaKernelSpec``; PyOpenCL's binary cache makes the OpenCL rebuild cheap). A runner runs one kernel on the tuner's inputs:
-``LocalRunner`` keeps one worker process, sends it the inputs once, and for each kernel gets
-back the outputs of one call (outputs passed in poisoned with NaN, so an element left unwritten
-shows) and the run times. A kernel that crashes or outlives the time-out kills only the
-worker, which is started again; the failure is a result like any other.
+``CudaKernelSpec``; PyOpenCL's binary cache makes the OpenCL rebuild cheap). A runner runs one
+kernel on the tuner's inputs: ``LocalRunner`` keeps one worker process, sends it the inputs
+once, and for each kernel gets back the outputs of one call (outputs passed in poisoned with
+NaN, so an element left unwritten shows) and the run times. A kernel that crashes or outlives
+the time-out kills only the worker, which is started again; the failure is a result like any
+other.
 
 >>> from polyloop.tune.measure import LocalRunner
 >>> runner = LocalRunner(timeout=10.0)   # doctest: +SKIP

@@ -54,12 +54,12 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     """Search ``trials`` schedules of ``obj`` (output tensors, a Program, a ``make_kernel``
     kernel or a Schedule, whose program is tuned) and return the fastest as a ``TuneResult``.
 
-    ``target``: ``"c"``, ``"opencl"`` or ``"cuda"`` (candidates run on this machine's
-    OpenCL or CUDA device; refused when it has none). ``space``: a function drawing a schedule
-    with the sampling primitives (default: the space generated from the program's blocks, of
-    GPU schedules for the GPU targets: ``rules_gpu``). ``strategy``: ``"evolutionary"`` (mutations ranked
-    by an XGBoost cost model) or ``"random"``. ``runner``: ``"local"`` (a worker process),
-    ``"ray"`` (tasks on the cluster of ``ray.init``, or a local one) or an object with
+    ``target``: ``"c"``, ``"opencl"`` or ``"cuda"`` (candidates run on this machine's OpenCL or
+    CUDA device; refused when it has none). ``space``: a function drawing a schedule with the
+    sampling primitives (default: the space generated from the program's blocks, of GPU
+    schedules for the GPU targets: ``rules_gpu``). ``strategy``: ``"evolutionary"`` (mutations
+    ranked by an XGBoost cost model) or ``"random"``. ``runner``: ``"local"`` (a worker
+    process), ``"ray"`` (tasks on the cluster of ``ray.init``, or a local one) or an object with
     ``run(kernel, repeat=None)``; ``timeout`` (seconds) and ``repeat`` (timings per candidate)
     configure the built-in ones. Records go to ``work_dir/records.sqlite``; a workload it knows
     resumes from its best schedules. ``sizes`` binds symbolic sizes for measuring (default 128
