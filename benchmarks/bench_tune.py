@@ -183,6 +183,9 @@ def _tvm_row(result: dict, inputs: tuple, n: int):
     """A function calling MetaSchedule's exported kernel here, or None (then its own time)."""
     if not result.get("library"):
         return None
+    # TVM's worker threads spin after each call by default, taking the cores from the rows
+    # timed after its row; they sleep at once with a spin count of 0 (read at their start)
+    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
     try:
         import tvm
         lib = tvm.runtime.load_module(result["library"])
