@@ -66,6 +66,8 @@ def test_opencl_tuning_of_a_symbolic_matmul(tmp_path, rng):
     assert len(res.trace) > 0 and is_gpu_schedule(res.schedule)
     mod = res.build()
     assert mod.target == "opencl"
+    # the database gives the best OpenCL schedule back to pl.build
+    assert pl.build(C, target="opencl", database=str(tmp_path)).source == mod.source
     for rows, cols in [(21, 19), (33, 7)]:     # the measured sizes and others
         a = rng.standard_normal((rows, 13)).astype("float32")
         b = rng.standard_normal((13, cols)).astype("float32")
