@@ -9,6 +9,7 @@ next to NumPy (OpenBLAS; matmul only), PyTorch and polyloop's hand schedule
     python benchmarks/bench_tune.py --workload conv2d --trials 100
     python benchmarks/bench_tune.py --trials 0 --work-dir /tmp/tune-mm   # time the recorded best
     python benchmarks/bench_tune.py --workload polybench --trials 20 --size small
+    python benchmarks/bench_tune.py --target opencl --n 512 --trials 30   # the GPU space
 
 ``--workload polybench`` tunes gemm, 2mm, syrk, jacobi-2d, heat-3d and seidel-2d (the
 ``@pl.script`` loops of ``tests/polybench_scripts.py``, float64) for ``--trials`` each and
@@ -19,17 +20,26 @@ median of ``--repeat`` timings after warm-up; the rows are timed in ``--rounds``
 rounds and the best median kept (a shared machine's bursts of load then land on no one row).
 ``it / tuned`` is a row's time divided by the tuned kernel's: > 1 means the tuned kernel is
 faster.
-TVM MetaSchedule is not timed: it is not installed next to polyloop (it needs its own
-environment).
+With ``--tvm`` (the default for matmul when Apache TVM imports), TVM's MetaSchedule tunes the
+same matmul with the same number of trials (``--tvm-trials``) in a process of its own
+(``tvm_metaschedule.py``), and its tuned kernel is timed in the rounds with the other rows;
+the tuning wall time per trial of both is printed with their ratio. A MetaSchedule failure is
+printed and the benchmark goes on without its row.
+
+    python benchmarks/bench_tune.py --n 256 --trials 16          # a tiny run, TVM included
+    python benchmarks/bench_tune.py --no-tvm
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import logging
 import math
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,7 +48,8 @@ import numpy as np
 
 import polyloop as pl
 from polyloop.ir.shapes import evaluate
-from polyloop.ops import conv2d_nchw, matmul, schedule_conv2d_nchw, schedule_matmul
+from polyloop.ops import (MATMUL_GPU_LADDER, conv2d_nchw, matmul, schedule_conv2d_nchw,
+                          schedule_matmul)
 
 
 def _median_time(fn, repeat: int) -> float:
@@ -67,6 +78,16 @@ def _matmul(n: int, rng: np.random.Generator):
     c = np.empty((n, n), "float32")
     rows["polyloop hand schedule"] = lambda: hand(a, b, c)
     return C, (a, b), a @ b, rows, 2.0 * n ** 3
+
+
+def _gpu_hand_rows(n: int, target: str, inputs: tuple) -> dict:
+    """polyloop's hand-written GPU matmul schedules (``polyloop.ops``), built for ``target``."""
+    c = np.empty((n, n), "float32")
+    rows = {}
+    for step in ("thread_tile", "shared"):
+        mod = pl.build(MATMUL_GPU_LADDER[step](n, n, n), target=target)
+        rows[f"hand GPU schedule: {step}"] = lambda mod=mod: mod(*inputs, c)
+    return rows
 
 
 def _conv2d(rng: np.random.Generator):
@@ -140,9 +161,52 @@ def _torch():
     return torch
 
 
+def _tvm_tune(args: argparse.Namespace, work_dir: str) -> dict:
+    """MetaSchedule's run in its own process: its JSON answer, or ``{"error": why}``."""
+    script = Path(__file__).resolve().parent / "tvm_metaschedule.py"
+    trials = args.tvm_trials or args.trials
+    cmd = [sys.executable, str(script), "--n", str(args.n), "--trials", str(trials),
+           "--cores", str(os.cpu_count() or 1), "--work-dir", os.path.join(work_dir, "tvm")]
+    print(f"TVM MetaSchedule: {trials} trials (its log: {work_dir}/tvm/logs)", flush=True)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.tvm_timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"MetaSchedule did not finish within {args.tvm_timeout:g} s"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        return {"error": f"exit code {done.returncode}: " + " | ".join(tail)}
+    return json.loads(lines[-1])
+
+
+def _tvm_row(result: dict, inputs: tuple, n: int):
+    """A function calling MetaSchedule's exported kernel here, or None (then its own time)."""
+    if not result.get("library"):
+        return None
+    # TVM's worker threads spin after each call by default, taking the cores from the rows
+    # timed after its row; they sleep at once with a spin count of 0 (read at their start)
+    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
+    try:
+        import tvm
+        lib = tvm.runtime.load_module(result["library"])
+        dev = tvm.cpu(0)
+        ta, tb = (tvm.runtime.tensor(x, dev) for x in inputs)
+        tc = tvm.runtime.tensor(np.empty((n, n), "float32"), dev)
+        fn = lib["main"]
+        fn(ta, tb, tc)
+    except Exception as e:  # noqa: BLE001 - the benchmark goes on with TVM's own figure
+        print(f"TVM's tuned library does not load here ({type(e).__name__}: {e}); its row is "
+              "the time measured in its own process")
+        return None
+    return lambda: fn(ta, tb, tc)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=("matmul", "conv2d", "polybench"), default="matmul")
+    ap.add_argument("--target", choices=("c", "opencl", "cuda"), default="c",
+                    help="matmul: tune for this target (opencl/cuda: the GPU space, next to "
+                         "the hand-written GPU schedules of polyloop.ops)")
     ap.add_argument("--size", choices=sorted(POLYBENCH_SIZES), default="small")
     ap.add_argument("--only", default="", help="polybench: kernels to run, e.g. gemm,syrk")
     ap.add_argument("--n", type=int, default=1024)
@@ -151,6 +215,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--strategy", default="evolutionary")
+    ap.add_argument("--tvm", action=argparse.BooleanOptionalAction,
+                    default=importlib.util.find_spec("tvm") is not None,
+                    help="matmul: tune with TVM MetaSchedule too (default: when TVM imports)")
+    ap.add_argument("--tvm-trials", type=int, default=0, help="default: --trials")
+    ap.add_argument("--tvm-timeout", type=float, default=7200.0,
+                    help="seconds MetaSchedule may take in all")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.workload == "polybench":
@@ -160,32 +230,77 @@ def main() -> None:
     rng = np.random.default_rng(0)
     out, inputs, expected, rows, flops = (_matmul(args.n, rng) if args.workload == "matmul"
                                           else _conv2d(rng))
+    if args.target != "c":
+        if args.workload != "matmul":
+            raise SystemExit("--target opencl/cuda is for --workload matmul")
+        rows |= _gpu_hand_rows(args.n, args.target, inputs)
     name = f"matmul {args.n}^3" if args.workload == "matmul" else "conv2d 3x3 (1,64,56,56)->64"
-    print(f"{name} float32 on {os.cpu_count()} cores; {args.trials} trials ({args.strategy}) "
-          f"into {work_dir}")
-    if args.trials:
-        start = time.perf_counter()
-        res = pl.tune(out, trials=args.trials, strategy=args.strategy, work_dir=work_dir,
-                      timeout=20.0, progress=_printer(args.trials, flops))
-        wall = time.perf_counter() - start
-        statuses = [r.status.value for r in res.history]
-        print(f"tuning: {wall:.0f} s wall, {wall / max(1, len(res.history)):.2f} s per trial; "
-              + ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses))))
-        tuned = res.build()
-    else:
-        tuned = pl.build(out, database=work_dir)
+    print(f"{name} float32 on {os.cpu_count()} cores, target {args.target}; {args.trials} "
+          f"trials ({args.strategy}) into {work_dir}")
+    tuned, per_trial = _tune(args, out, work_dir, flops)
     print("best trace:\n" + str(tuned.schedule.trace))
     got = tuned(*inputs)
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-2)
     rows = {"polyloop tuned": lambda: tuned(*inputs)} | rows
+    tvm_seconds = None
+    if args.tvm and args.workload == "matmul" and args.target == "c":
+        tvm_seconds, tvm_per_trial = _tvm(args, work_dir, inputs, rows)
+        if tvm_per_trial and per_trial:
+            print(f"tuning wall time per trial: polyloop {per_trial:.2f} s, TVM MetaSchedule "
+                  f"{tvm_per_trial:.2f} s (TVM / polyloop: {tvm_per_trial / per_trial:.2f}x)")
+    elif args.tvm:
+        print("TVM MetaSchedule is run for --workload matmul --target c only")
+    _table(args, rows, flops, tvm_seconds)
+
+
+def _tune(args: argparse.Namespace, out, work_dir: str, flops: float):
+    """The tuned module and the tuning wall time per trial (None with --trials 0)."""
+    if not args.trials:
+        return pl.build(out, target=args.target, database=work_dir), None
+    start = time.perf_counter()
+    res = pl.tune(out, target=args.target, trials=args.trials, strategy=args.strategy,
+                  work_dir=work_dir,
+                  timeout=20.0, progress=_printer(args.trials, flops))
+    wall = time.perf_counter() - start
+    statuses = [r.status.value for r in res.history]
+    per_trial = wall / max(1, len(res.history))
+    print(f"tuning: {wall:.0f} s wall, {per_trial:.2f} s per trial; "
+          + ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses))))
+    return res.build(), per_trial
+
+
+def _tvm(args: argparse.Namespace, work_dir: str, inputs: tuple, rows: dict):
+    """Tune with MetaSchedule; add its kernel to ``rows`` when it loads here. Returns (its
+    time measured in its own process, or None; its tuning wall time per trial, or None)."""
+    result = _tvm_tune(args, work_dir)
+    if "error" in result:
+        print(f"TVM MetaSchedule failed, its row is left out: {result['error']}")
+        return None, None
+    per_trial = result["tuning_s"] / max(1, result["trials"])
+    print(f"TVM MetaSchedule ({result['target']}): {result['tuning_s']:.0f} s wall, "
+          f"{per_trial:.2f} s per trial; its kernel {result['seconds'] * 1e3:.2f} ms")
+    row = _tvm_row(result, inputs, args.n)
+    if row is not None:
+        rows["TVM MetaSchedule tuned"] = row
+        return None, per_trial
+    return result["seconds"], per_trial
+
+
+def _table(args: argparse.Namespace, rows: dict, flops: float, tvm_seconds: float | None):
     best = {row: float("inf") for row in rows}
     for _ in range(args.rounds):
         for row, fn in rows.items():
             best[row] = min(best[row], _median_time(fn, args.repeat))
-    print(f"\n{'implementation':28} {'ms':>9} {'GFLOP/s':>9} {'it / tuned':>11}")
+    if tvm_seconds is not None:     # timed in MetaSchedule's process, not in these rounds
+        best["TVM MetaSchedule tuned (its process)"] = tvm_seconds
+    print(f"\n{'implementation':36} {'ms':>9} {'GFLOP/s':>9} {'it / tuned':>11}")
     for row, t in best.items():
-        print(f"{row:28} {t * 1e3:9.2f} {flops / t / 1e9:9.1f} "
+        print(f"{row:36} {t * 1e3:9.2f} {flops / t / 1e9:9.1f} "
               f"{best[row] / best['polyloop tuned']:10.2f}x")
+    tvm = [t for row, t in best.items() if row.startswith("TVM")]
+    if tvm:
+        print(f"polyloop tuned / TVM tuned speed: {tvm[0] / best['polyloop tuned']:.2f}x "
+              "(goal: >= 3x)")
 
 
 def _printer(trials: int, flops: float):

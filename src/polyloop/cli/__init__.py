@@ -230,6 +230,8 @@ def _add_tune_command(commands) -> None:
     tuning.add_argument("--trials", type=int, default=200)
     tuning.add_argument("--work-dir", default="polyloop-tune")
     tuning.add_argument("--strategy", choices=("evolutionary", "random"), default="evolutionary")
+    tuning.add_argument("--target", choices=("c", "opencl", "cuda"), default="c",
+                        help="the target to tune for (opencl, cuda: run on this machine's device)")
     tuning.add_argument("--seed", type=int, default=0)
     tuning.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
                         help="a size parameter's value for measuring (repeatable)")
@@ -249,7 +251,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         sizes[name.strip()] = int(value)
     obj = load_program(args.target_spec)
     res = tune_with_progress(obj, trials=args.trials, work_dir=args.work_dir, out=sys.stderr,
-                             strategy=args.strategy, seed=args.seed, sizes=sizes or None)
+                             strategy=args.strategy, seed=args.seed, sizes=sizes or None,
+                             target=args.target)
     print(f"best: {format_time(res.seconds)} ({res.database})")
     print(res.trace)
     return 0

@@ -214,6 +214,17 @@ class OpenCLModule:
         d = self.queue.device
         return f"<OpenCLModule {self.signature} on {d.name.strip()}>"
 
+    def rebuild_options(self) -> dict[str, Any]:
+        """The keyword arguments, besides source, entry, args and params, that build this
+        module again (in another process, on that process's default device).
+
+        >>> OpenCLModule(mod.source, entry=mod.entry, args=mod.args, params=mod.params,
+        ...              **mod.rebuild_options())  # doctest: +SKIP
+        """
+        return {"scratch": self.scratch, "launches": self.launches,
+                "assumptions": self._binder.assumptions, "index_sites": self._index_sites,
+                "partial_outputs": self._binder.zeroed}
+
     # calls ----------------------------------------------------------------------------------------
     def __call__(self, *positional: object, **named: object) -> object:
         outputs, _ = self._run(positional, named)

@@ -2,11 +2,15 @@
 """Measuring candidates away from the tuner's process.
 
 A builder turns (program, trace) jobs into compiled kernels: ``LocalBuilder`` replays and
-compiles them in parallel worker processes. A runner runs one kernel on the tuner's inputs:
-``LocalRunner`` keeps one worker process, sends it the inputs once, and for each kernel gets
-back the outputs of one call (outputs passed in poisoned with NaN, so an element left unwritten
-shows) and the run times. A kernel that crashes or outlives the time-out kills only the
-worker, which is started again; the failure is a result like any other.
+compiles them in parallel worker processes. A compiled kernel travels between processes as a
+spec: the C target's shared library, or the GPU targets' source (and PTX for CUDA) with their
+launches, built again on the device of the process that runs it (``OpenCLKernelSpec``,
+``CudaKernelSpec``; PyOpenCL's binary cache makes the OpenCL rebuild cheap). A runner runs one
+kernel on the tuner's inputs: ``LocalRunner`` keeps one worker process, sends it the inputs
+once, and for each kernel gets back the outputs of one call (outputs passed in poisoned with
+NaN, so an element left unwritten shows) and the run times. A kernel that crashes or outlives
+the time-out kills only the worker, which is started again; the failure is a result like any
+other.
 
 >>> from polyloop.tune.measure import LocalRunner
 >>> runner = LocalRunner(timeout=10.0)   # doctest: +SKIP
@@ -32,6 +36,8 @@ from ..ir.program import BufferRole, Program
 from ..ir.shapes import evaluate
 from ..runtime import Module
 from ..runtime.compiler import Library
+from ..runtime.cuda import CudaModule
+from ..runtime.opencl import OpenCLModule
 from ..runtime.records import Status
 from ..schedule import Schedule
 
@@ -51,6 +57,51 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
+class OpenCLKernelSpec:
+    """An OpenCL program as a worker process builds it again on its own OpenCL device."""
+    source: str
+    entry: str
+    args: tuple
+    params: tuple[str, ...]
+    options: tuple[tuple[str, Any], ...]      # the other arguments of OpenCLModule
+
+    def load(self) -> Any:
+        return OpenCLModule(self.source, entry=self.entry, args=self.args, params=self.params,
+                            **dict(self.options))
+
+
+@dataclass(frozen=True)
+class CudaKernelSpec:
+    """A CUDA program (source and PTX), loaded on the CUDA device of the process running it."""
+    source: str
+    ptx: str
+    entry: str
+    args: tuple
+    params: tuple[str, ...]
+    scratch: tuple
+    launches: tuple
+
+    def load(self) -> Any:
+        return CudaModule(self.source, self.ptx, entry=self.entry, args=self.args,
+                          params=self.params, scratch=self.scratch, launches=self.launches)
+
+
+def spec_of(mod: Any) -> AnyKernel:
+    """The spec that rebuilds ``mod`` (a module of ``pl.build``) in another process."""
+    target = getattr(mod, "target", "c")
+    if target == "opencl":
+        return OpenCLKernelSpec(mod.source, mod.entry, mod.args, mod.params,
+                                tuple(mod.rebuild_options().items()))
+    if target == "cuda":
+        return CudaKernelSpec(mod.source, mod.ptx, mod.entry, mod.args, mod.params,
+                              mod.scratch, mod.launches)
+    return KernelSpec(mod.library, mod.entry, mod.args, mod.params, mod.source)
+
+
+AnyKernel = KernelSpec | OpenCLKernelSpec | CudaKernelSpec
+
+
+@dataclass(frozen=True)
 class BuildJob:
     program: Program
     trace: str
@@ -59,7 +110,7 @@ class BuildJob:
 
 @dataclass(frozen=True)
 class BuildResult:
-    kernel: KernelSpec | None
+    kernel: AnyKernel | None
     status: Status = Status.OK
     error: str = ""
 
@@ -81,10 +132,10 @@ def build_one(job: BuildJob) -> BuildResult:
         return BuildResult(None, Status.BUILD_ERROR, f"{type(e).__name__}: {e}")
     except Exception:   # noqa: BLE001 - a compiler bug must not stop the search
         return BuildResult(None, Status.BUILD_ERROR, traceback.format_exc(limit=4))
-    return BuildResult(KernelSpec(mod.library, mod.entry, mod.args, mod.params, mod.source))
+    return BuildResult(spec_of(mod))
 
 
-def run_one(kernel: KernelSpec, inputs: dict[str, np.ndarray], sizes: dict[str, int],
+def run_one(kernel: AnyKernel, inputs: dict[str, np.ndarray], sizes: dict[str, int],
             repeat: int) -> RunResult:
     """One call on poisoned outputs, then the median of ``repeat`` timings (none with
     ``repeat=0``) (in a worker process)."""
@@ -182,8 +233,10 @@ class LocalBuilder:
             self._pool = None
 
 
-def _serve(conn: Any) -> None:
+def _serve(conn: Any, settings: config.Config) -> None:
     """The runner worker: keep the inputs, run kernels on them, answer each request."""
+    # the tuner's settings: an OpenCL kernel is built again here, through the same caches
+    _use_config(settings)
     inputs: dict[str, np.ndarray] = {}
     sizes: dict[str, int] = {}
     while True:
@@ -216,7 +269,7 @@ class LocalRunner:
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(child, config.CONFIG), daemon=True)
         self._proc.start()
         child.close()
         self._conn.send(("inputs", *self._inputs))
@@ -224,7 +277,7 @@ class LocalRunner:
             raise PolyloopError("the tuning runner's worker process did not start")
         self._conn.recv()
 
-    def run(self, kernel: KernelSpec, repeat: int | None = None) -> RunResult:
+    def run(self, kernel: AnyKernel, repeat: int | None = None) -> RunResult:
         """Outputs and times of ``kernel`` (``repeat=0``: outputs only)."""
         if self._proc is None or not self._proc.is_alive():
             self._start()

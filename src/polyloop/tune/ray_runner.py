@@ -44,7 +44,8 @@ def _run_remote(settings: config.Config, kernel: KernelSpec, inputs: dict[str, n
                 sizes: dict[str, int], repeat: int) -> RunResult:
     """On the node: compile the source again if this node lacks the library, then run."""
     config.CONFIG = settings
-    if not kernel.library.path.exists():
+    # a GPU kernel's spec holds its source: it is built again wherever it runs
+    if isinstance(kernel, KernelSpec) and not kernel.library.path.exists():
         lib = compile_c(kernel.source, name=kernel.entry, extra_flags=_extra(kernel))
         kernel = replace(kernel, library=lib)
     return run_one(kernel, inputs, sizes, repeat)

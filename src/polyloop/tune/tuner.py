@@ -24,6 +24,8 @@ from ..frontend.kernel import LoopKernel
 from ..frontend.te import Tensor
 from ..ir.program import Program
 from ..poly.count import instance_flops, statement_instances
+from ..runtime.cuda import device_available
+from ..runtime.opencl import platform_available
 from ..runtime.records import Database, Record, Status, workload_key
 from ..schedule import Schedule
 from ..schedule.kernel import schedule_of
@@ -34,12 +36,14 @@ from .measure import BuildJob, BuildResult, LocalBuilder, LocalRunner, RunResult
 from .ray_runner import RayMeasurer
 from .result import Progress, TuneResult
 from .search import STRATEGIES, Candidate, EvolutionarySearch, RandomSearch
+from .rules_gpu import GPU_TARGETS, gpu_space
 from .space import SpaceFn, generated_space
 
 log = logging.getLogger("polyloop.tune")
 
 DEFAULT_SIZE = 128     # the value a size parameter gets when sizes= does not give one
 RUNNERS = ("local", "ray")
+TARGETS = ("c", *GPU_TARGETS)
 
 
 def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evolutionary",
@@ -50,10 +54,12 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     """Search ``trials`` schedules of ``obj`` (output tensors, a Program, a ``make_kernel``
     kernel or a Schedule, whose program is tuned) and return the fastest as a ``TuneResult``.
 
-    ``space``: a function drawing a schedule with the sampling primitives (default: the space
-    generated from the program's blocks). ``strategy``: ``"evolutionary"`` (mutations ranked
-    by an XGBoost cost model) or ``"random"``. ``runner``: ``"local"`` (a worker process),
-    ``"ray"`` (tasks on the cluster of ``ray.init``, or a local one) or an object with
+    ``target``: ``"c"``, ``"opencl"`` or ``"cuda"`` (candidates run on this machine's OpenCL or
+    CUDA device; refused when it has none). ``space``: a function drawing a schedule with the
+    sampling primitives (default: the space generated from the program's blocks, of GPU
+    schedules for the GPU targets: ``rules_gpu``). ``strategy``: ``"evolutionary"`` (mutations
+    ranked by an XGBoost cost model) or ``"random"``. ``runner``: ``"local"`` (a worker
+    process), ``"ray"`` (tasks on the cluster of ``ray.init``, or a local one) or an object with
     ``run(kernel, repeat=None)``; ``timeout`` (seconds) and ``repeat`` (timings per candidate)
     configure the built-in ones. Records go to ``work_dir/records.sqlite``; a workload it knows
     resumes from its best schedules. ``sizes`` binds symbolic sizes for measuring (default 128
@@ -77,7 +83,8 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     try:
         reference = _reference(program, target, build_, run_)
         search_cls = EvolutionarySearch if strategy == "evolutionary" else RandomSearch
-        search = search_cls(program, space or generated_space, rng, sizes)
+        default = gpu_space if target in GPU_TARGETS else generated_space
+        search = search_cls(program, space or default, rng, sizes)
         loop = _Loop(program, key, target, db, reference, build_, run_, search, progress,
                      _flops(program, sizes))
         loop.run(trials, batch or max(1, min(16, trials)))
@@ -96,9 +103,25 @@ def _check_options(target: str, trials: int, strategy: str, runner: Any) -> None
     if isinstance(runner, str) and runner not in RUNNERS:
         raise PolyloopError(f"tune: runner must be one of {', '.join(RUNNERS)} or a runner "
                             f"object, got {runner!r}")
-    if target != "c":
-        raise PolyloopError(f"tune: target {target!r} cannot be tuned yet (its kernels are not "
-                            "measured in worker processes); tune for target 'c'")
+    if target not in TARGETS:
+        raise PolyloopError(f"tune: target must be one of {', '.join(TARGETS)}, got {target!r}")
+    _check_device(target)
+
+
+def _check_device(target: str) -> None:
+    """A GPU target is tuned by running its candidates: refuse at once when nothing here can."""
+    if target == "opencl":
+        ok, why = platform_available()
+        if not ok:
+            raise PolyloopError(f"tune: target 'opencl' measures candidates on an OpenCL "
+                                f"device, and none can run here: {why}")
+    elif target == "cuda":
+        ok, why = device_available()
+        if not ok:
+            raise PolyloopError(f"tune: target 'cuda' measures candidates on a CUDA device, "
+                                f"and none can run here ({why}); tune for 'opencl' or 'c', or "
+                                "on a machine with an NVIDIA GPU (pl.build(..., "
+                                "target='cuda') still compiles here)")
 
 
 def _program(obj: Any) -> Program:
