@@ -27,12 +27,22 @@ is at least as fast. Every result is checked against NumPy before it is timed. W
 the TVM column says "not installed". ``--clock cpu --threads 1`` times the CPU time of the
 calling thread instead of wall time (both tools run a one-thread kernel in the caller): on a
 loaded machine it leaves out the time spent waiting for a core.
+
+Both tools get the same 64-byte aligned arrays: TVM copies its inputs into tensors aligned to 64
+bytes, while NumPy aligns large arrays to 16 bytes only, which makes every 32-byte vector load
+of a row cross a cache line half of the time (bmm_relu ran 1.5x slower in polyloop on NumPy's
+own arrays, with the same machine code). TVM's thread pool counts half the logical CPUs on x86
+(it assumes two hardware threads per core), so on a 2-CPU machine it ran every ``parallel``
+loop on one thread; ``TVM_NUM_THREADS`` is set to the most ``--threads`` before TVM starts its
+pool and ``runtime.config_threadpool`` picks each row's count, threads left unpinned as
+polyloop's OpenMP threads are.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -430,11 +440,24 @@ def _timer(clock: str) -> Callable[..., float]:
     return lambda fn, *, repeat: time_call(fn, repeat=repeat, stat="min")
 
 
+ALIGN = 64     # bytes: TVM's tensors (kAllocAlignment); NumPy gives large arrays 16 only
+
+
+def aligned(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` whose data starts on an ``ALIGN``-byte boundary."""
+    raw = np.empty(a.nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def _polyloop_timer(case: Case, arrays: list[np.ndarray], threads: int, repeat: int,
                     clock: str = "wall"):
     mod = pl.build(case.polyloop())
     lib = ctypes.CDLL(str(mod.library.path))
-    out = np.full(case.out_shape, np.nan, np.float32)
+    arrays = [aligned(a) for a in arrays]
+    out = aligned(np.full(case.out_shape, np.nan, np.float32))
     apply_thread_count(lib, threads)
     mod(*arrays, out)
     _check(case.name, "polyloop", out, case.reference(*arrays))
@@ -453,7 +476,18 @@ def _tvm_timer(tvm: Any, case: Case, arrays: list[np.ndarray], threads: int, rep
     out = tvm.runtime.tensor(np.full(case.out_shape, np.nan, np.float32), dev)
     lib(*args, out)
     _check(case.name, "TVM", out.numpy(), case.reference(*arrays))
-    return lambda: _timer(clock)(lambda: lib(*args, out), repeat=repeat)
+    set_threads = tvm.get_global_func("runtime.config_threadpool")
+
+    def measure() -> float:
+        set_threads(1, threads)     # 1: TVM's default affinity mode; the count is what matters
+        return _timer(clock)(lambda: lib(*args, out), repeat=repeat)
+    return measure
+
+
+def _prepare_tvm_threads(threads: list[int]) -> None:
+    """Let TVM's pool hold the most threads asked for (set before its pool starts)."""
+    os.environ.setdefault("TVM_NUM_THREADS", str(max(threads)))
+    os.environ.setdefault("TVM_BIND_THREADS", "0")
 
 
 def main() -> None:
@@ -469,6 +503,7 @@ def main() -> None:
     args = p.parse_args()
     if args.clock == "cpu" and args.threads != [1]:
         p.error("--clock cpu measures the calling thread only: use it with --threads 1")
+    _prepare_tvm_threads(args.threads)
     tvm = load_tvm()
     every = cases(args.n)
     rows: list[Row] = []
