@@ -354,7 +354,7 @@ class Case:
     inputs: Callable[[np.random.Generator], list[np.ndarray]]
     out_shape: tuple[int, ...]
     reference: Callable[..., np.ndarray]
-    polyloop: Callable[[], Any]                 # a Schedule (or a Tensor for ops schedules)
+    polyloop: Callable[[], Any]                 # a Schedule, or a HandC kernel written in C
     tvm: Callable[[Any], Any] | None            # tvm -> IRModule
 
 
@@ -365,6 +365,8 @@ def cases(n: int) -> dict[str, list[Case]]:
               for s in range(1, 7)]
     ladder.append(Case("ladder: polyloop.ops.schedule_matmul", mat, (n, n), lambda a, b: a @ b,
                        lambda: _ops_matmul(n), None))
+    ladder.append(Case("ladder 6 by hand in C (same schedule)", mat, (n, n), lambda a, b: a @ b,
+                       lambda: HandC(ladder_by_hand(n), "ladder_by_hand"), None))
     bmm = lambda r: [r.random((16, 128, 128), dtype=np.float32) for _ in range(2)]  # noqa: E731
     return {
         "ladder": ladder,
@@ -382,6 +384,74 @@ def cases(n: int) -> dict[str, list[Case]]:
                          lambda r: [r.standard_normal((1024, 1024), dtype=np.float32)],
                          (1024, 1024), _softmax_ref, softmax_polyloop, softmax_tvm)],
     }
+
+
+@dataclass(frozen=True, slots=True)
+class HandC:
+    """A kernel written by hand in C: ``symbol(inputs..., output)`` on float pointers."""
+    source: str
+    symbol: str
+
+
+def ladder_by_hand(n: int, bn: int = 32, kf: int = 4) -> str:
+    """The ladder's last step as an expert writes it in C, loop for loop the same schedule: B
+    packed into ``bn``-wide panels (in parallel), a ``bn`` x ``bn`` tile of C in a local buffer
+    per (mo, no), k split by ``kf`` and unrolled, the ``bn`` columns of one row of the tile held
+    in vector registers over the ``kf`` steps (fused multiply-adds), the tile copied to C at the
+    end. It answers whether the gap to ``ops.schedule_matmul`` is the code or the schedule."""
+    if n % bn or n % kf or bn % 16:
+        raise SystemExit(f"ladder_by_hand: n={n} must be a multiple of {bn} and {kf}")
+    return f"""#include <stdlib.h>
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+#define N {n}
+#define BN {bn}
+#define KF {kf}
+int ladder_by_hand(const float *A, const float *B, float *C) {{
+    float *P = aligned_alloc(64, sizeof(float) * N * N);
+    if (!P) return 1;
+    #pragma omp parallel for
+    for (int x = 0; x < N / BN; x++)
+        for (int y = 0; y < N; y++)
+            for (int z = 0; z < BN; z += 16)
+                *(v16 *)&P[((long)x * N + y) * BN + z] = *(const v16u *)&B[(long)y * N + x * BN + z];
+    #pragma omp parallel for
+    for (int mo = 0; mo < N / BN; mo++)
+        for (int no = 0; no < N / BN; no++) {{
+            _Alignas(64) float T[BN][BN] = {{{{0}}}};
+            for (int ko = 0; ko < N / KF; ko++) {{
+                const float *p = &P[((long)no * N + KF * ko) * BN];
+                for (int mi = 0; mi < BN; mi++) {{
+                    const float *a = &A[(long)(mo * BN + mi) * N + KF * ko];
+                    v16 acc[BN / 16];
+                    for (int v = 0; v < BN / 16; v++) acc[v] = *(v16 *)&T[mi][16 * v];
+                    #pragma GCC unroll 16
+                    for (int ki = 0; ki < KF; ki++)
+                        for (int v = 0; v < BN / 16; v++)
+                            acc[v] += a[ki] * *(const v16 *)&p[ki * BN + 16 * v];
+                    for (int v = 0; v < BN / 16; v++) *(v16 *)&T[mi][16 * v] = acc[v];
+                }}
+            }}
+            for (int i = 0; i < BN; i++)
+                for (int j = 0; j < BN; j += 16)
+                    *(v16u *)&C[(long)(mo * BN + i) * N + no * BN + j] = *(v16 *)&T[i][j];
+        }}
+    free(P);
+    return 0;
+}}
+"""
+
+
+def _hand_call(hand: HandC) -> tuple[ctypes.CDLL, Callable[..., None]]:
+    from polyloop.runtime.compiler import compile_c
+    lib = ctypes.CDLL(str(compile_c(hand.source, name=hand.symbol).path))
+    fn = getattr(lib, hand.symbol)
+    fn.restype = ctypes.c_int
+
+    def call(*arrays: np.ndarray) -> None:
+        if fn(*(ctypes.c_void_p(a.ctypes.data) for a in arrays)):
+            raise SystemExit(f"{hand.symbol}: out of memory")
+    return lib, call
 
 
 def _ops_matmul(n: int) -> pl.Schedule:
@@ -454,8 +524,12 @@ def aligned(a: np.ndarray) -> np.ndarray:
 
 def _polyloop_timer(case: Case, arrays: list[np.ndarray], threads: int, repeat: int,
                     clock: str = "wall"):
-    mod = pl.build(case.polyloop())
-    lib = ctypes.CDLL(str(mod.library.path))
+    built = case.polyloop()
+    if isinstance(built, HandC):
+        lib, mod = _hand_call(built)
+    else:
+        mod = pl.build(built)
+        lib = ctypes.CDLL(str(mod.library.path))
     arrays = [aligned(a) for a in arrays]
     out = aligned(np.full(case.out_shape, np.nan, np.float32))
     apply_thread_count(lib, threads)
