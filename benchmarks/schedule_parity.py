@@ -9,7 +9,9 @@ Cases, each scheduled with the same primitives in both tools:
   blocking (32 x 32 tiles, k split by 4), vectorize, loop permutation, array packing (B packed
   into 32-wide panels by an explicit stage), write cache (``cache_write(C, "global")`` computed
   at the tile, k's inner loop unrolled), parallel; plus ``polyloop.ops.schedule_matmul`` as the
-  target for the last step;
+  target for the last step, and the last step written by hand in C, loop for loop the same
+  schedule (``ladder_by_hand``): it tells whether a gap to ``schedule_matmul`` is the generated
+  code's or the schedule's;
 - ``conv2d``: the MLC course's conv2d, (4, 8, 28, 28) x (32, 8, 3, 3), padding 1 inlined, batch
   and output channels fused and parallel, the output pixels fused, split by 16, vectorized, the
   kernel column loop unrolled;
