@@ -9,7 +9,9 @@ Cases, each scheduled with the same primitives in both tools:
   blocking (32 x 32 tiles, k split by 4), vectorize, loop permutation, array packing (B packed
   into 32-wide panels by an explicit stage), write cache (``cache_write(C, "global")`` computed
   at the tile, k's inner loop unrolled), parallel; plus ``polyloop.ops.schedule_matmul`` as the
-  target for the last step;
+  target for the last step, and the last step written by hand in C, loop for loop the same
+  schedule (``ladder_by_hand``): it tells whether a gap to ``schedule_matmul`` is the generated
+  code's or the schedule's;
 - ``conv2d``: the MLC course's conv2d, (4, 8, 28, 28) x (32, 8, 3, 3), padding 1 inlined, batch
   and output channels fused and parallel, the output pixels fused, split by 16, vectorized, the
   kernel column loop unrolled;
@@ -27,12 +29,22 @@ is at least as fast. Every result is checked against NumPy before it is timed. W
 the TVM column says "not installed". ``--clock cpu --threads 1`` times the CPU time of the
 calling thread instead of wall time (both tools run a one-thread kernel in the caller): on a
 loaded machine it leaves out the time spent waiting for a core.
+
+Both tools get the same 64-byte aligned arrays: TVM copies its inputs into tensors aligned to 64
+bytes, while NumPy aligns large arrays to 16 bytes only, which makes every 32-byte vector load
+of a row cross a cache line half of the time (bmm_relu ran 1.5x slower in polyloop on NumPy's
+own arrays, with the same machine code). TVM's thread pool counts half the logical CPUs on x86
+(it assumes two hardware threads per core), so on a 2-CPU machine it ran every ``parallel``
+loop on one thread; ``TVM_NUM_THREADS`` is set to the most ``--threads`` before TVM starts its
+pool and ``runtime.config_threadpool`` picks each row's count, threads left unpinned as
+polyloop's OpenMP threads are.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -344,7 +356,7 @@ class Case:
     inputs: Callable[[np.random.Generator], list[np.ndarray]]
     out_shape: tuple[int, ...]
     reference: Callable[..., np.ndarray]
-    polyloop: Callable[[], Any]                 # a Schedule (or a Tensor for ops schedules)
+    polyloop: Callable[[], Any]                 # a Schedule, or a HandC kernel written in C
     tvm: Callable[[Any], Any] | None            # tvm -> IRModule
 
 
@@ -355,6 +367,8 @@ def cases(n: int) -> dict[str, list[Case]]:
               for s in range(1, 7)]
     ladder.append(Case("ladder: polyloop.ops.schedule_matmul", mat, (n, n), lambda a, b: a @ b,
                        lambda: _ops_matmul(n), None))
+    ladder.append(Case("ladder 6 by hand in C (same schedule)", mat, (n, n), lambda a, b: a @ b,
+                       lambda: HandC(ladder_by_hand(n), "ladder_by_hand"), None))
     bmm = lambda r: [r.random((16, 128, 128), dtype=np.float32) for _ in range(2)]  # noqa: E731
     return {
         "ladder": ladder,
@@ -372,6 +386,74 @@ def cases(n: int) -> dict[str, list[Case]]:
                          lambda r: [r.standard_normal((1024, 1024), dtype=np.float32)],
                          (1024, 1024), _softmax_ref, softmax_polyloop, softmax_tvm)],
     }
+
+
+@dataclass(frozen=True, slots=True)
+class HandC:
+    """A kernel written by hand in C: ``symbol(inputs..., output)`` on float pointers."""
+    source: str
+    symbol: str
+
+
+def ladder_by_hand(n: int, bn: int = 32, kf: int = 4) -> str:
+    """The ladder's last step as an expert writes it in C, loop for loop the same schedule: B
+    packed into ``bn``-wide panels (in parallel), a ``bn`` x ``bn`` tile of C in a local buffer
+    per (mo, no), k split by ``kf`` and unrolled, the ``bn`` columns of one row of the tile held
+    in vector registers over the ``kf`` steps (fused multiply-adds), the tile copied to C at the
+    end. It answers whether the gap to ``ops.schedule_matmul`` is the code or the schedule."""
+    if n % bn or n % kf or bn % 16:
+        raise SystemExit(f"ladder_by_hand: n={n} must be a multiple of {bn} and {kf}")
+    return f"""#include <stdlib.h>
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+#define N {n}
+#define BN {bn}
+#define KF {kf}
+int ladder_by_hand(const float *A, const float *B, float *C) {{
+    float *P = aligned_alloc(64, sizeof(float) * N * N);
+    if (!P) return 1;
+    #pragma omp parallel for
+    for (int x = 0; x < N / BN; x++)
+        for (int y = 0; y < N; y++)
+            for (int z = 0; z < BN; z += 16)
+                *(v16 *)&P[((long)x * N + y) * BN + z] = *(const v16u *)&B[(long)y * N + x * BN + z];
+    #pragma omp parallel for
+    for (int mo = 0; mo < N / BN; mo++)
+        for (int no = 0; no < N / BN; no++) {{
+            _Alignas(64) float T[BN][BN] = {{{{0}}}};
+            for (int ko = 0; ko < N / KF; ko++) {{
+                const float *p = &P[((long)no * N + KF * ko) * BN];
+                for (int mi = 0; mi < BN; mi++) {{
+                    const float *a = &A[(long)(mo * BN + mi) * N + KF * ko];
+                    v16 acc[BN / 16];
+                    for (int v = 0; v < BN / 16; v++) acc[v] = *(v16 *)&T[mi][16 * v];
+                    #pragma GCC unroll 16
+                    for (int ki = 0; ki < KF; ki++)
+                        for (int v = 0; v < BN / 16; v++)
+                            acc[v] += a[ki] * *(const v16 *)&p[ki * BN + 16 * v];
+                    for (int v = 0; v < BN / 16; v++) *(v16 *)&T[mi][16 * v] = acc[v];
+                }}
+            }}
+            for (int i = 0; i < BN; i++)
+                for (int j = 0; j < BN; j += 16)
+                    *(v16u *)&C[(long)(mo * BN + i) * N + no * BN + j] = *(v16 *)&T[i][j];
+        }}
+    free(P);
+    return 0;
+}}
+"""
+
+
+def _hand_call(hand: HandC) -> tuple[ctypes.CDLL, Callable[..., None]]:
+    from polyloop.runtime.compiler import compile_c
+    lib = ctypes.CDLL(str(compile_c(hand.source, name=hand.symbol).path))
+    fn = getattr(lib, hand.symbol)
+    fn.restype = ctypes.c_int
+
+    def call(*arrays: np.ndarray) -> None:
+        if fn(*(ctypes.c_void_p(a.ctypes.data) for a in arrays)):
+            raise SystemExit(f"{hand.symbol}: out of memory")
+    return lib, call
 
 
 def _ops_matmul(n: int) -> pl.Schedule:
@@ -430,11 +512,28 @@ def _timer(clock: str) -> Callable[..., float]:
     return lambda fn, *, repeat: time_call(fn, repeat=repeat, stat="min")
 
 
+ALIGN = 64     # bytes: TVM's tensors (kAllocAlignment); NumPy gives large arrays 16 only
+
+
+def aligned(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` whose data starts on an ``ALIGN``-byte boundary."""
+    raw = np.empty(a.nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def _polyloop_timer(case: Case, arrays: list[np.ndarray], threads: int, repeat: int,
                     clock: str = "wall"):
-    mod = pl.build(case.polyloop())
-    lib = ctypes.CDLL(str(mod.library.path))
-    out = np.full(case.out_shape, np.nan, np.float32)
+    built = case.polyloop()
+    if isinstance(built, HandC):
+        lib, mod = _hand_call(built)
+    else:
+        mod = pl.build(built)
+        lib = ctypes.CDLL(str(mod.library.path))
+    arrays = [aligned(a) for a in arrays]
+    out = aligned(np.full(case.out_shape, np.nan, np.float32))
     apply_thread_count(lib, threads)
     mod(*arrays, out)
     _check(case.name, "polyloop", out, case.reference(*arrays))
@@ -453,7 +552,18 @@ def _tvm_timer(tvm: Any, case: Case, arrays: list[np.ndarray], threads: int, rep
     out = tvm.runtime.tensor(np.full(case.out_shape, np.nan, np.float32), dev)
     lib(*args, out)
     _check(case.name, "TVM", out.numpy(), case.reference(*arrays))
-    return lambda: _timer(clock)(lambda: lib(*args, out), repeat=repeat)
+    set_threads = tvm.get_global_func("runtime.config_threadpool")
+
+    def measure() -> float:
+        set_threads(1, threads)     # 1: TVM's default affinity mode; the count is what matters
+        return _timer(clock)(lambda: lib(*args, out), repeat=repeat)
+    return measure
+
+
+def _prepare_tvm_threads(threads: list[int]) -> None:
+    """Let TVM's pool hold the most threads asked for (set before its pool starts)."""
+    os.environ.setdefault("TVM_NUM_THREADS", str(max(threads)))
+    os.environ.setdefault("TVM_BIND_THREADS", "0")
 
 
 def main() -> None:
@@ -469,6 +579,7 @@ def main() -> None:
     args = p.parse_args()
     if args.clock == "cpu" and args.threads != [1]:
         p.error("--clock cpu measures the calling thread only: use it with --threads 1")
+    _prepare_tvm_threads(args.threads)
     tvm = load_tvm()
     every = cases(args.n)
     rows: list[Row] = []
