@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,7 +52,7 @@ from typing import Any
 import numpy as np
 
 import polyloop as pl
-from polyloop.bench.peers import load_tvm, time_call
+from polyloop.bench.peers import ALIGN, aligned_copy, load_tvm, time_call
 from polyloop.runtime.module import apply_thread_count
 from polyloop.util.isa import host_isa
 from polyloop import config
@@ -512,16 +511,8 @@ def _timer(clock: str) -> Callable[..., float]:
     return lambda fn, *, repeat: time_call(fn, repeat=repeat, stat="min")
 
 
-ALIGN = 64     # bytes: TVM's tensors (kAllocAlignment); NumPy gives large arrays 16 only
-
-
-def aligned(a: np.ndarray) -> np.ndarray:
-    """A copy of ``a`` whose data starts on an ``ALIGN``-byte boundary."""
-    raw = np.empty(a.nbytes + ALIGN, np.uint8)
-    start = -raw.ctypes.data % ALIGN
-    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
-    out[...] = a
-    return out
+# TVM's tensors start on 64-byte boundaries (kAllocAlignment); both tools read the same copies
+aligned = aligned_copy
 
 
 def _polyloop_timer(case: Case, arrays: list[np.ndarray], threads: int, repeat: int,
@@ -560,12 +551,6 @@ def _tvm_timer(tvm: Any, case: Case, arrays: list[np.ndarray], threads: int, rep
     return measure
 
 
-def _prepare_tvm_threads(threads: list[int]) -> None:
-    """Let TVM's pool hold the most threads asked for (set before its pool starts)."""
-    os.environ.setdefault("TVM_NUM_THREADS", str(max(threads)))
-    os.environ.setdefault("TVM_BIND_THREADS", "0")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cases", nargs="*", default=["ladder", "conv2d", "bmm_relu", "depthwise",
@@ -579,8 +564,7 @@ def main() -> None:
     args = p.parse_args()
     if args.clock == "cpu" and args.threads != [1]:
         p.error("--clock cpu measures the calling thread only: use it with --threads 1")
-    _prepare_tvm_threads(args.threads)
-    tvm = load_tvm()
+    tvm = load_tvm(max(args.threads))
     every = cases(args.n)
     rows: list[Row] = []
     rng = np.random.default_rng(0)

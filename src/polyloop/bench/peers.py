@@ -2,8 +2,10 @@
 """The reference implementations polyloop is timed against: NumPy, PyTorch CPU and Apache TVM.
 
 PyTorch and TVM are optional (the ``bench`` extra); each is imported when first asked for, and a
-missing one is reported as "not installed" rather than failing. PyTorch runs on 2 threads (the
-cores polyloop's OpenMP code uses on the reference machine; ``threads`` sets it).
+missing one is reported as "not installed" rather than failing. PyTorch and TVM run on ``threads`` threads,
+as polyloop's OpenMP code does. TVM's thread pool counts half the logical CPUs on x86 (it
+assumes two hardware threads per core), so its size is given before TVM starts it. Every tool
+reads the same inputs, copied to 64-byte boundaries (``aligned_copy``) as TVM copies its own.
 
 >>> from polyloop.bench.peers import time_call
 >>> seconds = time_call(lambda: sum(range(100)), repeat=3)
@@ -13,6 +15,7 @@ True
 from __future__ import annotations
 
 import functools
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -20,7 +23,26 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+import numpy as np
+
 NOT_INSTALLED = "not installed"
+ALIGN = 64      # bytes: a cache line, and a whole AVX-512 vector
+
+
+def aligned_copy(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` whose data starts on an ``ALIGN``-byte boundary (NumPy aligns large
+    arrays to 16 bytes only, so a vector load may straddle two cache lines).
+
+    >>> import numpy as np
+    >>> b = aligned_copy(np.arange(5.0))
+    >>> b.ctypes.data % ALIGN, b.tolist()
+    (0, [0.0, 1.0, 2.0, 3.0, 4.0])
+    """
+    raw = np.empty(a.nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
 
 
 def time_call(fn: Callable[[], object], *, repeat: int, warmup: int = 2,
@@ -68,8 +90,11 @@ def load_torch(threads: int) -> Peer:
 
 
 @functools.cache
-def load_tvm() -> Peer:
-    """Apache TVM, or a Peer saying it is not installed (or not importable)."""
+def load_tvm(threads: int) -> Peer:
+    """Apache TVM with a pool of ``threads`` unpinned threads (as OpenMP's), or a Peer saying
+    it is not installed (or not importable)."""
+    os.environ.setdefault("TVM_NUM_THREADS", str(threads))
+    os.environ.setdefault("TVM_BIND_THREADS", "0")
     try:
         import tvm
     except Exception as e:  # noqa: BLE001 - a broken TVM install is reported, never fatal

@@ -29,7 +29,7 @@ from ..errors import PolyloopError
 from . import tvm_ref
 from .limits import Limits, measure_limits
 from ..runtime import Module
-from .peers import NOT_INSTALLED, Peer, load_torch, load_tvm, time_call
+from .peers import NOT_INSTALLED, Peer, aligned_copy, load_torch, load_tvm, time_call
 from .workloads import Workload
 
 PEERS = ("torch", "numpy", "tvm")
@@ -123,7 +123,7 @@ def _polyloop_figure(record: Record, inputs: list[np.ndarray], want: np.ndarray,
         record.status = "schedule not available yet"
         return None
     mod = w.make()
-    out = np.full(want.shape, np.nan, dtype=np.float32)
+    out = aligned_copy(np.full(want.shape, np.nan, dtype=np.float32))
     mod(*inputs, out)
     _check("polyloop", out, want, w)
     return Figure(record, None, lambda: _kernel_time(mod, [*inputs, out], repeat=repeat, stat=stat))
@@ -165,7 +165,8 @@ def _figures(record: Record, peers: Sequence[str], loaded: dict[str, Peer], *, r
              threads: int, stat: str) -> list[Figure]:
     """Build and check every implementation of one workload; nothing is timed yet."""
     w = record.workload
-    inputs = w.inputs(np.random.default_rng(zlib.crc32(w.key.encode())))
+    rng = np.random.default_rng(zlib.crc32(w.key.encode()))
+    inputs = [aligned_copy(a) for a in w.inputs(rng)]
     want = w.reference(*inputs)
     figures = [_polyloop_figure(record, inputs, want, repeat=repeat, stat=stat)]
     if "numpy" in peers and w.numpy_timed:
@@ -215,7 +216,7 @@ def _run(workloads: Sequence[Workload], *, repeat: int, rounds: int, peers: Sequ
         loaded["torch"] = load_torch(threads)
     if "tvm" in peers:
         _progress("loading TVM")
-        loaded["tvm"] = load_tvm()
+        loaded["tvm"] = load_tvm(threads)
     machine = None
     if limits:
         _progress(f"measuring the machine's limits on {threads} threads (FMA peak, triad)")
