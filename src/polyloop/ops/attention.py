@@ -124,12 +124,13 @@ def schedule_attention(out: Tensor, *, mr: int = 6, nr_vectors: int = 4,
     nr = nr_vectors * lanes
     sch.transform_layout(f"{name}_qk", q_name,
                          lambda *i: i[:-2] + (i[-2] // nr, i[-1], i[-2] % nr))
-    head = _register_tile(sch, f"{name}_qk", mr, nr_vectors, lanes)
+    shape = tuple(out.shape)
+    head = _register_tile(sch, f"{name}_qk", shape, mr, nr_vectors, lanes)
     _try_compute_at(sch, f"{q_name}_packed_in", head)
     for stage in ("_max", "_sum"):
-        _row_pass(sch, f"{name}{stage}", reduction=True)
-    _row_pass(sch, f"{name}_exp", reduction=False)
-    _register_tile(sch, f"{name}_pv", mr, nr_vectors, lanes, epilogue=name)
+        _row_pass(sch, f"{name}{stage}", shape, reduction=True)
+    _row_pass(sch, f"{name}_exp", shape, reduction=False)
+    _register_tile(sch, f"{name}_pv", shape, mr, nr_vectors, lanes, epilogue=name)
     return sch
 
 
@@ -148,25 +149,28 @@ def _query_name(out: Tensor) -> str:
     return loads[-1].buffer
 
 
-def _heads(sch: Schedule, block: str, n_batch: int):
-    """The block's batch loops fused into one parallel loop; returns it."""
+def _heads(sch: Schedule, block: str, n_batch: int, shape: tuple):
+    """The parallel loop of the block: the batch loop of largest constant extent (the heads,
+    when the batch is 1 or symbolic), else the first. Loops are not fused: a fused loop's
+    division and modulo would keep the register tiles from getting constant-bound nests."""
     loops = sch.get_loops(block)
-    head = sch.fuse(*loops[:n_batch]) if n_batch > 1 else loops[0]
+    sizes = [d.value if isinstance(d, Const) else 0 for d in shape[:n_batch]]
+    head = loops[max(range(n_batch), key=lambda a: (sizes[a], -a))]
     sch.parallel(head)
     return head
 
 
-def _register_tile(sch: Schedule, block: str, mr: int, nr_vectors: int, lanes: int,
-                   epilogue: str | None = None):
+def _register_tile(sch: Schedule, block: str, shape: tuple, mr: int, nr_vectors: int,
+                   lanes: int, epilogue: str | None = None):
     """``block[..., i, j] = sum_r ...`` in ``mr x nr`` tiles accumulated in a tile-local
     buffer, per head; returns the head loop."""
     tile = sch.cache_write(block, "local")
     n_batch = len(sch.get_loops(block)) - 3
-    head = _heads(sch, block, n_batch)
-    i, j, r = sch.get_loops(block)[1:]
+    head = _heads(sch, block, n_batch, shape)
+    i, j, r = sch.get_loops(block)[n_batch:]
     i0, i1 = sch.split(i, factors=[None, mr])
     j0, j1, j2 = sch.split(j, factors=[None, nr_vectors, lanes])
-    sch.reorder(head, j0, i0, r, i1, j1, j2)
+    sch.reorder(j0, i0, r, i1, j1, j2)
     sch.unroll(i1)
     sch.unroll(j1)
     sch.vectorize(j2)
@@ -177,15 +181,15 @@ def _register_tile(sch: Schedule, block: str, mr: int, nr_vectors: int, lanes: i
     return head
 
 
-def _row_pass(sch: Schedule, block: str, *, reduction: bool) -> None:
+def _row_pass(sch: Schedule, block: str, shape: tuple, *, reduction: bool) -> None:
     """A pass over the keys of each head with the queries as vector lanes: a reduction over
     the keys is moved outside the queries' loop (initialised before it)."""
     n_batch = len(sch.get_loops(block)) - 2
-    head = _heads(sch, block, n_batch)
-    a, b = sch.get_loops(block)[1:]
+    _heads(sch, block, n_batch, shape)
+    a, b = sch.get_loops(block)[n_batch:]
     if reduction:
         # loops (query, key): the key loop outside, each query a lane of its own accumulator
-        sch.reorder(head, b, a)
+        sch.reorder(b, a)
         sch.decompose_reduction(block, b)
     sch.vectorize(sch.get_loops(block)[-1])
 
