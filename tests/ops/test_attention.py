@@ -48,6 +48,17 @@ def test_attention_scale_and_knobs_keep_the_result(rng):
     check(mod, rng, 2, 19, 45, 8, 5, scale=0.3)
 
 
+def test_attention_with_a_symbolic_sequence(rng):
+    s = pl.var("s")
+    q, k, v = (pl.placeholder((2, s, 8), name=n) for n in "qkv")
+    mod = pl.build(ops.schedule_attention(ops.attention(q, k, v, causal=True)))
+    for n in (1, 70):
+        x = [rng.standard_normal((2, n, 8), dtype=np.float32) for _ in range(3)]
+        out = np.full((2, n, 8), np.nan, np.float32)
+        mod(*x, out)
+        np.testing.assert_allclose(out, reference(*x, is_causal=True), rtol=1e-5, atol=1e-5)
+
+
 def test_large_scores_do_not_overflow(rng):
     mod = module((1, 3, 17, 16), (1, 3, 17, 16), (1, 3, 17, 16))
     q = 40 * rng.standard_normal((1, 3, 17, 16), dtype=np.float32)
