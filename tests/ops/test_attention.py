@@ -20,7 +20,8 @@ def reference(q, k, v, **kw):
 
 
 def module(q_shape, k_shape, v_shape, **kw):
-    knobs = {key: kw.pop(key) for key in ("mr", "nr_vectors", "lanes") if key in kw}
+    knobs = {key: kw.pop(key) for key in ("mr", "nr_vectors", "lanes", "per_head")
+             if key in kw}
     q, k, v = (pl.placeholder(s, name=n) for s, n in zip((q_shape, k_shape, v_shape), "qkv"))
     return pl.build(ops.schedule_attention(ops.attention(q, k, v, **kw), **knobs))
 
@@ -42,9 +43,10 @@ def test_attention_equals_pytorch_with_a_symbolic_batch(rng, causal):
         check(mod, rng, batch, 37, 29, 20, 24, is_causal=causal)
 
 
-def test_attention_scale_and_knobs_keep_the_result(rng):
+@pytest.mark.parametrize("per_head", [True, False])
+def test_attention_scale_and_knobs_keep_the_result(rng, per_head):
     mod = module((2, 3, 19, 8), (2, 3, 45, 8), (2, 3, 45, 5), scale=0.3, mr=4, nr_vectors=1,
-                 lanes=8)
+                 lanes=8, per_head=per_head)
     check(mod, rng, 2, 19, 45, 8, 5, scale=0.3)
 
 

@@ -14,10 +14,10 @@ stages named after the result:
 - ``<name>_pv[..., i, e] = sum_j exp[..., j, i] * v[..., j, e]`` — the unnormalised result;
 - ``<name>[..., i, e] = pv / sum`` — one division per element of the result, not per score.
 
-The schedule: every stage runs in parallel over the heads (the batch axes fused). Both products
-accumulate ``mr x nr`` tiles in registers (``cache_write "local"``): for the scores, q is
-packed per head into panels of ``nr`` queries contiguous along d; for the product with v, v's
-rows are already contiguous along e and are read in place. The maximum, the exponentials and
+The schedule: the heads run in parallel, every stage of a head in the head's iteration. Both
+products accumulate ``mr x nr`` tiles in registers (``cache_write "local"``): for the scores,
+q is packed per head into panels of ``nr`` queries contiguous along d; for the product with v,
+v's rows are already contiguous along e and are read in place. The maximum, the exponentials and
 the sum run over rows of keys with the queries as vector lanes (no horizontal reductions, sums
 in the keys' order); the division by the sum is applied as each tile is written back.
 
@@ -104,11 +104,14 @@ def _check_operands(q: Tensor, k: Tensor, v: Tensor) -> None:
 
 
 def schedule_attention(out: Tensor, *, mr: int = 6, nr_vectors: int = 4,
-                       lanes: int | None = None) -> Schedule:
-    """The per-head register-tile schedule of ``out = attention(q, k, v)`` (see the module
-    docstring); q, k and v need at least one batch axis (the heads). ``mr`` x
-    ``nr_vectors * lanes`` is the register tile of both products; ``lanes`` defaults to the
-    host's float32 vector width.
+                       lanes: int | None = None, per_head: bool = True) -> Schedule:
+    """The register-tile schedule of ``out = attention(q, k, v)`` (see the module docstring);
+    q, k and v need at least one batch axis (the heads). ``mr`` x ``nr_vectors * lanes`` is
+    the register tile of both products; ``lanes`` defaults to the host's float32 vector width.
+    ``per_head``: every stage of a head runs in one iteration of the parallel loop (one
+    parallel region, the head's scores still in cache for the next pass); when the
+    dependences refuse it (a symbolic size that may be 0) or with ``per_head=False``, each
+    stage is a parallel nest of its own.
 
     >>> import polyloop as pl
     >>> q = pl.placeholder((4, 37, 16), name="q")
@@ -119,18 +122,63 @@ def schedule_attention(out: Tensor, *, mr: int = 6, nr_vectors: int = 4,
     lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
     check_knobs("schedule_attention", mr=mr, nr_vectors=nr_vectors, lanes=lanes)
     q_name = _query_name(out)
-    name = out.name
-    sch = Schedule(out)
-    nr = nr_vectors * lanes
-    sch.transform_layout(f"{name}_qk", q_name,
+    tile = (mr, nr_vectors, lanes)
+    if per_head:
+        try:
+            return _per_head(out, q_name, tile)
+        except ScheduleError:
+            pass    # each stage apart is legal for any sizes
+    return _stage_by_stage(out, q_name, tile)
+
+
+def _query_panels(sch: Schedule, out: Tensor, q_name: str, nr: int) -> None:
+    """q packed into panels of ``nr`` queries, contiguous along the head size."""
+    sch.transform_layout(f"{out.name}_qk", q_name,
                          lambda *i: i[:-2] + (i[-2] // nr, i[-1], i[-2] % nr))
-    shape = tuple(out.shape)
-    head = _register_tile(sch, f"{name}_qk", shape, mr, nr_vectors, lanes)
-    _try_compute_at(sch, f"{q_name}_packed_in", head)
-    for stage in ("_max", "_sum"):
-        _row_pass(sch, f"{name}{stage}", shape, reduction=True)
-    _row_pass(sch, f"{name}_exp", shape, reduction=False)
-    _register_tile(sch, f"{name}_pv", shape, mr, nr_vectors, lanes, epilogue=name)
+
+
+def _per_head(out: Tensor, q_name: str, tile: tuple[int, int, int]) -> Schedule:
+    """Every stage computed in the iteration of the result's parallel head loop."""
+    name, (mr, nr_vectors, lanes) = out.name, tile
+    sch = Schedule(out)
+    _query_panels(sch, out, q_name, nr_vectors * lanes)
+    scores = sch.cache_write(f"{name}_qk", "local")
+    result = sch.cache_write(f"{name}_pv", "local")
+    head = _parallel_head(sch, f"{name}_pv", out)
+    i0 = _tile_loops(sch, f"{name}_pv", tile)
+    sch.reverse_compute_inline(sch.get_block(name))
+    sch.reverse_compute_at(result, i0)
+    # consumers first: each producer then has its consumers' head loop to move into
+    for block in (f"{name}_sum", f"{name}_exp", f"{name}_max", scores, f"{name}_qk",
+                  f"{q_name}_packed_in"):
+        sch.compute_at(block, head)
+    sch.reverse_compute_at(scores, _tile_loops(sch, f"{name}_qk", tile))
+    _row_loops(sch, f"{name}_max", reduction=True)
+    _row_loops(sch, f"{name}_sum", reduction=True)
+    _row_loops(sch, f"{name}_exp", reduction=False)
+    return sch
+
+
+def _stage_by_stage(out: Tensor, q_name: str, tile: tuple[int, int, int]) -> Schedule:
+    """Each stage a nest of its own, parallel over the heads."""
+    name, (mr, nr_vectors, lanes) = out.name, tile
+    sch = Schedule(out)
+    _query_panels(sch, out, q_name, nr_vectors * lanes)
+    for block, epilogue in ((f"{name}_qk", None), (f"{name}_pv", name)):
+        local = sch.cache_write(block, "local")
+        head = _parallel_head(sch, block, out)
+        i0 = _tile_loops(sch, block, tile)
+        if epilogue is not None:
+            sch.reverse_compute_inline(sch.get_block(epilogue))
+        sch.reverse_compute_at(local, i0)
+        if epilogue is None:
+            try:    # pack per head unless a symbolic row count may leave a head reading none
+                sch.compute_at(f"{q_name}_packed_in", head)
+            except ScheduleError:
+                pass
+    for stage, reduction in (("_max", True), ("_exp", False), ("_sum", True)):
+        _parallel_head(sch, f"{name}{stage}", out)
+        _row_loops(sch, f"{name}{stage}", reduction=reduction)
     return sch
 
 
@@ -149,25 +197,23 @@ def _query_name(out: Tensor) -> str:
     return loads[-1].buffer
 
 
-def _heads(sch: Schedule, block: str, n_batch: int, shape: tuple):
-    """The parallel loop of the block: the batch loop of largest constant extent (the heads,
-    when the batch is 1 or symbolic), else the first. Loops are not fused: a fused loop's
-    division and modulo would keep the register tiles from getting constant-bound nests."""
-    loops = sch.get_loops(block)
-    sizes = [d.value if isinstance(d, Const) else 0 for d in shape[:n_batch]]
-    head = loops[max(range(n_batch), key=lambda a: (sizes[a], -a))]
+def _parallel_head(sch: Schedule, block: str, out: Tensor):
+    """Parallelise the block's batch loop of largest constant extent (the heads, when the
+    batch is 1 or symbolic), else its first; returns it. Batch loops are not fused: a fused
+    loop's division and modulo would keep the register tiles from constant-bound nests."""
+    n_batch = out.ndim - 2
+    sizes = [d.value if isinstance(d, Const) else 0 for d in out.shape[:n_batch]]
+    head = sch.get_loops(block)[max(range(n_batch), key=lambda a: (sizes[a], -a))]
     sch.parallel(head)
     return head
 
 
-def _register_tile(sch: Schedule, block: str, shape: tuple, mr: int, nr_vectors: int,
-                   lanes: int, epilogue: str | None = None):
-    """``block[..., i, j] = sum_r ...`` in ``mr x nr`` tiles accumulated in a tile-local
-    buffer, per head; returns the head loop."""
-    tile = sch.cache_write(block, "local")
-    n_batch = len(sch.get_loops(block)) - 3
-    head = _heads(sch, block, n_batch, shape)
-    i, j, r = sch.get_loops(block)[n_batch:]
+def _tile_loops(sch: Schedule, block: str, tile: tuple[int, int, int]):
+    """The block's three last loops ``i, j, r`` (``block[.., i, j] = sum_r ...``, written to a
+    tile-local buffer) as ``mr x nr`` register tiles: ``j0, i0, r, i1 (unrolled), j1
+    (unrolled), j2 (vector)``, initialised before ``r``; returns ``i0``."""
+    mr, nr_vectors, lanes = tile
+    i, j, r = sch.get_loops(block)[-3:]
     i0, i1 = sch.split(i, factors=[None, mr])
     j0, j1, j2 = sch.split(j, factors=[None, nr_vectors, lanes])
     sch.reorder(j0, i0, r, i1, j1, j2)
@@ -175,29 +221,15 @@ def _register_tile(sch: Schedule, block: str, shape: tuple, mr: int, nr_vectors:
     sch.unroll(j1)
     sch.vectorize(j2)
     sch.decompose_reduction(block, r)
-    if epilogue is not None:
-        sch.reverse_compute_inline(sch.get_block(epilogue))
-    sch.reverse_compute_at(tile, i0)
-    return head
+    return i0
 
 
-def _row_pass(sch: Schedule, block: str, shape: tuple, *, reduction: bool) -> None:
-    """A pass over the keys of each head with the queries as vector lanes: a reduction over
-    the keys is moved outside the queries' loop (initialised before it)."""
-    n_batch = len(sch.get_loops(block)) - 2
-    _heads(sch, block, n_batch, shape)
-    a, b = sch.get_loops(block)[n_batch:]
+def _row_loops(sch: Schedule, block: str, *, reduction: bool) -> None:
+    """The block's two last loops as a pass over keys with the queries as vector lanes: a
+    reduction's loops ``(query, key)`` become ``key, query`` (each query accumulates in its
+    own lane), initialised before the key loop."""
+    a, b = sch.get_loops(block)[-2:]
     if reduction:
-        # loops (query, key): the key loop outside, each query a lane of its own accumulator
         sch.reorder(b, a)
         sch.decompose_reduction(block, b)
     sch.vectorize(sch.get_loops(block)[-1])
-
-
-def _try_compute_at(sch: Schedule, block: str, loop) -> None:
-    """Pack per head when the primitive proves it legal (a symbolic row count may be 0: then
-    the head reads nothing and the packing stays a pass of its own)."""
-    try:
-        sch.compute_at(block, loop)
-    except ScheduleError:
-        pass
