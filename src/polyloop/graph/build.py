@@ -22,6 +22,7 @@ from .extern import lookup_extern, route_externs
 from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel, te_shape
 from .memory import plan_memory
+from .passes.attention import attention_schedule
 from .passes import (fold_constants, fuse_into_consumers, fuse_operators, library_conv,
                      library_matmul, remove_dead_code,
                      use_library_kernels)
@@ -54,8 +55,12 @@ def optimize(g: Graph) -> Graph:
 
 
 def _library_schedule(kc: KernelCall):
-    """The ``polyloop.ops`` recipe of a kernel that is one such convolution, else None."""
+    """The ``polyloop.ops`` recipe of a kernel that is one such convolution, matrix product or
+    attention, else None."""
     body = kc.kernel.body
+    attention = attention_schedule(kc)
+    if attention is not None:
+        return attention
     if len(body) != 1 or len(kc.inputs) != 2:
         return None
     kind = "matmul" if library_matmul(body[0]) else library_conv(body[0])

@@ -128,11 +128,21 @@ def _first(op: Op, types, attrs) -> TensorType:
     return types[0]
 
 
+def _attention(op: Op, types, attrs) -> TensorType:
+    q, k, v = types
+    if len(q.shape) < 2 or not (len(q.shape) == len(k.shape) == len(v.shape)) \
+            or not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]) \
+            or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise _fail(op, types, "attention needs q[..., s, e], k[..., l, e] and v[..., l, ev] "
+                    "with the same leading axes (broadcast them first)")
+    return TensorType(q.shape[:-1] + (v.shape[-1],), q.dtype)
+
+
 RULES: dict[Op, Callable[[Op, tuple, Attrs], TensorType]] = {
     Op.CONV2D: _conv2d, Op.LINEAR: _linear, Op.MATMUL: _matmul,
     Op.MAX_POOL2D: _pool, Op.AVG_POOL2D: _pool, Op.ADAPTIVE_AVG_POOL2D: _adaptive,
     Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.CONCAT: _concat, Op.MEAN: _mean,
-    Op.EMBEDDING: _embedding, Op.SELECT: _select, Op.ATTENTION: _first, Op.SOFTMAX: _first,
+    Op.EMBEDDING: _embedding, Op.SELECT: _select, Op.ATTENTION: _attention, Op.SOFTMAX: _first,
     Op.LOG_SOFTMAX: _first, Op.LAYER_NORM: _first, Op.BATCH_NORM: _first, Op.COPY: _first,
 }
 for _op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):

@@ -12,6 +12,7 @@ only; their constants are keyword arguments.
 >>> mod(np.ones((8, 5), "float32"), np.ones((5, 3), "float32")).sum().item()
 120.0
 """
+from .attention import attention, schedule_attention
 from .conv import (conv2d_nchw, depthwise_conv2d_nchw, schedule_conv2d_nchw,
                    schedule_depthwise_conv2d_nchw)
 from .matmul import (batch_matmul_relu, matmul, matmul_relu, schedule_batch_matmul_relu,
@@ -33,3 +34,4 @@ __all__ += ["MATMUL_GPU_LADDER", "depthwise_conv2d_gpu", "depthwise_conv2d_gpu_k
             "matmul_gpu_float4", "matmul_gpu_kernel", "matmul_gpu_naive", "matmul_gpu_pipelined",
             "matmul_gpu_shared", "matmul_gpu_thread_tile"]
 __all__ += ["matmul_tensorcore", "matmul_tensorcore_kernel"]
+__all__ += ["attention", "schedule_attention"]

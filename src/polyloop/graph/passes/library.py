@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
 from ..schedule import unpacked_dense
+from .attention import library_attention, split_attention
 
 
 def library_conv(call: Call) -> str | None:
@@ -103,8 +104,8 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant]) -> 
 
 
 def use_library_kernels(g: Graph) -> Graph:
-    """Split each convolution ``polyloop.ops`` schedules out of its fused kernel (after
-    ``fuse_operators``)."""
+    """Split each convolution, dense layer and attention ``polyloop.ops`` schedules out of its
+    fused kernel (after ``fuse_operators``)."""
     data = g.constant_data()
     new: list[Constant] = []
     bindings: list = []
@@ -112,6 +113,8 @@ def use_library_kernels(g: Graph) -> Graph:
         first = b.kernel.body[0] if isinstance(b, KernelCall) else None
         if first is not None and (library_conv(first) is not None or _dense(first)):
             bindings += _split(b, data, new)
+        elif first is not None and library_attention(first):
+            bindings += split_attention(b)
         else:
             bindings.append(b)
     return g.replace(bindings=tuple(bindings), constants=g.constants + tuple(new))
