@@ -1,19 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
-"""2-D convolution operators (NCHW, stride 1) and their CPU schedules.
+"""2-D convolution operators (NCHW) and their CPU schedules.
 
-``conv2d_nchw(data, weight, pad)``: ``data (N, C, H, W)``, ``weight (K, C, R, S)``, zero padding
-``pad`` on each side, output ``(N, K, H + 2 pad - R + 1, W + 2 pad - S + 1)``.
-``depthwise_conv2d_nchw(data, weight, pad)``: ``weight (C, 1, R, S)`` as in PyTorch (one filter
-per channel). The padding is its own stage (``<data>_pad``, exact at the borders: a ``where`` on
+``conv2d_nchw(data, weight, pad, stride)``: ``data (N, C, H, W)``, ``weight (K, C, R, S)``, zero
+padding ``pad`` on each side, output ``(N, K, (H + 2 pad - R) // stride + 1, (W + 2 pad - S)
+// stride + 1)``; ``conv_packed.conv2d_nchw_packed`` is the same on weights packed ahead of time.
+``depthwise_conv2d_nchw(data, weight, pad)`` (stride 1): ``weight (C, 1, R, S)`` as in PyTorch
+(one filter per channel). The padding is its own stage (``<data>_pad``, exact at the borders: a ``where`` on
 the window), which the schedules either compute whole or per channel.
 
 The conv2d recipe (register tiles, the matmul recipe applied to the convolution):
 - the weights are copied into blocks of ``kb = k_vectors * lanes`` output channels,
-  ``W_packed[k // kb, c, r, s, k % kb]`` (``transform_layout``), so that for each ``(c, r, s)``
-  the weights of a block are ``k_vectors`` contiguous vectors;
+  ``W_packed[k // kb, c, r, s, k % kb]`` (``transform_layout``; no copy when they come packed),
+  so that for each ``(c, r, s)`` the weights of a block are ``k_vectors`` contiguous vectors;
 - the output is accumulated in a tile of ``w_block`` pixels of one row by ``kb`` channels held
   in a tile-local buffer laid out pixel-major (``cache_write "local"`` + ``transform_layout``):
-  per ``(c, r, s)`` ``w_block`` broadcasts of the padded input and ``k_vectors`` vector loads
+  per ``(c, r, s)`` ``w_block`` broadcasts of the padded input (every ``stride``-th element of
+  a row) and ``k_vectors`` vector loads
   feed ``w_block * k_vectors`` FMAs, all in registers;
 - the loop over channel blocks is parallel (each thread owns whole output planes).
 
@@ -253,10 +255,11 @@ def _k_vectors(who: str, weight: Tensor, lanes: int, k_vectors: int | None) -> i
     if weight.ndim == 4:
         return DEFAULT_K_VECTORS if k_vectors is None else k_vectors
     block = weight.shape[4].value          # type: ignore[union-attr]
-    if block % lanes or (k_vectors is not None and k_vectors * lanes != block):
+    wanted = block if k_vectors is None else k_vectors * lanes
+    if block % lanes or wanted != block:
         raise ScheduleError(f"{who}: the weights are packed in blocks of {block} channels, "
-                            f"not {k_vectors or '?'} vectors of {lanes} lanes; pack with "
-                            f"pack_conv2d_weight(weight, k_vectors * lanes)")
+                            f"the tile takes whole vectors of {lanes} lanes ({wanted} channels); "
+                            f"pack with pack_conv2d_weight(weight, k_vectors * lanes)")
     return block // lanes
 
 
