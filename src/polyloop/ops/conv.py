@@ -5,8 +5,8 @@
 padding ``pad`` on each side, output ``(N, K, (H + 2 pad - R) // stride + 1, (W + 2 pad - S)
 // stride + 1)``; ``conv_packed.conv2d_nchw_packed`` is the same on weights packed ahead of time.
 ``depthwise_conv2d_nchw(data, weight, pad)`` (stride 1): ``weight (C, 1, R, S)`` as in PyTorch
-(one filter per channel). The padding is its own stage (``<data>_pad``, exact at the borders: a ``where`` on
-the window), which the schedules either compute whole or per channel.
+(one filter per channel). The padding is its own stage (``<data>_pad``, exact at the borders:
+a ``where`` on the window), which the schedules either compute whole or per channel.
 
 The conv2d recipe (register tiles, the matmul recipe applied to the convolution):
 - the weights are copied into blocks of ``kb = k_vectors * lanes`` output channels,

@@ -2,12 +2,13 @@
 """Kernels that ``polyloop.ops`` has a tuned recipe for get a kernel of their own.
 
 ``polyloop.ops`` schedules a convolution with any stride (register tiles over packed weights;
-a depthwise one, stride 1, row by row) and a 2-D matrix product (register tiles over packed panels). Such a
-convolution, or a dense layer with constant weights on a 2-D input, is split out of its fused
-kernel: the product alone, then a kernel with the bias and the rest of the elementwise chain
-(which ``fuse_into_consumers`` may move into the next pooling or normalisation). The recipe's
-speed far outweighs one more pass over the output. A conv2d's constant weights are packed
-here, once, in the recipe's blocks of output channels (a 5-D constant ``<weight>_packed``).
+a depthwise one, stride 1, row by row) and a 2-D matrix product (register tiles over packed
+panels). Such a convolution, or a dense layer with constant weights on a 2-D input, is split
+out of its fused kernel: the product alone, then a kernel with the bias and the rest of the
+elementwise chain (which ``fuse_into_consumers`` may move into the next pooling or
+normalisation). The recipe's speed far outweighs one more pass over the output. A conv2d's
+constant weights are packed here, once, in the recipe's blocks of output channels (a 5-D
+constant ``<weight>_packed``).
 """
 from __future__ import annotations
 
@@ -66,9 +67,13 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
     weight = conv.inputs[1]
     if library_conv(conv) != "conv2d" or weight.name not in data:
         return conv
-    packed = pack_conv2d_weight(data[weight.name], conv2d_channel_block(weight.type.dtype))
-    value = Value(f"{weight.name}_packed", TensorType(packed.shape, weight.type.dtype))
-    new.append(Constant(value, packed))
+    made = [c.value for c in new if c.value.name == f"{weight.name}_packed"]
+    if made:                         # weights shared by several convolutions: packed once
+        value = made[0]
+    else:
+        packed = pack_conv2d_weight(data[weight.name], conv2d_channel_block(weight.type.dtype))
+        value = Value(f"{weight.name}_packed", TensorType(packed.shape, weight.type.dtype))
+        new.append(Constant(value, packed))
     return Call(conv.outputs, conv.op, (conv.inputs[0], value, *conv.inputs[2:]), conv.attrs)
 
 
