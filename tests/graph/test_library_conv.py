@@ -66,3 +66,27 @@ def test_strided_convs_run_the_library_recipe_on_packed_weights(strided):
     assert strides == [(1, 1), (2, 2), (2, 2), (2, 2)]
     packed = {c.value.name for c in g.constants if c.value.name.endswith("_packed")}
     assert packed == {kc.inputs[1].name for kc in convs}
+
+
+class SharedConv(nn.Module):
+    """One convolution applied twice: its weights are packed once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.Conv2d(9, 9, 3, 2, 1, bias=False)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.c(x)))
+
+
+def test_weights_shared_by_two_convs_are_packed_once():
+    torch.manual_seed(4)
+    model = SharedConv().eval()
+    x = torch.randn(1, 9, 13, 11)
+    ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
+    packed = [c for c in ex.graph.constants if c.value.name.endswith("_packed")]
+    assert len(packed) == 1
+    out = np.full((1, 9, 4, 3), np.nan, np.float32)
+    ex(x.numpy(), out=(out,))
+    with torch.no_grad():
+        np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-4, atol=1e-4)
