@@ -18,7 +18,8 @@ one implementation only. ``vs torch`` is PyTorch's time divided by polyloop's (>
 faster). GFLOP/s counts 2 multiply-adds per tap; GB/s for softmax counts one read and one write
 of the matrix. conv2d's ``polyloop`` runs on weights packed ahead of time
 (``conv2d_nchw_packed``, as a model's layers do); ``copying`` is the same recipe copying its
-weights into blocks on every call (``conv2d_nchw``).
+weights into blocks on every call (``conv2d_nchw``); ``default`` (strided rows) is the graph
+level's general default schedule, which ran strided convolutions before they had a recipe.
 """
 from __future__ import annotations
 
@@ -55,6 +56,20 @@ def conv_reference(x, w, depthwise, stride=1):
     return np.einsum("ncyxrs,kcrs->nkyx", win, w, optimize=True)
 
 
+def graph_default_conv(x, w, pad, stride):
+    """The convolution as the graph level built it before it had a strided recipe: lowered
+    through the operator library, with the general default schedule."""
+    from polyloop.graph import GraphBuilder, Op
+    from polyloop.graph.lower import lower_kernel
+    from polyloop.graph.passes import fuse_operators
+    from polyloop.graph.schedule import default_schedule
+    b = GraphBuilder("conv")
+    y = b.emit(Op.CONV2D, b.input("x", x.shape), b.input("w", w.shape), stride=(stride, stride),
+               padding=(pad, pad), dilation=(1, 1), groups=1)
+    kernel = fuse_operators(b.build(y)).bindings[0].kernel
+    return pl.build(default_schedule(lower_kernel(kernel)))
+
+
 def conv_case(torch, c, hw, k, depthwise, rng, r=3, stride=1):
     x = rng.standard_normal((1, c, hw, hw), dtype=np.float32)
     w = rng.standard_normal((c, 1, r, r) if depthwise else (k, c, r, r), dtype=np.float32)
@@ -78,6 +93,11 @@ def conv_case(torch, c, hw, k, depthwise, rng, r=3, stride=1):
         np.testing.assert_allclose(out, expected, rtol=2e-3, atol=2e-3)
         impls["polyloop"] = lambda: mod(x, packed, out)
         impls["copying"] = lambda: copying(x, w, out)
+        if stride > 1:
+            default = graph_default_conv(x, w, r // 2, stride)
+            default(x, w, out)
+            np.testing.assert_allclose(out, expected, rtol=2e-3, atol=2e-3)
+            impls["default"] = lambda: default(x, w, out)
     out.fill(np.nan)
     impls["polyloop"]()
     np.testing.assert_allclose(out, expected, rtol=2e-3, atol=2e-3)
@@ -137,11 +157,11 @@ def main(argv=None) -> None:
             for key, fn in impls.items():
                 best[key] = min(best[key], time_call(fn, repeat=args.repeat))
     print(f"{'workload':14} {'polyloop ms':>12} {'torch ms':>10} {'numpy ms':>10} "
-          f"{'copying ms':>10} {'polyloop rate':>16} {'vs torch':>9}   goal")
+          f"{'copying ms':>10} {'default ms':>10} {'polyloop rate':>16} {'vs torch':>9}   goal")
     for name, _, work, unit, best in rows:
         p, t = best["polyloop"], best["torch"]
         extra = " ".join(f"{best[k] * 1e3:10.3f}" if k in best else f"{'-':>10}"
-                         for k in ("numpy", "copying"))
+                         for k in ("numpy", "copying", "default"))
         rate = f"{work / p / 1e9:8.1f} {unit}"
         print(f"{name:14} {p * 1e3:12.3f} {t * 1e3:10.3f} {extra} {rate:>16} {t / p:9.2f}   "
               f"{GOALS.get(name, RESNET_GOAL)}")
