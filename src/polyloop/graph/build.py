@@ -71,7 +71,11 @@ def _library_schedule(kc: KernelCall):
         return ops.schedule_matmul(ops.matmul(x, w))
     pad = body[0].attr("padding")[0]
     if kind == "conv2d":
-        return ops.schedule_conv2d_nchw(ops.conv2d_nchw(x, w, pad))
+        stride = body[0].attr("stride")[0]
+        if len(w.shape) == 5:       # weights packed by use_library_kernels
+            k_out = body[0].outputs[0].type.shape[1]
+            return ops.schedule_conv2d_nchw(ops.conv2d_nchw_packed(x, w, k_out, pad, stride))
+        return ops.schedule_conv2d_nchw(ops.conv2d_nchw(x, w, pad, stride))
     return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(x, w, pad))
 
 

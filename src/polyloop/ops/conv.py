@@ -1,19 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
-"""2-D convolution operators (NCHW, stride 1) and their CPU schedules.
+"""2-D convolution operators (NCHW) and their CPU schedules.
 
-``conv2d_nchw(data, weight, pad)``: ``data (N, C, H, W)``, ``weight (K, C, R, S)``, zero padding
-``pad`` on each side, output ``(N, K, H + 2 pad - R + 1, W + 2 pad - S + 1)``.
-``depthwise_conv2d_nchw(data, weight, pad)``: ``weight (C, 1, R, S)`` as in PyTorch (one filter
-per channel). The padding is its own stage (``<data>_pad``, exact at the borders: a ``where`` on
-the window), which the schedules either compute whole or per channel.
+``conv2d_nchw(data, weight, pad, stride)``: ``data (N, C, H, W)``, ``weight (K, C, R, S)``, zero
+padding ``pad`` on each side, output ``(N, K, (H + 2 pad - R) // stride + 1, (W + 2 pad - S)
+// stride + 1)``; ``conv_packed.conv2d_nchw_packed`` is the same on weights packed ahead of time.
+``depthwise_conv2d_nchw(data, weight, pad)`` (stride 1): ``weight (C, 1, R, S)`` as in PyTorch
+(one filter per channel). The padding is its own stage (``<data>_pad``, exact at the borders:
+a ``where`` on the window), which the schedules either compute whole or per channel.
 
 The conv2d recipe (register tiles, the matmul recipe applied to the convolution):
 - the weights are copied into blocks of ``kb = k_vectors * lanes`` output channels,
-  ``W_packed[k // kb, c, r, s, k % kb]`` (``transform_layout``), so that for each ``(c, r, s)``
-  the weights of a block are ``k_vectors`` contiguous vectors;
+  ``W_packed[k // kb, c, r, s, k % kb]`` (``transform_layout``; no copy when they come packed),
+  so that for each ``(c, r, s)`` the weights of a block are ``k_vectors`` contiguous vectors;
 - the output is accumulated in a tile of ``w_block`` pixels of one row by ``kb`` channels held
   in a tile-local buffer laid out pixel-major (``cache_write "local"`` + ``transform_layout``):
-  per ``(c, r, s)`` ``w_block`` broadcasts of the padded input and ``k_vectors`` vector loads
+  per ``(c, r, s)`` ``w_block`` broadcasts of the padded input (every ``stride``-th element of
+  a row) and ``k_vectors`` vector loads
   feed ``w_block * k_vectors`` FMAs, all in registers;
 - the loop over channel blocks is parallel (each thread owns whole output planes).
 
@@ -44,8 +46,11 @@ from ..schedule import Schedule
 from ..schedule.trace import LoopHandle
 from .knobs import check_knobs, default_lanes
 
+#: vectors of output channels in a register tile of the default conv2d schedule
+DEFAULT_K_VECTORS = 2
 
-def _padded(data: Tensor, pad: int, *, extra_columns: int | None = None,
+
+def padded_input(data: Tensor, pad: int, *, extra_columns: int | None = None,
             kernel_width: object = None) -> Tensor:
     """``data`` with ``pad`` zeros on each side of its two last axes (``data`` if pad is 0 and
     no widening is asked). ``extra_columns``: the rows are made wide enough for that many
@@ -65,34 +70,61 @@ def _padded(data: Tensor, pad: int, *, extra_columns: int | None = None,
                       name=f"{data.name}_pad")
 
 
-def _check_conv(op: str, data: Tensor, weight: Tensor, pad: int) -> None:
+def conv_output_size(op: str, h, w, r_ext, s_ext, pad: int, stride: int) -> tuple:
+    """The output's rows and columns (ints when the sizes are constants); a ScheduleError
+    naming ``op`` when the window does not fit."""
+    def size(extent, kernel):
+        if isinstance(extent, Const) and isinstance(kernel, Const):
+            return (extent.value + 2 * pad - kernel.value) // stride + 1
+        if stride == 1:
+            return extent + 2 * pad - kernel + 1
+        return (extent + 2 * pad - kernel) // stride + 1
+    out_h, out_w = size(h, r_ext), size(w, s_ext)
+    if any(isinstance(d, int) and d < 1 for d in (out_h, out_w)):
+        raise ScheduleError(f"{op}: a {r_ext} x {s_ext} window does not fit in the {h} x {w} "
+                            f"input padded by {pad}; pad more or use a smaller kernel")
+    return out_h, out_w
+
+
+def check_conv(op: str, data: Tensor, weight: Tensor | None, pad: int, stride: int = 1) -> None:
+    """Raise a ScheduleError naming ``op`` unless the operands and knobs are well formed
+    (``weight`` None: checked by the caller)."""
     for name, t in (("data", data), ("weight", weight)):
+        if t is None:
+            continue
         if not isinstance(t, Tensor) or t.ndim != 4:
             raise ScheduleError(f"{op}: {name} must be a 4-D tensor, got {t!r}")
     if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
         raise ScheduleError(f"{op}: pad must be a non-negative integer, got {pad!r}")
+    if not isinstance(stride, int) or isinstance(stride, bool) or stride < 1:
+        raise ScheduleError(f"{op}: stride must be a positive integer, got {stride!r}")
 
 
-def conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1) -> Tensor:
-    """``out[n, k, y, x] = sum_{c, r, s} pad(data)[n, c, y + r, x + s] * weight[k, c, r, s]``
-    (stride 1, ``pad`` zeros on each side); the result tensor is named ``conv``.
+def conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1, stride: int = 1) -> Tensor:
+    """``out[n, k, y, x] = sum_{c, r, s} pad(data)[n, c, stride y + r, stride x + s]
+    * weight[k, c, r, s]`` (``pad`` zeros on each side); the result tensor is named ``conv``,
+    of size ``(H + 2 pad - R) // stride + 1`` by ``(W + 2 pad - S) // stride + 1``.
 
     >>> import polyloop as pl
     >>> conv2d_nchw(pl.placeholder((1, 3, 8, 8), name="X"), pl.placeholder((4, 3, 3, 3), name="W"))
     Tensor(conv: float32[1, 4, 8, 8])
+    >>> conv2d_nchw(pl.placeholder((1, 3, 9, 9), name="X"), pl.placeholder((4, 3, 7, 7), name="W"),
+    ...             pad=3, stride=2)
+    Tensor(conv: float32[1, 4, 5, 5])
     """
-    _check_conv("conv2d_nchw", data, weight, pad)
+    check_conv("conv2d_nchw", data, weight, pad, stride)
     if str(data.shape[1]) != str(weight.shape[1]):
         raise ScheduleError(f"conv2d_nchw: data has {data.shape[1]} channels, weight expects "
                             f"{weight.shape[1]} (weight is (K, C, R, S))")
     n, _, h, w = data.shape
     k_out, c_in, r_ext, s_ext = weight.shape
-    padded = _padded(data, pad)
+    padded = padded_input(data, pad)
     rc = te.reduce_axis((0, c_in), name="rc")
     ry = te.reduce_axis((0, r_ext), name="ry")
     rx = te.reduce_axis((0, s_ext), name="rx")
-    return te.compute((n, k_out, h + 2 * pad - r_ext + 1, w + 2 * pad - s_ext + 1),
-                      lambda b, k, y, x: te.sum(padded[b, rc, y + ry, x + rx]
+    out_h, out_w = conv_output_size("conv2d_nchw", h, w, r_ext, s_ext, pad, stride)
+    return te.compute((n, k_out, out_h, out_w),
+                      lambda b, k, y, x: te.sum(padded[b, rc, stride * y + ry, stride * x + rx]
                                                 * weight[k, rc, ry, rx], axis=[rc, ry, rx]),
                       name="conv")
 
@@ -112,7 +144,7 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1, *,
     ...                       pl.placeholder((3, 1, 3, 3), name="W"))
     Tensor(dwconv: float32[1, 3, 8, 8])
     """
-    _check_conv("depthwise_conv2d_nchw", data, weight, pad)
+    check_conv("depthwise_conv2d_nchw", data, weight, pad)
     if str(data.shape[1]) != str(weight.shape[0]) or str(weight.shape[1]) != "1":
         raise ScheduleError(f"depthwise_conv2d_nchw: weight must be (C, 1, R, S) with C = "
                             f"{data.shape[1]} channels of data, got {weight!r}")
@@ -125,7 +157,7 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1, *,
     check_knobs("depthwise_conv2d_nchw", row_multiple=row_multiple)
     if isinstance(w, Const) and isinstance(s_ext, Const) and row_multiple > 1:
         wide_w = -(-(w.value + 2 * pad - s_ext.value + 1) // row_multiple) * row_multiple
-    padded = _padded(data, pad, extra_columns=wide_w if isinstance(wide_w, int) else None,
+    padded = padded_input(data, pad, extra_columns=wide_w if isinstance(wide_w, int) else None,
                      kernel_width=s_ext)
     ry = te.reduce_axis((0, r_ext), name="ry")
     rx = te.reduce_axis((0, s_ext), name="rx")
@@ -158,14 +190,16 @@ def _width_block(width: object, default: int) -> int:
     return default
 
 
-def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: int = 2,
+def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: int | None = None,
                          w_block: int | None = None, parallel: str = "k") -> Schedule:
-    """The register-tile schedule of ``out = conv2d_nchw(data, weight, pad)``.
+    """The register-tile schedule of ``out = conv2d_nchw(data, weight, pad, stride)`` (or of
+    ``conv2d_nchw_packed``, whose weights are already in blocks: no copy).
 
     A tile is ``w_block`` output pixels of a row by ``k_vectors * lanes`` output channels
-    (default: 2 x 16 channels with AVX-512, a divisor of the width between 5 and 8 pixels, else
-    8). ``parallel="k"`` runs the blocks of output channels in parallel (each block's packed
-    weights stay in its core's cache); ``parallel="y"`` runs the output rows in parallel.
+    (default: 2 x 16 channels with AVX-512, or the packed weights' block; a divisor of the width
+    between 5 and 8 pixels, else 8). ``parallel="k"`` runs the blocks of output channels in
+    parallel (each block's packed weights stay in its core's cache); ``parallel="y"`` runs the
+    output rows in parallel.
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 8, 10, 10), name="X"); W = pl.placeholder((32, 8, 3, 3), name="W")
@@ -177,13 +211,16 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     _, weight, padded = _operands(out, who, "conv2d_nchw")
     lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
     w_block = _width_block(out.shape[3], 8) if w_block is None else w_block
+    k_vectors = _k_vectors(who, weight, lanes, k_vectors)
     check_knobs(who, lanes=lanes, k_vectors=k_vectors, w_block=w_block)
     if parallel not in ("k", "y"):
         raise ScheduleError(f"{who}: parallel must be 'k' (channel blocks) or 'y' (rows), got "
                             f"{parallel!r}")
     kb = k_vectors * lanes
     sch = Schedule(out)
-    sch.transform_layout(out.name, weight.name, lambda k, c, r, s: (k // kb, c, r, s, k % kb))
+    if weight.ndim == 4:
+        sch.transform_layout(out.name, weight.name,
+                             lambda k, c, r, s: (k // kb, c, r, s, k % kb))
     tile = sch.cache_write(out.name, "local")
     # pixel-major tile: the channel vectors of one pixel are contiguous
     sch.transform_layout(out.name, f"{out.name}_local", lambda n, k, y, x: (n, y, x, k))
@@ -201,14 +238,29 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     sch.vectorize(k2)
     sch.decompose_reduction(out.name, c)
     sch.reverse_compute_at(tile, x0)
-    # the weight copy: one block of output channels at a time, written contiguously
-    a0, a1, a2, a3 = sch.get_loops(f"{weight.name}_packed_in")
-    p0, p1 = sch.split(a0, factors=[None, kb])
-    sch.reorder(p0, a1, a2, a3, p1)
-    sch.parallel(p0)
+    if weight.ndim == 4:
+        # the weight copy: one block of output channels at a time, written contiguously
+        a0, a1, a2, a3 = sch.get_loops(f"{weight.name}_packed_in")
+        p0, p1 = sch.split(a0, factors=[None, kb])
+        sch.reorder(p0, a1, a2, a3, p1)
+        sch.parallel(p0)
     if padded is not None:
         sch.parallel(sch.get_loops(padded.name)[1])
     return sch
+
+
+def _k_vectors(who: str, weight: Tensor, lanes: int, k_vectors: int | None) -> int:
+    """Vectors of output channels per tile: the packed weights' block in vectors, else
+    ``k_vectors`` (default ``DEFAULT_K_VECTORS``)."""
+    if weight.ndim == 4:
+        return DEFAULT_K_VECTORS if k_vectors is None else k_vectors
+    block = weight.shape[4].value          # type: ignore[union-attr]
+    wanted = block if k_vectors is None else k_vectors * lanes
+    if block % lanes or wanted != block:
+        raise ScheduleError(f"{who}: the weights are packed in blocks of {block} channels, "
+                            f"the tile takes whole vectors of {lanes} lanes ({wanted} channels); "
+                            f"pack with pack_conv2d_weight(weight, k_vectors * lanes)")
+    return block // lanes
 
 
 def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,

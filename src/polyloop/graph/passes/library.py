@@ -1,17 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """Kernels that ``polyloop.ops`` has a tuned recipe for get a kernel of their own.
 
-``polyloop.ops`` schedules a convolution with stride 1 (register tiles over packed weights; a
-depthwise one row by row) and a 2-D matrix product (register tiles over packed panels). Such a
-convolution, or a dense layer with constant weights on a 2-D input, is split out of its fused
-kernel: the product alone, then a kernel with the bias and the rest of the elementwise chain
-(which ``fuse_into_consumers`` may move into the next pooling or normalisation). The recipe's
-speed far outweighs one more pass over the output.
+``polyloop.ops`` schedules a convolution with any stride (register tiles over packed weights;
+a depthwise one, stride 1, row by row) and a 2-D matrix product (register tiles over packed
+panels). Such a convolution, or a dense layer with constant weights on a 2-D input, is split
+out of its fused kernel: the product alone, then a kernel with the bias and the rest of the
+elementwise chain (which ``fuse_into_consumers`` may move into the next pooling or
+normalisation). The recipe's speed far outweighs one more pass over the output. A conv2d's
+constant weights are packed here, once, in the recipe's blocks of output channels (a 5-D
+constant ``<weight>_packed``).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...ops import conv2d_channel_block, pack_conv2d_weight
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
 from ..schedule import unpacked_dense
 from .attention import library_attention, split_attention
@@ -19,16 +22,18 @@ from .attention import library_attention, split_attention
 
 def library_conv(call: Call) -> str | None:
     """``"conv2d"`` or ``"depthwise"`` when ``polyloop.ops`` schedules this convolution."""
-    if call.op is not Op.CONV2D or call.attr("stride") != (1, 1) \
-            or call.attr("dilation") != (1, 1):
+    if call.op is not Op.CONV2D or call.attr("dilation") != (1, 1):
         return None
     ph, pw = call.attr("padding")
+    sh, sw = call.attr("stride")
     x, w = call.inputs[0].type, call.inputs[1].type
-    if ph != pw or x.dtype != "float32" or w.shape[2] != w.shape[3]:
+    if ph != pw or sh != sw or x.dtype != "float32" or w.shape[2] != w.shape[3]:
         return None
     groups = call.attr("groups")
     if groups == 1:
         return "conv2d"
+    if sh != 1:
+        return None
     if groups == x.shape[1] and w.shape[0] == groups and w.shape[1] == 1:
         return "depthwise"
     return None
@@ -59,10 +64,27 @@ def _as_matrix(v: Value, views: list) -> Value:
     return m
 
 
+def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]) -> Call:
+    """A conv2d on constant weights reads them packed in the recipe's blocks of output
+    channels, made here once (``polyloop.ops.pack_conv2d_weight``) instead of on every call."""
+    weight = conv.inputs[1]
+    if library_conv(conv) != "conv2d" or weight.name not in data:
+        return conv
+    made = [c.value for c in new if c.value.name == f"{weight.name}_packed"]
+    if made:                         # weights shared by several convolutions: packed once
+        value = made[0]
+    else:
+        packed = pack_conv2d_weight(data[weight.name], conv2d_channel_block(weight.type.dtype))
+        value = Value(f"{weight.name}_packed", TensorType(packed.shape, weight.type.dtype))
+        new.append(Constant(value, packed))
+    return Call(conv.outputs, conv.op, (conv.inputs[0], value, *conv.inputs[2:]), conv.attrs)
+
+
 def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant]) -> list:
     conv, rest = kc.kernel.body[0], kc.kernel.body[1:]
     if len(conv.inputs) == 3 and conv.inputs[2].name not in data:
         return [kc]
+    conv = _packed_weights(conv, data, new)
     out = conv.outputs[0]
     raw = Value(f"{out.name}_raw", out.type)
     op = Op.MATMUL if conv.op is Op.LINEAR else conv.op
@@ -88,9 +110,9 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant]) -> 
         calls.append(Call((out,), Op.COPY, (raw,)))
     calls += rest
     if not rest and len(conv.inputs) == 2 and not views:
-        return [KernelCall(kc.outputs, Kernel(kc.kernel.name, kc.inputs, kc.outputs,
+        return [KernelCall(kc.outputs, Kernel(kc.kernel.name, conv.inputs, kc.outputs,
                                               (Call(conv.outputs, op, conv.inputs,
-                                                    first.attrs),)), kc.inputs)]
+                                                    first.attrs),)), conv.inputs)]
     k1 = Kernel(f"{kc.kernel.name}_ops", operands, first.outputs, (first,))
     made = {v.name for c in calls for v in c.outputs}
     params: list[Value] = []
