@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 import polyloop as pl
-from polyloop.bench.peers import ALIGN, aligned_copy, load_tvm, time_call
+from polyloop.bench.peers import aligned_copy, load_tvm, time_call
 from polyloop.runtime.module import apply_thread_count
 from polyloop.util.isa import host_isa
 from polyloop import config

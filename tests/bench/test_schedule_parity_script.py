@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from polyloop.bench.peers import ALIGN
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "schedule_parity.py"
 
 
@@ -31,7 +33,7 @@ def parity():
 def test_aligned_copy_starts_on_the_boundary_and_keeps_the_values(parity, rng, shape):
     a = rng.random(shape, dtype=np.float32)
     b = parity.aligned(a)
-    assert b.ctypes.data % parity.ALIGN == 0
+    assert b.ctypes.data % ALIGN == 0
     assert b.shape == a.shape and b.dtype == a.dtype and b.flags.c_contiguous
     np.testing.assert_array_equal(b, a)
     assert not np.shares_memory(a, b)
