@@ -26,12 +26,15 @@ from ..ops.knobs import default_lanes
 from ..schedule import LoopHandle, Schedule
 from ..schedule.sampling import loop_range
 from ..schedule.auto import FUSIONS, auto_schedule
+from ..schedule.auto_common import handle_of
 from ..poly.tree import LoopNode, statements_under
+from ..poly.tree import loops as tree_loops
 
 ROW_TILES = 8          # the largest register tile height drawn
 VECTORS = (1, 2, 3, 4, 6)
 KC = (64, 128, 256, 512)
-AUTO_TILES = ("auto", None, 16, 32, 64)
+AUTO_TILES = ("auto", None, 8, 16, 32, 64, 128)
+UNROLLS = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,7 @@ class BlockShape:
     elementwise: bool                 # no reduction, one statement, writes [iters]
     compound: frozenset[str] = frozenset()   # iterators inside a read index that is no iterator
     written: tuple[str | None, ...] = ()     # the iterator per index of the written element
+    buffer: str = ""                         # the written buffer
 
 
 def block_shape(sch: Schedule, block: str) -> BlockShape:
@@ -64,7 +68,7 @@ def block_shape(sch: Schedule, block: str) -> BlockShape:
                          if not isinstance(e, Var) for v in free_vars(e))
     return BlockShape(block, spatial, reduction, last if last in spatial else None, reads,
                       str(sch.program.buffer(s.buffer).dtype), elementwise, compound,
-                      tuple(index_vars))
+                      tuple(index_vars), s.buffer)
 
 
 def vector_choices(sch: Schedule, shape: BlockShape) -> list[str]:
@@ -159,7 +163,8 @@ def multi_level_tile(sch: Schedule, shape: BlockShape) -> None:
     sch.unroll(r2)
     sch.unroll(v1)
     sch.vectorize(v2)
-    sch.decompose_reduction(c, reds[0])
+    if any(st.block_name == block and st.is_init for st in sch.program.statements):
+        sch.decompose_reduction(c, reds[0])
     for consumer in sch.get_consumers(tile):     # readers of the written-back result
         if block_shape(sch, consumer.name).elementwise:
             try:
@@ -168,9 +173,36 @@ def multi_level_tile(sch: Schedule, shape: BlockShape) -> None:
                 pass    # it reads more than the element: it stays a nest of its own
     sch.reverse_compute_at(tile, r1)
     # a packed panel made inside the parallel loop of its vector blocks: by the thread using it
-    if packed and par.name == v0.name and sch.sample_categorical([True, False]):
+    if packed and par.id == v0.id and sch.sample_categorical([True, False]):
         for buffer in packed:
             sch.compute_at(f"{buffer}_packed_in", par)
+
+
+def separate_nest(sch: Schedule, shape: BlockShape) -> Schedule:
+    """Loop fission: give the block loops of its own where it shares them with other blocks
+    (a script's ``C[i, j] *= beta`` beside the ``k`` loop of its update), innermost first so
+    that the split propagates outwards; a split that breaks a dependence is not made. Returns
+    the schedule to go on with (a copy when something was split)."""
+    main = [s for s in sch.program.statements if s.block_name == shape.name][-1].name
+    changed = True
+    while changed:
+        changed = False
+        for node in reversed(sch.state.stmt_path(main)):
+            k = next(i for i, c in enumerate(node.children) if main in statements_under(c))
+            others = [i for i, c in enumerate(node.children) if i != k and any(
+                sch.program.statement(st).block_name != shape.name
+                for st in statements_under(c))]
+            for cut in [c for c in (k + 1, k) if others and 0 < c < len(node.children)]:
+                trial = sch.copy()
+                try:
+                    trial.distribute(handle_of(node), cut)
+                except ScheduleError:
+                    continue
+                sch, changed = trial, True
+                break
+            if changed:
+                break
+    return sch
 
 
 def _pack_operands(sch: Schedule, shape: BlockShape, vec: str, row: str, width: int
@@ -199,7 +231,7 @@ def _vector_last(sch: Schedule, shape: BlockShape, vec: str) -> None:
     if vec == shape.vector:
         return
     p = shape.written.index(vec)
-    sch.transform_layout(shape.name, f"{shape.name}_local",
+    sch.transform_layout(shape.name, f"{shape.buffer}_local",
                          lambda *x: (*x[:p], *x[p + 1:], x[p]))
 
 
@@ -251,7 +283,27 @@ def micro_kernel(sch: Schedule, shape: BlockShape) -> None:
 
 
 def polyhedral(sch: Schedule) -> Schedule:
-    """``pl.auto_schedule`` with its fusion strategy and tile size drawn."""
+    """``pl.auto_schedule`` with its decisions drawn: the fusion strategy, the tile size (from
+    the cache model, one size for every band, or no tiling: with it goes time tiling) and
+    whether to look for parallel loops (no: no wavefront skew either); then the innermost
+    loops unrolled by a drawn factor."""
     fusion = sch.sample_categorical(list(FUSIONS), [1.0, 2.0, 1.0])
     tile = sch.sample_categorical(list(AUTO_TILES))
-    return auto_schedule(sch, fusion=str(fusion), tile=tile)
+    parallel = sch.sample_categorical([True, False], [3.0, 1.0])
+    out = auto_schedule(sch, fusion=str(fusion), tile=tile, parallel=bool(parallel))
+    unroll_innermost(out)
+    return out
+
+
+def unroll_innermost(sch: Schedule) -> None:
+    """Unroll every innermost serial loop by one drawn factor (1: not at all); a loop the
+    factor does not suit stays as it is."""
+    factor = sch.sample_categorical(list(UNROLLS), [3.0] + [1.0] * (len(UNROLLS) - 1))
+    if factor == 1:
+        return
+    for node in [n for n in tree_loops(sch.state.root) if n.kind is LoopKind.SERIAL
+                 and not any(isinstance(c, LoopNode) for c in n.children)]:
+        try:
+            sch.unroll(handle_of(node), int(factor))
+        except ScheduleError:
+            pass    # e.g. fewer iterations than the factor

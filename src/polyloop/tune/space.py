@@ -54,7 +54,8 @@ def generated_space(sch: Schedule) -> Schedule:
         rules.micro_kernel(sch, tiled[0])
     else:
         for shape in tiled:
-            rules.multi_level_tile(sch, shape)
+            sch = rules.separate_nest(sch, shape)
+            rules.multi_level_tile(sch, rules.block_shape(sch, shape.name))
     rules.parallel_serial_nests(sch)
     return sch
 
