@@ -13,7 +13,8 @@ Spearman's rank correlation between its scores and the measured speeds (1: the m
 the held-out schedules as the measurements do). Two splits: 5-fold cross-validation, and
 "history" (trained on the first half of the records in the order they were measured, ranking
 the second half, as the search uses the model). ``loops+strides`` is the feature set without
-the isl footprints; ``all`` adds them.
+the isl footprints; ``+footprints`` adds the footprints per loop level, ``+traffic`` the cache
+traffic estimated from them, ``all`` both.
 """
 from __future__ import annotations
 
@@ -37,7 +38,11 @@ POLYBENCH_SIZES = {
                "tsteps": 100},
 }
 CUBE_SIDE = {"small": 40, "medium": 120}
-SETS = {"loops+strides": ("loops", "strides"), "all": ("loops", "strides", "footprints")}
+SETS = {"loops+strides": ("loops", "strides"),
+        "+footprints": ("loops", "strides", "footprints"),
+        "+traffic": ("loops", "strides", "traffic"),
+        "all": ("loops", "strides", "footprints", "traffic")}
+SHUFFLES = 4      # cross-validations with other folds, averaged
 
 
 def _workloads(args: argparse.Namespace) -> list[tuple[str, pl.Program, dict[str, int]]]:
@@ -83,18 +88,22 @@ def _score(xs: list[list[float]], ys: list[float], train: list[int], test: list[
 def _evaluate(groups: list[dict[str, list[float]]], seconds: list[float]) -> dict[str, tuple]:
     speed = [-math.log(t) for t in seconds]
     n = len(seconds)
-    folds = [list(range(f, n, 5)) for f in range(5)]
     out = {}
     for name, keys in SETS.items():
         xs = [[x for k in keys for x in g[k]] for g in groups]
-        preds, truth = [], []
-        for test in folds:
-            train = [i for i in range(n) if i not in set(test)]
-            preds += _score(xs, seconds, train, test)
-            truth += [speed[i] for i in test]
+        cv = []
+        for shuffle in range(SHUFFLES):
+            order = np.random.default_rng(shuffle).permutation(n)
+            preds, truth = [], []
+            for f in range(5):
+                test = [int(i) for i in order[f::5]]
+                train = [i for i in range(n) if i not in set(test)]
+                preds += _score(xs, seconds, train, test)
+                truth += [speed[i] for i in test]
+            cv.append(_spearman(preds, truth))
         half = list(range(n // 2)), list(range(n // 2, n))
         later = _score(xs, seconds, *half)
-        out[name] = (_spearman(preds, truth), _spearman(later, [speed[i] for i in half[1]]))
+        out[name] = (float(np.mean(cv)), _spearman(later, [speed[i] for i in half[1]]))
     return out
 
 

@@ -10,7 +10,9 @@ loop reuses the element; 1: contiguous, vectorizes) and whether that loop is vec
 then, per loop again, its exact footprint from isl (``poly.footprints``): the distinct elements
 of each argument buffer one iteration touches, the bytes of all buffers and of the temporaries
 (packed operands, local tiles) it touches, its statement instances, and its arithmetic
-intensity (flops per byte touched), all as log2(1 + x) (-1 when not countable).
+intensity (flops per byte touched), all as log2(1 + x) (-1 when not countable); last, per
+cache level (this machine's L1 and L2, and a 32 MiB last level), the bytes the schedule brings
+into a cache of that size by ``poly.footprints.cache_traffic`` and the flops per such byte.
 Vectors of different schedules of one program line up position by position.
 
 >>> import polyloop as pl
@@ -30,9 +32,11 @@ from ..ir.expr import Const, Expr, loads, substitute
 from ..ir.loops import Block, For, If, LoopKind, Node, Store
 from ..ir.shapes import evaluate
 from ..poly import affine
-from ..poly.footprints import LoopFootprint, loop_footprints
+from ..poly.count import instance_flops, statement_instances
+from ..poly.footprints import LoopFootprint, cache_traffic, loop_footprints
 from ..poly.tree import LoopNode, Root, statements_under
 from ..schedule import Schedule
+from ..schedule.auto_common import cache_sizes
 
 MAX_LOOPS = 24
 KINDS = tuple(LoopKind)
@@ -43,11 +47,12 @@ OTHER_LOOPS = 3          # the value of the outer loop variables when a stride i
 MAX_BUFFERS = 4          # argument buffers whose footprint per loop is a feature of its own
 PER_FOOTPRINT = MAX_BUFFERS + 4
 DEFAULT_SIZE = 128       # a size parameter's value when not given
+LAST_LEVEL = 32 << 20    # bytes of the last-level cache assumed
 
 
 def features(sch: Schedule, sizes: dict[str, int] | None = None) -> list[float]:
     """The feature vector of ``sch`` (length ``MAX_LOOPS * (PER_LOOP + PER_FOOTPRINT) + 3 +
-    MAX_STORES * (MAX_ACCESSES + 2)``); ``sizes`` binds the size parameters (128 when not
+    MAX_STORES * (MAX_ACCESSES + 2) + 6``); ``sizes`` binds the size parameters (128 when not
     given)."""
     groups = feature_groups(sch, sizes)
     return [x for g in groups.values() for x in g]
@@ -55,18 +60,32 @@ def features(sch: Schedule, sizes: dict[str, int] | None = None) -> list[float]:
 
 def feature_groups(sch: Schedule, sizes: dict[str, int] | None = None
                    ) -> dict[str, list[float]]:
-    """The features of ``sch`` by kind: ``"loops"``, ``"strides"`` and ``"footprints"``
-    (``features`` is their concatenation, in this order).
+    """The features of ``sch`` by kind: ``"loops"``, ``"strides"``, ``"footprints"`` and
+    ``"traffic"`` (``features`` is their concatenation, in this order).
 
     >>> import polyloop as pl
     >>> A = pl.placeholder((8, 8), name="A")
     >>> B = pl.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
     >>> list(feature_groups(pl.Schedule(B)))
-    ['loops', 'strides', 'footprints']
+    ['loops', 'strides', 'footprints', 'traffic']
     """
     sizes = sizes or {}
     return {"loops": _tree_features(sch), "strides": _stride_features(sch, sizes),
-            "footprints": _footprint_features(sch, sizes)}
+            "footprints": _footprint_features(sch, sizes),
+            "traffic": _traffic_features(sch, sizes)}
+
+
+def _traffic_features(sch: Schedule, sizes: dict[str, int]) -> list[float]:
+    env = {p: sizes.get(p, DEFAULT_SIZE) for p in sch.program.params}
+    moved = cache_traffic(sch.program, sch.state.root, env, (*cache_sizes(), LAST_LEVEL))
+    flops = 0
+    for s in sch.program.statements:
+        n = statement_instances(sch.program, s.name, env)
+        flops += (n or 0) * instance_flops(s)
+    out = []
+    for m in moved:
+        out += [_log(m), _log(flops / m if m else None)]
+    return out
 
 
 def _footprint_features(sch: Schedule, sizes: dict[str, int]) -> list[float]:
