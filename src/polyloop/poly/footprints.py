@@ -6,8 +6,9 @@ elements of each buffer one iteration of its body touches, and how many statemen
 One iteration of a loop means the outer loops and the loop itself at fixed values. With
 bounds that a tile does not divide, or a skewed loop, iterations differ; the count is the
 larger of two iterations: the first and one in the middle of the range (fixing each loop
-value in turn to the middle of what remains; the last is often a partial tile). The accesses of the scheduled program
-are used, so a packed operand or a local tile shows up as the buffer it is.
+value in turn to the middle of what remains; the last is often a partial tile). The accesses
+of the scheduled program are used, so a packed operand or a local tile shows up as the buffer
+it is.
 
 >>> import polyloop as pl
 >>> from polyloop.poly.footprints import loop_footprints
