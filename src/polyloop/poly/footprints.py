@@ -20,7 +20,7 @@ it is.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
@@ -36,6 +36,7 @@ class LoopFootprint:
     """What one iteration of a loop touches and does (None: too irregular to count)."""
     loop: str
     depth: int
+    loop_id: int                         # the loop node's id in the tree
     elements: dict[str, int | None]      # buffer -> distinct elements read or written
     instances: int | None                # statement instances run
     flops: int | None                    # their floating-point operations
@@ -66,12 +67,14 @@ def loop_footprints(program: Program, root: Root, sizes: Mapping[str, int],
 
 
 def cache_traffic(program: Program, root: Root, sizes: Mapping[str, int],
-                  capacities: tuple[int, ...]) -> list[float | None]:
+                  capacities: tuple[int, ...],
+                  known: Sequence[LoopFootprint] = ()) -> list[float | None]:
     """Per cache capacity (bytes), an estimate of the bytes the scheduled program brings into
     a cache of that size: each loop nest is walked from the top down to the outermost loops
     whose one iteration touches at most the capacity, and each of those brings its footprint
     once per iteration (a whole nest that fits brings its footprint once). None when a count
-    is not possible.
+    is not possible. ``known``: footprints already counted (``loop_footprints`` for the same
+    program, tree and sizes), not counted again.
 
     >>> import polyloop as pl
     >>> A = pl.placeholder((64, 64), name="A")
@@ -80,7 +83,7 @@ def cache_traffic(program: Program, root: Root, sizes: Mapping[str, int],
     [32768.0, 32768.0]
     """
     context = _Context(program, sizes)
-    seen: dict[int, LoopFootprint] = {}
+    seen: dict[int, LoopFootprint] = {f.loop_id: f for f in known}
     out: list[float | None] = []
     for capacity in capacities:
         total: float | None = 0.0
@@ -122,7 +125,7 @@ class _Context:
             fp = self._one_iteration(node, len(path) - 1, stmts, times, point)
             if best is None or _total(fp) > _total(best):
                 best = fp
-        return best or LoopFootprint(node.name, len(path) - 1, {}, 0, 0)
+        return best or LoopFootprint(node.name, len(path) - 1, node.id, {}, 0, 0)
 
     def traffic(self, node: LoopNode, path: tuple[LoopNode, ...], capacity: int,
                 seen: dict[int, LoopFootprint]) -> float | None:
@@ -154,7 +157,7 @@ class _Context:
             for buffer, rel in self.relations.get(s, []):
                 r = rel.range()
                 regions[buffer] = regions[buffer].union(r) if buffer in regions else r
-        return self.nbytes(LoopFootprint(node.name, 0, {
+        return self.nbytes(LoopFootprint(node.name, 0, node.id, {
             b: count_points(r) for b, r in regions.items()}, None, None))
 
     def nbytes(self, fp: LoopFootprint) -> int | None:
@@ -194,7 +197,7 @@ class _Context:
                 r = rel.intersect_domain(inst).range()
                 regions[buffer] = regions[buffer].union(r) if buffer in regions else r
         elements = {b: count_points(r) for b, r in sorted(regions.items())}
-        return LoopFootprint(node.name, depth, elements, instances, flops)
+        return LoopFootprint(node.name, depth, node.id, elements, instances, flops)
 
 
 def _fixed(obj, sizes: Mapping[str, int]):

@@ -70,14 +70,17 @@ def feature_groups(sch: Schedule, sizes: dict[str, int] | None = None
     ['loops', 'strides', 'footprints', 'traffic']
     """
     sizes = sizes or {}
-    return {"loops": _tree_features(sch), "strides": _stride_features(sch, sizes),
-            "footprints": _footprint_features(sch, sizes),
-            "traffic": _traffic_features(sch, sizes)}
-
-
-def _traffic_features(sch: Schedule, sizes: dict[str, int]) -> list[float]:
     env = {p: sizes.get(p, DEFAULT_SIZE) for p in sch.program.params}
-    moved = cache_traffic(sch.program, sch.state.root, env, (*cache_sizes(), LAST_LEVEL))
+    counted = loop_footprints(sch.program, sch.state.root, env, MAX_LOOPS)
+    return {"loops": _tree_features(sch), "strides": _stride_features(sch, sizes),
+            "footprints": _footprint_features(sch, counted),
+            "traffic": _traffic_features(sch, env, counted)}
+
+
+def _traffic_features(sch: Schedule, env: dict[str, int], counted: list[LoopFootprint]
+                      ) -> list[float]:
+    moved = cache_traffic(sch.program, sch.state.root, env, (*cache_sizes(), LAST_LEVEL),
+                          counted)
     flops = 0
     for s in sch.program.statements:
         n = statement_instances(sch.program, s.name, env)
@@ -88,11 +91,9 @@ def _traffic_features(sch: Schedule, sizes: dict[str, int]) -> list[float]:
     return out
 
 
-def _footprint_features(sch: Schedule, sizes: dict[str, int]) -> list[float]:
-    env = {p: sizes.get(p, DEFAULT_SIZE) for p in sch.program.params}
+def _footprint_features(sch: Schedule, counted: list[LoopFootprint]) -> list[float]:
     args = [b.name for b in sch.program.arg_buffers()][:MAX_BUFFERS]
-    rows = [_footprint_row(sch, fp, args)
-            for fp in loop_footprints(sch.program, sch.state.root, env, MAX_LOOPS)]
+    rows = [_footprint_row(sch, fp, args) for fp in counted]
     flat = [x for row in rows for x in row]
     return flat + [0.0] * (MAX_LOOPS * PER_FOOTPRINT - len(flat))
 
