@@ -33,9 +33,9 @@ def test_draws_compute_the_program(seed):
 
 
 def test_space_holds_the_hand_schedule_structure():
-    # strategy "tile" (index 1), row loop i, 4 vectors, pack B, rows 6, pack per panel
+    # strategy "tile" (index 1), vector loop j, row loop i, 4 vectors, pack B, rows 6, pack per panel
     sch = draw(_matmul_relu(96), generated_space,
-               decisions=[1, 0, 3, 0, [16, 1, 6], 0])
+               decisions=[1, 0, 0, 3, 0, [16, 1, 6], 0])
     text = str(sch.trace)
     for step in ("transform_layout", "cache_write", "'local'", "parallel", "unroll",
                  "vectorize", "decompose_reduction", "reverse_compute_inline",

@@ -6,7 +6,13 @@ its trip count (exact, from isl's value range; -1 when symbolic), its kind, its 
 and the number of statements below it; then the loop count, the parallel loop count and the
 statement count (inlining and caching change it); then, for the deepest stores of the scheduled
 loop nest, the stride in elements of each access along the innermost loop around it (0: the
-loop reuses the element; 1: contiguous, vectorizes) and whether that loop is vectorized.
+loop reuses the element; 1: contiguous, vectorizes) and whether that loop is vectorized;
+then, per loop again, its exact footprint from isl (``poly.footprints``): the distinct elements
+of each argument buffer one iteration touches, the bytes of all buffers and of the temporaries
+(packed operands, local tiles) it touches, its statement instances, and its arithmetic
+intensity (flops per byte touched), all as log2(1 + x) (-1 when not countable); last, per
+cache level (this machine's L1 and L2, and a 32 MiB last level), the bytes the schedule brings
+into a cache of that size by ``poly.footprints.cache_traffic`` and the flops per such byte.
 Vectors of different schedules of one program line up position by position.
 
 >>> import polyloop as pl
@@ -26,8 +32,11 @@ from ..ir.expr import Const, Expr, loads, substitute
 from ..ir.loops import Block, For, If, LoopKind, Node, Store
 from ..ir.shapes import evaluate
 from ..poly import affine
+from ..poly.count import instance_flops, statement_instances
+from ..poly.footprints import LoopFootprint, cache_traffic, loop_footprints
 from ..poly.tree import LoopNode, Root, statements_under
 from ..schedule import Schedule
+from ..schedule.auto_common import cache_sizes
 
 MAX_LOOPS = 24
 KINDS = tuple(LoopKind)
@@ -35,12 +44,74 @@ PER_LOOP = 4 + len(KINDS)
 MAX_STORES = 3           # the deepest stores described
 MAX_ACCESSES = 4         # accesses per store (the store first)
 OTHER_LOOPS = 3          # the value of the outer loop variables when a stride is measured
+MAX_BUFFERS = 4          # argument buffers whose footprint per loop is a feature of its own
+PER_FOOTPRINT = MAX_BUFFERS + 4
+DEFAULT_SIZE = 128       # a size parameter's value when not given
+LAST_LEVEL = 32 << 20    # bytes of the last-level cache assumed
 
 
 def features(sch: Schedule, sizes: dict[str, int] | None = None) -> list[float]:
-    """The feature vector of ``sch`` (length ``MAX_LOOPS * PER_LOOP + 3 + MAX_STORES *
-    (MAX_ACCESSES + 2)``); ``sizes`` binds the size parameters (128 when not given)."""
-    return _tree_features(sch) + _stride_features(sch, sizes or {})
+    """The feature vector of ``sch`` (length ``MAX_LOOPS * (PER_LOOP + PER_FOOTPRINT) + 3 +
+    MAX_STORES * (MAX_ACCESSES + 2) + 6``); ``sizes`` binds the size parameters (128 when not
+    given)."""
+    groups = feature_groups(sch, sizes)
+    return [x for g in groups.values() for x in g]
+
+
+def feature_groups(sch: Schedule, sizes: dict[str, int] | None = None
+                   ) -> dict[str, list[float]]:
+    """The features of ``sch`` by kind: ``"loops"``, ``"strides"``, ``"footprints"`` and
+    ``"traffic"`` (``features`` is their concatenation, in this order).
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((8, 8), name="A")
+    >>> B = pl.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    >>> list(feature_groups(pl.Schedule(B)))
+    ['loops', 'strides', 'footprints', 'traffic']
+    """
+    sizes = sizes or {}
+    env = {p: sizes.get(p, DEFAULT_SIZE) for p in sch.program.params}
+    counted = loop_footprints(sch.program, sch.state.root, env, MAX_LOOPS)
+    return {"loops": _tree_features(sch), "strides": _stride_features(sch, sizes),
+            "footprints": _footprint_features(sch, counted),
+            "traffic": _traffic_features(sch, env, counted)}
+
+
+def _traffic_features(sch: Schedule, env: dict[str, int], counted: list[LoopFootprint]
+                      ) -> list[float]:
+    moved = cache_traffic(sch.program, sch.state.root, env, (*cache_sizes(), LAST_LEVEL),
+                          counted)
+    flops = 0
+    for s in sch.program.statements:
+        n = statement_instances(sch.program, s.name, env)
+        flops += (n or 0) * instance_flops(s)
+    out = []
+    for m in moved:
+        out += [_log(m), _log(flops / m if m else None)]
+    return out
+
+
+def _footprint_features(sch: Schedule, counted: list[LoopFootprint]) -> list[float]:
+    args = [b.name for b in sch.program.arg_buffers()][:MAX_BUFFERS]
+    rows = [_footprint_row(sch, fp, args) for fp in counted]
+    flat = [x for row in rows for x in row]
+    return flat + [0.0] * (MAX_LOOPS * PER_FOOTPRINT - len(flat))
+
+
+def _footprint_row(sch: Schedule, fp: LoopFootprint, args: list[str]) -> list[float]:
+    row = [_log(fp.elements.get(b, 0)) for b in args] + [-1.0] * (MAX_BUFFERS - len(args))
+    counted = [(b, n) for b, n in fp.elements.items() if n is not None]
+    nbytes = sum(n * sch.program.buffer(b).dtype.itemsize for b, n in counted)
+    temps = sum(n * sch.program.buffer(b).dtype.itemsize for b, n in counted
+                if b not in args and sch.program.has_buffer(b))
+    exact = len(counted) == len(fp.elements)
+    intensity = (fp.flops / nbytes if exact and fp.flops is not None and nbytes else None)
+    return row + [_log(nbytes if exact else None), _log(temps), _log(fp.instances),
+                  _log(intensity)]
+
+
+def _log(x: float | None) -> float:
+    return -1.0 if x is None else math.log2(1.0 + x)
 
 
 def _tree_features(sch: Schedule) -> list[float]:

@@ -39,7 +39,7 @@ def generated_space(sch: Schedule) -> Schedule:
     """The rule-generated space of ``sch``'s program (see the module docstring)."""
     rules.inline_elementwise(sch)
     shapes = [rules.block_shape(sch, b.name) for b in sch.blocks()]
-    tiled = [s for s in shapes if rules.tileable(s)]
+    tiled = [s for s in shapes if rules.tileable(sch, s)]
     choices, weights = ["polyhedral"], [1.0]
     if tiled:
         choices.append("tile")
@@ -52,9 +52,11 @@ def generated_space(sch: Schedule) -> Schedule:
         return rules.polyhedral(sch)
     if strategy == "micro_kernel":
         rules.micro_kernel(sch, tiled[0])
-        return sch
-    for shape in tiled:
-        rules.multi_level_tile(sch, shape)
+    else:
+        for shape in tiled:
+            sch = rules.separate_nest(sch, shape)
+            rules.multi_level_tile(sch, rules.block_shape(sch, shape.name))
+    rules.parallel_serial_nests(sch)
     return sch
 
 
