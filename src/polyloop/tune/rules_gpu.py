@@ -56,7 +56,8 @@ def gpu_space(sch: Schedule) -> Schedule:
     """
     rules.inline_elementwise(sch)
     for shape in [rules.block_shape(sch, b.name) for b in sch.blocks()]:
-        if rules.tileable(shape):
+        # the thread tile's column loop is the written element's last iterator
+        if rules.tileable(sch, shape) and shape.vector is not None:
             thread_tile(sch, shape)
     for block in [b.name for b in sch.blocks()]:
         if not any(_bound(sch, loop) for loop in sch.get_loops(block)):
