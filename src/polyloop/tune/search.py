@@ -83,6 +83,12 @@ class EvolutionarySearch(RandomSearch):
                  sizes: dict[str, int] | None = None, model: CostModel | None = None):
         super().__init__(program, space, rng, sizes)
         self.model = model or CostModel(rng.randrange(2**31))
+        self._features: dict[str, list[float]] = {}   # by trace: ranked, then learned from
+
+    def _features_of(self, c: Candidate) -> list[float]:
+        if c.trace not in self._features:
+            self._features[c.trace] = features(c.schedule, self.sizes)
+        return self._features[c.trace]
 
     def _mutant(self, parent: tuple[Any, ...]) -> Candidate | None:
         if not parent:
@@ -104,7 +110,7 @@ class EvolutionarySearch(RandomSearch):
             c = self._draw() if fresh else self._mutant(self.rng.choice(parents))
             if c is not None and c.trace not in seen and all(c.trace != p.trace for p in pool):
                 pool.append(c)
-        scores = self.model.predict([features(c.schedule, self.sizes) for c in pool])
+        scores = self.model.predict([self._features_of(c) for c in pool])
         ranked = [c for _, c in sorted(zip(scores, range(len(pool))), key=lambda t: -t[0])]
         ordered = [pool[i] for i in ranked]
         explore = max(1, int(EXPLORE * n)) if n > 1 else 0
@@ -116,6 +122,6 @@ class EvolutionarySearch(RandomSearch):
         return chosen
 
     def observe(self, candidates: Sequence[Candidate], seconds: Sequence[float | None]) -> None:
-        ok = [(features(c.schedule, self.sizes), t) for c, t in zip(candidates, seconds) if t]
+        ok = [(self._features_of(c), t) for c, t in zip(candidates, seconds) if t]
         if ok:
             self.model.update([x for x, _ in ok], [t for _, t in ok])
