@@ -9,15 +9,9 @@ import pytest
 import polyloop as pl
 from polyloop import ops
 
-torch = pytest.importorskip("torch", reason="the reference is torch.nn.functional.conv2d "
-                                           "(extra 'graph')")
+pytest.importorskip("torch", reason="the reference is torch.nn.functional.conv2d (extra 'graph')")
 
-
-def reference(x, w, pad, stride):
-    with torch.no_grad():
-        return torch.nn.functional.conv2d(torch.from_numpy(x).double(),
-                                          torch.from_numpy(w).double(),
-                                          padding=pad, stride=stride).numpy()
+from .test_conv_strided import reference   # noqa: E402 - after the skip
 
 
 @pytest.mark.parametrize("c, h, w, k, r, pad, stride, lanes, k_vectors",
