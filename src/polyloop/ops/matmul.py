@@ -121,23 +121,24 @@ def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int | None = None,
     With ``intrin`` (a gemm micro-kernel such as ``polyloop.intrin.gemm_intrin()``; ``mr``,
     ``nr_vectors`` and ``lanes`` are then the intrinsic's) k is blocked by ``kc`` and each
     ``rows x cols x kc`` block becomes one call that updates C in place; tiles cut by the
-    matrix edges run as loops.
-
-    ``c`` may also be ``matmul_packed(a, packed, n)``, whose B comes in panels already: nothing
-    is copied, ``nr_vectors`` defaults to the panels' width in vectors (``lanes`` wide), and a
-    width that differs from the panels' (or from the intrinsic's ``cols``) is refused.
-    ``nr_vectors`` otherwise defaults to 4. ``order="panel"``: ``j0 (parallel) > k0 > i0``, each thread packs
+    matrix edges run as loops. ``order="panel"``: ``j0 (parallel) > k0 > i0``, each thread packs
     and keeps its B panel; ``order="kslice"``: ``k0 > j0 (parallel) > i0``, a kc-slice of A is
     shared by all panels. ``pack_a`` (for an intrinsic made with ``packed_a=True``) also copies
     A into panels of ``rows`` rows, contiguous along k, in parallel before the product. (A product whose constant sizes leave no full ``rows x cols`` tile,
     or a reduction of extent 1, has nothing to call the intrinsic on: it gets the register-tile
     schedule.)
 
+    ``c`` may also be ``matmul_packed(a, packed, n)``, whose B comes in panels already: nothing
+    is copied, ``nr_vectors`` defaults to the panels' width in vectors (``lanes`` wide), and a
+    width that differs from the panels' (or from the intrinsic's ``cols``) is refused.
+    ``nr_vectors`` otherwise defaults to 4.
+
     ``prefetch``: the loop that packs a panel of B prefetches the panel's row ``prefetch`` rows
     of B ahead (``Schedule.prefetch``; 0: none, the default). Measured on the 2-core AVX-512 VM
     it changes nothing beyond noise (packing is ~1% of the work and B's rows are a constant
     stride the hardware prefetchers follow); it is a knob for the tuner, not a default. Only a
-    panel packed per panel loop has a bounded region per row; packing B whole is left as is.
+    panel packed per panel loop has a bounded region per row; packing B whole is left as is,
+    and B packed ahead of time (``matmul_packed``) has no packing loop to prefetch in.
 
     >>> import polyloop as pl
     >>> A, B = pl.placeholder((64, 64), name="A"), pl.placeholder((64, 64), name="B")

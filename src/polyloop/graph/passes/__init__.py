@@ -5,6 +5,6 @@ from .fold import fold_constants
 from .fuse import fuse_into_consumers, fuse_operators
 from .library import library_conv, library_matmul, packed_columns, use_library_kernels
 
-__all__ = ["fold_constants", "fuse_into_consumers", "fuse_operators", "library_conv", "library_matmul", "packed_columns",
-           "remove_dead_code",
+__all__ = ["fold_constants", "fuse_into_consumers", "fuse_operators", "library_conv", "library_matmul",
+           "packed_columns", "remove_dead_code",
            "use_library_kernels"]
