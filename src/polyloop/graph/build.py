@@ -24,7 +24,7 @@ from .lower import lower_kernel, te_shape
 from .memory import plan_memory
 from .passes.attention import attention_schedule
 from .passes import (fold_constants, fuse_into_consumers, fuse_operators, library_conv,
-                     library_matmul, remove_dead_code,
+                     library_matmul, packed_columns, remove_dead_code,
                      use_library_kernels)
 from .schedule import default_schedule
 
@@ -67,6 +67,8 @@ def _library_schedule(kc: KernelCall):
     if kind is None:
         return None
     x, w = (te.placeholder(te_shape(v.type), v.type.dtype, name=v.name) for v in kc.inputs)
+    if kind == "matmul" and len(w.shape) == 3:     # weights packed by use_library_kernels
+        return ops.schedule_matmul(ops.matmul_packed(x, w, packed_columns(body[0])))
     if kind == "matmul":
         return ops.schedule_matmul(ops.matmul(x, w))
     pad = body[0].attr("padding")[0]

@@ -18,6 +18,7 @@ from .conv import (conv2d_nchw, depthwise_conv2d_nchw, schedule_conv2d_nchw,
 from .conv_packed import conv2d_channel_block, conv2d_nchw_packed, pack_conv2d_weight
 from .matmul import (batch_matmul_relu, matmul, matmul_relu, schedule_batch_matmul_relu,
                      schedule_matmul, schedule_matmul_relu)
+from .matmul_packed import matmul_packed, matmul_panel_width, pack_matmul_weight
 from .gpu_conv import (depthwise_conv2d_gpu, depthwise_conv2d_gpu_kernel,
                        depthwise_conv2d_gpu_shared)
 from .gpu_matmul import (MATMUL_GPU_LADDER, matmul_gpu_float4, matmul_gpu_kernel,
@@ -37,3 +38,4 @@ __all__ += ["MATMUL_GPU_LADDER", "depthwise_conv2d_gpu", "depthwise_conv2d_gpu_k
             "matmul_gpu_shared", "matmul_gpu_thread_tile"]
 __all__ += ["matmul_tensorcore", "matmul_tensorcore_kernel"]
 __all__ += ["attention", "schedule_attention"]
+__all__ += ["matmul_packed", "matmul_panel_width", "pack_matmul_weight"]

@@ -36,6 +36,9 @@ from ..schedule import Schedule
 from ..schedule.intrin_registry import TensorIntrin, lookup
 from .knobs import check_knobs, default_lanes
 
+#: vectors per panel of B in the default register tile (``matmul_panel_width`` columns)
+DEFAULT_NR_VECTORS = 4
+
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``C[i, j] = sum_k a[i, k] * b[k, j]`` for ``a: (m, k)`` and ``b: (k, n)`` (any sizes,
@@ -47,7 +50,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     Tensor(C: float32[4, 5])
     """
     _check_operands("matmul", a, b, 2)
-    k = te.reduce_axis((0, a.shape[1]), name=_axis_name(a, b))
+    k = te.reduce_axis((0, a.shape[1]), name=reduction_axis_name(a, b))
     return te.compute((a.shape[0], b.shape[1]),
                       lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
 
@@ -63,7 +66,7 @@ def batch_matmul_relu(a: Tensor, b: Tensor) -> Tensor:
     Tensor(D: float32[2, 4, 5])
     """
     _check_operands("batch_matmul_relu", a, b, 3)
-    k = te.reduce_axis((0, a.shape[2]), name=_axis_name(a, b))
+    k = te.reduce_axis((0, a.shape[2]), name=reduction_axis_name(a, b))
     c = te.compute((a.shape[0], a.shape[1], b.shape[2]),
                    lambda p, i, j: te.sum(a[p, i, k] * b[p, k, j], axis=k), name="C")
     return te.compute(c.shape, lambda p, i, j: maximum(c[p, i, j], 0.0), name="D")
@@ -81,8 +84,13 @@ def matmul_relu(a: Tensor, b: Tensor) -> Tensor:
     return te.compute(c.shape, lambda i, j: maximum(c[i, j], 0.0), name="D")
 
 
-def _axis_name(a: Tensor, b: Tensor) -> str:
-    """``k``, unless a size parameter already has that name (``pl.var("k")``)."""
+def reduction_axis_name(a: Tensor, b: Tensor) -> str:
+    """``k``, unless a size parameter already has that name (``pl.var("k")``).
+
+    >>> import polyloop as pl
+    >>> reduction_axis_name(pl.placeholder((pl.var("k"), 3)), pl.placeholder((3, 2)))
+    'k_red'
+    """
     sizes = " ".join(str(d) for d in a.shape + b.shape)
     return "k" if "k" not in sizes.replace("(", " ").replace(")", " ").split() else "k_red"
 
@@ -96,7 +104,8 @@ def _check_operands(op: str, a: Tensor, b: Tensor, ndim: int) -> None:
                             "(a's last dimension must equal b's second to last)")
 
 
-def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int | None = None,
+def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int | None = None,
+                    lanes: int | None = None,
                     pack_in_panel: bool | None = None, intrin: TensorIntrin | str | None = None,
                     kc: int = 256, order: str = "panel", pack_a: bool = False,
                     prefetch: int = 0) -> Schedule:
@@ -119,11 +128,17 @@ def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int |
     or a reduction of extent 1, has nothing to call the intrinsic on: it gets the register-tile
     schedule.)
 
+    ``c`` may also be ``matmul_packed(a, packed, n)``, whose B comes in panels already: nothing
+    is copied, ``nr_vectors`` defaults to the panels' width in vectors (``lanes`` wide), and a
+    width that differs from the panels' (or from the intrinsic's ``cols``) is refused.
+    ``nr_vectors`` otherwise defaults to 4.
+
     ``prefetch``: the loop that packs a panel of B prefetches the panel's row ``prefetch`` rows
     of B ahead (``Schedule.prefetch``; 0: none, the default). Measured on the 2-core AVX-512 VM
     it changes nothing beyond noise (packing is ~1% of the work and B's rows are a constant
     stride the hardware prefetchers follow); it is a knob for the tuner, not a default. Only a
-    panel packed per panel loop has a bounded region per row; packing B whole is left as is.
+    panel packed per panel loop has a bounded region per row; packing B whole is left as is,
+    and B packed ahead of time (``matmul_packed``) has no packing loop to prefetch in.
 
     >>> import polyloop as pl
     >>> A, B = pl.placeholder((64, 64), name="A"), pl.placeholder((64, 64), name="B")
@@ -131,22 +146,39 @@ def schedule_matmul(c: Tensor, *, mr: int = 6, nr_vectors: int = 4, lanes: int |
     >>> [loop.name for loop in sch.get_loops("C")][:2]
     ['j_0', 'i_0']
     """
-    a, b = _operands(c, "schedule_matmul", 2)
+    a, b = _operands(c, "schedule_matmul", 2, packed_ok=True)
+    lanes = default_lanes(str(c.dtype)) if lanes is None else lanes
+    nr_vectors = _panel_vectors(b, nr_vectors, lanes)
     if order not in ("panel", "kslice"):
         raise ScheduleError(f"schedule_matmul: order must be 'panel' or 'kslice', got {order!r}")
     if prefetch:
         check_knobs("schedule_matmul", prefetch=prefetch)
     sch = Schedule(c)
-    if intrin is not None and _has_full_tile(a, b, lookup(intrin)):
-        _micro_kernel(sch, c.name, a.name, b.name, intrin, kc=kc, order=order,
+    if intrin is not None and _has_full_tile(a, c, lookup(intrin)):
+        _micro_kernel(sch, c.name, a.name, b, intrin, kc=kc, order=order,
                       pack_in_panel=pack_in_panel, pack_a=pack_a)
     else:
         _register_tile(sch, c.name, b.name, batch=False, mr=mr, nr_vectors=nr_vectors,
-                       lanes=default_lanes(str(c.dtype)) if lanes is None else lanes,
-                       pack_in_panel=pack_in_panel)
-    if prefetch:
+                       lanes=lanes, pack_in_panel=pack_in_panel, packed=b.ndim == 3)
+    if prefetch and b.ndim == 2:   # B packed ahead of time: no packing loop to prefetch in
         _prefetch_panel_rows(sch, b.name, prefetch)
     return sch
+
+
+def _panel_vectors(b: Tensor, nr_vectors: int | None, lanes: int) -> int:
+    """Vectors per panel: the packed panels' width in vectors, else ``nr_vectors`` (default 4);
+    refuses a width the packed panels do not have."""
+    check_knobs("schedule_matmul", lanes=lanes)
+    if b.ndim == 2:
+        return DEFAULT_NR_VECTORS if nr_vectors is None else nr_vectors
+    nr = b.shape[2].value
+    want = nr // lanes if nr_vectors is None else nr_vectors
+    if nr % lanes or want * lanes != nr:
+        raise ScheduleError(f"schedule_matmul: {b.name} is packed in panels of {nr} columns, "
+                            f"the tile is {want} x {lanes} = {want * lanes} columns wide; pass "
+                            f"nr_vectors and lanes whose product is {nr}, or pack with "
+                            f"pack_matmul_weight(b, {want * lanes})")
+    return want
 
 
 def _prefetch_panel_rows(sch: Schedule, b_name: str, distance: int) -> None:
@@ -211,17 +243,22 @@ def _relu_input(d: Tensor, who: str, builder: str) -> Tensor:
     return d.inputs[0]
 
 
-def _has_full_tile(a: Tensor, b: Tensor, intrin: TensorIntrin) -> bool:
-    """Whether some ``rows x cols`` tile of the product is full, with more than one step of k
-    (symbolic sizes: it may be, at run time)."""
+def _has_full_tile(a: Tensor, c: Tensor, intrin: TensorIntrin) -> bool:
+    """Whether some ``rows x cols`` tile of the product ``c`` is full, with more than one step
+    of k (symbolic sizes: it may be, at run time)."""
     rows, cols = intrin.extents[0], intrin.extents[1]
-    needs = ((a.shape[0], rows), (b.shape[1], cols), (a.shape[1], 2))
+    needs = ((a.shape[0], rows), (c.shape[1], cols), (a.shape[1], 2))
     return all(not isinstance(e, Const) or e.value >= least for e, least in needs)
 
 
-def _operands(c: Tensor, who: str, ndim: int) -> tuple[Tensor, Tensor]:
+def _operands(c: Tensor, who: str, ndim: int,
+              packed_ok: bool = False) -> tuple[Tensor, Tensor]:
+    """The placeholders ``a`` and ``b`` of the product ``c``; with ``packed_ok``, ``b`` may be
+    the 3-D panels of ``matmul_packed``."""
+    b_dims = (ndim, 3) if packed_ok else (ndim,)
     if (not isinstance(c, Tensor) or c.is_placeholder or len(c.inputs) != 2
-            or any(not t.is_placeholder or t.ndim != ndim for t in c.inputs)):
+            or any(not t.is_placeholder for t in c.inputs) or c.inputs[0].ndim != ndim
+            or c.inputs[1].ndim not in b_dims):
         what = "matmul(a, b)" if ndim == 2 else "batch_matmul_relu(a, b)"
         raise ScheduleError(f"{who}: expected the product of {what} on two {ndim}-D "
                             f"placeholders, got {c!r}")
@@ -230,11 +267,14 @@ def _operands(c: Tensor, who: str, ndim: int) -> tuple[Tensor, Tensor]:
 
 def _register_tile(sch: Schedule, block: str, b_name: str, *, batch: bool, mr: int,
                    nr_vectors: int, lanes: int, pack_in_panel: bool | None,
-                   epilogue: str | None = None) -> None:
-    """The shared recipe; ``batch`` adds a leading batch loop fused into the parallel loop."""
+                   epilogue: str | None = None, packed: bool = False) -> None:
+    """The shared recipe; ``batch`` adds a leading batch loop fused into the parallel loop;
+    ``packed``: B is already in panels (nothing to copy)."""
     check_knobs("schedule_matmul", mr=mr, nr_vectors=nr_vectors, lanes=lanes)
     nr = nr_vectors * lanes
-    if batch:
+    if packed:
+        pack_in_panel = False
+    elif batch:
         sch.transform_layout(block, b_name, lambda p, k, j: (p, j // nr, k, j % nr))
     else:
         sch.transform_layout(block, b_name, lambda k, j: (j // nr, k, j % nr))
@@ -262,14 +302,20 @@ def _register_tile(sch: Schedule, block: str, b_name: str, *, batch: bool, mr: i
         sch.compute_at(f"{b_name}_packed_in", panel)
 
 
-def _micro_kernel(sch: Schedule, block: str, a_name: str, b_name: str,
+def _micro_kernel(sch: Schedule, block: str, a_name: str, b: Tensor,
                   intrin: TensorIntrin | str, *, kc: int, order: str, pack_in_panel: bool | None,
                   pack_a: bool) -> None:
     """k-blocked loops around a ``rows x cols x kc`` micro-kernel call updating C in place."""
     check_knobs("schedule_matmul", kc=kc)
     it = lookup(intrin)
     rows, cols = it.extents[0], it.extents[1]
-    sch.transform_layout(block, b_name, lambda k, j: (j // cols, k, j % cols))
+    b_name = b.name
+    if b.ndim == 3 and b.shape[2].value != cols:
+        raise ScheduleError(f"schedule_matmul: {b_name} is packed in panels of "
+                            f"{b.shape[2].value} columns, the intrinsic {it.name} computes "
+                            f"{cols}; pack with pack_matmul_weight(b, {cols})")
+    if b.ndim == 2:
+        sch.transform_layout(block, b_name, lambda k, j: (j // cols, k, j % cols))
     if pack_a:
         sch.transform_layout(block, a_name, lambda i, k: (i // rows, k, i % rows))
     c = sch.get_block(block)
@@ -293,7 +339,9 @@ def _micro_kernel(sch: Schedule, block: str, a_name: str, b_name: str,
     sch.parallel(init_loops[0])
     sch.vectorize(init_loops[-1])
     pack = f"{b_name}_packed_in"
-    if order == "panel" and pack_in_panel:
+    if b.ndim == 3:
+        pass                        # B came packed: no copy to place
+    elif order == "panel" and pack_in_panel:
         sch.compute_at(pack, j0)
     else:
         x0, x1 = sch.get_loops(pack)

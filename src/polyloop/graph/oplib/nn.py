@@ -176,10 +176,15 @@ def linear(inputs, attrs, shape, name):
 
 
 def matmul(inputs, attrs, shape, name):
-    """``c[..., i, j] = sum_k a[..., i, k] * b[..., k, j]`` with broadcast batch axes."""
+    """``c[..., i, j] = sum_k a[..., i, k] * b[..., k, j]`` with broadcast batch axes; with
+    ``columns``, b is in column panels ``b[j // nr, k, j % nr]`` (``pack_matmul_weight``)."""
     a, b = inputs
     n = len(shape)
     k = te.reduce_axis((0, a.shape[-1]), name="rk")
+    if attrs.get("columns") is not None:
+        nr = const_int(b.shape[2], "matmul panel width")
+        return te.compute(shape, lambda i, j: te.sum(a[i, k] * b[j // nr, k, j % nr], axis=k),
+                          name=name)
 
     def read(t, batch, row, col):
         lead = broadcast_index(te_view(t.shape[:-2]), n - 2, batch) if t.ndim > 2 else ()

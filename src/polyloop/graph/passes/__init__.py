@@ -3,8 +3,8 @@
 from .dce import remove_dead_code
 from .fold import fold_constants
 from .fuse import fuse_into_consumers, fuse_operators
-from .library import library_conv, library_matmul, use_library_kernels
+from .library import library_conv, library_matmul, packed_columns, use_library_kernels
 
 __all__ = ["fold_constants", "fuse_into_consumers", "fuse_operators", "library_conv", "library_matmul",
-           "remove_dead_code",
+           "packed_columns", "remove_dead_code",
            "use_library_kernels"]

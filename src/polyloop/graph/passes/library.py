@@ -8,13 +8,15 @@ out of its fused kernel: the product alone, then a kernel with the bias and the 
 elementwise chain (which ``fuse_into_consumers`` may move into the next pooling or
 normalisation). The recipe's speed far outweighs one more pass over the output. A conv2d's
 constant weights are packed here, once, in the recipe's blocks of output channels (a 5-D
-constant ``<weight>_packed``).
+constant ``<weight>_packed``); a dense layer's, in the matmul recipe's column panels (a 3-D
+constant ``<weight>_packed``, the product marked with its ``columns``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...ops import conv2d_channel_block, pack_conv2d_weight
+from ...ops import (conv2d_channel_block, matmul_panel_width, pack_conv2d_weight,
+                    pack_matmul_weight)
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
 from ..schedule import unpacked_dense
 from .attention import library_attention, split_attention
@@ -40,9 +42,17 @@ def library_conv(call: Call) -> str | None:
 
 
 def library_matmul(call: Call) -> bool:
-    """Whether ``polyloop.ops.schedule_matmul`` schedules this call (a 2-D float32 product)."""
-    return call.op is Op.MATMUL and all(len(v.type.shape) == 2 and v.type.dtype == "float32"
-                                        for v in call.inputs)
+    """Whether ``polyloop.ops.schedule_matmul`` schedules this call (a 2-D float32 product, or
+    one on weights this pass packed: see ``packed_columns``)."""
+    dims = (2, 3) if packed_columns(call) is not None else (2, 2)
+    return call.op is Op.MATMUL and all(len(v.type.shape) == d and v.type.dtype == "float32"
+                                        for v, d in zip(call.inputs, dims))
+
+
+def packed_columns(call: Call) -> int | None:
+    """The columns of a product whose right operand this pass packed into panels
+    (``polyloop.ops.matmul_packed``), else None."""
+    return call.attr("columns") if call.op is Op.MATMUL else None
 
 
 def _dense(call: Call) -> bool:
@@ -65,19 +75,37 @@ def _as_matrix(v: Value, views: list) -> Value:
 
 
 def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]) -> Call:
-    """A conv2d on constant weights reads them packed in the recipe's blocks of output
-    channels, made here once (``polyloop.ops.pack_conv2d_weight``) instead of on every call."""
+    """A conv2d (dense layer) on constant weights reads them packed in the recipe's blocks of
+    output channels (column panels), made here once (``polyloop.ops.pack_conv2d_weight``,
+    ``pack_matmul_weight``) instead of on every call."""
     weight = conv.inputs[1]
-    if library_conv(conv) != "conv2d" or weight.name not in data:
+    dense = conv.op is Op.LINEAR
+    if weight.name not in data or not (dense or library_conv(conv) == "conv2d"):
         return conv
     made = [c.value for c in new if c.value.name == f"{weight.name}_packed"]
-    if made:                         # weights shared by several convolutions: packed once
+    if made:                         # weights shared by several layers: packed once
         value = made[0]
     else:
-        packed = pack_conv2d_weight(data[weight.name], conv2d_channel_block(weight.type.dtype))
-        value = Value(f"{weight.name}_packed", TensorType(packed.shape, weight.type.dtype))
-        new.append(Constant(value, packed))
+        dtype = weight.type.dtype
+        packed = pack_matmul_weight(data[weight.name], matmul_panel_width(dtype)) if dense \
+            else pack_conv2d_weight(data[weight.name], conv2d_channel_block(dtype))
+        # a layer called twice has its weights transposed once per call by fold_constants:
+        # equal packed weights are one constant
+        same = [c.value for c in new if c.value.name.endswith("_packed")
+                and c.data.shape == packed.shape and np.array_equal(c.data, packed)]
+        value = same[0] if same else \
+            Value(f"{weight.name}_packed", TensorType(packed.shape, dtype))
+        if not same:
+            new.append(Constant(value, packed))
     return Call(conv.outputs, conv.op, (conv.inputs[0], value, *conv.inputs[2:]), conv.attrs)
+
+
+def _columns(dense: Call) -> tuple:
+    """The attributes of the product of a dense layer: its ``columns`` when its weights come
+    packed (3-D), else none."""
+    if len(dense.inputs[1].type.shape) != 3:
+        return ()
+    return (("columns", dense.outputs[0].type.shape[-1]),)
 
 
 def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant]) -> list:
@@ -88,15 +116,16 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant]) -> 
     out = conv.outputs[0]
     raw = Value(f"{out.name}_raw", out.type)
     op = Op.MATMUL if conv.op is Op.LINEAR else conv.op
+    attrs = conv.attrs if op is Op.CONV2D else _columns(conv)
     views: list = []
     operands = conv.inputs[:2]
     if op is Op.MATMUL and len(out.type.shape) != 2:
         operands = (_as_matrix(conv.inputs[0], views), conv.inputs[1])
         raw2d = _as_matrix(raw, [])
-        first = Call((raw2d,), op, operands)
+        first = Call((raw2d,), op, operands, attrs)
         views_after = [Call((raw,), Op.RESHAPE, (raw2d,), (("shape", raw.type.shape),))]
     else:
-        first = Call((raw,), op, operands, conv.attrs if op is Op.CONV2D else ())
+        first = Call((raw,), op, operands, attrs)
         views_after = []
     calls = []
     if len(conv.inputs) == 3 and op is Op.MATMUL:
