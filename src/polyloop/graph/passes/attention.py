@@ -42,14 +42,14 @@ def split_attention(kc: KernelCall) -> list[KernelCall]:
     first, rest = kc.kernel.body[0], kc.kernel.body[1:]
     if not rest:
         return [kc]
-    operands = _params((first,))
+    operands = free_inputs((first,))
     k1 = Kernel(f"{kc.kernel.name}_ops", operands, first.outputs, (first,))
-    params = _params(rest)
+    params = free_inputs(rest)
     k2 = Kernel(f"{kc.kernel.name}_epilogue", params, kc.outputs, rest)
     return [KernelCall(first.outputs, k1, operands), KernelCall(kc.outputs, k2, params)]
 
 
-def _params(body: tuple[Call, ...]) -> tuple[Value, ...]:
+def free_inputs(body: tuple[Call, ...]) -> tuple[Value, ...]:
     """The values ``body`` reads and does not make, each once, in order of first use."""
     made = {v.name for c in body for v in c.outputs}
     params: list[Value] = []

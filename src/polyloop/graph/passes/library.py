@@ -19,7 +19,7 @@ from ...ops import (conv2d_channel_block, matmul_panel_width, pack_conv2d_weight
                     pack_matmul_weight)
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
 from ..schedule import unpacked_dense
-from .attention import library_attention, split_attention
+from .attention import free_inputs, library_attention, split_attention
 
 
 def library_conv(call: Call) -> str | None:
@@ -143,15 +143,10 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant]) -> 
                                               (Call(conv.outputs, op, conv.inputs,
                                                     first.attrs),)), conv.inputs)]
     k1 = Kernel(f"{kc.kernel.name}_ops", operands, first.outputs, (first,))
-    made = {v.name for c in calls for v in c.outputs}
-    params: list[Value] = []
-    for c in calls:
-        for v in c.inputs:
-            if v.name not in made and v not in params:
-                params.append(v)
-    k2 = Kernel(f"{kc.kernel.name}_epilogue", tuple(params), kc.outputs, tuple(calls))
+    params = free_inputs(tuple(calls))
+    k2 = Kernel(f"{kc.kernel.name}_epilogue", params, kc.outputs, tuple(calls))
     return [*views, KernelCall(first.outputs, k1, operands), *views_after,
-            KernelCall(kc.outputs, k2, tuple(params))]
+            KernelCall(kc.outputs, k2, params)]
 
 
 def use_library_kernels(g: Graph) -> Graph:
