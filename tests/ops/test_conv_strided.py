@@ -78,3 +78,17 @@ def test_a_window_larger_than_the_padded_input_is_refused():
     Wt = pl.placeholder((4, 3, 5, 5), name="Wt")
     with pytest.raises(pl.ScheduleError, match="window does not fit"):
         ops.conv2d_nchw(X, Wt, 0, 2)
+
+
+@pytest.mark.parametrize("n, stride, knobs", [(5, 1, {}), (6, 2, {}), (4, 1, {"parallel": "k"})])
+def test_a_batch_runs_its_images_in_parallel(rng, n, stride, knobs):
+    X = pl.placeholder((n, 3, 13, 11), "float32", name="X")
+    Wt = pl.placeholder((20, 3, 3, 3), "float32", name="Wt")
+    sch = ops.schedule_conv2d_nchw(ops.conv2d_nchw(X, Wt, 1, stride), **knobs)
+    parallel = [s for s in str(sch.trace).splitlines() if ".parallel(" in s]
+    # the default puts one parallel region around the batch (its loop is the block's first)
+    loops = next(s for s in str(sch.trace).splitlines()
+                 if s.endswith("= sch.get_loops(sch.get_block('conv'))"))
+    n_loop = loops.split(",")[0].strip()
+    assert (f"sch.parallel({n_loop})" in parallel) == (knobs == {}), parallel
+    check(pl.build(sch), rng, n, 3, 13, 11, 20, 3, 1, stride)

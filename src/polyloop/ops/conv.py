@@ -48,6 +48,8 @@ from .knobs import check_knobs, default_lanes
 
 #: vectors of output channels in a register tile of the default conv2d schedule
 DEFAULT_K_VECTORS = 2
+# images of a constant batch from which the images, not the channel blocks, run in parallel
+BATCH_PARALLEL = 4
 
 
 def padded_input(data: Tensor, pad: int, *, extra_columns: int | None = None,
@@ -191,7 +193,7 @@ def _width_block(width: object, default: int) -> int:
 
 
 def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: int | None = None,
-                         w_block: int | None = None, parallel: str = "k") -> Schedule:
+                         w_block: int | None = None, parallel: str | None = None) -> Schedule:
     """The register-tile schedule of ``out = conv2d_nchw(data, weight, pad, stride)`` (or of
     ``conv2d_nchw_packed``, whose weights are already in blocks: no copy).
 
@@ -199,7 +201,9 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     (default: 2 x 16 channels with AVX-512, or the packed weights' block; a divisor of the width
     between 5 and 8 pixels, else 8). ``parallel="k"`` runs the blocks of output channels in
     parallel (each block's packed weights stay in its core's cache); ``parallel="y"`` runs the
-    output rows in parallel.
+    output rows in parallel; ``parallel="n"`` runs the images of a batch in parallel. The
+    default is ``"n"`` for a constant batch of at least ``BATCH_PARALLEL`` images (one parallel
+    region for the whole batch), else ``"k"``.
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 8, 10, 10), name="X"); W = pl.placeholder((32, 8, 3, 3), name="W")
@@ -213,9 +217,12 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     w_block = _width_block(out.shape[3], 8) if w_block is None else w_block
     k_vectors = _k_vectors(who, weight, lanes, k_vectors)
     check_knobs(who, lanes=lanes, k_vectors=k_vectors, w_block=w_block)
-    if parallel not in ("k", "y"):
-        raise ScheduleError(f"{who}: parallel must be 'k' (channel blocks) or 'y' (rows), got "
-                            f"{parallel!r}")
+    if parallel is None:
+        batch = out.shape[0]
+        parallel = "n" if isinstance(batch, Const) and batch.value >= BATCH_PARALLEL else "k"
+    if parallel not in ("k", "y", "n"):
+        raise ScheduleError(f"{who}: parallel must be 'k' (channel blocks), 'y' (rows) or 'n' "
+                            f"(images), got {parallel!r}")
     kb = k_vectors * lanes
     sch = Schedule(out)
     if weight.ndim == 4:
@@ -227,9 +234,9 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     n, k, y, x, c, r, s = sch.get_loops(out.name)
     k0, k1, k2 = sch.split(k, factors=[None, k_vectors, lanes])
     x0, x1 = sch.split(x, factors=[None, w_block])
-    if parallel == "k":
+    if parallel in ("k", "n"):
         sch.reorder(n, k0, y, x0, c, r, s, x1, k1, k2)
-        sch.parallel(k0)
+        sch.parallel(k0 if parallel == "k" else n)
     else:
         sch.reorder(n, y, k0, x0, c, r, s, x1, k1, k2)
         sch.parallel(y)
