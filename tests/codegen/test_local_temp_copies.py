@@ -11,18 +11,22 @@ import numpy as np
 import polyloop as pl
 
 
-def _schedule():
-    A = pl.placeholder((100, 70), "float32", name="A")
-    B = pl.placeholder((70, 90), "float32", name="B")
-    k = pl.reduce_axis((0, 70), name="k")
-    C = pl.compute((100, 90), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+def _tiled(rows, depth: int, cols: int, panel: int, i_factors: list, j_factors: list, *,
+           pack_per_panel: bool):
+    """C = A @ B with B packed in ``panel``-wide column panels, a local tile of C at the middle
+    row loop ``i_1``, the column panels ``j_0`` in parallel, the tile's rows and vectors
+    unrolled; ``pack_per_panel``: B's panel packed inside ``j_0``."""
+    A = pl.placeholder((rows, depth), "float32", name="A")
+    B = pl.placeholder((depth, cols), "float32", name="B")
+    k = pl.reduce_axis((0, depth), name="k")
+    C = pl.compute((rows, cols), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
     sch = pl.Schedule(C)
-    sch.transform_layout("C", "B", lambda k, j: (j // 16, k, j % 16))
+    sch.transform_layout("C", "B", lambda k, j: (j // panel, k, j % panel))
     tile = sch.cache_write("C", "local")
     c = sch.get_block("C")
     i, j, kk = sch.get_loops(c)
-    i0, i1, i2 = sch.split(i, factors=[13, 4, 2])
-    j0, j1, j2 = sch.split(j, factors=[None, 1, 16])
+    i0, i1, i2 = sch.split(i, factors=i_factors)
+    j0, j1, j2 = sch.split(j, factors=j_factors)
     sch.reorder(j0, i0, i1, kk, i2, j1, j2)
     sch.parallel(j0)
     sch.unroll(i2)
@@ -30,12 +34,23 @@ def _schedule():
     sch.vectorize(j2)
     sch.decompose_reduction(c, kk)
     sch.reverse_compute_at(tile, i1)
-    sch.compute_at("B_packed_in", j0)
+    if pack_per_panel:
+        sch.compute_at("B_packed_in", j0)
     return sch
 
 
+def _check(mod, rng, shapes) -> None:
+    """``mod`` against NumPy on fresh data of each (rows, depth, cols), outputs poisoned."""
+    for rows, depth, cols in shapes:
+        a = rng.standard_normal((rows, depth)).astype("float32")
+        b = rng.standard_normal((depth, cols)).astype("float32")
+        c = np.full((rows, cols), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_each_copy_of_the_home_loop_declares_the_tile():
-    mod = pl.build(_schedule())
+    mod = pl.build(_tiled(100, 70, 90, 16, [13, 4, 2], [None, 1, 16], pack_per_panel=True))
     body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
     head = body[:body.index("#pragma omp parallel")]
     assert "C_local" not in head              # not shared at function scope
@@ -43,37 +58,13 @@ def test_each_copy_of_the_home_loop_declares_the_tile():
     # the packed panel of B, a global temporary sized to loop j_0, is each thread's own too
     parallel = body[body.index("#pragma omp parallel"):]
     assert re.search(r"float B_packed\[", parallel[:parallel.index("for (int64_t i_0")])
-    rng = np.random.default_rng(0)
-    for _ in range(20):
-        a = rng.standard_normal((100, 70)).astype("float32")
-        b = rng.standard_normal((70, 90)).astype("float32")
-        c = np.full((100, 90), np.nan, "float32")
-        mod(a, b, c)
-        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    _check(mod, np.random.default_rng(0), [(100, 70, 90)] * 20)
 
 
 def _one_iteration_home(n: int | pl.Var):
     """The tile's home loop ``i_1`` has one iteration: isl's AST has no such loop at all, in
     the parallel copy or in the remainder."""
-    A = pl.placeholder((n, 75), "float32", name="A")
-    B = pl.placeholder((75, 100), "float32", name="B")
-    k = pl.reduce_axis((0, 75), name="k")
-    C = pl.compute((n, 100), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
-    sch = pl.Schedule(C)
-    sch.transform_layout("C", "B", lambda k, j: (j // 48, k, j % 48))
-    tile = sch.cache_write("C", "local")
-    c = sch.get_block("C")
-    i, j, kk = sch.get_loops(c)
-    i0, i1, i2 = sch.split(i, factors=[None, 1, 4])
-    j0, j1, j2 = sch.split(j, factors=[None, 3, 16])
-    sch.reorder(j0, i0, i1, kk, i2, j1, j2)
-    sch.parallel(j0)
-    sch.unroll(i2)
-    sch.unroll(j1)
-    sch.vectorize(j2)
-    sch.decompose_reduction(c, kk)
-    sch.reverse_compute_at(tile, i1)
-    return sch
+    return _tiled(n, 75, 100, 48, [None, 1, 4], [None, 3, 16], pack_per_panel=False)
 
 
 def test_a_dropped_one_iteration_home_loop_declares_the_tile_in_its_enclosing_loop():
@@ -84,13 +75,7 @@ def test_a_dropped_one_iteration_home_loop_declares_the_tile_in_its_enclosing_lo
     # declared right inside each copy of i_0, the loop that encloses the home loop
     assert len(re.findall(r"for \(int64_t i_0[^\n]*\n\s*_Alignas\(64\) float C_local\[", body)) \
         == 2
-    rng = np.random.default_rng(1)
-    for _ in range(20):
-        a = rng.standard_normal((36, 75)).astype("float32")
-        b = rng.standard_normal((75, 100)).astype("float32")
-        c = np.full((36, 100), np.nan, "float32")
-        mod(a, b, c)
-        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    _check(mod, np.random.default_rng(1), [(36, 75, 100)] * 20)
 
 
 def test_a_dropped_home_loop_with_a_symbolic_size():
@@ -98,10 +83,4 @@ def test_a_dropped_home_loop_with_a_symbolic_size():
     mod = pl.build(_one_iteration_home(n))
     body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
     assert "C_local" not in body[:body.index("#pragma omp parallel")]
-    rng = np.random.default_rng(2)
-    for rows in (1, 9, 37):
-        a = rng.standard_normal((rows, 75)).astype("float32")
-        b = rng.standard_normal((75, 100)).astype("float32")
-        c = np.full((rows, 100), np.nan, "float32")
-        mod(a, b, c)
-        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    _check(mod, np.random.default_rng(2), [(rows, 75, 100) for rows in (1, 9, 37)])
