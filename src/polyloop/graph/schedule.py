@@ -251,7 +251,6 @@ def _epilogue(sch: Schedule, t: Tensor, anchor: Tensor) -> bool:
     return True
 
 
-
 def unpacked_dense(rows: int | str, cols: int | str) -> bool:
     """Whether a dense layer of ``rows`` x ``cols`` results (a str: a symbolic size) is
     scheduled by ``dense_schedule`` on its weights as stored rather than by

@@ -139,7 +139,7 @@ def _query_panels(sch: Schedule, out: Tensor, q_name: str, nr: int) -> None:
 
 def _per_head(out: Tensor, q_name: str, tile: tuple[int, int, int]) -> Schedule:
     """Every stage computed in the iteration of the result's parallel head loop."""
-    name, (mr, nr_vectors, lanes) = out.name, tile
+    name, (_, nr_vectors, lanes) = out.name, tile
     sch = Schedule(out)
     _query_panels(sch, out, q_name, nr_vectors * lanes)
     scores = sch.cache_write(f"{name}_qk", "local")
@@ -161,7 +161,7 @@ def _per_head(out: Tensor, q_name: str, tile: tuple[int, int, int]) -> Schedule:
 
 def _stage_by_stage(out: Tensor, q_name: str, tile: tuple[int, int, int]) -> Schedule:
     """Each stage a nest of its own, parallel over the heads."""
-    name, (mr, nr_vectors, lanes) = out.name, tile
+    name, (_, nr_vectors, lanes) = out.name, tile
     sch = Schedule(out)
     _query_panels(sch, out, q_name, nr_vectors * lanes)
     for block, epilogue in ((f"{name}_qk", None), (f"{name}_pv", name)):
