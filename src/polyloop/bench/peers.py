@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from ..util.aligned import aligned_bytes
+
 NOT_INSTALLED = "not installed"
 ALIGN = 64      # bytes: a cache line, and a whole AVX-512 vector
 
@@ -38,9 +40,7 @@ def aligned_copy(a: np.ndarray) -> np.ndarray:
     >>> b.ctypes.data % ALIGN, b.tolist()
     (0, [0.0, 1.0, 2.0, 3.0, 4.0])
     """
-    raw = np.empty(a.nbytes + ALIGN, np.uint8)
-    start = -raw.ctypes.data % ALIGN
-    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out = aligned_bytes(a.nbytes, ALIGN).view(a.dtype).reshape(a.shape)
     out[...] = a
     return out
 

@@ -21,6 +21,7 @@ from .. import config
 from ..errors import ArgumentError, PolyloopError
 from ..runtime.compiler import Library
 from ..runtime.module import apply_thread_count
+from ..util.aligned import aligned_bytes
 from .entry import ALIGN
 from .export import model_header
 from .ir import ExternCall, Graph, Op
@@ -150,9 +151,7 @@ class Executor:
         key = tuple(sizes.get(p, 0) for p in self.graph.params)
         if key not in self._workspaces:
             total = sum(self._slot_sizes(sizes))
-            raw = np.zeros(total + ALIGN, np.uint8)
-            start = -raw.ctypes.data % ALIGN
-            self._workspaces[key] = raw[start:start + total]
+            self._workspaces[key] = aligned_bytes(total, ALIGN, zeros=True)
         return self._workspaces[key]
 
     def _slot_sizes(self, sizes: dict[str, int]) -> list[int]:
