@@ -19,6 +19,7 @@ from ..ir.program import Buffer, BufferRole, MemScope
 from ..ir.thread_axis import AxisLevel
 from ..lower.launches import DeviceProgram, Launch
 from .gpu import GpuPrinter, emit_program_header, trip_count
+from .item_guards import sink_item_guards
 from .index_checks import OPENCL_CHECK_HELPER, IndexSite
 from .tables import C_KEYWORDS, POSTFIX, UNARY
 from .writer import CodeWriter
@@ -166,7 +167,7 @@ class OpenCLUnit:
 
 def generate_opencl_unit(program: DeviceProgram) -> OpenCLUnit:
     """``generate_opencl`` with what the runtime needs to report out-of-range indices."""
-    printers = [OpenCLPrinter(launch.kernel) for launch in program.launches]
+    printers = [OpenCLPrinter(sink_item_guards(launch.kernel)) for launch in program.launches]
     sites: list[IndexSite] = []
     numbers: dict[tuple, int] = {}
     for p in printers:      # one numbering of checked accesses across the program's kernels

@@ -7,10 +7,10 @@ A block of 2 x 2 warps (threadIdx.z, threadIdx.y; threadIdx.x is the lane) compu
 tile of ``c`` in shared memory; each warp owns 32 x 32 of it, 2 x 2 fragment tiles. For each
 32-deep step of k the block copies a 64 x 32 tile of ``a`` and a 32 x 64 tile of ``b`` into
 shared memory (all 128 threads; the exact dependence analysis places the barriers), then each
-warp calls the intrinsic on its four tiles. The tile of ``c`` is zeroed and copied out by 16
-lanes of each warp. Sizes that 16 does not divide are exact: a tile
-that runs over the edge of ``c`` (isl writes its bounds) runs the loops instead of the call,
-and the last step of k passes its shorter depth to the call.
+warp calls the intrinsic on its four tiles. The tile of ``c`` is zeroed and copied out by the
+32 lanes of each warp, one row of its 32 columns at a time. Sizes that 16 does not divide are
+exact: a tile that runs over the edge of ``c`` (isl writes its bounds) runs the loops instead
+of the call, and the last step of k passes its shorter depth to the call.
 
 >>> from polyloop import ops
 >>> sch = ops.matmul_tensorcore(64, 64, 32, dtype="bfloat16")
@@ -85,11 +85,12 @@ def matmul_tensorcore(m: int | None = None, n: int | None = None, k: int | None 
     # the sums stay in shared memory, where every lane of a warp reaches them
     knl = set_temporary_address_space(knl, "acc_k", "local")
     sch = schedule_of(knl)
-    # the tile's zeroing and its copy to c: 16 lanes of each warp, one column each (else
-    # lane 0 alone would run them, the rest of its warp waiting)
+    # the tile's zeroing and its copy to c: the 32 lanes of each warp, one column of the
+    # warp's 32 each (a row of c is one contiguous store of the warp)
     for statement in ("insn_init", "insn_store"):
-        column = sch.state.stmt_path(statement)[-1]
-        sch.bind(LoopHandle(column.id, column.name), "threadIdx.x")
+        *_, tile, column = sch.state.stmt_path(statement)
+        lanes = sch.fuse(LoopHandle(tile.id, tile.name), LoopHandle(column.id, column.name))
+        sch.bind(lanes, "threadIdx.x")
     loops = {x.name: x for x in sch.get_loops("insn")}
     sch.reorder(loops["j_inner_inner_outer"], loops["i_inner_inner_inner"])
     sch.tensorize(loops["i_inner_inner_inner"], INTRINSICS[dtype])
