@@ -100,3 +100,19 @@ def test_compute_location_offers_legal_loops_only():
         np.testing.assert_allclose(_run(sch, a), (a + 1.0) * 3.0, rtol=1e-6)
     with pytest.raises(pl.ScheduleError, match="invalid"):
         pl.Schedule(C).sample_compute_location("B", decision=7)
+
+
+def test_printed_trace_of_a_symbolic_tile_is_python_that_replays_it(rng):
+    n = pl.var("n")
+    A = pl.placeholder((n,), "float32", name="A")
+    B = pl.compute((n,), lambda i: A[i] + 1.0, name="B")
+    sch = pl.Schedule(B, seed=1)
+    loop = sch.get_loops("B")[0]
+    sch.split(loop, factors=sch.sample_perfect_tile(loop, n=3))
+    text = str(sch.trace)
+    assert "_, v1_1, v1_2 = sch.sample_perfect_tile" in text   # the None factor is no target
+    again = pl.Schedule(B)
+    exec(compile(text, "<trace>", "exec"), {"sch": again})  # the test's own text, not a user's
+    assert str(again) == str(sch)
+    a = rng.standard_normal(45).astype("float32")
+    np.testing.assert_array_equal(_run(again, a), a + 1.0)

@@ -159,10 +159,18 @@ def _py(v: Any) -> str:
 
 def _target(v: Any) -> str:
     """A result as an assignment target: loops are ``l<id>``, blocks ``b_<name>`` (the steps
-    that use a block look it up by name again, so the variable is only for the reader)."""
+    that use a block look it up by name again, so the variable is only for the reader), drawn
+    values ``v<step>_<position>``; a result that is no variable (the ``None`` factor a tile
+    sample returns for a symbolic extent) is ``_``."""
     if isinstance(v, dict) and "block" in v:
         return "b_" + re.sub(r"\W", "_", v["block"])
-    return _py(v)
+    if isinstance(v, dict) and ("sample" in v or "loop" in v):
+        return _py(v)
+    return "_"
+
+
+# primitives that return a list of handles (the others return one handle or none)
+_LIST_RESULTS = frozenset({"get_loops", "split", "tile", "distribute", "sample_perfect_tile"})
 
 
 class Trace:
@@ -175,7 +183,7 @@ class Trace:
     >>> sch = pl.Schedule(B)
     >>> outer, inner = sch.split(sch.get_loops("B")[0], factors=[None, 4])
     >>> print(sch.trace)
-    l0 = sch.get_loops(sch.get_block('B'))
+    [l0] = sch.get_loops(sch.get_block('B'))
     l1, l2 = sch.split(l0, factors=[None, 4])
     >>> again = pl.Schedule.from_trace(B.to_program(), pl.Trace.from_json(sch.trace.to_json()))
     >>> str(again) == str(sch), len(again.trace)
@@ -217,5 +225,7 @@ class Trace:
         for s in self.steps:
             call = ", ".join([_py(a) for a in s.args] + [f"{k}={_py(v)}" for k, v in s.kwargs])
             lhs = ", ".join(_target(r) for r in s.results)
+            if s.primitive in _LIST_RESULTS and len(s.results) == 1:
+                lhs = f"[{lhs}]"      # a one-loop list unpacked, so that replaying it is valid
             lines.append((f"{lhs} = " if lhs else "") + f"sch.{s.primitive}({call})")
         return "\n".join(lines)

@@ -34,7 +34,7 @@ class TuneResult:
     >>> res
     <TuneResult of B: 2 ms, 0 candidates measured>
     >>> print(res.trace)
-    l0 = sch.get_loops(sch.get_block('B'))
+    [l0] = sch.get_loops(sch.get_block('B'))
     sch.parallel(l0)
     >>> res.build()(np.arange(6, dtype="float32"))
     array([1., 2., 3., 4., 5., 6.], dtype=float32)
