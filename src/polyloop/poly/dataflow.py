@@ -63,7 +63,13 @@ def value_flow(program: Program, schedule: dict[str, isl.Map], buffer: str, sour
     element; this keeps the one whose value is read, which is what matters when each group of
     iterations may get its own copy of the buffer. Sizes outside the program's assumptions
     (``n mod 16 = 0``) are left out."""
-    pairs, _ = flow(program, schedule, buffer)
+    return flow_between(program, flow(program, schedule, buffer)[0], source, sink)
+
+
+def flow_between(program: Program, pairs: isl.UnionMap | None, source: str, sink: str
+                 ) -> isl.Map | None:
+    """``value_flow`` from the pairs ``flow`` found for one buffer: a caller that asks about
+    several statement pairs of one buffer under one schedule computes the flow once."""
     if pairs is None:
         return None
     found: list[isl.Map] = []

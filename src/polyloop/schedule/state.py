@@ -25,7 +25,7 @@ class Memo:
     dependence's verdict (``Verdict``, from one delta set) and the verdicts per state and loop.
     Setting a loop kind, renaming or
     re-checking a loop costs a dictionary look-up."""
-    __slots__ = ("program", "deps", "schedules", "maps", "verdicts", "order", "carried")
+    __slots__ = ("program", "deps", "schedules", "maps", "verdicts", "order", "carried", "flows")
 
     def __init__(self, program: Program, deps: deps_mod.Dependences, like: Memo | None = None):
         self.program, self.deps = program, deps
@@ -36,6 +36,7 @@ class Memo:
         self.verdicts: dict[tuple, Verdict] = {}
         self.order: dict[tuple, legality.Violation | None] = {}
         self.carried: dict[tuple, legality.Violation | None] = {}
+        self.flows: dict[tuple, object] = {}    # (shape, buffer) -> value-based flow pairs
 
     def serves(self, program: Program, deps: deps_mod.Dependences) -> bool:
         return self.program is program and self.deps is deps

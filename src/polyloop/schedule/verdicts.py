@@ -124,7 +124,7 @@ def check_parallel(state: State, node: LoopNode) -> legality.Violation | None:
     key = _carried_key(state, node, sig) + (copies,)
     if key not in memo.carried:
         schedule = _LazySchedule(state, sig)
-        deps, fresh = _per_copy_deps(state, schedule, copies)
+        deps, fresh = _per_copy_deps(state, schedule, sig, copies)
 
         original = {k: state.deps.index(d) for k, d in enumerate(deps) if k not in fresh}
 
@@ -151,7 +151,7 @@ def own_copies(state: State, node: LoopNode) -> tuple[str, ...]:
                  if b.role is BufferRole.TEMP and b.scope in scopes)
 
 
-def _per_copy_deps(state: State, schedule: Mapping, copies: tuple[str, ...]
+def _per_copy_deps(state: State, schedule: Mapping, sig: tuple, copies: tuple[str, ...]
                    ) -> tuple[tuple[deps_mod.Dependence, ...], set[int]]:
     """The dependences when each iteration has its own copy of ``copies``: no write or read of
     one copy conflicts with an access of another (no WAW, no WAR), and a read depends only on
@@ -170,7 +170,10 @@ def _per_copy_deps(state: State, schedule: Mapping, copies: tuple[str, ...]
                                                    d.reduction) in seen:
             continue
         seen.add((d.source, d.sink, d.buffer, d.reduction))
-        rel = dataflow.value_flow(state.program, dict(schedule), d.buffer, d.source, d.sink)
+        key = (sig, d.buffer)     # one flow per buffer and schedule shape, for every loop
+        if key not in state.memo.flows:
+            state.memo.flows[key] = dataflow.flow(state.program, dict(schedule), d.buffer)[0]
+        rel = dataflow.flow_between(state.program, state.memo.flows[key], d.source, d.sink)
         if rel is not None:
             fresh.add(len(out))
             out.append(deps_mod.Dependence(d.kind, d.source, d.sink, d.buffer, rel,
