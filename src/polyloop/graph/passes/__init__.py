@@ -3,8 +3,10 @@
 from .dce import remove_dead_code
 from .fold import fold_constants
 from .fuse import fuse_into_consumers, fuse_operators
+from .pool_fusion import conv_pool_schedule, fuse_conv_pool
 from .library import library_conv, library_matmul, packed_columns, use_library_kernels
 
 __all__ = ["fold_constants", "fuse_into_consumers", "fuse_operators", "library_conv", "library_matmul",
            "packed_columns", "remove_dead_code",
            "use_library_kernels"]
+__all__ += ["conv_pool_schedule", "fuse_conv_pool"]
