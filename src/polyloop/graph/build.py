@@ -23,9 +23,9 @@ from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel, te_shape
 from .memory import plan_memory
 from .passes.attention import attention_schedule
-from .passes import (conv_pool_schedule, fold_constants, fuse_conv_pool, fuse_into_consumers,
-                     fuse_operators, library_conv, library_matmul, packed_columns, remove_dead_code,
-                     use_library_kernels)
+from .passes import (conv_pool_schedule, dense_split_schedule, fold_constants, fuse_conv_pool,
+                     fuse_into_consumers, fuse_operators, library_conv, library_matmul,
+                     packed_columns, remove_dead_code, use_library_kernels)
 from .schedule import default_schedule
 
 
@@ -58,7 +58,7 @@ def _library_schedule(kc: KernelCall):
     """The ``polyloop.ops`` recipe of a kernel that is one such convolution, matrix product or
     attention, else None."""
     body = kc.kernel.body
-    fused = attention_schedule(kc) or conv_pool_schedule(kc)
+    fused = attention_schedule(kc) or conv_pool_schedule(kc) or dense_split_schedule(kc)
     if fused is not None:
         return fused
     if len(body) != 1 or len(kc.inputs) != 2:
