@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """A dense layer with its reduction split between threads (polyloop.ops.dense_split_k) against
-NumPy: rows 1, 3 and 4, columns off the vector width, bias and ReLU or neither, more slices than
+NumPy: rows 1, 3 and 4, rows in several tiles (21 rows, 9 rows), columns off the vector width, bias and ReLU or neither, more slices than
 threads, NaN-poisoned outputs; malformed operands refused."""
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from polyloop import ops
 
 @pytest.mark.parametrize("m, k, n, splits, bias, relu, lanes",
                          [(1, 96, 37, 2, True, True, None), (3, 120, 20, 3, False, False, 8),
-                          (4, 64, 16, 4, True, False, 4)])
+                          (4, 64, 16, 4, True, False, 4), (21, 50, 10, 1, True, False, None),
+                          (9, 40, 7, 2, False, True, 4)])
 def test_dense_split_matches_numpy(rng, m, k, n, splits, bias, relu, lanes):
     x = rng.standard_normal((m, k), dtype=np.float32)
     w = rng.standard_normal((k, n), dtype=np.float32)
@@ -38,7 +39,7 @@ def test_malformed_operands_are_refused():
         ops.dense_split_k(x, w, pl.placeholder((9,), name="b"))
     with pytest.raises(pl.ScheduleError, match="constant sizes"):
         ops.dense_split_k(pl.placeholder((pl.var("m"), 30), name="y"), w)
-    wide = ops.dense_split_k(pl.placeholder((40, 30), name="y"), w, lanes=4)
+    wide = ops.dense_split_k(x, pl.placeholder((30, 117), name="v"), lanes=4)
     with pytest.raises(pl.ScheduleError, match="more than 28 vectors"):
         ops.schedule_dense_split_k(wide, lanes=4)
     with pytest.raises(pl.ScheduleError, match="expected the result of dense_split_k"):

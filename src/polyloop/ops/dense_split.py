@@ -84,14 +84,15 @@ def dense_split_k(x: Tensor, w: Tensor, bias: Tensor | None = None, *, splits: i
 
 def schedule_dense_split_k(out: Tensor, *, lanes: int | None = None,
                            parallel: bool = True) -> Schedule:
-    """The slices of ``out = dense_split_k(...)`` in parallel, each with its ``M x N`` partial
-    sums in registers (at most ``MAX_ACCUMULATORS`` vectors), then their sum.
+    """The slices of ``out = dense_split_k(...)`` in parallel (one slice: its tiles of rows),
+    each tile of rows by all the (widened) columns accumulated in registers (at most
+    ``MAX_ACCUMULATORS`` vectors), then the slices' sum.
 
     >>> import polyloop as pl
     >>> x = pl.placeholder((3, 40), name="x"); w = pl.placeholder((40, 20), name="w")
     >>> sch = schedule_dense_split_k(dense_split_k(x, w, lanes=8), lanes=8)
     >>> [loop.name for loop in sch.get_loops("dense_part")]
-    ['t', 'rk', 'i', 'j_0', 'j_1']
+    ['t', 'i_0', 'rk', 'i_1', 'j_0', 'j_1']
     """
     who = "schedule_dense_split_k"
     part = next((t for t in getattr(out, "inputs", ()) if t.name == f"{out.name}_part"), None)
@@ -99,21 +100,21 @@ def schedule_dense_split_k(out: Tensor, *, lanes: int | None = None,
         raise ScheduleError(f"{who}: expected the result of dense_split_k, got {out!r}")
     lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
     check_knobs(who, lanes=lanes)
-    rows, wide = part.shape[1].value, part.shape[2].value   # type: ignore[union-attr]
-    if wide % lanes or rows * wide // lanes > MAX_ACCUMULATORS:
-        raise ScheduleError(f"{who}: a tile of {rows} rows by {wide} columns is not whole "
-                            f"vectors of {lanes} or more than {MAX_ACCUMULATORS} vectors; use "
-                            "schedule_matmul for more rows")
+    splits, rows, wide = (d.value for d in part.shape)      # type: ignore[union-attr]
+    if wide % lanes or wide // lanes > MAX_ACCUMULATORS:
+        raise ScheduleError(f"{who}: rows of {wide} columns are not whole vectors of {lanes} "
+                            f"or more than {MAX_ACCUMULATORS} vectors; use schedule_matmul")
     sch = Schedule(out)
     tile = sch.cache_write(part.name, "local")
     t, i, j, k = sch.get_loops(part.name)
+    i0, i1 = sch.split(i, factors=[None, min(rows, MAX_ACCUMULATORS // (wide // lanes), 8)])
     j0, j1 = sch.split(j, factors=[None, lanes])
-    sch.reorder(t, k, i, j0, j1)
+    sch.reorder(t, i0, k, i1, j0, j1)
     if parallel:
-        sch.parallel(t)
-    sch.unroll(i)
+        sch.parallel(t if splits > 1 else i0)
+    sch.unroll(i1)
     sch.unroll(j0)
     sch.vectorize(j1)
     sch.decompose_reduction(part.name, k)
-    sch.reverse_compute_at(tile, t)
+    sch.reverse_compute_at(tile, i0)
     return sch

@@ -1,12 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A dense layer on a few rows with large weights runs ``polyloop.ops.dense_split_k``: its
-reduction split in equal slices between the threads, each streaming a contiguous part of the
-weights (the layer is bound by how fast the weights stream in, not by arithmetic).
+"""Two kinds of dense layer run ``polyloop.ops.dense_split_k``:
 
-The kernel keeps its calls (``linear``, then ``relu`` if any); only its schedule changes. It
-applies to a ``linear`` with weights stored (in, out), a constant number of rows small enough
-for one register tile per slice, weights of at least ``STREAMED_BYTES``, and a reduction that
-the slices divide.
+- a few rows on large weights: the reduction is split in equal slices between the threads,
+  each streaming a contiguous part of the weights (the layer is bound by how fast the weights
+  stream in, not by arithmetic). It applies to a constant number of rows small enough for one
+  register tile per slice, weights of at least ``STREAMED_BYTES``, and a reduction that the
+  slices divide;
+- a narrow layer (fewer than ``NARROW`` columns, not whole vectors, e.g. a 10-class output):
+  one slice, tiles of rows whose widened rows of partial sums stay in registers (the general
+  schedule keeps a part-vector tile in memory, behind masked stores and loads).
+
+The kernel keeps its calls (``linear``, then ``relu`` if any; weights stored (in, out));
+only its schedule changes.
 """
 from __future__ import annotations
 
@@ -19,9 +24,12 @@ from ...frontend import te
 from ...schedule import Schedule
 from ..ir import KernelCall, Op
 from ..lower import te_shape
+from ..schedule import SERIAL_WORK
 
 #: weights from this size on are streamed in slices (smaller ones stay in L1/L2 anyway)
 STREAMED_BYTES = 256 << 10
+#: a layer with fewer columns than this, not whole vectors, is one slice of widened rows
+NARROW = 64
 # the most slices: beyond a few threads the partial sums cost more than the split saves
 _MOST_SLICES = 8
 
@@ -34,7 +42,8 @@ def _slices(depth: int) -> int:
 
 
 def _split_dense(kc: KernelCall) -> tuple | None:
-    """(the linear call, relu or not, slices) when ``kc`` is such a layer, else None."""
+    """(the linear call, relu or not, slices, parallel or not) when ``kc`` is such a layer,
+    else None."""
     body = kc.kernel.body
     dense = body[0]
     if dense.op is not Op.LINEAR or not dense.attr("transposed") or len(body) > 2 \
@@ -48,10 +57,12 @@ def _split_dense(kc: KernelCall) -> tuple | None:
     rows, (depth, cols) = x.shape[0], w.shape
     lanes = default_lanes("float32")
     slices = _slices(depth)
-    if slices < 2 or depth * cols * 4 < STREAMED_BYTES \
-            or rows * -(-cols // lanes) > MAX_ACCUMULATORS:
-        return None
-    return dense, len(body) == 2, slices
+    if slices >= 2 and depth * cols * 4 >= STREAMED_BYTES \
+            and rows * -(-cols // lanes) <= MAX_ACCUMULATORS:
+        return dense, len(body) == 2, slices, True
+    if cols < NARROW and cols % lanes:
+        return dense, len(body) == 2, 1, rows * cols * depth >= SERIAL_WORK
+    return None
 
 
 def dense_split_schedule(kc: KernelCall) -> Schedule | None:
@@ -70,10 +81,10 @@ def dense_split_schedule(kc: KernelCall) -> Schedule | None:
     found = _split_dense(kc)
     if found is None:
         return None
-    dense, relu, slices = found
+    dense, relu, slices, parallel = found
     env = {v.name: te.placeholder(te_shape(v.type), v.type.dtype, name=v.name)
            for v in kc.kernel.params}
     x, w, *bias = (env[v.name] for v in dense.inputs)
     out = ops.dense_split_k(x, w, bias[0] if bias else None, splits=slices, relu=relu,
                             name=kc.outputs[0].name)
-    return ops.schedule_dense_split_k(out)
+    return ops.schedule_dense_split_k(out, parallel=parallel)
