@@ -84,3 +84,24 @@ def test_a_convolution_read_twice_is_not_fused():
     with torch.no_grad():
         for got, ref in zip(run_poisoned(ex, x.numpy()), model(x)):
             np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def conv_relu_pool(c_in=1, stride=1, kernel=(2, 2), pool_stride=(2, 2), pool_pad=(0, 0)):
+    b = pl.graph.GraphBuilder("f")
+    x = b.input("x", ("n", c_in, 12, 11))
+    w = b.constant(np.ones((3, c_in, 3, 3), "float32"))
+    bias = b.constant(np.ones(3, "float32"))
+    y = b.emit(pl.graph.Op.CONV2D, x, w, bias, stride=(stride, stride), padding=(1, 1),
+               dilation=(1, 1), groups=1)
+    y = b.emit(pl.graph.Op.MAX_POOL2D, b.emit(pl.graph.Op.RELU, y), kernel=kernel,
+               stride=pool_stride, padding=pool_pad)
+    return pl.graph.optimize(b.build(y))
+
+
+@pytest.mark.parametrize("change, fused", [
+    ({}, True), ({"c_in": 4}, True), ({"c_in": 5}, False), ({"stride": 2}, False),
+    ({"pool_stride": (1, 1)}, False), ({"pool_pad": (1, 1)}, False),
+    ({"kernel": (3, 3), "pool_stride": (3, 3)}, True)])
+def test_which_convolutions_and_poolings_are_fused(change, fused):
+    g = conv_relu_pool(**change)
+    assert any(conv_pool_schedule(kc) is not None for kc in kernels(g)) == fused

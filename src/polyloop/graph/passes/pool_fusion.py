@@ -41,7 +41,7 @@ def _small_conv(conv: Call) -> bool:
 
 def _pool_epilogue(kc: KernelCall, raw: str) -> bool:
     """Whether ``kc`` is ``max_pool2d(relu(raw + bias))`` (or without the bias) with windows
-    equal to their strides and no padding, the bias of shape (K, 1, 1)."""
+    equal to their strides and no padding, the bias of shape (K, 1, 1) for K channels."""
     body = kc.kernel.body
     if len(body) != 3 or [c.op for c in body[1:]] != [Op.RELU, Op.MAX_POOL2D]:
         return False
@@ -50,8 +50,8 @@ def _pool_epilogue(kc: KernelCall, raw: str) -> bool:
             or pool.inputs[0] != relu.outputs[0]:
         return False
     if first.op is Op.ADD:
-        shape = first.inputs[1].type.shape
-        if len(first.inputs) != 2 or len(shape) != 3 or shape[1:] != (1, 1):
+        channels = first.inputs[0].type.shape[1]
+        if len(first.inputs) != 2 or first.inputs[1].type.shape != (channels, 1, 1):
             return False
     elif first.op is not Op.COPY:
         return False
