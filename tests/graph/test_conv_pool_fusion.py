@@ -86,16 +86,17 @@ def test_a_convolution_read_twice_is_not_fused():
             np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-5)
 
 
-def conv_relu_pool(c_in=1, stride=1, kernel=(2, 2), pool_stride=(2, 2), pool_pad=(0, 0)):
+def conv_relu_pool(c_in=1, stride=1, kernel=(2, 2), pool_stride=(2, 2), pool_pad=(0, 0),
+                   weight=None, bias=True):
     b = pl.graph.GraphBuilder("f")
     x = b.input("x", ("n", c_in, 12, 11))
-    w = b.constant(np.ones((3, c_in, 3, 3), "float32"))
-    bias = b.constant(np.ones(3, "float32"))
-    y = b.emit(pl.graph.Op.CONV2D, x, w, bias, stride=(stride, stride), padding=(1, 1),
+    w = b.constant(np.ones((3, c_in, 3, 3), "float32") if weight is None else weight)
+    operands = (x, w, b.constant(np.ones(3, "float32"))) if bias else (x, w)
+    y = b.emit(pl.graph.Op.CONV2D, *operands, stride=(stride, stride), padding=(1, 1),
                dilation=(1, 1), groups=1)
     y = b.emit(pl.graph.Op.MAX_POOL2D, b.emit(pl.graph.Op.RELU, y), kernel=kernel,
                stride=pool_stride, padding=pool_pad)
-    return pl.graph.optimize(b.build(y))
+    return b.build(y)
 
 
 @pytest.mark.parametrize("change, fused", [
@@ -103,5 +104,18 @@ def conv_relu_pool(c_in=1, stride=1, kernel=(2, 2), pool_stride=(2, 2), pool_pad
     ({"pool_stride": (1, 1)}, False), ({"pool_pad": (1, 1)}, False),
     ({"kernel": (3, 3), "pool_stride": (3, 3)}, True)])
 def test_which_convolutions_and_poolings_are_fused(change, fused):
-    g = conv_relu_pool(**change)
+    g = pl.graph.optimize(conv_relu_pool(**change))
     assert any(conv_pool_schedule(kc) is not None for kc in kernels(g)) == fused
+
+
+def test_a_convolution_without_bias_is_fused_and_equals_pytorch(rng):
+    w = rng.standard_normal((3, 1, 3, 3), dtype=np.float32)
+    ex = pl.graph.build(conv_relu_pool(weight=w, bias=False))
+    fused = [kc for kc in kernels(ex.graph) if conv_pool_schedule(kc) is not None]
+    assert [str(c.op) for c in fused[0].kernel.body] == ["conv2d", "copy", "relu", "max_pool2d"]
+    x = rng.standard_normal((2, 1, 12, 11), dtype=np.float32)
+    F = nn.functional
+    with torch.no_grad():
+        ref = F.max_pool2d(torch.relu(F.conv2d(torch.from_numpy(x), torch.from_numpy(w),
+                                               padding=1)), 2).numpy()
+    np.testing.assert_allclose(run_poisoned(ex, x), ref, rtol=1e-5, atol=1e-5)
