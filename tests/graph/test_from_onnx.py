@@ -39,6 +39,9 @@ def test_seed_cnn_from_onnx_at_two_batch_sizes(onnx_cnn):
     g = pl.graph.from_onnx(path)
     assert g.params == ("batch",)
     ex = pl.graph.build(g)
+    # conv + bias + relu + max-pool: one kernel, as from PyTorch
+    first = next(b for b in ex.graph.bindings if isinstance(b, pl.graph.KernelCall))
+    assert [str(c.op) for c in first.kernel.body] == ["conv2d", "add", "relu", "max_pool2d"]
     for batch in (4, 5):
         x = torch.randn(batch, 1, 28, 28)
         out = np.full((batch, 10), np.nan, "float32")

@@ -53,14 +53,14 @@ def test_seed_cnn_accepts_torch_tensors_and_profiles(cnn, capsys):
 def test_seed_cnn_is_fused_and_one_library(cnn):
     _, ex = cnn
     text = str(ex.graph)
-    # the convolution runs polyloop.ops' recipe, its bias + relu computed inside the max-pool;
-    # each dense layer (narrow weights) is one kernel with its bias (and relu) applied as its
+    # the convolution (one input channel), its bias and relu and the max-pool are one kernel
+    # (the convolution's output is never written); each dense layer (narrow weights) is one kernel with its bias (and relu) applied as its
     # register tiles are stored
     assert [s.entry for s in ex.segments] == ["model"]
     assert list(ex.segments[0].labels) == [
-        "model_k0_conv2d_ops", "model_k1_max_pool2d", "model_k2_linear", "model_k3_linear",
-        "model_k4_softmax"]
-    assert "relu(%conv2d)" in text.split("kernel model_k1_max_pool2d")[1].split("kernel")[0]
+        "model_k0_conv2d_pool", "model_k2_linear", "model_k3_linear", "model_k4_softmax"]
+    fused = text.split("kernel model_k0_conv2d_pool")[1].split("kernel")[0]
+    assert "relu(%conv2d)" in fused and "max_pool2d(%relu" in fused
     fc1 = text.split("kernel model_k2_linear(")[1].split("kernel")[0]
     assert "linear(%flatten" in fc1 and "return %relu_1\n" in fc1
 

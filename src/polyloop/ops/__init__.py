@@ -15,6 +15,8 @@ only; their constants are keyword arguments.
 from .attention import attention, schedule_attention
 from .conv import (conv2d_nchw, depthwise_conv2d_nchw, schedule_conv2d_nchw,
                    schedule_depthwise_conv2d_nchw)
+from .conv_pool import conv2d_bias_relu_maxpool_nchw, schedule_conv2d_bias_relu_maxpool_nchw
+from .dense_split import dense_split_k, schedule_dense_split_k
 from .conv_packed import conv2d_channel_block, conv2d_nchw_packed, pack_conv2d_weight
 from .matmul import (batch_matmul_relu, matmul, matmul_relu, schedule_batch_matmul_relu,
                      schedule_matmul, schedule_matmul_relu)
@@ -31,6 +33,8 @@ __all__ = ["batch_matmul_relu", "matmul", "matmul_relu", "schedule_batch_matmul_
            "schedule_matmul", "schedule_matmul_relu"]
 __all__ += ["conv2d_nchw", "depthwise_conv2d_nchw", "schedule_conv2d_nchw",
             "schedule_depthwise_conv2d_nchw", "schedule_softmax", "softmax"]
+__all__ += ["conv2d_bias_relu_maxpool_nchw", "schedule_conv2d_bias_relu_maxpool_nchw"]
+__all__ += ["dense_split_k", "schedule_dense_split_k"]
 __all__ += ["conv2d_channel_block", "conv2d_nchw_packed", "pack_conv2d_weight"]
 __all__ += ["MATMUL_GPU_LADDER", "depthwise_conv2d_gpu", "depthwise_conv2d_gpu_kernel",
             "depthwise_conv2d_gpu_shared",

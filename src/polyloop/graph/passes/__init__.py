@@ -3,8 +3,11 @@
 from .dce import remove_dead_code
 from .fold import fold_constants
 from .fuse import fuse_into_consumers, fuse_operators
+from .dense_split import dense_split_schedule
+from .pool_fusion import conv_pool_schedule, fuse_conv_pool
 from .library import library_conv, library_matmul, packed_columns, use_library_kernels
 
 __all__ = ["fold_constants", "fuse_into_consumers", "fuse_operators", "library_conv", "library_matmul",
            "packed_columns", "remove_dead_code",
            "use_library_kernels"]
+__all__ += ["conv_pool_schedule", "dense_split_schedule", "fuse_conv_pool"]
