@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from ..errors import ScheduleError
 from ..ir.expr import Var, as_expr
+from ..poly.tree import LoopNode
 from . import arguments as arg, blocks, hints, rewrites
 from . import verdicts as vd
 from . import tensorize as tz
@@ -64,8 +65,22 @@ class BlockPrimitives(ScheduleCore):
         except ScheduleError as e:
             if not _broken(e):
                 raise
+            if blocks.is_copy(self._state, name) and self._copy_per_iteration(name, node, loop):
+                return
             raise _with_hint(e, hints.compute_at_hint(self._state, name, node,
                                                       reverse=False)) from None
+
+    def _copy_per_iteration(self, name: str, node: LoopNode, loop: LoopHandle) -> bool:
+        """A copy (a cache stage) that one iteration cannot share with the next (a GPU
+        work-group's tile, a parallel thread's halo) runs once per iteration of the loop and
+        the loops around it, as TVM's compute_at and Loo.py's prefetch do: always legal while
+        what it copies does not change, which ``recompute`` checks."""
+        try:
+            new = rc.compute_at_recompute(self._state, name, node)
+        except ScheduleError:
+            return False
+        self._apply(new, "compute_at", (BlockHandle(name), loop), {})
+        return True
 
     def compute_root(self, block: BlockHandle | str) -> None:
         """Undo compute_at: the block gets a nest of its own at the top level, placed before

@@ -33,6 +33,20 @@ def main_statement(state: State, block: str) -> Statement:
     return next((s for s in stmts if not s.is_init), stmts[-1])
 
 
+def is_copy(state: State, block: str) -> bool:
+    """Is the block one statement copying another buffer element for element into a
+    temporary (a cache stage: ``X_shared[ax0, ax1] = X[ax0, ax1]``)?"""
+    stmts = block_statements(state, block)
+    if len(stmts) != 1 or stmts[0].reduction is not None or stmts[0].is_init:
+        return False
+    s = stmts[0]
+
+    def own(indices: tuple[Expr, ...]) -> bool:
+        return [i.name if isinstance(i, Var) else None for i in indices] == list(s.iters)
+    return (isinstance(s.value, Load) and s.value.buffer != s.buffer and own(s.value.indices)
+            and own(s.indices) and state.program.buffer(s.buffer).role is BufferRole.TEMP)
+
+
 def readers(state: State, buffer: str, exclude: set[str]) -> list[str]:
     seen: dict[str, None] = {}
     for a in accesses(state.program):
