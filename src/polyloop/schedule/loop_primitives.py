@@ -9,10 +9,12 @@ from typing import Any, Sequence
 from ..errors import ScheduleError
 from ..ir.loop_notes import NoteKey
 from ..ir.loops import LoopKind
-from ..ir.program import BufferRole
+from ..ir.program import BufferRole, MemScope
+from ..poly.tree import LoopNode
 from ..ir.thread_axis import ThreadAxis, parse_thread_axis
 from . import arguments as arg, fusion, hints, loops, state as st
-from . import cross_thread
+from . import blocks, cross_thread
+from . import recompute as rc
 from . import verdicts as vd
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import LoopHandle
@@ -368,6 +370,10 @@ class LoopPrimitives(ScheduleCore):
             new = self._exclusive(loop, "bind", LoopKind.THREAD, thread=axis)
         except ScheduleError as e:
             dep = e.dependence
+            copied = self._copies_per_iteration(loop, axis, e)
+            if copied is not None:
+                self._apply(copied, "bind", (loop, axis.value), {})  # type: ignore[arg-type]
+                return
             if not (axis.is_item and dep is not None and dep.reduction
                     and dep.source == dep.sink):
                 raise
@@ -379,6 +385,32 @@ class LoopPrimitives(ScheduleCore):
                 raise ScheduleError(f"{e}\nA tree reduction across the work-items cannot take "
                                     f"its place either: {why}", dependence=dep) from None
         self._apply(new, "bind", (loop, axis.value), {})  # type: ignore[arg-type]
+
+    def _copies_per_iteration(self, loop: LoopHandle, axis: ThreadAxis, refusal: ScheduleError
+                              ) -> st.State | None:
+        """``bind`` refused because a copy into on-chip memory (a shared or local cache stage
+        moved in with compute_at) serves several iterations of the loop: each iteration
+        copies what it reads instead (TVM's compute_at), and the loop is bound. None when
+        that does not make the loop legal."""
+        saved, dep = self._state, refusal.dependence
+        try:
+            for _ in range(len(self._state.program.statements)):
+                if dep is None or not blocks.is_copy(self._state, dep.source) or \
+                        self._state.program.buffer(dep.buffer).scope not in ON_CHIP:
+                    return None
+                at = _placement(self._state, dep.source, dep.sink)
+                if at is None:
+                    return None
+                self._state = rc.compute_at_recompute(self._state, dep.source, at)
+                try:
+                    return self._exclusive(loop, "bind", LoopKind.THREAD, thread=axis)
+                except ScheduleError as again:
+                    dep = again.dependence
+            return None
+        except ScheduleError:
+            return None
+        finally:
+            self._state = saved
 
     def annotate(self, loop: LoopHandle, key: str, value: Any) -> None:
         """Attach a key/value annotation to a loop (printed as a comment; read by targets).
@@ -420,3 +452,16 @@ class LoopPrimitives(ScheduleCore):
         if inputs:
             raise ScheduleError(f"annotate 'nontemporal': {', '.join(inputs)} is an input, which "
                                 "the program never stores; name an output or a temporary")
+
+
+ON_CHIP = (MemScope.SHARED, MemScope.LOCAL)
+
+
+def _placement(state: st.State, copy: str, consumer: str) -> LoopNode | None:
+    """The innermost loop around both a copy and its consumer: where compute_at put it."""
+    common = None
+    for a, b in zip(state.stmt_path(copy), state.stmt_path(consumer)):
+        if a.id != b.id:
+            break
+        common = a
+    return common
