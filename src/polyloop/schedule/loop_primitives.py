@@ -374,6 +374,11 @@ class LoopPrimitives(ScheduleCore):
             if copied is not None:
                 self._apply(copied, "bind", (loop, axis.value), {})  # type: ignore[arg-type]
                 return
+            if dep is not None and blocks.is_copy(self._state, dep.source):
+                raise _with_hint(e, f" The copy '{dep.source}' serves several iterations of the "
+                                 "loop: bind the loops around it before changing the copy's own "
+                                 "loops, or compute_at(..., recompute=True) to copy in every "
+                                 "iteration") from None
             if not (axis.is_item and dep is not None and dep.reduction
                     and dep.source == dep.sink):
                 raise
@@ -399,7 +404,7 @@ class LoopPrimitives(ScheduleCore):
                         self._state.program.buffer(dep.buffer).scope not in ON_CHIP:
                     return None
                 at = _placement(self._state, dep.source, dep.sink)
-                if at is None:
+                if at is None or not _fresh_nest(self._state, dep.source, at):
                     return None
                 self._state = rc.compute_at_recompute(self._state, dep.source, at)
                 try:
@@ -465,3 +470,12 @@ def _placement(state: st.State, copy: str, consumer: str) -> LoopNode | None:
             break
         common = a
     return common
+
+
+def _fresh_nest(state: st.State, copy: str, at: LoopNode) -> bool:
+    """Are the copy's loops below ``at`` still as compute_at made them (serial, one per
+    iterator)? Copying per iteration builds new ones: what was done to them would be lost."""
+    path = state.stmt_path(copy)
+    own = path[[n.id for n in path].index(at.id) + 1:]
+    return len(own) == len(state.program.statement(copy).iters) and \
+        all(n.kind is LoopKind.SERIAL and not n.annotations for n in own)
