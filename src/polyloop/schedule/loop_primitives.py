@@ -374,7 +374,9 @@ class LoopPrimitives(ScheduleCore):
             if copied is not None:
                 self._apply(copied, "bind", (loop, axis.value), {})  # type: ignore[arg-type]
                 return
-            if dep is not None and blocks.is_copy(self._state, dep.source):
+            if dep is not None and blocks.is_copy(self._state, dep.source) and \
+                    not _fresh_nest(self._state, dep.source, _placement(self._state, dep.source,
+                                                                        dep.sink)):
                 raise _with_hint(e, f" The copy '{dep.source}' serves several iterations of the "
                                  "loop: bind the loops around it before changing the copy's own "
                                  "loops, or compute_at(..., recompute=True) to copy in every "
@@ -472,10 +474,12 @@ def _placement(state: st.State, copy: str, consumer: str) -> LoopNode | None:
     return common
 
 
-def _fresh_nest(state: st.State, copy: str, at: LoopNode) -> bool:
+def _fresh_nest(state: st.State, copy: str, at: LoopNode | None) -> bool:
     """Are the copy's loops below ``at`` still as compute_at made them (serial, one per
     iterator)? Copying per iteration builds new ones: what was done to them would be lost."""
     path = state.stmt_path(copy)
+    if at is None:
+        return False
     own = path[[n.id for n in path].index(at.id) + 1:]
     return len(own) == len(state.program.statement(copy).iters) and \
         all(n.kind is LoopKind.SERIAL and not n.annotations for n in own)
