@@ -8,17 +8,16 @@ blocks like the CPU space (``rules``), drawing GPU decisions instead:
   first reduction loop split into steps whose inner loop is unrolled; each work-item keeps its
   ``rows x columns`` tile in private memory (``cache_write "local"``, a drawn choice) with the
   tile's rows unrolled and its columns vectorized; elementwise consumers are applied as the
-  tile is written back;
+  tile is written back. Or, another drawn choice, shared tiles: the reduction step loop runs
+  around the work-items, and each step copies what it reads of every operand into the
+  work-group's shared memory (``cache_read "shared"``, ``compute_at(..., recompute=True)``),
+  the copy spread over the work-items, who then accumulate in place;
 - every other loop nest has its leading spatial loops (two fused, a drawn choice) spread over
   work-groups of a drawn number of work-items; a nest whose loop carries a dependence stays
   in one work-item (the refusal is caught: the nest is left as it is);
 - elementwise producers are inlined (``rules.inline_elementwise``).
 
-Every primitive checks legality, so a drawn schedule computes what the program says. Not in
-the space yet: copies into a work-group's shared memory (``cache_read "shared"`` at a loop
-inside the work-group loops is refused by the dependence check, which does not know the copy
-is private to each work-group; the kernel front end's ``add_prefetch`` does this, outside the
-schedule's trace).
+Every primitive checks legality, so a drawn schedule computes what the program says.
 
 >>> import polyloop as pl
 >>> from polyloop.tune.space import draw
