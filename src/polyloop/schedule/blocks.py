@@ -37,9 +37,15 @@ def is_copy(state: State, block: str) -> bool:
     """Is the block one statement copying another buffer element for element into a
     temporary (a cache stage: ``X_shared[ax0, ax1] = X[ax0, ax1]``)?"""
     stmts = block_statements(state, block)
-    if len(stmts) != 1 or stmts[0].reduction is not None or stmts[0].is_init:
+    return len(stmts) == 1 and is_copy_statement(state, stmts[0].name)
+
+
+def is_copy_statement(state: State, name: str) -> bool:
+    """Is statement ``name`` alone in its block and a copy (see ``is_copy``)?"""
+    s = next((x for x in state.program.statements if x.name == name), None)
+    if s is None or s.reduction is not None or s.is_init or \
+            sum(x.block_name == s.block_name for x in state.program.statements) != 1:
         return False
-    s = stmts[0]
 
     def own(indices: tuple[Expr, ...]) -> bool:
         return [i.name if isinstance(i, Var) else None for i in indices] == list(s.iters)

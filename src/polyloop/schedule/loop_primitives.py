@@ -10,8 +10,8 @@ from ..errors import ScheduleError
 from ..ir.loop_notes import NoteKey
 from ..ir.loops import LoopKind
 from ..ir.program import BufferRole, MemScope
-from ..poly.tree import LoopNode
 from ..ir.thread_axis import ThreadAxis, parse_thread_axis
+from ..poly.tree import LoopNode
 from . import arguments as arg, fusion, hints, loops, state as st
 from . import blocks, cross_thread
 from . import recompute as rc
@@ -374,9 +374,9 @@ class LoopPrimitives(ScheduleCore):
             if copied is not None:
                 self._apply(copied, "bind", (loop, axis.value), {})  # type: ignore[arg-type]
                 return
-            if dep is not None and blocks.is_copy(self._state, dep.source) and \
-                    not _fresh_nest(self._state, dep.source, _placement(self._state, dep.source,
-                                                                        dep.sink)):
+            at = _placement(self._state, dep.source, dep.sink) if dep is not None else None
+            if at is not None and blocks.is_copy_statement(self._state, dep.source) and \
+                    not _fresh_nest(self._state, dep.source, at):
                 raise _with_hint(e, f" The copy '{dep.source}' serves several iterations of the "
                                  "loop: bind the loops around it before changing the copy's own "
                                  "loops, or compute_at(..., recompute=True) to copy in every "
@@ -402,13 +402,14 @@ class LoopPrimitives(ScheduleCore):
         saved, dep = self._state, refusal.dependence
         try:
             for _ in range(len(self._state.program.statements)):
-                if dep is None or not blocks.is_copy(self._state, dep.source) or \
+                if dep is None or not blocks.is_copy_statement(self._state, dep.source) or \
                         self._state.program.buffer(dep.buffer).scope not in ON_CHIP:
                     return None
                 at = _placement(self._state, dep.source, dep.sink)
                 if at is None or not _fresh_nest(self._state, dep.source, at):
                     return None
-                self._state = rc.compute_at_recompute(self._state, dep.source, at)
+                block = self._state.program.statement(dep.source).block_name
+                self._state = rc.compute_at_recompute(self._state, block, at)
                 try:
                     return self._exclusive(loop, "bind", LoopKind.THREAD, thread=axis)
                 except ScheduleError as again:
@@ -474,12 +475,10 @@ def _placement(state: st.State, copy: str, consumer: str) -> LoopNode | None:
     return common
 
 
-def _fresh_nest(state: st.State, copy: str, at: LoopNode | None) -> bool:
+def _fresh_nest(state: st.State, copy: str, at: LoopNode) -> bool:
     """Are the copy's loops below ``at`` still as compute_at made them (serial, one per
     iterator)? Copying per iteration builds new ones: what was done to them would be lost."""
     path = state.stmt_path(copy)
-    if at is None:
-        return False
     own = path[[n.id for n in path].index(at.id) + 1:]
     return len(own) == len(state.program.statement(copy).iters) and \
         all(n.kind is LoopKind.SERIAL and not n.annotations for n in own)
