@@ -35,7 +35,9 @@ class BlockPrimitives(ScheduleCore):
 
         With ``recompute=True`` every iteration of ``loop`` (and of the loops around it)
         computes all the elements it reads, halo included, into a temporary of its own, so
-        iterations share nothing and parallel loops or GPU blocks around it stay legal:
+        iterations share nothing and parallel loops or GPU blocks around it stay legal. A copy
+        (a ``cache_read`` stage) that the iterations cannot share, such as a shared tile under
+        work-group loops, is placed so without asking, as TVM's compute_at places it:
 
         >>> import polyloop as pl
         >>> A = pl.placeholder((10,), "float32", name="A")

@@ -357,7 +357,9 @@ class LoopPrimitives(ScheduleCore):
     def bind(self, loop: LoopHandle, thread_axis: "str | ThreadAxis") -> None:
         """Map a loop onto a GPU index: ``"blockIdx.x"``, ``"threadIdx.y"``, or the kernel tags
         ``"g.0"`` (work-group index 0 = blockIdx.x), ``"l.1"`` (work-item index 1 =
-        threadIdx.y), or a ``ThreadAxis``.
+        threadIdx.y), or a ``ThreadAxis``. A shared or local copy that ``compute_at`` placed
+        once for several iterations of the loop is copied in every iteration instead (each
+        work-group fills its own tile).
 
         >>> import polyloop as pl
         >>> A = pl.placeholder((100,), "float32", name="A")
