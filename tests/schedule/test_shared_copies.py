@@ -147,3 +147,13 @@ def test_a_copy_of_a_buffer_updated_in_its_loop_nest_is_refused():
     sch = pl.Schedule(knl.program)
     with pytest.raises(pl.ScheduleError, match="written inside the loop nest"):
         sch.cache_read(sch.blocks()[0], "a", "shared")
+
+
+def test_a_copy_of_a_tile_filled_inside_the_nest_is_refused():
+    # the reduction's initialization has a nest of its own before the tiles' nest: the copy
+    # of A_shared must not go there, before A_shared is filled
+    sch = tiled(matmul(70, 84, 37), bind_first=True)
+    with pytest.raises(pl.ScheduleError, match="'A_shared' is written inside the loop nest"):
+        sch.cache_read("C", "A_shared", "local")
+    with pytest.raises(pl.ScheduleError, match="does not read 'A'; name a buffer"):
+        sch.cache_read("C", "A", "local")
