@@ -157,3 +157,18 @@ def test_a_copy_of_a_tile_filled_inside_the_nest_is_refused():
         sch.cache_read("C", "A_shared", "local")
     with pytest.raises(pl.ScheduleError, match="does not read 'A'; name a buffer"):
         sch.cache_read("C", "A", "local")
+
+
+def test_a_copy_per_work_item_is_still_refused():
+    # one copy per work-item inside the work-item loops is not built yet: the refusal stays
+    sch = pl.Schedule(matmul(70, 84, 37))
+    i, j, kk = sch.get_loops("C")
+    io, ii = sch.split(i, [None, 16])
+    jo, ji = sch.split(j, [None, 16])
+    sch.reorder(io, jo, ii, ji, kk)
+    for loop, axis in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"),
+                       (ji, "threadIdx.x")):
+        sch.bind(loop, axis)
+    copy = sch.cache_read("C", "A", "shared")
+    with pytest.raises(pl.ScheduleError, match="compute_at.A_shared, j_1. would make thread loop 'j_0' carry the RAW"):
+        sch.compute_at(copy, ji)

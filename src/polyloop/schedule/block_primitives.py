@@ -13,6 +13,7 @@ from . import arguments as arg, blocks, hints, rewrites
 from . import verdicts as vd
 from . import tensorize as tz
 from . import recompute as rc
+from .recompute import under_work_items
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import BlockHandle, LoopHandle
 
@@ -77,6 +78,8 @@ class BlockPrimitives(ScheduleCore):
         work-group's tile, a parallel thread's halo) runs once per iteration of the loop and
         the loops around it, as TVM's compute_at and Loo.py's prefetch do: always legal while
         what it copies does not change, which ``recompute`` checks."""
+        if under_work_items(self._state, node):
+            return False    # a copy per work-item: lowering cannot build it yet
         try:
             new = rc.compute_at_recompute(self._state, name, node)
         except ScheduleError:

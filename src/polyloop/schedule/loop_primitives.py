@@ -408,7 +408,8 @@ class LoopPrimitives(ScheduleCore):
                         self._state.program.buffer(dep.buffer).scope not in ON_CHIP:
                     return None
                 at = _placement(self._state, dep.source, dep.sink)
-                if at is None or not _fresh_nest(self._state, dep.source, at):
+                if at is None or not _fresh_nest(self._state, dep.source, at) or \
+                        rc.under_work_items(self._state, at):
                     return None
                 block = self._state.program.statement(dep.source).block_name
                 self._state = rc.compute_at_recompute(self._state, block, at)
