@@ -50,8 +50,12 @@ def tiled(C, *, bind_first: bool, spread: bool = False):
 
 
 def test_each_work_group_copies_its_own_tile_per_step():
+    C = matmul(70, 84, 37)
     for bind_first in (True, False):
-        text = str(tiled(matmul(70, 84, 37), bind_first=bind_first))
+        sch = tiled(C, bind_first=bind_first)
+        text = str(sch)
+        again = pl.Schedule.from_trace(C, pl.Trace.from_json(sch.trace.to_json()))
+        assert str(again) == text       # the trace replays: the same placement
         # the copy runs in every iteration of the loops around k_0: no "if j_0 == 0"
         assert "A_shared[i_0, j_0, k_0, 16 * i_0 + A_shared_dim_0, 8 * k_0 + A_shared_dim_1]" \
             in text
