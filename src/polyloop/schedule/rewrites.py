@@ -69,14 +69,14 @@ def cache_read(state: State, block: str, buffer: str, scope: str) -> tuple[State
     buf = program.buffer(buffer)
     if any(s.buffer == buffer for s in stmts):
         raise ScheduleError(f"cache_read: block '{block}' writes '{buffer}'; use cache_write")
-    # the copy goes before the first nest that reads (a reduction's initialization, a block
-    # statement too, may have a nest of its own before it); nothing from there to the last
-    # read may write what it copies
+    # the copy goes before the block's first nest; nothing from there to the last nest that
+    # reads may write what it copies (a reduction's initialization, a statement of the block
+    # too, may have a nest of its own before the reading one)
     reading = {s.name for s in stmts if any(ld.buffer == buffer for ld in s.reads())}
     if not reading:
         raise ScheduleError(f"cache_read: block '{block}' does not read '{buffer}'; name a "
                             "buffer the block reads")
-    at = _root_index(state.root, reading)
+    at = _root_index(state.root, names)
     last = _root_index(state.root, reading, last=True)
     nest_stmts = {x for c in state.root.children[at:last + 1] for x in statements_under(c)}
     if set(writers(state, buffer, set())) & nest_stmts:
