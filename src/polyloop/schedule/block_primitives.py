@@ -8,10 +8,12 @@ from typing import Any, Callable
 
 from ..errors import ScheduleError
 from ..ir.expr import Var, as_expr
+from ..poly.tree import LoopNode
 from . import arguments as arg, blocks, hints, rewrites
 from . import verdicts as vd
 from . import tensorize as tz
 from . import recompute as rc
+from .recompute import under_work_items
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import BlockHandle, LoopHandle
 
@@ -34,7 +36,9 @@ class BlockPrimitives(ScheduleCore):
 
         With ``recompute=True`` every iteration of ``loop`` (and of the loops around it)
         computes all the elements it reads, halo included, into a temporary of its own, so
-        iterations share nothing and parallel loops or GPU blocks around it stay legal:
+        iterations share nothing and parallel loops or GPU blocks around it stay legal. A copy
+        (a ``cache_read`` stage) that the iterations cannot share, such as a shared tile under
+        work-group loops, is placed so without asking, as TVM's compute_at places it:
 
         >>> import polyloop as pl
         >>> A = pl.placeholder((10,), "float32", name="A")
@@ -64,8 +68,24 @@ class BlockPrimitives(ScheduleCore):
         except ScheduleError as e:
             if not _broken(e):
                 raise
+            if blocks.is_copy(self._state, name) and self._copy_per_iteration(name, node, loop):
+                return
             raise _with_hint(e, hints.compute_at_hint(self._state, name, node,
                                                       reverse=False)) from None
+
+    def _copy_per_iteration(self, name: str, node: LoopNode, loop: LoopHandle) -> bool:
+        """A copy (a cache stage) that one iteration cannot share with the next (a GPU
+        work-group's tile, a parallel thread's halo) runs once per iteration of the loop and
+        the loops around it, as TVM's compute_at and Loo.py's prefetch do: always legal while
+        what it copies does not change, which ``recompute`` checks."""
+        if under_work_items(self._state, node):
+            return False    # a copy per work-item: lowering cannot build it yet
+        try:
+            new = rc.compute_at_recompute(self._state, name, node)
+        except ScheduleError:
+            return False
+        self._apply(new, "compute_at", (BlockHandle(name), loop), {})
+        return True
 
     def compute_root(self, block: BlockHandle | str) -> None:
         """Undo compute_at: the block gets a nest of its own at the top level, placed before

@@ -33,6 +33,26 @@ def main_statement(state: State, block: str) -> Statement:
     return next((s for s in stmts if not s.is_init), stmts[-1])
 
 
+def is_copy(state: State, block: str) -> bool:
+    """Is the block one statement copying another buffer element for element into a
+    temporary (a cache stage: ``X_shared[ax0, ax1] = X[ax0, ax1]``)?"""
+    stmts = block_statements(state, block)
+    return len(stmts) == 1 and is_copy_statement(state, stmts[0].name)
+
+
+def is_copy_statement(state: State, name: str) -> bool:
+    """Is statement ``name`` alone in its block and a copy (see ``is_copy``)?"""
+    s = next((x for x in state.program.statements if x.name == name), None)
+    if s is None or s.reduction is not None or s.is_init or \
+            sum(x.block_name == s.block_name for x in state.program.statements) != 1:
+        return False
+
+    def own(indices: tuple[Expr, ...]) -> bool:
+        return [i.name if isinstance(i, Var) else None for i in indices] == list(s.iters)
+    return (isinstance(s.value, Load) and s.value.buffer != s.buffer and own(s.value.indices)
+            and own(s.indices) and state.program.buffer(s.buffer).role is BufferRole.TEMP)
+
+
 def readers(state: State, buffer: str, exclude: set[str]) -> list[str]:
     seen: dict[str, None] = {}
     for a in accesses(state.program):

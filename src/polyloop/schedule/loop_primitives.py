@@ -9,10 +9,12 @@ from typing import Any, Sequence
 from ..errors import ScheduleError
 from ..ir.loop_notes import NoteKey
 from ..ir.loops import LoopKind
-from ..ir.program import BufferRole
+from ..ir.program import BufferRole, MemScope
 from ..ir.thread_axis import ThreadAxis, parse_thread_axis
+from ..poly.tree import LoopNode
 from . import arguments as arg, fusion, hints, loops, state as st
-from . import cross_thread
+from . import blocks, cross_thread
+from . import recompute as rc
 from . import verdicts as vd
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import LoopHandle
@@ -355,7 +357,9 @@ class LoopPrimitives(ScheduleCore):
     def bind(self, loop: LoopHandle, thread_axis: "str | ThreadAxis") -> None:
         """Map a loop onto a GPU index: ``"blockIdx.x"``, ``"threadIdx.y"``, or the kernel tags
         ``"g.0"`` (work-group index 0 = blockIdx.x), ``"l.1"`` (work-item index 1 =
-        threadIdx.y), or a ``ThreadAxis``.
+        threadIdx.y), or a ``ThreadAxis``. A shared or local copy that ``compute_at`` placed
+        once for several iterations of the loop is copied in every iteration instead (each
+        work-group fills its own tile).
 
         >>> import polyloop as pl
         >>> A = pl.placeholder((100,), "float32", name="A")
@@ -368,6 +372,17 @@ class LoopPrimitives(ScheduleCore):
             new = self._exclusive(loop, "bind", LoopKind.THREAD, thread=axis)
         except ScheduleError as e:
             dep = e.dependence
+            copied = self._copies_per_iteration(loop, axis, e)
+            if copied is not None:
+                self._apply(copied, "bind", (loop, axis.value), {})  # type: ignore[arg-type]
+                return
+            at = _placement(self._state, dep.source, dep.sink) if dep is not None else None
+            if at is not None and blocks.is_copy_statement(self._state, dep.source) and \
+                    not _fresh_nest(self._state, dep.source, at):
+                raise _with_hint(e, f" The copy '{dep.source}' serves several iterations of the "
+                                 "loop: bind the loops around it before changing the copy's own "
+                                 "loops, or compute_at(..., recompute=True) to copy in every "
+                                 "iteration") from None
             if not (axis.is_item and dep is not None and dep.reduction
                     and dep.source == dep.sink):
                 raise
@@ -379,6 +394,34 @@ class LoopPrimitives(ScheduleCore):
                 raise ScheduleError(f"{e}\nA tree reduction across the work-items cannot take "
                                     f"its place either: {why}", dependence=dep) from None
         self._apply(new, "bind", (loop, axis.value), {})  # type: ignore[arg-type]
+
+    def _copies_per_iteration(self, loop: LoopHandle, axis: ThreadAxis, refusal: ScheduleError
+                              ) -> st.State | None:
+        """``bind`` refused because a copy into on-chip memory (a shared or local cache stage
+        moved in with compute_at) serves several iterations of the loop: each iteration
+        copies what it reads instead (TVM's compute_at), and the loop is bound. None when
+        that does not make the loop legal."""
+        saved, dep = self._state, refusal.dependence
+        try:
+            for _ in range(len(self._state.program.statements)):
+                if dep is None or not blocks.is_copy_statement(self._state, dep.source) or \
+                        self._state.program.buffer(dep.buffer).scope not in ON_CHIP:
+                    return None
+                at = _placement(self._state, dep.source, dep.sink)
+                if at is None or not _fresh_nest(self._state, dep.source, at) or \
+                        rc.under_work_items(self._state, at):
+                    return None
+                block = self._state.program.statement(dep.source).block_name
+                self._state = rc.compute_at_recompute(self._state, block, at)
+                try:
+                    return self._exclusive(loop, "bind", LoopKind.THREAD, thread=axis)
+                except ScheduleError as again:
+                    dep = again.dependence
+            return None
+        except ScheduleError:
+            return None
+        finally:
+            self._state = saved
 
     def annotate(self, loop: LoopHandle, key: str, value: Any) -> None:
         """Attach a key/value annotation to a loop (printed as a comment; read by targets).
@@ -420,3 +463,25 @@ class LoopPrimitives(ScheduleCore):
         if inputs:
             raise ScheduleError(f"annotate 'nontemporal': {', '.join(inputs)} is an input, which "
                                 "the program never stores; name an output or a temporary")
+
+
+ON_CHIP = (MemScope.SHARED, MemScope.LOCAL)
+
+
+def _placement(state: st.State, copy: str, consumer: str) -> LoopNode | None:
+    """The innermost loop around both a copy and its consumer: where compute_at put it."""
+    common = None
+    for a, b in zip(state.stmt_path(copy), state.stmt_path(consumer)):
+        if a.id != b.id:
+            break
+        common = a
+    return common
+
+
+def _fresh_nest(state: st.State, copy: str, at: LoopNode) -> bool:
+    """Are the copy's loops below ``at`` still as compute_at made them (serial, one per
+    iterator)? Copying per iteration builds new ones: what was done to them would be lost."""
+    path = state.stmt_path(copy)
+    own = path[[n.id for n in path].index(at.id) + 1:]
+    return len(own) == len(state.program.statement(copy).iters) and \
+        all(n.kind is LoopKind.SERIAL and not n.annotations for n in own)

@@ -229,6 +229,11 @@ def compute_at_recompute(state: State, block: str, loop: LoopNode) -> State:
     return new
 
 
+def under_work_items(state: State, loop: LoopNode) -> bool:
+    """Is ``loop`` a work-item loop or inside one?"""
+    return any(n.thread is not None and n.thread.is_item for n in state.path(loop.id))
+
+
 def _items_below(state: State, loop: LoopNode, consumers: Sequence[str]) -> bool:
     """Do the consumers run on several work-items below ``loop`` (the copy is then shared
     by the work-group: local memory)?"""
@@ -237,4 +242,4 @@ def _items_below(state: State, loop: LoopNode, consumers: Sequence[str]) -> bool
                for c in consumers for n in state.stmt_path(c)[depth:])
 
 
-__all__ = ["Recomputation", "compute_at_recompute", "recompute"]
+__all__ = ["Recomputation", "compute_at_recompute", "recompute", "under_work_items"]

@@ -69,8 +69,16 @@ def cache_read(state: State, block: str, buffer: str, scope: str) -> tuple[State
     buf = program.buffer(buffer)
     if any(s.buffer == buffer for s in stmts):
         raise ScheduleError(f"cache_read: block '{block}' writes '{buffer}'; use cache_write")
+    # the copy goes before the block's first nest; nothing from there to the last nest that
+    # reads may write what it copies (a reduction's initialization, a statement of the block
+    # too, may have a nest of its own before the reading one)
+    reading = {s.name for s in stmts if any(ld.buffer == buffer for ld in s.reads())}
+    if not reading:
+        raise ScheduleError(f"cache_read: block '{block}' does not read '{buffer}'; name a "
+                            "buffer the block reads")
     at = _root_index(state.root, names)
-    nest_stmts = set(statements_under(state.root.children[at]))
+    last = _root_index(state.root, reading, last=True)
+    nest_stmts = {x for c in state.root.children[at:last + 1] for x in statements_under(c)}
     if set(writers(state, buffer, set())) & nest_stmts:
         raise ScheduleError(f"cache_read: '{buffer}' is written inside the loop nest of block "
                             f"'{block}'; the copy would read values that are not ready")

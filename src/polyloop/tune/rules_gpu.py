@@ -8,17 +8,16 @@ blocks like the CPU space (``rules``), drawing GPU decisions instead:
   first reduction loop split into steps whose inner loop is unrolled; each work-item keeps its
   ``rows x columns`` tile in private memory (``cache_write "local"``, a drawn choice) with the
   tile's rows unrolled and its columns vectorized; elementwise consumers are applied as the
-  tile is written back;
+  tile is written back. Or, another drawn choice, shared tiles: the reduction step loop runs
+  around the work-items, and each step copies what it reads of every operand into the
+  work-group's shared memory (``cache_read "shared"``, ``compute_at(..., recompute=True)``),
+  the copy spread over the work-items, who then accumulate in place;
 - every other loop nest has its leading spatial loops (two fused, a drawn choice) spread over
   work-groups of a drawn number of work-items; a nest whose loop carries a dependence stays
   in one work-item (the refusal is caught: the nest is left as it is);
 - elementwise producers are inlined (``rules.inline_elementwise``).
 
-Every primitive checks legality, so a drawn schedule computes what the program says. Not in
-the space yet: copies into a work-group's shared memory (``cache_read "shared"`` at a loop
-inside the work-group loops is refused by the dependence check, which does not know the copy
-is private to each work-group; the kernel front end's ``add_prefetch`` does this, outside the
-schedule's trace).
+Every primitive checks legality, so a drawn schedule computes what the program says.
 
 >>> import polyloop as pl
 >>> from polyloop.tune.space import draw
@@ -77,7 +76,10 @@ def thread_tile(sch: Schedule, shape: BlockShape) -> None:
     ti, tj = sch.sample_categorical(list(ITEM_TILE)), sch.sample_categorical(list(ITEM_TILE))
     kstep = sch.sample_categorical(list(K_STEPS))
     local = sch.sample_categorical([True, False], [3.0, 1.0])
-    tile = sch.cache_write(block, "local") if local else None
+    shared = sch.sample_categorical([False, True])
+    # a work-group's shared tiles are filled once per reduction step, so the step loop runs
+    # around the work-items, which then accumulate in place (no private tile across steps)
+    tile = sch.cache_write(block, "local") if local and not shared else None
     c = sch.get_block(block)
     by_name = {loop.name: loop for loop in sch.get_loops(c)}
     by, iy, ri = sch.split(by_name[row], factors=[None, ty, ti])
@@ -85,11 +87,15 @@ def thread_tile(sch: Schedule, shape: BlockShape) -> None:
     ko, ki = sch.split(by_name[shape.reduction[0]], factors=[None, kstep])
     outer = [by_name[s] for s in shape.spatial if s not in (row, vec)]
     rest = [by_name[r] for r in shape.reduction[1:]]
-    sch.reorder(*outer, by, bx, iy, ix, ko, ki, *rest, ri, rj)
+    if shared:
+        sch.reorder(*outer, by, bx, ko, iy, ix, ki, *rest, ri, rj)
+    else:
+        sch.reorder(*outer, by, bx, iy, ix, ko, ki, *rest, ri, rj)
     sch.unroll(ki)
     sch.unroll(ri)
     sch.vectorize(rj)
-    sch.decompose_reduction(c, ko)
+    if not shared:      # (with shared tiles the initialization is a nest of its own)
+        sch.decompose_reduction(c, ko)
     if tile is not None:
         for consumer in sch.get_consumers(tile):      # readers of the written-back tile
             if rules.block_shape(sch, consumer.name).elementwise:
@@ -98,12 +104,46 @@ def thread_tile(sch: Schedule, shape: BlockShape) -> None:
                 except ScheduleError:
                     pass    # it reads more than the element: it stays a nest of its own
         sch.reverse_compute_at(tile, ix)
+    copies = shared_tiles(sch, shape, ko, ty, tx) if shared else []
     # bound last: each later primitive would check the bound loops again (exact dataflow)
     if outer:
         sch.bind(sch.fuse(*outer) if len(outer) > 1 else outer[0], "blockIdx.z")
     for loop, axis in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (iy, "threadIdx.y"),
                        (ix, "threadIdx.x")):
         sch.bind(loop, axis)
+    for copy_y, copy_x in copies:
+        if copy_y is not None:
+            sch.bind(copy_y, "threadIdx.y")
+        sch.bind(copy_x, "threadIdx.x")
+
+
+def shared_tiles(sch: Schedule, shape: BlockShape, ko: LoopHandle, ty: int, tx: int
+                 ) -> list[tuple[LoopHandle | None, LoopHandle]]:
+    """Copy what each step ``ko`` of the reduction reads of every operand into the
+    work-group's shared memory, once per step (``compute_at(..., recompute=True)``), each
+    copy's elements spread over the ``ty x tx`` work-items; returns the loops to bind.
+    An operand whose copy a primitive refuses (a region it cannot tile) is read in place."""
+    out = []
+    for buffer in dict.fromkeys(b for b, _ in shape.reads if b != shape.buffer):
+        try:    # on a copy first: a refusal midway must not leave the schedule half changed
+            _shared_tile(sch.copy(), shape.name, buffer, ko, ty, tx)
+        except ScheduleError:
+            continue
+        out.append(_shared_tile(sch, shape.name, buffer, ko, ty, tx))
+    return out
+
+
+def _shared_tile(sch: Schedule, block: str, buffer: str, ko: LoopHandle, ty: int, tx: int
+                 ) -> tuple[LoopHandle | None, LoopHandle]:
+    copy = sch.cache_read(block, buffer, "shared")
+    sch.compute_at(copy, ko, recompute=True)
+    dims = sch.get_loops(copy)[-sch.program.buffer(buffer).ndim:]    # the copy's own loops
+    flat = sch.fuse(*dims) if len(dims) > 1 else dims[0]
+    if ty == 1:
+        _, copy_x = sch.split(flat, factors=[None, tx])
+        return None, copy_x
+    _, copy_y, copy_x = sch.split(flat, factors=[None, ty, tx])
+    return copy_y, copy_x
 
 
 def spread(sch: Schedule, block: str) -> None:
