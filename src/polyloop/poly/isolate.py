@@ -47,7 +47,7 @@ from ..ir.loops import LoopKind
 from ..ir.program import Program
 from .affine import prefix_map
 from .gpu import statement_paths
-from .isl_util import out_dims
+from .isl_util import map_in, out_dims
 from .tree import LoopNode, Root, loops, path_to, statements_under
 
 ANNOTATION = NoteKey.ISOLATE
@@ -189,6 +189,8 @@ def _isolation(program: Program, chain: list[LoopNode], paths: dict[str, list[Lo
         outer = path[:r]
         if not outer or any(n.collapse is not None for n in outer):
             return None
+        if any(_skewed(program, s, n) for n in path[:r + len(chain)]):
+            return None
         m = prefix_map(program, s, [n.expr(s) for n in path[:r + len(chain)]])
         times = m.range().intersect_params(context)
         nest = isl.Map.from_range(times).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, r)
@@ -210,6 +212,16 @@ def _isolation(program: Program, chain: list[LoopNode], paths: dict[str, list[Lo
                 return None     # copies of GPU-bound loops would be separate launches
             return home.id, cut.coalesce()
     return None
+
+
+def _skewed(program: Program, statement: str, node: LoopNode) -> bool:
+    """Does the loop run along a combination of several of the statement's iterators (a skewed
+    or wavefront loop, or a tile of one)? Isolating full tiles under such loops (time tiles of
+    a stencil) makes isl's AST build cut the domain into pieces for minutes, and the full tiles
+    of a skewed band are parallelograms' insides that gain little from constant bounds."""
+    value = map_in(program.params, node.expr(statement))
+    return sum(value.involves_dims(isl.dim_type.in_, k, 1)
+               for k in range(value.dim(isl.dim_type.in_))) > 1
 
 
 def _full_set(nest: isl.Map) -> isl.Set:
