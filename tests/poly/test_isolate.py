@@ -173,6 +173,9 @@ def test_skewed_time_tiles_are_not_isolated_and_match_numpy(rng):
                     or not isinstance(n.children[0], type(n))]
     sch.unroll(handle_of(innermost), 2)
     assert _plan(sch) == {}
+    asked = sch.copy()
+    asked.annotate(handle_of(innermost), "isolate", "on")   # a user's explicit request stands
+    assert len(_plan(asked)) == 1
     n, tsteps = 21, 5
     a, b = rng.standard_normal((n, n)), np.full((n, n), np.nan)
     b[0, :] = b[-1, :] = b[:, 0] = b[:, -1] = 0.0     # the border is not written

@@ -19,7 +19,10 @@ and the C tile's init and write-back are duplicated, not just the body of ``k``)
 isolated when every tile is full or none is, and never around GPU-bound loops (their copies
 would become separate launches; a tile inside the work-items is fine).
 ``sch.annotate(loop, "isolate", "off")`` on a loop of the tile or on the isolation loop turns it
-off; ``"on"`` on a serial split loop asks for it. Code size: each isolated loop's subtree is
+off; ``"on"`` on a serial split loop asks for it. Under a skewed loop (a combination of several
+iterators of a statement: the wavefront and the tiles of a time-tiled stencil) nothing is
+isolated unless a loop of the tile says ``"on"``: isl's AST build takes minutes cutting such a
+band into full and partial tiles. Code size: each isolated loop's subtree is
 emitted twice. Only code generation isolates; a printed schedule shows one nest.
 
 >>> import islpy as isl, polyloop as pl
@@ -183,13 +186,14 @@ def _isolation(program: Program, chain: list[LoopNode], paths: dict[str, list[Lo
     """(isolation loop id, full-tile set) for a tile, or None when there is nothing to split."""
     full = dom = None
     outer: list[LoopNode] = []
+    asked = any(dict(c.annotations).get(ANNOTATION) == "on" for c in chain)
     for s in statements_under(chain[-1]):
         path = paths[s]
         r = next(i for i, n in enumerate(path) if n.id == chain[0].id)
         outer = path[:r]
         if not outer or any(n.collapse is not None for n in outer):
             return None
-        if any(_skewed(program, s, n) for n in path[:r + len(chain)]):
+        if not asked and any(_skewed(program, s, n) for n in path[:r + len(chain)]):
             return None
         m = prefix_map(program, s, [n.expr(s) for n in path[:r + len(chain)]])
         times = m.range().intersect_params(context)
