@@ -5,10 +5,8 @@ reaching the builder's time-out, and the tuned kernel equals NumPy; the builder'
 time-out on a build that hangs."""
 from __future__ import annotations
 
-import json
-import os
-import stat
 import dataclasses
+import stat
 
 import numpy as np
 
