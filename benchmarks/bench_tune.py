@@ -9,11 +9,14 @@ next to NumPy (OpenBLAS; matmul only), PyTorch and polyloop's hand schedule
     python benchmarks/bench_tune.py --workload conv2d --trials 100
     python benchmarks/bench_tune.py --trials 0 --work-dir /tmp/tune-mm   # time the recorded best
     python benchmarks/bench_tune.py --workload polybench --trials 20 --size small
+    python benchmarks/bench_tune.py --workload polybench --trials 40 --size polybench-medium
     python benchmarks/bench_tune.py --target opencl --n 512 --trials 30   # the GPU space
 
 ``--workload polybench`` tunes gemm, 2mm, syrk, jacobi-2d, heat-3d and seidel-2d (the
 ``@pl.script`` loops of ``tests/polybench_scripts.py``, float64) for ``--trials`` each and
-times each tuned kernel next to ``pl.auto_schedule``'s, with the geometric mean.
+times each tuned kernel next to ``pl.auto_schedule``'s and the loops as written (the default
+schedule: gcc -O3 -march=native), with the geometric means; ``--size polybench-medium`` is
+PolyBench 4.2's MEDIUM data set.
 
 The tuning records go to ``--work-dir`` (a second run resumes from them). Each time is the
 median of ``--repeat`` timings after warm-up; the rows are timed in ``--rounds`` interleaved
@@ -113,6 +116,24 @@ POLYBENCH_SIZES = {
                "tsteps": 100},
 }
 CUBE_SIDE = {"small": 40, "medium": 120}     # heat-3d's n
+# PolyBench 4.2's MEDIUM data set, per kernel (its sizes differ from kernel to kernel)
+POLYBENCH_MEDIUM = {
+    "gemm": {"ni": 200, "nj": 220, "nk": 240},
+    "two_mm": {"ni": 180, "nj": 190, "nk": 210, "nl": 220},
+    "syrk": {"n": 240, "m": 200},
+    "jacobi_2d": {"n": 250, "tsteps": 100},
+    "heat_3d": {"n": 40, "tsteps": 100},
+    "seidel_2d": {"n": 400, "tsteps": 100},
+}
+
+
+def _polybench_sizes(prog, name: str, size: str) -> dict[str, int]:
+    if size == "polybench-medium":
+        return dict(POLYBENCH_MEDIUM[name])
+    sizes = {p: v for p, v in POLYBENCH_SIZES[size].items() if p in prog.params}
+    if name == "heat_3d":
+        sizes["n"] = CUBE_SIDE[size]
+    return sizes
 
 
 def _polybench(args: argparse.Namespace) -> None:
@@ -124,32 +145,56 @@ def _polybench(args: argparse.Namespace) -> None:
     kernels = {k.name: k for k in module.KERNELS}
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench-tune-pb-")
     rng = np.random.default_rng(0)
-    print(f"PolyBench ({args.size}), {args.trials} trials each, into {work_dir}")
-    print(f"{'kernel':10} {'auto ms':>9} {'tuned ms':>9} {'auto/tuned':>10}  tuning s")
-    ratios = []
+    print(f"PolyBench ({args.size}), {args.trials} trials each, into {work_dir}; gcc -O3: the "
+          "loops as written (the default schedule, -O3 -march=native)")
+    print(f"{'kernel':10} {'-O3 ms':>9} {'auto ms':>9} {'tuned ms':>9} {'-O3/tuned':>10} "
+          f"{'auto/tuned':>10}  tuning s  statuses")
+    ratios: dict[str, list[float]] = {"-O3": [], "auto": []}
     for name in args.only.split(",") if args.only else POLYBENCH:
         prog = kernels[name]
-        sizes = {p: v for p, v in POLYBENCH_SIZES[args.size].items() if p in prog.params}
-        if name == "heat_3d":
-            sizes["n"] = CUBE_SIDE[args.size]
+        sizes = _polybench_sizes(prog, name, args.size)
         start = time.perf_counter()
-        res = pl.tune(prog, trials=args.trials, sizes=sizes, work_dir=work_dir, timeout=30.0)
+        if args.trials:
+            res = pl.tune(prog, trials=args.trials, sizes=sizes, work_dir=work_dir,
+                          timeout=30.0)
+            tuned, statuses = res.build(), [r.status.value for r in res.history]
+        else:       # the best schedule recorded in --work-dir
+            tuned, statuses = pl.build(prog, database=work_dir), []
         wall = time.perf_counter() - start
-        mods = {"auto": pl.build(pl.auto_schedule(prog)), "tuned": res.build()}
+        mods = {"-O3": pl.build(prog), "auto": pl.build(pl.auto_schedule(prog)),
+                "tuned": tuned}
         arrays = [rng.random(tuple(evaluate(d, sizes) for d in prog.buffer(a).shape))
                   for a in prog.args]
+        _same_results(name, mods, arrays, sizes)
         best = {key: float("inf") for key in mods}
         for _ in range(args.rounds):
             for key, mod in mods.items():
                 work = [a.copy() for a in arrays]
                 best[key] = min(best[key], _median_time(lambda: mod(*work, **sizes),
                                                         args.repeat))
-        ratio = best["auto"] / best["tuned"]
-        ratios.append(ratio)
-        print(f"{name:10} {best['auto'] * 1e3:9.2f} {best['tuned'] * 1e3:9.2f} "
-              f"{ratio:9.2f}x  {wall:8.0f}", flush=True)
-    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    print(f"geometric mean of auto_schedule's time / the tuned time: {geomean:.2f}x")
+        for key in ratios:
+            ratios[key].append(best[key] / best["tuned"])
+        counts = ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses)))
+        print(f"{name:10} {best['-O3'] * 1e3:9.2f} {best['auto'] * 1e3:9.2f} "
+              f"{best['tuned'] * 1e3:9.2f} {ratios['-O3'][-1]:9.2f}x {ratios['auto'][-1]:9.2f}x"
+              f"  {wall:8.0f}  {counts}", flush=True)
+    for key, rs in ratios.items():
+        geomean = math.exp(sum(math.log(r) for r in rs) / len(rs))
+        print(f"geometric mean of {key} time / the tuned time: {geomean:.2f}x")
+
+
+def _same_results(name: str, mods: dict, arrays: list, sizes: dict) -> None:
+    """One call of each module on the same inputs: the results must agree with the loops as
+    written (a benchmark of a wrong kernel is worthless)."""
+    outs = {}
+    for key, mod in mods.items():
+        work = [a.copy() for a in arrays]
+        mod(*work, **sizes)
+        outs[key] = work
+    for key, got in outs.items():
+        for ref, arr in zip(outs["-O3"], got):
+            np.testing.assert_allclose(arr, ref, rtol=1e-9, atol=1e-9,
+                                       err_msg=f"{name}: {key} differs from the loops as written")
 
 
 def _torch():
@@ -207,7 +252,9 @@ def main() -> None:
     ap.add_argument("--target", choices=("c", "opencl", "cuda"), default="c",
                     help="matmul: tune for this target (opencl/cuda: the GPU space, next to "
                          "the hand-written GPU schedules of polyloop.ops)")
-    ap.add_argument("--size", choices=sorted(POLYBENCH_SIZES), default="small")
+    ap.add_argument("--size", choices=[*sorted(POLYBENCH_SIZES), "polybench-medium"],
+                    default="small", help="polybench: polybench-medium is PolyBench's MEDIUM "
+                                          "data set, per kernel")
     ap.add_argument("--only", default="", help="polybench: kernels to run, e.g. gemm,syrk")
     ap.add_argument("--n", type=int, default=1024)
     ap.add_argument("--trials", type=int, default=200, help="0: time the recorded best only")

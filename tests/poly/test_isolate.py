@@ -15,6 +15,7 @@ from polyloop.cli.demo import matmul_relu
 from polyloop.poly.isl_schedule import context
 from polyloop.poly.isolate import isolation_plan
 from polyloop.poly.tree import loops
+from polyloop.schedule.auto_common import handle_of
 
 
 def schedule_matmul_relu(D):
@@ -140,3 +141,46 @@ def test_opencl_tile_inside_work_items_is_isolated(rng):
         out = np.full((n, m), np.nan, "float32")
         mod(a=a, out=out)
         np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)
+
+
+
+@pl.script
+def _jacobi_2d(A: pl.Buffer[("n", "n"), "float64"], B: pl.Buffer[("n", "n"), "float64"],
+               T: pl.Buffer[("tsteps",), "float64"]):
+    for t in range(tsteps):
+        for i in range(1, n - 1):
+            for j in range(1, n - 1):
+                B[i, j] = 0.2 * (A[i, j] + A[i, j - 1] + A[i, j + 1] + A[i + 1, j] + A[i - 1, j])
+        for i in range(1, n - 1):
+            for j in range(1, n - 1):
+                A[i, j] = 0.2 * (B[i, j] + B[i, j - 1] + B[i, j + 1] + B[i + 1, j] + B[i - 1, j])
+
+
+def _jacobi_2d_numpy(a, b, tsteps):
+    for _ in range(tsteps):
+        b[1:-1, 1:-1] = 0.2 * (a[1:-1, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:] + a[2:, 1:-1]
+                               + a[:-2, 1:-1])
+        a[1:-1, 1:-1] = 0.2 * (b[1:-1, 1:-1] + b[1:-1, :-2] + b[1:-1, 2:] + b[2:, 1:-1]
+                               + b[:-2, 1:-1])
+
+
+def test_skewed_time_tiles_are_not_isolated_and_match_numpy(rng):
+    # time tiles with a wavefront and an unrolled innermost loop: isl would spend minutes
+    # isolating their full tiles (parallelograms in the original iterators)
+    sch = pl.auto_schedule(_jacobi_2d, tile=8)
+    assert "skew" in str(sch.trace)
+    (innermost,) = [n for n in loops(sch.state.root) if not n.children
+                    or not isinstance(n.children[0], type(n))]
+    sch.unroll(handle_of(innermost), 2)
+    assert _plan(sch) == {}
+    asked = sch.copy()
+    asked.annotate(handle_of(innermost), "isolate", "on")   # a user's explicit request stands
+    assert len(_plan(asked)) == 1
+    n, tsteps = 21, 5
+    a, b = rng.standard_normal((n, n)), np.full((n, n), np.nan)
+    b[0, :] = b[-1, :] = b[:, 0] = b[:, -1] = 0.0     # the border is not written
+    ra, rb = a.copy(), b.copy()
+    _jacobi_2d_numpy(ra, rb, tsteps)
+    pl.build(sch)(a, b, np.zeros(tsteps), n=n, tsteps=tsteps)
+    np.testing.assert_allclose(a, ra, rtol=1e-12)
+    np.testing.assert_allclose(b, rb, rtol=1e-12)

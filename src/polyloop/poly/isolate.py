@@ -19,7 +19,10 @@ and the C tile's init and write-back are duplicated, not just the body of ``k``)
 isolated when every tile is full or none is, and never around GPU-bound loops (their copies
 would become separate launches; a tile inside the work-items is fine).
 ``sch.annotate(loop, "isolate", "off")`` on a loop of the tile or on the isolation loop turns it
-off; ``"on"`` on a serial split loop asks for it. Code size: each isolated loop's subtree is
+off; ``"on"`` on a serial split loop asks for it. Under a skewed loop (a combination of several
+iterators of a statement: the wavefront and the tiles of a time-tiled stencil) nothing is
+isolated unless a loop of the tile says ``"on"``: isl's AST build takes minutes cutting such a
+band into full and partial tiles. Code size: each isolated loop's subtree is
 emitted twice. Only code generation isolates; a printed schedule shows one nest.
 
 >>> import islpy as isl, polyloop as pl
@@ -47,7 +50,7 @@ from ..ir.loops import LoopKind
 from ..ir.program import Program
 from .affine import prefix_map
 from .gpu import statement_paths
-from .isl_util import out_dims
+from .isl_util import map_in, out_dims
 from .tree import LoopNode, Root, loops, path_to, statements_under
 
 ANNOTATION = NoteKey.ISOLATE
@@ -183,11 +186,14 @@ def _isolation(program: Program, chain: list[LoopNode], paths: dict[str, list[Lo
     """(isolation loop id, full-tile set) for a tile, or None when there is nothing to split."""
     full = dom = None
     outer: list[LoopNode] = []
+    asked = any(dict(c.annotations).get(ANNOTATION) == "on" for c in chain)
     for s in statements_under(chain[-1]):
         path = paths[s]
         r = next(i for i, n in enumerate(path) if n.id == chain[0].id)
         outer = path[:r]
         if not outer or any(n.collapse is not None for n in outer):
+            return None
+        if not asked and any(_skewed(program, s, n) for n in path[:r + len(chain)]):
             return None
         m = prefix_map(program, s, [n.expr(s) for n in path[:r + len(chain)]])
         times = m.range().intersect_params(context)
@@ -210,6 +216,16 @@ def _isolation(program: Program, chain: list[LoopNode], paths: dict[str, list[Lo
                 return None     # copies of GPU-bound loops would be separate launches
             return home.id, cut.coalesce()
     return None
+
+
+def _skewed(program: Program, statement: str, node: LoopNode) -> bool:
+    """Does the loop run along a combination of several of the statement's iterators (a skewed
+    or wavefront loop, or a tile of one)? Isolating full tiles under such loops (time tiles of
+    a stencil) makes isl's AST build cut the domain into pieces for minutes, and the full tiles
+    of a skewed band are parallelograms' insides that gain little from constant bounds."""
+    value = map_in(program.params, node.expr(statement))
+    return sum(value.involves_dims(isl.dim_type.in_, k, 1)
+               for k in range(value.dim(isl.dim_type.in_))) > 1
 
 
 def _full_set(nest: isl.Map) -> isl.Set:

@@ -21,8 +21,7 @@ import multiprocessing as mp
 import os
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -176,9 +175,11 @@ def _use_config(settings: config.Config) -> None:
 
 
 class LocalBuilder:
-    """Compile candidates in ``workers`` processes (default: the CPU count); a build that takes
-    longer than ``timeout`` seconds (isl can take very long on some schedules) is a failed
-    candidate, and the workers are started again."""
+    """Compile candidates in ``workers`` processes (default: the CPU count). Each candidate
+    has ``timeout`` seconds from the moment a worker takes it (isl can take very long on some
+    schedules): one that takes longer is a failed candidate (``Status.TIMEOUT``), the workers
+    are started again, and the candidates they were building are built again; a slow build
+    costs one time-out, never the whole batch's."""
 
     def __init__(self, workers: int | None = None, timeout: float = 120.0):
         self.workers = workers or os.cpu_count() or 1
@@ -186,36 +187,49 @@ class LocalBuilder:
         self._pool: ProcessPoolExecutor | None = None
 
     def build(self, jobs: Sequence[BuildJob]) -> list[BuildResult]:
-        results: list[BuildResult] = []
-        pending = list(jobs)
-        while pending:
-            failed = self._build_until_failure(pending, results)
-            pending = pending[failed + 1:] if failed is not None else []
-        return results
+        results: dict[int, BuildResult] = {}
+        waiting = list(range(len(jobs)))
+        running: dict[Future, tuple[int, float]] = {}     # future -> (job, deadline)
+        while waiting or running:
+            pool = self._started()
+            # no more jobs in flight than workers: each starts as it is submitted
+            while waiting and len(running) < self.workers:
+                k = waiting.pop(0)
+                running[pool.submit(build_one, jobs[k])] = (k, time.monotonic() + self.timeout)
+            first = min(deadline for _, deadline in running.values())
+            done, _ = wait(running, timeout=max(0.0, first - time.monotonic()),
+                           return_when=FIRST_COMPLETED)
+            if self._collect(done, running, results):
+                waiting[:0] = [k for k, _ in running.values()]    # their worker is gone
+                running.clear()
+                self._kill()
+        return [results[k] for k in range(len(jobs))]
 
-    def _build_until_failure(self, jobs: list[BuildJob], results: list[BuildResult]
-                             ) -> int | None:
-        """Append the jobs' results until one times out or kills its worker (the workers are
-        then stopped): that job's index, or None when all are done."""
+    def _collect(self, done: set, running: dict, results: dict[int, BuildResult]) -> bool:
+        """Move the finished and the late builds from ``running`` to ``results``; whether the
+        workers must be stopped (a build is late, or a worker died)."""
+        stop = False
+        for f in done:
+            k, _ = running.pop(f)
+            try:
+                results[k] = f.result()
+            except BrokenProcessPool:
+                results[k] = BuildResult(None, Status.BUILD_ERROR, "the build worker died")
+                stop = True
+        now = time.monotonic()
+        for f in [f for f, (_, deadline) in running.items() if deadline <= now]:
+            k, _ = running.pop(f)
+            results[k] = BuildResult(None, Status.TIMEOUT,
+                                     f"the build took more than {self.timeout:g} s")
+            stop = True
+        return stop
+
+    def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
             # the workers compile with this process's settings (its kernel cache, its compiler)
             self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
                                              initializer=_use_config, initargs=(config.CONFIG,))
-        futures = [self._pool.submit(build_one, job) for job in jobs]
-        deadline = time.monotonic() + self.timeout * max(1, -(-len(jobs) // self.workers))
-        for k, f in enumerate(futures):
-            try:
-                results.append(f.result(timeout=max(0.0, deadline - time.monotonic())))
-            except FutureTimeout:
-                results.append(BuildResult(None, Status.TIMEOUT,
-                                           f"the build took more than {self.timeout:g} s"))
-            except BrokenProcessPool:
-                results.append(BuildResult(None, Status.BUILD_ERROR, "the build worker died"))
-            else:
-                continue
-            self._kill()
-            return k
-        return None
+        return self._pool
 
     def _kill(self) -> None:
         """Stop the workers now (a stuck build never returns to be cancelled)."""
