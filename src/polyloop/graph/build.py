@@ -23,6 +23,7 @@ from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel, te_shape
 from .memory import plan_memory
 from .passes.attention import attention_schedule
+from .passes.conv_epilogue import conv_epilogue_schedule, fold_conv_epilogues
 from .passes import (fold_constants, fuse_into_consumers, fuse_operators, library_conv,
                      library_matmul, packed_columns, remove_dead_code,
                      use_library_kernels)
@@ -51,7 +52,7 @@ def optimize(g: Graph) -> Graph:
     g = remove_dead_code(fold_constants(g))
     g = route_externs(g)
     g = use_library_kernels(fuse_operators(g))
-    return remove_dead_code(fuse_into_consumers(g))
+    return remove_dead_code(fold_conv_epilogues(fuse_into_consumers(g)))
 
 
 def _library_schedule(kc: KernelCall):
@@ -61,6 +62,9 @@ def _library_schedule(kc: KernelCall):
     attention = attention_schedule(kc)
     if attention is not None:
         return attention
+    fused = conv_epilogue_schedule(kc)
+    if fused is not None:
+        return fused
     if len(body) != 1 or len(kc.inputs) != 2:
         return None
     kind = "matmul" if library_matmul(body[0]) else library_conv(body[0])

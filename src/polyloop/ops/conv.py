@@ -43,7 +43,7 @@ from ..frontend.te import Tensor
 from ..ir.elementwise import where
 from ..ir.expr import Const
 from ..schedule import Schedule
-from ..schedule.trace import LoopHandle
+from ..schedule.trace import BlockHandle, LoopHandle
 from .knobs import check_knobs, default_lanes
 
 #: vectors of output channels in a register tile of the default conv2d schedule
@@ -193,7 +193,8 @@ def _width_block(width: object, default: int) -> int:
 
 
 def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: int | None = None,
-                         w_block: int | None = None, parallel: str | None = None) -> Schedule:
+                         w_block: int | None = None, parallel: str | None = None,
+                         c_block: int | None = None) -> Schedule:
     """The register-tile schedule of ``out = conv2d_nchw(data, weight, pad, stride)`` (or of
     ``conv2d_nchw_packed``, whose weights are already in blocks: no copy).
 
@@ -211,20 +212,35 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     >>> [loop.name for loop in sch.get_loops("conv")][:4]
     ['b', 'k_0', 'y', 'x_0']
     """
-    who = "schedule_conv2d_nchw"
+    sch = Schedule(out)
+    tile, anchor = conv_tiles(sch, out, "schedule_conv2d_nchw", lanes=lanes, k_vectors=k_vectors,
+                              w_block=w_block, parallel=parallel, c_block=c_block)
+    sch.reverse_compute_at(tile, anchor)
+    return sch
+
+
+def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None,
+               k_vectors: int | None = None, w_block: int | None = None,
+               parallel: str | None = None,
+               c_block: int | None = None) -> tuple[BlockHandle, LoopHandle]:
+    """The register-tile recipe of ``schedule_conv2d_nchw`` applied to the convolution ``out``
+    inside ``sch`` (a schedule of ``out`` or of a chain that reads it); returns the block that
+    copies a finished tile out and the loop where that copy belongs (the caller moves it there,
+    or inlines it into an epilogue that it moves there)."""
     _, weight, padded = _operands(out, who, "conv2d_nchw")
     lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
     w_block = _width_block(out.shape[3], 8) if w_block is None else w_block
     k_vectors = _k_vectors(who, weight, lanes, k_vectors)
     check_knobs(who, lanes=lanes, k_vectors=k_vectors, w_block=w_block)
+    if c_block is not None:
+        check_knobs(who, c_block=c_block)
     if parallel is None:
         batch = out.shape[0]
         parallel = "n" if isinstance(batch, Const) and batch.value >= BATCH_PARALLEL else "k"
-    if parallel not in ("k", "y", "n"):
-        raise ScheduleError(f"{who}: parallel must be 'k' (channel blocks), 'y' (rows) or 'n' "
-                            f"(images), got {parallel!r}")
+    if parallel not in ("k", "y", "n") or (c_block is not None and parallel == "y"):
+        raise ScheduleError(f"{who}: parallel must be 'k' (channel blocks), 'y' (rows, not with "
+                            f"c_block) or 'n' (images), got {parallel!r}")
     kb = k_vectors * lanes
-    sch = Schedule(out)
     if weight.ndim == 4:
         sch.transform_layout(out.name, weight.name,
                              lambda k, c, r, s: (k // kb, c, r, s, k % kb))
@@ -234,17 +250,22 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     n, k, y, x, c, r, s = sch.get_loops(out.name)
     k0, k1, k2 = sch.split(k, factors=[None, k_vectors, lanes])
     x0, x1 = sch.split(x, factors=[None, w_block])
-    if parallel in ("k", "n"):
+    anchor = x0
+    if c_block is not None:
+        # a block of input channels for every row before the next block: its weights are read
+        # from memory once, each tile's partial sums go through the (L1-resident) output block
+        c0, c = sch.split(c, factors=[None, c_block])
+        sch.reorder(n, k0, c0, y, x0, c, r, s, x1, k1, k2)
+        anchor = k0
+    elif parallel in ("k", "n"):
         sch.reorder(n, k0, y, x0, c, r, s, x1, k1, k2)
-        sch.parallel(k0 if parallel == "k" else n)
     else:
         sch.reorder(n, y, k0, x0, c, r, s, x1, k1, k2)
-        sch.parallel(y)
+    sch.parallel({"k": k0, "n": n, "y": y}[parallel])
     sch.unroll(x1)
     sch.unroll(k1)
     sch.vectorize(k2)
-    sch.decompose_reduction(out.name, c)
-    sch.reverse_compute_at(tile, x0)
+    sch.decompose_reduction(out.name, c0 if c_block is not None else c)
     if weight.ndim == 4:
         # the weight copy: one block of output channels at a time, written contiguously
         a0, a1, a2, a3 = sch.get_loops(f"{weight.name}_packed_in")
@@ -253,7 +274,7 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
         sch.parallel(p0)
     if padded is not None:
         sch.parallel(sch.get_loops(padded.name)[1])
-    return sch
+    return tile, anchor
 
 
 def _k_vectors(who: str, weight: Tensor, lanes: int, k_vectors: int | None) -> int:

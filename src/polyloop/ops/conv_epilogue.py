@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A convolution and the elementwise chain after it (bias, residual add, ReLU) in one kernel:
+each finished register tile goes through the chain on its way out, so the convolution's result
+is never written whole and read again by a second pass.
+
+``schedule_conv2d_epilogue(out, conv)``: ``conv`` is ``conv2d_nchw`` or ``conv2d_nchw_packed``,
+``out`` the end of a chain of elementwise stages of ``conv``'s shape that reads it (and any
+other tensors: a bias broadcast over ``(K, 1, 1)``, a residual of the output's shape). The
+convolution gets the register tiles of ``schedule_conv2d_nchw`` (same knobs); the stages between
+are inlined into ``out``, which is computed tile by tile where the tile used to be copied out.
+
+>>> import numpy as np, polyloop as pl
+>>> from polyloop.ops import conv2d_nchw, schedule_conv2d_epilogue
+>>> X = pl.placeholder((1, 3, 9, 11), name="X"); Wt = pl.placeholder((5, 3, 3, 3), name="Wt")
+>>> B = pl.placeholder((5,), name="B"); conv = conv2d_nchw(X, Wt)
+>>> out = pl.compute(conv.shape, lambda n, k, y, x: pl.maximum(conv[n, k, y, x] + B[k], 0.0),
+...                  name="out")
+>>> mod = pl.build(schedule_conv2d_epilogue(out, conv))
+>>> y = mod(np.ones((1, 3, 9, 11), "float32"), np.ones((5, 3, 3, 3), "float32"),
+...         np.full(5, -20.0, "float32"))
+>>> float(y[0, 0, 0, 0]), float(y[0, 4, 4, 4])
+(0.0, 7.0)
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..frontend.te import Tensor
+from ..ir.nodes import Reduce
+from ..schedule import Schedule
+from .conv import conv_tiles
+
+
+def _chain(out: Tensor, conv: Tensor) -> list[Tensor]:
+    """The stages from ``conv`` (excluded) to ``out`` (included), producers first; a
+    ScheduleError unless every one is an elementwise stage of ``conv``'s shape."""
+    who = "schedule_conv2d_epilogue"
+    stages: list[Tensor] = []
+
+    def visit(t: Tensor) -> bool:          # whether t reads conv (directly or through stages)
+        if t is conv:
+            return True
+        if t.is_placeholder:
+            return False
+        reads = [visit(i) for i in t.inputs]
+        if any(reads) and t not in stages:
+            if isinstance(t.body, Reduce) or t.pieces or t.group is not None \
+                    or str(t.shape) != str(conv.shape):
+                raise ScheduleError(f"{who}: stage {t.name} between {conv.name} and {out.name} "
+                                    f"must be elementwise of shape {conv.shape}; compute it in "
+                                    f"its own kernel")
+            stages.append(t)
+        return any(reads)
+
+    if not isinstance(out, Tensor) or not isinstance(conv, Tensor) or not visit(out):
+        raise ScheduleError(f"{who}: {out!r} does not read the convolution {conv!r}")
+    return stages
+
+
+def schedule_conv2d_epilogue(out: Tensor, conv: Tensor, *, lanes: int | None = None,
+                             k_vectors: int | None = None, w_block: int | None = None,
+                             parallel: str | None = None,
+                             c_block: int | None = None) -> Schedule:
+    """The schedule of ``out``, an elementwise chain over ``conv = conv2d_nchw(...)`` (or
+    ``conv2d_nchw_packed``): ``conv`` in the register tiles of ``schedule_conv2d_nchw`` (same
+    knobs), the chain applied to each tile as it is stored.
+
+    >>> import polyloop as pl
+    >>> X = pl.placeholder((1, 8, 10, 10), name="X"); W = pl.placeholder((32, 8, 3, 3), name="W")
+    >>> from polyloop.ops import conv2d_nchw
+    >>> conv = conv2d_nchw(X, W)
+    >>> out = pl.compute(conv.shape, lambda n, k, y, x: pl.maximum(conv[n, k, y, x], 0.0),
+    ...                  name="relu")
+    >>> [b.name for b in schedule_conv2d_epilogue(out, conv).blocks()][-2:]
+    ['conv', 'relu']
+    """
+    stages = _chain(out, conv)
+    sch = Schedule(out)
+    tile, anchor = conv_tiles(sch, conv, "schedule_conv2d_epilogue", lanes=lanes,
+                              k_vectors=k_vectors, w_block=w_block, parallel=parallel,
+                              c_block=c_block)
+    for stage in stages[:-1]:
+        sch.compute_inline(stage.name)
+    # the tile's copy-out becomes the chain's read of the tile
+    sch.compute_inline(tile)
+    sch.reverse_compute_at(out.name, anchor)
+    return sch
