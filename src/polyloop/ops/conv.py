@@ -213,8 +213,9 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     ['b', 'k_0', 'y', 'x_0']
     """
     sch = Schedule(out)
-    tile, anchor = conv_tiles(sch, out, "schedule_conv2d_nchw", lanes=lanes, k_vectors=k_vectors,
-                              w_block=w_block, parallel=parallel, c_block=c_block)
+    tile, anchor, _ = conv_tiles(sch, out, "schedule_conv2d_nchw", lanes=lanes,
+                                 k_vectors=k_vectors, w_block=w_block, parallel=parallel,
+                                 c_block=c_block)
     sch.reverse_compute_at(tile, anchor)
     return sch
 
@@ -222,11 +223,11 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
 def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None,
                k_vectors: int | None = None, w_block: int | None = None,
                parallel: str | None = None,
-               c_block: int | None = None) -> tuple[BlockHandle, LoopHandle]:
+               c_block: int | None = None) -> tuple[BlockHandle, LoopHandle, LoopHandle]:
     """The register-tile recipe of ``schedule_conv2d_nchw`` applied to the convolution ``out``
     inside ``sch`` (a schedule of ``out`` or of a chain that reads it); returns the block that
-    copies a finished tile out and the loop where that copy belongs (the caller moves it there,
-    or inlines it into an epilogue that it moves there)."""
+    copies a finished tile out, the loop where that copy belongs (the caller moves it there)
+    and the loop over which a block of channels of whole output rows is finished."""
     _, weight, padded = _operands(out, who, "conv2d_nchw")
     lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
     w_block = _width_block(out.shape[3], 8) if w_block is None else w_block
@@ -250,13 +251,13 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
     n, k, y, x, c, r, s = sch.get_loops(out.name)
     k0, k1, k2 = sch.split(k, factors=[None, k_vectors, lanes])
     x0, x1 = sch.split(x, factors=[None, w_block])
-    anchor = x0
+    anchor, row = x0, (y if parallel in ("k", "n") else k0)
     if c_block is not None:
         # a block of input channels for every row before the next block: its weights are read
         # from memory once, each tile's partial sums go through the (L1-resident) output block
         c0, c = sch.split(c, factors=[None, c_block])
         sch.reorder(n, k0, c0, y, x0, c, r, s, x1, k1, k2)
-        anchor = k0
+        anchor = row = k0
     elif parallel in ("k", "n"):
         sch.reorder(n, k0, y, x0, c, r, s, x1, k1, k2)
     else:
@@ -274,7 +275,7 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
         sch.parallel(p0)
     if padded is not None:
         sch.parallel(sch.get_loops(padded.name)[1])
-    return tile, anchor
+    return tile, anchor, row
 
 
 def _k_vectors(who: str, weight: Tensor, lanes: int, k_vectors: int | None) -> int:

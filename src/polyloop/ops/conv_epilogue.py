@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """A convolution and the elementwise chain after it (bias, residual add, ReLU) in one kernel:
-each finished register tile goes through the chain on its way out, so the convolution's result
-is never written whole and read again by a second pass.
+each finished row of a block of output channels goes through the chain while it is in L1, so
+the convolution's result is not read back from memory by a second pass. (Applied to each
+register tile instead, the chain runs across the tile's transposed store, in scalars: measured
+slower than the separate pass.)
 
 ``schedule_conv2d_epilogue(out, conv)``: ``conv`` is ``conv2d_nchw`` or ``conv2d_nchw_packed``,
 ``out`` the end of a chain of elementwise stages of ``conv``'s shape that reads it (and any
 other tensors: a bias broadcast over ``(K, 1, 1)``, a residual of the output's shape). The
 convolution gets the register tiles of ``schedule_conv2d_nchw`` (same knobs); the stages between
-are inlined into ``out``, which is computed tile by tile where the tile used to be copied out.
+are inlined into ``out``, which is computed on each row of a block of channels right after the
+row's tiles are stored (still in L1, in vectors along the row).
 
 >>> import numpy as np, polyloop as pl
 >>> from polyloop.ops import conv2d_nchw, schedule_conv2d_epilogue
@@ -70,17 +73,20 @@ def schedule_conv2d_epilogue(out: Tensor, conv: Tensor, *, lanes: int | None = N
     >>> conv = conv2d_nchw(X, W)
     >>> out = pl.compute(conv.shape, lambda n, k, y, x: pl.maximum(conv[n, k, y, x], 0.0),
     ...                  name="relu")
-    >>> [b.name for b in schedule_conv2d_epilogue(out, conv).blocks()][-2:]
-    ['conv', 'relu']
+    >>> sch = schedule_conv2d_epilogue(out, conv)
+    >>> [loop.name for loop in sch.get_loops("relu")][:3]     # by rows of a channel block
+    ['b', 'k_0', 'y']
     """
     stages = _chain(out, conv)
     sch = Schedule(out)
-    tile, anchor = conv_tiles(sch, conv, "schedule_conv2d_epilogue", lanes=lanes,
+    tile, anchor, row = conv_tiles(sch, conv, "schedule_conv2d_epilogue", lanes=lanes,
                               k_vectors=k_vectors, w_block=w_block, parallel=parallel,
                               c_block=c_block)
+    sch.reverse_compute_at(tile, anchor)
     for stage in stages[:-1]:
         sch.compute_inline(stage.name)
-    # the tile's copy-out becomes the chain's read of the tile
-    sch.compute_inline(tile)
-    sch.reverse_compute_at(out.name, anchor)
+    # the chain runs on whole rows of a block of channels, right after their tiles are stored:
+    # the rows are still in L1, and the chain's loop is along the output's contiguous axis
+    sch.reverse_compute_at(out.name, row)
+    sch.vectorize(sch.get_loops(out.name)[-1])
     return sch
