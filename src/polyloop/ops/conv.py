@@ -227,7 +227,15 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
     """The register-tile recipe of ``schedule_conv2d_nchw`` applied to the convolution ``out``
     inside ``sch`` (a schedule of ``out`` or of a chain that reads it); returns the block that
     copies a finished tile out, the loop where that copy belongs (the caller moves it there)
-    and the loop over which a block of channels of whole output rows is finished."""
+    and the loop over which a block of channels of whole output rows is finished.
+
+    >>> import polyloop as pl
+    >>> X = pl.placeholder((1, 8, 10, 10), name="X"); W = pl.placeholder((32, 8, 3, 3), name="W")
+    >>> conv = conv2d_nchw(X, W); sch = Schedule(conv)
+    >>> tile, at, row = conv_tiles(sch, conv, "example", lanes=16, k_vectors=1, w_block=5)
+    >>> tile, at.name, row.name
+    (Block('conv_local_out'), 'x_0', 'y')
+    """
     _, weight, padded = _operands(out, who, "conv2d_nchw")
     lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
     w_block = _width_block(out.shape[3], 8) if w_block is None else w_block
