@@ -61,8 +61,8 @@ def _chain(out: Tensor, conv: Tensor) -> list[Tensor]:
 
 def schedule_conv2d_epilogue(out: Tensor, conv: Tensor, *, lanes: int | None = None,
                              k_vectors: int | None = None, w_block: int | None = None,
-                             parallel: str | None = None,
-                             c_block: int | None = None) -> Schedule:
+                             parallel: str | None = None, c_block: int | None = None,
+                             prefetch: int | None = None) -> Schedule:
     """The schedule of ``out``, an elementwise chain over ``conv = conv2d_nchw(...)`` (or
     ``conv2d_nchw_packed``): ``conv`` in the register tiles of ``schedule_conv2d_nchw`` (same
     knobs), the chain applied to each tile as it is stored.
@@ -81,7 +81,7 @@ def schedule_conv2d_epilogue(out: Tensor, conv: Tensor, *, lanes: int | None = N
     sch = Schedule(out)
     tile, anchor, row = conv_tiles(sch, conv, "schedule_conv2d_epilogue", lanes=lanes,
                               k_vectors=k_vectors, w_block=w_block, parallel=parallel,
-                              c_block=c_block)
+                              c_block=c_block, prefetch=prefetch)
     sch.reverse_compute_at(tile, anchor)
     for stage in stages[:-1]:
         sch.compute_inline(stage.name)
