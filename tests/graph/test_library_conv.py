@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import polyloop as pl
+from polyloop.graph.passes import conv_epilogue_schedule
 
 torch = pytest.importorskip("torch", reason="the PyTorch importer needs torch (extra 'graph')")
 nn = torch.nn
@@ -59,13 +60,20 @@ def test_strided_convs_run_the_library_recipe_on_packed_weights(strided):
              and b.kernel.body[0].op is pl.graph.Op.CONV2D]
     assert len(convs) == 4
     for kc in convs:
-        # the product alone in its kernel, on a 5-D packed constant: the recipe's operands
-        assert len(kc.kernel.body) == 1 and len(kc.inputs) == 2, kc.kernel.name
-        assert kc.inputs[1].name.endswith("_packed") and len(kc.inputs[1].type.shape) == 5
+        # the product on a 5-D packed constant (the recipe's operands), alone in its kernel or
+        # followed by its elementwise epilogue, which the recipe applies to each tile
+        conv = kc.kernel.body[0]
+        assert kc.inputs[:2] == conv.inputs, kc.kernel.name
+        assert conv.inputs[1].name.endswith("_packed") and len(conv.inputs[1].type.shape) == 5
+        assert all(c.op in pl.graph.ir.INJECTIVE for c in kc.kernel.body[1:]), kc.kernel.name
+        fused = conv_epilogue_schedule(kc)
+        assert (fused is None) == (len(kc.kernel.body) == 1), kc.kernel.name
     strides = sorted(kc.kernel.body[0].attr("stride") for kc in convs)
     assert strides == [(1, 1), (2, 2), (2, 2), (2, 2)]
     packed = {c.value.name for c in g.constants if c.value.name.endswith("_packed")}
     assert packed == {kc.inputs[1].name for kc in convs}
+    # the three convolutions whose result only an elementwise chain reads take it in
+    assert sum(len(kc.kernel.body) > 1 for kc in convs) == 3
 
 
 class SharedConv(nn.Module):

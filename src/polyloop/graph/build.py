@@ -23,9 +23,10 @@ from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel, te_shape
 from .memory import plan_memory
 from .passes.attention import attention_schedule
-from .passes import (conv_pool_schedule, dense_split_schedule, fold_constants, fuse_conv_pool,
-                     fuse_into_consumers, fuse_operators, library_conv, library_matmul,
-                     packed_columns, remove_dead_code, use_library_kernels)
+from .passes import (conv_epilogue_schedule, conv_pool_schedule, dense_split_schedule,
+                     fold_constants, fold_conv_epilogues, fuse_conv_pool, fuse_into_consumers,
+                     fuse_operators, library_conv, library_matmul, packed_columns,
+                     remove_dead_code, use_library_kernels)
 from .schedule import default_schedule
 
 
@@ -51,14 +52,16 @@ def optimize(g: Graph) -> Graph:
     g = remove_dead_code(fold_constants(g))
     g = route_externs(g)
     g = use_library_kernels(fuse_operators(g))
-    return remove_dead_code(fuse_conv_pool(fuse_into_consumers(g)))
+    g = fuse_conv_pool(fuse_into_consumers(g))
+    return remove_dead_code(fold_conv_epilogues(g))
 
 
 def _library_schedule(kc: KernelCall):
     """The ``polyloop.ops`` recipe of a kernel that is one such convolution, matrix product or
     attention, else None."""
     body = kc.kernel.body
-    fused = attention_schedule(kc) or conv_pool_schedule(kc) or dense_split_schedule(kc)
+    fused = (attention_schedule(kc) or conv_pool_schedule(kc) or dense_split_schedule(kc)
+             or conv_epilogue_schedule(kc))
     if fused is not None:
         return fused
     if len(body) != 1 or len(kc.inputs) != 2:

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Graph passes, each a function ``Graph -> Graph``: print the graph before and after."""
+from .conv_epilogue import conv_epilogue_schedule, fold_conv_epilogues
 from .dce import remove_dead_code
 from .fold import fold_constants
 from .fuse import fuse_into_consumers, fuse_operators
@@ -7,7 +8,7 @@ from .dense_split import dense_split_schedule
 from .pool_fusion import conv_pool_schedule, fuse_conv_pool
 from .library import library_conv, library_matmul, packed_columns, use_library_kernels
 
-__all__ = ["fold_constants", "fuse_into_consumers", "fuse_operators", "library_conv", "library_matmul",
+__all__ = ["conv_epilogue_schedule", "fold_conv_epilogues", "fold_constants", "fuse_into_consumers", "fuse_operators", "library_conv", "library_matmul",
            "packed_columns", "remove_dead_code",
            "use_library_kernels"]
 __all__ += ["conv_pool_schedule", "dense_split_schedule", "fuse_conv_pool"]
