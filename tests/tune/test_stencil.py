@@ -16,17 +16,7 @@ from polyloop.runtime.records import Status
 from polyloop.schedule.trace import Trace
 from polyloop.tune.measure import BuildJob, LocalBuilder, LocalRunner
 
-
-@pl.script
-def jacobi_2d(A: pl.Buffer[("n", "n"), "float64"], B: pl.Buffer[("n", "n"), "float64"],
-              T: pl.Buffer[("tsteps",), "float64"]):
-    for t in range(tsteps):
-        for i in range(1, n - 1):
-            for j in range(1, n - 1):
-                B[i, j] = 0.2 * (A[i, j] + A[i, j - 1] + A[i, 1 + j] + A[1 + i, j] + A[i - 1, j])
-        for i in range(1, n - 1):
-            for j in range(1, n - 1):
-                A[i, j] = 0.2 * (B[i, j] + B[i, j - 1] + B[i, 1 + j] + B[1 + i, j] + B[i - 1, j])
+from polybench_scripts import jacobi_2d  # tests/ is on sys.path (rootdir conftest)
 
 
 def jacobi_numpy(a, b, tsteps):
