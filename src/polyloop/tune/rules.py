@@ -126,7 +126,15 @@ def inline_elementwise(sch: Schedule) -> None:
 
 def inlinable(sch: Schedule, block: str) -> bool:
     """Whether ``inline_elementwise`` draws a choice for ``block``: an elementwise producer
-    that is not an output."""
+    that is not an output.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((8,), name="A"); T = pl.compute((8,), lambda i: A[i] * 2.0, name="T")
+    >>> B = pl.compute((8,), lambda i: T[i] + 1.0, name="B")
+    >>> sch = pl.Schedule(B)
+    >>> inlinable(sch, "T"), inlinable(sch, "B")
+    (True, False)
+    """
     outputs = {b.name for b in sch.program.arg_buffers()}
     return (block not in outputs and bool(sch.get_consumers(block))
             and block_shape(sch, block).elementwise)
