@@ -114,17 +114,30 @@ def matmul_like(sch: Schedule, shape: BlockShape) -> bool:
 def inline_elementwise(sch: Schedule) -> None:
     """Auto-inline: each elementwise producer that is not an output may be inlined into its
     consumers (a drawn choice)."""
-    outputs = {b.name for b in sch.program.arg_buffers()}
     for block in [b.name for b in sch.blocks()]:
-        if block in outputs or not sch.get_consumers(block):
-            continue
-        if not block_shape(sch, block).elementwise:
+        if not inlinable(sch, block):
             continue
         if sch.sample_categorical([True, False]):
             try:
                 sch.compute_inline(block)
             except ScheduleError:
                 pass    # a producer read with a shifted window stays a block of its own
+
+
+def inlinable(sch: Schedule, block: str) -> bool:
+    """Whether ``inline_elementwise`` draws a choice for ``block``: an elementwise producer
+    that is not an output.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((8,), name="A"); T = pl.compute((8,), lambda i: A[i] * 2.0, name="T")
+    >>> B = pl.compute((8,), lambda i: T[i] + 1.0, name="B")
+    >>> sch = pl.Schedule(B)
+    >>> inlinable(sch, "T"), inlinable(sch, "B")
+    (True, False)
+    """
+    outputs = {b.name for b in sch.program.arg_buffers()}
+    return (block not in outputs and bool(sch.get_consumers(block))
+            and block_shape(sch, block).elementwise)
 
 
 def multi_level_tile(sch: Schedule, shape: BlockShape) -> None:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 from ..errors import PolyloopError, ScheduleError
 from ..ir.program import Program
 from ..schedule import Schedule
+from ..schedule.auto import FUSIONS, auto_schedule
 from ..schedule.sampling import with_decisions
 from . import rules
 
@@ -58,6 +59,46 @@ def generated_space(sch: Schedule) -> Schedule:
             rules.multi_level_tile(sch, rules.block_shape(sch, shape.name))
     rules.parallel_serial_nests(sch)
     return sch
+
+
+def auto_schedule_decisions(program: Program) -> list[int]:
+    """The decisions of ``generated_space`` that make ``pl.auto_schedule``'s own choices: no
+    producer inlined, the ``polyhedral`` strategy, ``fusion="smart"``, ``tile="auto"``,
+    ``parallel=True`` and no unrolling.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((8,), name="A"); B = pl.compute((8,), lambda i: A[i], name="B")
+    >>> auto_schedule_decisions(pl.to_program(B))
+    [0, 1, 0, 0, 0]
+    """
+    sch = Schedule(program)
+    no_inline = [1] * sum(rules.inlinable(sch, b.name) for b in sch.blocks())
+    # "polyhedral" is generated_space's first strategy; parallel's choices are [True, False]
+    return no_inline + [0, FUSIONS.index("smart"), rules.AUTO_TILES.index("auto"), 0,
+                        rules.UNROLLS.index(1)]
+
+
+def auto_schedule_seed(program: Program) -> Schedule | None:
+    """``pl.auto_schedule(program)`` as a candidate of ``generated_space``: drawn with
+    ``auto_schedule_decisions`` when that gives the very same schedule (its decisions can then
+    be mutated), else auto_schedule's own trace; None when auto_schedule refuses the program.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((8,), name="A"); B = pl.compute((8,), lambda i: A[i] * 2.0, name="B")
+    >>> seed = auto_schedule_seed(pl.to_program(B))
+    >>> seed.state.root == pl.auto_schedule(B).state.root
+    True
+    """
+    try:
+        target = auto_schedule(program)
+    except ScheduleError as e:
+        log.info("pl.auto_schedule refuses %s, so it is no candidate: %s", program.name, e)
+        return None
+    drawn, _ = try_draw(program, generated_space, seed=0,
+                        decisions=auto_schedule_decisions(program))
+    if drawn is not None and drawn.state.root == target.state.root:
+        return drawn
+    return target
 
 
 def draw(program: Program, space: SpaceFn, *, seed: int | None = None,

@@ -37,7 +37,7 @@ from .ray_runner import RayMeasurer
 from .result import Progress, TuneResult
 from .search import STRATEGIES, Candidate, EvolutionarySearch, RandomSearch
 from .rules_gpu import GPU_TARGETS, gpu_space
-from .space import SpaceFn, generated_space
+from .space import SpaceFn, auto_schedule_seed, generated_space
 
 log = logging.getLogger("polyloop.tune")
 
@@ -87,7 +87,8 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
         search = search_cls(program, space or default, rng, sizes)
         loop = _Loop(program, key, target, db, reference, build_, run_, search, progress,
                      _flops(program, sizes))
-        loop.run(trials, batch or max(1, min(16, trials)))
+        seeds = _seeds(program) if target == "c" and space is None else []
+        loop.run(trials, batch or max(1, min(16, trials)), seeds)
     finally:
         for m in {id(build_): build_, id(run_): run_}.values():
             getattr(m, "close", lambda: None)()
@@ -160,6 +161,17 @@ def _flops(program: Program, sizes: dict[str, int]) -> float:
     return total
 
 
+def _seeds(program: Program) -> list[Candidate]:
+    """The candidates measured first, so that the result is never slower than either:
+    ``pl.auto_schedule``'s schedule (as decisions of the generated space when they reproduce
+    it) and the default schedule (the loops as written)."""
+    out = []
+    for sch in (auto_schedule_seed(program), Schedule(program)):
+        if sch is not None:
+            out.append(Candidate(sch, sch.trace.to_json(), tuple(decisions_of(sch.trace))))
+    return out
+
+
 def _measurers(runner: Any, builder: Any, timeout: float, repeat: int) -> tuple[Any, Any]:
     if runner == "ray":
         ray = RayMeasurer(timeout=timeout, repeat=repeat)
@@ -220,11 +232,17 @@ class _Loop:
                      self.best[0][0])
         self.start = time.monotonic()
 
-    def run(self, trials: int, batch: int) -> None:
+    def run(self, trials: int, batch: int, seeds: list[Candidate] | None = None) -> None:
+        """Measure ``trials`` new candidates: first the ``seeds`` the database does not know,
+        then those the search proposes, ``batch`` at a time."""
         idle = 0
+        seeds = [c for c in seeds or [] if c.trace not in self.seen]
         while len(self.history) < trials and idle < 3:
-            cands = self.search.propose(min(batch, trials - len(self.history)), self.seen,
-                                        self.best)
+            n = min(batch, trials - len(self.history))
+            cands, seeds = seeds[:n], seeds[n:]
+            self.seen.update(c.trace for c in cands)
+            if len(cands) < n:
+                cands += self.search.propose(n - len(cands), self.seen, self.best)
             if not cands:
                 idle += 1
                 log.warning("no new schedule drawn (refused: %d; last: %s)",
