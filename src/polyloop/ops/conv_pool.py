@@ -199,6 +199,9 @@ def schedule_conv2d_bias_relu_maxpool_nchw(out: Tensor, *, k_tile: int = DEFAULT
     sch.vectorize(sch.get_loops(init)[-1])
     sch.compute_inline(sch.cache_write(wide.name, "local"))
     sch.reverse_compute_at(wide.name, y0)
+    # the pooling is a max of whole vectors (one per window position): the C compiler does
+    # not vectorize the NaN-propagating max by itself
+    sch.vectorize(sch.get_loops(wide.name)[-1])
     sch.reverse_compute_at(out.name, y0)
     if parallel:
         sch.parallel(sch.get_loops(padded.name)[0])
