@@ -71,6 +71,23 @@ def test_without_bias_and_serial(rng):
                                rtol=1e-5, atol=1e-5)
 
 
+def test_nan_in_a_window_propagates_like_torch(rng):
+    # the pooled rows are a max of vectors: a NaN anywhere in a window must reach the output
+    x = rng.standard_normal((2, 1, 12, 21), dtype=np.float32)
+    x[0, 0, 3, 5] = np.nan
+    x[1, 0, 10, 20] = np.nan
+    wt = rng.standard_normal((5, 1, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(5, dtype=np.float32)
+    X, W = pl.placeholder(x.shape, name="X"), pl.placeholder(wt.shape, name="W")
+    B = pl.placeholder(b.shape, name="B")
+    out = ops.conv2d_bias_relu_maxpool_nchw(X, W, B, lanes=8)
+    mod = pl.build(ops.schedule_conv2d_bias_relu_maxpool_nchw(out, lanes=8))
+    expected = reference(x, wt, b, 0, 2)
+    assert np.isnan(expected).sum() > 0
+    np.testing.assert_allclose(run(mod, (x, wt, b), expected.shape), expected,
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_malformed_operands_are_refused():
     X = pl.placeholder((1, 1, 8, 8), name="X")
     W = pl.placeholder((4, 1, 3, 3), name="W")

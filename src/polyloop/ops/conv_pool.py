@@ -11,12 +11,16 @@ exactly, with one add per pooled element instead of ``pool**2``.
 
 The recipe (``schedule_conv2d_bias_relu_maxpool_nchw``) suits a first layer (one to a few
 input channels), where the many-channel conv2d recipe has little to reduce over:
-- the convolution rows are widened to whole vectors (``<result>_conv``: ``pool`` times a
-  multiple of ``lanes`` columns; the extra columns read the zeros of the widened padded input
-  and are never stored into the result), and vectorized along the row;
+- the padded input is split into ``pool`` column phases (``<data>_phases[b, c, y, p, x]`` is
+  padded column ``pool * x + p``), and the convolution is kept per phase of its columns
+  (``<result>_conv[b, k, y, dx, x]`` is column ``pool * x + dx``), its rows widened to whole
+  vectors (the extra columns read zeros and are never stored into the result): the columns of
+  one pooling window are then in different vectors at the same lane, so the pooling is a
+  vector max, and every input read is a contiguous vector;
 - a register tile is ``k_tile`` output channels by the ``pool`` rows of one pooled row by the
-  whole widened row: per tap, a few input vectors and ``k_tile`` broadcast weights feed
-  ``k_tile * pool * row_vectors`` FMAs (16 accumulators by default);
+  ``pool`` phases of the whole widened row: per tap, a few input vectors and ``k_tile``
+  broadcast weights feed ``k_tile * pool * pool * row_vectors`` FMAs (16 accumulators by
+  default);
 - the pooled row (``<result>_wide``) and the result are computed from the tile right after it,
   and the (image, channel tile) pairs run in parallel.
 
@@ -36,10 +40,10 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
-from ..ir.elementwise import maximum
+from ..ir.elementwise import maximum, where
 from ..ir.expr import Const
 from ..schedule import Schedule
-from .conv import check_conv, padded_input
+from .conv import check_conv
 from .knobs import check_knobs, default_lanes
 
 #: output channels per register tile (with two row vectors and a pool of 2: 16 accumulators)
@@ -109,24 +113,39 @@ def conv2d_bias_relu_maxpool_nchw(data: Tensor, weight: Tensor, bias: Tensor | N
                             f"{out_h} x {out_w} convolution output; use a smaller pool")
     pooled_h, pooled_w = out_h // pool, out_w // pool
     wide_w = -(-pooled_w // lanes) * lanes
-    padded = padded_input(data, pad, extra_columns=wide_w * pool, kernel_width=weight.shape[3])
+    phases = _phase_input(data, pad, pool, wide_w + (pool + s_ext - 2) // pool)
     rc = te.reduce_axis((0, c_in), name="rc")
     ry = te.reduce_axis((0, r_ext), name="ry")
     rx = te.reduce_axis((0, s_ext), name="rx")
-    conv = te.compute((n, k_out, pooled_h * pool, wide_w * pool),
-                      lambda b, k, y, x: te.sum(padded[b, rc, y + ry, x + rx] * w_at(k, rc, ry, rx),
-                                                axis=[rc, ry, rx]), name=f"{name}_conv")
+    # conv[b, k, y, dx, x] is the convolution at column pool * x + dx: its input column
+    # pool * (x + (dx + rx) // pool) + (dx + rx) % pool is phase (dx + rx) % pool
+    conv = te.compute((n, k_out, pooled_h * pool, pool, wide_w),
+                      lambda b, k, y, dx, x: te.sum(
+                          phases[b, rc, y + ry, (dx + rx) % pool, x + (dx + rx) // pool]
+                          * w_at(k, rc, ry, rx), axis=[rc, ry, rx]), name=f"{name}_conv")
 
     def window(b, k, y, x):
-        best = conv[b, k, pool * y, pool * x]
+        best = conv[b, k, pool * y, 0, x]
         for dy in range(pool):
             for dx in range(pool):
                 if dy or dx:
-                    best = maximum(best, conv[b, k, pool * y + dy, pool * x + dx])
+                    best = maximum(best, conv[b, k, pool * y + dy, dx, x])
         return maximum(best + b_at(k), 0.0) if b_at is not None else maximum(best, 0.0)
     wide = te.compute((n, k_out, pooled_h, wide_w), window, name=f"{name}_wide")
     return te.compute((n, k_out, pooled_h, pooled_w), lambda b, k, y, x: wide[b, k, y, x],
                       name=name)
+
+
+def _phase_input(data: Tensor, pad: int, pool: int, width: int) -> Tensor:
+    """``data`` padded by ``pad`` zeros and split into ``pool`` column phases:
+    ``[b, c, y, p, x]`` is padded column ``pool * x + p`` (zeros past the image), so that the
+    convolution columns one pooling window apart read consecutive elements."""
+    n, c, h, w = data.shape
+    return te.compute((n, c, h + 2 * pad, pool, width),
+                      lambda b, ch, y, p, x: where(
+                          (y >= pad) & (y < h + pad) & (pool * x + p >= pad)
+                          & (pool * x + p < w + pad), data[b, ch, y - pad, pool * x + p - pad],
+                          0.0), name=f"{data.name}_phases")
 
 
 def _stages(who: str, out: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -136,8 +155,7 @@ def _stages(who: str, out: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
     if conv is None or wide.name != f"{out.name}_wide" or conv.name != f"{out.name}_conv":
         raise ScheduleError(f"{who}: expected the result of conv2d_bias_relu_maxpool_nchw, "
                             f"got {out!r}")
-    padded = conv.inputs[0]
-    return wide, conv, None if padded.is_placeholder else padded
+    return wide, conv, conv.inputs[0]
 
 
 def schedule_conv2d_bias_relu_maxpool_nchw(out: Tensor, *, k_tile: int = DEFAULT_K_TILE,
@@ -153,7 +171,7 @@ def schedule_conv2d_bias_relu_maxpool_nchw(out: Tensor, *, k_tile: int = DEFAULT
     >>> out = conv2d_bias_relu_maxpool_nchw(X, W, lanes=4)
     >>> sch = schedule_conv2d_bias_relu_maxpool_nchw(out, lanes=4)
     >>> [loop.name for loop in sch.get_loops("conv_pool_conv")]
-    ['b_k_0_fused', 'y_0', 'rc', 'ry', 'rx', 'k_1', 'y_1', 'x_0', 'x_1']
+    ['b_k_0_fused', 'y_0', 'rc', 'ry', 'rx', 'k_1', 'y_1', 'dx', 'x_0', 'x_1']
     """
     who = "schedule_conv2d_bias_relu_maxpool_nchw"
     wide, conv, padded = _stages(who, out)
@@ -166,22 +184,25 @@ def schedule_conv2d_bias_relu_maxpool_nchw(out: Tensor, *, k_tile: int = DEFAULT
     sch = Schedule(out)
     # the tile accumulates in a tile-local buffer the pooling then reads (no full-size conv)
     sch.compute_inline(sch.cache_write(conv.name, "local"))
-    n, k, y, x, rc, ry, rx = sch.get_loops(conv.name)
+    n, k, y, dx, x, rc, ry, rx = sch.get_loops(conv.name)
     k0, k1 = sch.split(k, factors=[None, k_tile])
     y0, y1 = sch.split(y, factors=[None, pool])
     x0, x1 = sch.split(x, factors=[None, lanes])
-    sch.reorder(n, k0, y0, rc, ry, rx, k1, y1, x0, x1)
+    sch.reorder(n, k0, y0, rc, ry, rx, k1, y1, dx, x0, x1)
     tiles = sch.fuse(n, k0)
     if parallel:
         sch.parallel(tiles)
-    for loop in (ry, rx, k1, y1, x0):
+    for loop in (ry, rx, k1, y1, dx, x0):
         sch.unroll(loop)
     sch.vectorize(x1)
     init = sch.decompose_reduction(conv.name, rc)
     sch.vectorize(sch.get_loops(init)[-1])
     sch.compute_inline(sch.cache_write(wide.name, "local"))
     sch.reverse_compute_at(wide.name, y0)
+    # the pooling is a max of whole vectors (one per window position): the C compiler does
+    # not vectorize the NaN-propagating max by itself
+    sch.vectorize(sch.get_loops(wide.name)[-1])
     sch.reverse_compute_at(out.name, y0)
-    if padded is not None and parallel:
+    if parallel:
         sch.parallel(sch.get_loops(padded.name)[0])
     return sch
