@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The whole-model cache: a rebuild generates no code and still gives PyTorch's result; a
-changed weight, C flag, compiler, polyloop source or tuning database misses it."""
+changed weight, thread count, C flag, compiler, polyloop source or tuning database misses it."""
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 
 import numpy as np
 import pytest
@@ -81,7 +82,7 @@ def test_the_weights_digest_sees_values_dtype_and_shape():
     assert build_module.weights_digest(g_2d) != base
 
 
-def test_options_compiler_sources_and_database_change_the_key(monkeypatch, tmp_path):
+def test_options_threads_compiler_sources_and_database_change_the_key(monkeypatch, tmp_path):
     g = scaled_relu(np.ones(4, "float32"))
     digest = build_module.weights_digest(g)
 
@@ -91,6 +92,10 @@ def test_options_compiler_sources_and_database_change_the_key(monkeypatch, tmp_p
     assert key() == base
     with monkeypatch.context() as m:
         m.setattr(config, "CONFIG", dataclasses.replace(config.CONFIG, cflags=("-O1",)))
+        assert key() != base
+    with monkeypatch.context() as m:       # schedules are chosen for the thread count
+        threads = (config.CONFIG.num_threads or os.cpu_count() or 1) + 1
+        m.setattr(config, "CONFIG", dataclasses.replace(config.CONFIG, num_threads=threads))
         assert key() != base
     with monkeypatch.context() as m:
         m.setattr(build_module, "compiler_version", lambda cc: "gcc (other) 99.1")

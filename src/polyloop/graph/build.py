@@ -151,7 +151,9 @@ def _database_state(database: Database | None) -> str:
 
 def model_key(g: Graph, weights: str, database: Database | None) -> str:
     """The cache key of an optimized graph: its text, the weights' digest, the tuning
-    database's state, the C flags, the compiler's version and polyloop's sources.
+    database's state, the thread count (schedules are chosen for it: a dense layer's reduction
+    is split in one slice per thread), the C flags, the compiler's version and polyloop's
+    sources.
 
     >>> import polyloop as pl
     >>> from polyloop.graph.build import model_key
@@ -162,7 +164,8 @@ def model_key(g: Graph, weights: str, database: Database | None) -> str:
     """
     cfg = config.CONFIG
     h = hashlib.sha256()
-    for part in (str(g), weights, _database_state(database), " ".join(BASE_FLAGS),
+    threads = f"threads={cfg.num_threads or os.cpu_count() or 1}"
+    for part in (str(g), weights, _database_state(database), threads, " ".join(BASE_FLAGS),
                  " ".join(cfg.cflags), cfg.cc, compiler_version(cfg.cc), _code_version()):
         h.update(part.encode())
         h.update(b"\0")
