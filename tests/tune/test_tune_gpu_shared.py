@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 import polyloop as pl
@@ -19,6 +18,8 @@ from polyloop.tune.space import draw
 
 pytest.importorskip("pyopencl", reason="OpenCL tuning needs PyOpenCL (the opencl extra)")
 from polyloop.runtime.opencl import platform_available  # noqa: E402
+
+from matmul_checks import check_matmul  # tests/ is on sys.path (rootdir conftest)
 
 OPENCL, OPENCL_WHY = platform_available()
 needs_opencl = pytest.mark.skipif(not OPENCL, reason=f"no OpenCL device: {OPENCL_WHY}")
@@ -43,14 +44,6 @@ def with_shared_tiles(program, count):
     raise AssertionError("the GPU space drew no shared tiles in 40 draws")
 
 
-def check(mod, sizes, rng):
-    for m, n, k in sizes:
-        a = rng.standard_normal((m, k)).astype("float32")
-        b = rng.standard_normal((k, n)).astype("float32")
-        c = np.full((m, n), np.nan, "float32")
-        mod(a, b, c)
-        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
-
 
 def test_the_space_draws_shared_tiles_spread_over_the_work_items():
     sch = with_shared_tiles(pl.to_program(matmul(70, 84, 37)), 1)[0]
@@ -68,10 +61,10 @@ def test_drawn_shared_tiles_compute_numpys_result(rng):
         mod = pl.build(sch, target="opencl")
         assert "__local float A_shared" in mod.source
         assert "barrier(CLK_LOCAL_MEM_FENCE)" in mod.source
-        check(mod, [(70, 84, 37)], rng)
+        check_matmul(mod, [(70, 84, 37)], rng)
     m, n, k = pl.var("m"), pl.var("n"), pl.var("k")
     sch = with_shared_tiles(pl.to_program(matmul(m, n, k)), 1)[0]
-    check(pl.build(sch, target="opencl"), [(70, 84, 37), (9, 5, 3)], rng)
+    check_matmul(pl.build(sch, target="opencl"), [(70, 84, 37), (9, 5, 3)], rng)
 
 
 class InProcessBuilder:
@@ -91,4 +84,4 @@ def test_opencl_tuning_verifies_shared_tile_candidates(tmp_path, rng):
     # a shared-tile trace replays into a schedule that computes NumPy's result
     steps = json.loads(next(r.trace for r in shared if r.status is Status.OK))
     assert any(s["primitive"] == "cache_read" for s in steps)
-    check(res.build(), [(70, 84, 37)], rng)
+    check_matmul(res.build(), [(70, 84, 37)], rng)
