@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..frontend.te import Tensor
 from ..ir.expr import Const, Load, Reduce, ReduceKind, Var, walk
+from ..ops.knobs import default_lanes
 from ..schedule import Schedule
 from .lower import LoweredKernel
 
@@ -286,10 +287,11 @@ def _dense_product(sch: Schedule, kept: list[Tensor], results: set[str],
 
 
 def dense_schedule(sch: Schedule, t: Tensor, epilogue: Tensor | None = None, *,
-                   parallel: bool = True, lanes: int = 16) -> None:
+                   parallel: bool = True, lanes: int | None = None) -> None:
     """Register tiles of a 2-D product ``t[i, j] = sum_k a[i, k] * w[k, j]`` read from ``w`` as
-    stored: tiles of up to 8 rows by two vectors, the reduction inside, the tiles in parallel,
-    and the elementwise ``epilogue`` applied as a tile is stored.
+    stored: tiles of up to 8 rows by two vectors (of the host's width unless ``lanes`` is
+    given), the reduction inside, the tiles in parallel, and the elementwise ``epilogue``
+    applied as a tile is stored.
 
     >>> import polyloop as pl
     >>> a = pl.placeholder((3, 40), "float32", name="a")
@@ -300,6 +302,7 @@ def dense_schedule(sch: Schedule, t: Tensor, epilogue: Tensor | None = None, *,
     >>> [loop.name for loop in sch.get_loops("t")][:2]
     ['j_0', 'i_0']
     """
+    lanes = default_lanes(str(t.dtype)) if lanes is None else lanes
     rows = _extent(t, 0)
     cols = _extent(t, 1)
     mr = min(8, rows) if rows is not None else 8
