@@ -18,6 +18,11 @@ class Config:
     fuzz_examples: int | None = None    # POLYLOOP_FUZZ_EXAMPLES: inputs per fuzz test
     cflags: tuple[str, ...] = ()        # POLYLOOP_CFLAGS: appended to the C compiler's flags
 
+    @property
+    def threads(self) -> int:
+        """The threads a parallel loop runs on: POLYLOOP_NUM_THREADS, else one per CPU."""
+        return self.num_threads or os.cpu_count() or 1
+
 
 # OpenMP runtimes crash or abort when asked for tens of thousands of threads; more threads
 # than a few per core never make a kernel faster, so larger requests are clamped.

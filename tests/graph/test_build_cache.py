@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 
 import numpy as np
 import pytest
@@ -94,7 +93,7 @@ def test_options_threads_compiler_sources_and_database_change_the_key(monkeypatc
         m.setattr(config, "CONFIG", dataclasses.replace(config.CONFIG, cflags=("-O1",)))
         assert key() != base
     with monkeypatch.context() as m:       # schedules are chosen for the thread count
-        threads = (config.CONFIG.num_threads or os.cpu_count() or 1) + 1
+        threads = config.CONFIG.threads + 1
         m.setattr(config, "CONFIG", dataclasses.replace(config.CONFIG, num_threads=threads))
         assert key() != base
     with monkeypatch.context() as m:

@@ -164,9 +164,9 @@ def model_key(g: Graph, weights: str, database: Database | None) -> str:
     """
     cfg = config.CONFIG
     h = hashlib.sha256()
-    threads = f"threads={cfg.num_threads or os.cpu_count() or 1}"
-    for part in (str(g), weights, _database_state(database), threads, " ".join(BASE_FLAGS),
-                 " ".join(cfg.cflags), cfg.cc, compiler_version(cfg.cc), _code_version()):
+    for part in (str(g), weights, _database_state(database), f"threads={cfg.threads}",
+                 " ".join(BASE_FLAGS), " ".join(cfg.cflags), cfg.cc, compiler_version(cfg.cc),
+                 _code_version()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]

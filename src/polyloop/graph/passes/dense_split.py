@@ -15,8 +15,6 @@ only its schedule changes.
 """
 from __future__ import annotations
 
-import os
-
 from ... import config, ops
 from ...ops.dense_split import MAX_ACCUMULATORS
 from ...ops.knobs import default_lanes
@@ -37,7 +35,7 @@ _MOST_SLICES = 8
 def _slices(depth: int) -> int:
     """Slices of a reduction of ``depth``: the threads (at most ``_MOST_SLICES``), lowered to
     a divisor of ``depth``."""
-    threads = min(config.CONFIG.num_threads or os.cpu_count() or 1, _MOST_SLICES)
+    threads = min(config.CONFIG.threads, _MOST_SLICES)
     return next(s for s in range(threads, 0, -1) if depth % s == 0)
 
 
