@@ -10,6 +10,8 @@ import numpy as np
 
 import polyloop as pl
 
+from matmul_checks import check_matmul  # tests/ is on sys.path (rootdir conftest)
+
 
 def _tiled(rows, depth: int, cols: int, panel: int, i_factors: list, j_factors: list, *,
            pack_per_panel: bool):
@@ -39,16 +41,6 @@ def _tiled(rows, depth: int, cols: int, panel: int, i_factors: list, j_factors: 
     return sch
 
 
-def _check(mod, rng, shapes) -> None:
-    """``mod`` against NumPy on fresh data of each (rows, depth, cols), outputs poisoned."""
-    for rows, depth, cols in shapes:
-        a = rng.standard_normal((rows, depth)).astype("float32")
-        b = rng.standard_normal((depth, cols)).astype("float32")
-        c = np.full((rows, cols), np.nan, "float32")
-        mod(a, b, c)
-        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
-
-
 def test_each_copy_of_the_home_loop_declares_the_tile():
     mod = pl.build(_tiled(100, 70, 90, 16, [13, 4, 2], [None, 1, 16], pack_per_panel=True))
     body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
@@ -58,7 +50,7 @@ def test_each_copy_of_the_home_loop_declares_the_tile():
     # the packed panel of B, a global temporary sized to loop j_0, is each thread's own too
     parallel = body[body.index("#pragma omp parallel"):]
     assert re.search(r"float B_packed\[", parallel[:parallel.index("for (int64_t i_0")])
-    _check(mod, np.random.default_rng(0), [(100, 70, 90)] * 20)
+    check_matmul(mod, [(100, 90, 70)] * 20, np.random.default_rng(0))
 
 
 def _one_iteration_home(n: int | pl.Var):
@@ -75,7 +67,7 @@ def test_a_dropped_one_iteration_home_loop_declares_the_tile_in_its_enclosing_lo
     # declared right inside each copy of i_0, the loop that encloses the home loop
     assert len(re.findall(r"for \(int64_t i_0[^\n]*\n\s*_Alignas\(64\) float C_local\[", body)) \
         == 2
-    _check(mod, np.random.default_rng(1), [(36, 75, 100)] * 20)
+    check_matmul(mod, [(36, 100, 75)] * 20, np.random.default_rng(1))
 
 
 def test_a_dropped_home_loop_with_a_symbolic_size():
@@ -83,4 +75,4 @@ def test_a_dropped_home_loop_with_a_symbolic_size():
     mod = pl.build(_one_iteration_home(n))
     body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
     assert "C_local" not in body[:body.index("#pragma omp parallel")]
-    _check(mod, np.random.default_rng(2), [(rows, 75, 100) for rows in (1, 9, 37)])
+    check_matmul(mod, [(rows, 100, 75) for rows in (1, 9, 37)], np.random.default_rng(2))
