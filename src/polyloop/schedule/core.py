@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The part of ``pl.Schedule`` every primitive stands on: the state, the trace, argument checks
 and navigation (``get_block``, ``get_loops``, producers and consumers). The primitives live in
-``loop_primitives`` (loop structure and loop kinds) and ``block_primitives`` (moving and rewriting
-blocks); ``schedule.Schedule`` puts them together."""
+``loop_primitives`` (loop structure), ``kind_primitives`` (how a loop runs) and
+``block_primitives`` (moving and rewriting blocks), among others; ``schedule.Schedule`` puts
+them together."""
 from __future__ import annotations
 
 import random

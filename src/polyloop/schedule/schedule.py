@@ -23,7 +23,8 @@ from ..ir.printer import loops_to_str
 from ..poly.astgen import build_ast
 from ..util.highlight import to_html
 from .block_primitives import BlockPrimitives
-from .loop_primitives import THREAD_AXES, LoopPrimitives
+from .kind_primitives import THREAD_AXES, KindPrimitives
+from .loop_primitives import LoopPrimitives
 from .memory_primitives import MemoryPrimitives
 from .sampling import SamplingPrimitives
 from .software_prefetch import PrefetchPrimitives
@@ -32,8 +33,8 @@ from .trace import REPLAYABLE, Trace, decode
 __all__ = ["Schedule", "THREAD_AXES"]
 
 
-class Schedule(LoopPrimitives, BlockPrimitives, PrefetchPrimitives, SamplingPrimitives,
-               MemoryPrimitives):
+class Schedule(LoopPrimitives, KindPrimitives, BlockPrimitives, PrefetchPrimitives,
+               SamplingPrimitives, MemoryPrimitives):
     """A program plus the order its statement instances run in.
 
     Every primitive either returns with the schedule changed and the change recorded in
