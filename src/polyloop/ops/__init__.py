@@ -13,8 +13,8 @@ only; their constants are keyword arguments.
 120.0
 """
 from .attention import attention, schedule_attention
-from .conv import (conv2d_nchw, depthwise_conv2d_nchw, schedule_conv2d_nchw,
-                   schedule_depthwise_conv2d_nchw)
+from .conv import conv2d_nchw, schedule_conv2d_nchw
+from .conv_depthwise import depthwise_conv2d_nchw, schedule_depthwise_conv2d_nchw
 from .conv_pool import conv2d_bias_relu_maxpool_nchw, schedule_conv2d_bias_relu_maxpool_nchw
 from .dense_split import dense_split_k, schedule_dense_split_k
 from .conv_packed import conv2d_channel_block, conv2d_nchw_packed, pack_conv2d_weight
