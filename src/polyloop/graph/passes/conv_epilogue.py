@@ -14,20 +14,17 @@ from ... import ops
 from ...errors import PolyloopError
 from ...frontend import te
 from ...schedule import Schedule
-from ..ir import INJECTIVE, Call, Graph, Kernel, KernelCall, Op, uses
+from ..ir import INJECTIVE, Call, Graph, KernelCall, Op
 from ..lower import te_shape
 from ..oplib import LOWERINGS
-from .attention import free_inputs
 from .library import library_conv
+from .merge import merge_into_next
 
 
-def _packed_conv(kc: KernelCall) -> Call | None:
-    """The call of a kernel that is one library conv2d on packed weights, else None."""
-    body = kc.kernel.body
-    if len(body) != 1 or library_conv(body[0]) != "conv2d" or len(body[0].inputs) != 2 \
-            or len(body[0].inputs[1].type.shape) != 5:
-        return None
-    return body[0]
+def _packed_conv(call: Call) -> bool:
+    """Whether ``call`` is a library conv2d on packed weights."""
+    return library_conv(call) == "conv2d" and len(call.inputs) == 2 \
+        and len(call.inputs[1].type.shape) == 5
 
 
 def _epilogue_of(conv: Call, kc: KernelCall) -> bool:
@@ -58,22 +55,12 @@ def fold_conv_epilogues(g: Graph) -> Graph:
     >>> [str(c.op) for c in optimize(b.build(y)).bindings[0].kernel.body]
     ['conv2d', 'copy', 'relu']
     """
-    count = uses(g)
-    outputs = {v.name for v in g.outputs}
-    bindings: list = []
-    for b in g.bindings:
-        prev = bindings[-1] if bindings else None
-        conv = _packed_conv(prev) if isinstance(prev, KernelCall) else None
-        raw = conv.outputs[0].name if conv is not None else None
-        if conv is not None and isinstance(b, KernelCall) and _epilogue_of(conv, b) \
-                and count.get(raw) == 1 and raw not in outputs:
-            body = prev.kernel.body + b.kernel.body
-            params = free_inputs(body)
-            name = prev.kernel.name.removesuffix("_ops")
-            bindings[-1] = KernelCall(b.outputs, Kernel(name, params, b.outputs, body), params)
-            continue
-        bindings.append(b)
-    return g.replace(bindings=tuple(bindings))
+    def merged_name(first: KernelCall, rest: KernelCall) -> str | None:
+        conv = first.kernel.body[0]
+        if not (_packed_conv(conv) and _epilogue_of(conv, rest)):
+            return None
+        return first.kernel.name.removesuffix("_ops")
+    return merge_into_next(g, merged_name)
 
 
 def conv_epilogue_schedule(kc: KernelCall) -> Schedule | None:
@@ -84,8 +71,7 @@ def conv_epilogue_schedule(kc: KernelCall) -> Schedule | None:
     if len(body) < 2 or len(kc.outputs) != 1 or not isinstance(body[0], Call):
         return None
     conv_call = body[0]
-    if library_conv(conv_call) != "conv2d" or len(conv_call.inputs) != 2 \
-            or len(conv_call.inputs[1].type.shape) != 5:
+    if not _packed_conv(conv_call):
         return None
     # one placeholder per parameter, made in the kernel's parameter order: the schedule's
     # arguments are the placeholders in order

@@ -15,9 +15,9 @@ from __future__ import annotations
 from ... import ops
 from ...frontend import te
 from ...schedule import Schedule
-from ..ir import Call, Graph, Kernel, KernelCall, Op, uses
+from ..ir import Call, Graph, KernelCall, Op
 from ..lower import te_shape
-from .attention import free_inputs
+from .merge import merge_into_next
 
 #: convolutions with at most this many input channels are fused with their pooling (with
 #: many channels the conv2d recipe's reduction over channels is the better tile)
@@ -73,22 +73,12 @@ def fuse_conv_pool(g: Graph) -> Graph:
     >>> [str(c.op) for c in optimize(b.build(y)).bindings[0].kernel.body]
     ['conv2d', 'copy', 'relu', 'max_pool2d']
     """
-    count = uses(g)
-    outputs = {v.name for v in g.outputs}
-    bindings: list = []
-    for b in g.bindings:
-        prev = bindings[-1] if bindings else None
-        conv = prev.kernel.body if isinstance(prev, KernelCall) else ()
-        raw = conv[0].outputs[0].name if len(conv) == 1 else None
-        if raw is not None and _small_conv(conv[0]) and isinstance(b, KernelCall) \
-                and count.get(raw) == 1 and raw not in outputs and _pool_epilogue(b, raw):
-            body = (*conv, *b.kernel.body)
-            params = free_inputs(body)
-            name = f"{prev.kernel.name.removesuffix('_ops')}_pool"
-            bindings[-1] = KernelCall(b.outputs, Kernel(name, params, b.outputs, body), params)
-            continue
-        bindings.append(b)
-    return g.replace(bindings=tuple(bindings))
+    def merged_name(first: KernelCall, pool: KernelCall) -> str | None:
+        conv = first.kernel.body[0]
+        if not (_small_conv(conv) and _pool_epilogue(pool, conv.outputs[0].name)):
+            return None
+        return f"{first.kernel.name.removesuffix('_ops')}_pool"
+    return merge_into_next(g, merged_name)
 
 
 def conv_pool_schedule(kc: KernelCall) -> Schedule | None:
