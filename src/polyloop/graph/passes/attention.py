@@ -11,8 +11,9 @@ from __future__ import annotations
 from ... import ops
 from ...frontend import te
 from ...schedule import Schedule
-from ..ir import Call, Kernel, KernelCall, Op, Value
+from ..ir import Call, Kernel, KernelCall, Op
 from ..lower import te_shape
+from .merge import free_inputs
 
 
 def library_attention(call: Call) -> bool:
@@ -47,17 +48,6 @@ def split_attention(kc: KernelCall) -> list[KernelCall]:
     params = free_inputs(rest)
     k2 = Kernel(f"{kc.kernel.name}_epilogue", params, kc.outputs, rest)
     return [KernelCall(first.outputs, k1, operands), KernelCall(kc.outputs, k2, params)]
-
-
-def free_inputs(body: tuple[Call, ...]) -> tuple[Value, ...]:
-    """The values ``body`` reads and does not make, each once, in order of first use."""
-    made = {v.name for c in body for v in c.outputs}
-    params: list[Value] = []
-    for c in body:
-        for v in c.inputs:
-            if v.name not in made and v not in params:
-                params.append(v)
-    return tuple(params)
 
 
 def attention_schedule(kc: KernelCall) -> Schedule | None:

@@ -57,7 +57,7 @@ def fold_conv_epilogues(g: Graph) -> Graph:
     """
     def merged_name(first: KernelCall, rest: KernelCall) -> str | None:
         conv = first.kernel.body[0]
-        if not (_packed_conv(conv) and _epilogue_of(conv, rest)):
+        if len(first.kernel.body) != 1 or not (_packed_conv(conv) and _epilogue_of(conv, rest)):
             return None
         return first.kernel.name.removesuffix("_ops")
     return merge_into_next(g, merged_name)

@@ -10,6 +10,7 @@ with ``KernelCall``.
 from __future__ import annotations
 
 from ..ir import INJECTIVE, VIEWS, Call, Graph, Kernel, KernelCall, Op, uses
+from .merge import merge_into_next
 
 # Consumers that read each element of their input a bounded number of times: an elementwise
 # kernel feeding one of them is computed inside it, at each read (exact, no recomputation
@@ -70,16 +71,6 @@ def fuse_operators(g: Graph) -> Graph:
     return g.replace(bindings=tuple(bindings))
 
 
-def _params(body: tuple[Call, ...]) -> tuple:
-    made = {v.name for c in body for v in c.outputs}
-    params: list = []
-    for c in body:
-        for v in c.inputs:
-            if v.name not in made and v not in params:
-                params.append(v)
-    return tuple(params)
-
-
 def fuse_into_consumers(g: Graph) -> Graph:
     """Merge a kernel of elementwise calls into the next kernel when that kernel's first call
     reads its result, is a pooling or normalisation (see ``_READ_FEW_TIMES``) and nothing
@@ -93,20 +84,10 @@ def fuse_into_consumers(g: Graph) -> Graph:
     >>> [str(c.op) for c in g.bindings[0].kernel.body]
     ['relu', 'max_pool2d']
     """
-    count = uses(g)
-    outputs = {v.name for v in g.outputs}
-    bindings: list = []
-    for b in g.bindings:
-        prev = bindings[-1] if bindings else None
-        if isinstance(b, KernelCall) and isinstance(prev, KernelCall) \
-                and all(c.op in INJECTIVE for c in prev.kernel.body) \
-                and b.kernel.body[0].op in _READ_FEW_TIMES \
-                and len(prev.outputs) == 1 and prev.outputs[0] in b.kernel.body[0].inputs \
-                and count.get(prev.outputs[0].name) == 1 and prev.outputs[0].name not in outputs:
-            body = prev.kernel.body + b.kernel.body
-            params = _params(body)
-            bindings[-1] = KernelCall(b.outputs, Kernel(b.kernel.name, params, b.outputs, body),
-                                      params)
-            continue
-        bindings.append(b)
-    return g.replace(bindings=tuple(bindings))
+    def merged_name(first: KernelCall, consumer: KernelCall) -> str | None:
+        head = consumer.kernel.body[0]
+        if all(c.op in INJECTIVE for c in first.kernel.body) and head.op in _READ_FEW_TIMES \
+                and first.outputs[0] in head.inputs:
+            return consumer.kernel.name
+        return None
+    return merge_into_next(g, merged_name)

@@ -19,7 +19,8 @@ from ...ops import (conv2d_channel_block, matmul_panel_width, pack_conv2d_weight
                     pack_matmul_weight)
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
 from ..schedule import unpacked_dense
-from .attention import free_inputs, library_attention, split_attention
+from .attention import library_attention, split_attention
+from .merge import free_inputs
 
 
 def library_conv(call: Call) -> str | None:

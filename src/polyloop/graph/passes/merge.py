@@ -1,21 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Merging a one-call kernel into the kernel right after it, the only reader of its result:
-what ``fuse_conv_pool`` and ``fold_conv_epilogues`` both do, each with its own test of which
-pairs merge."""
+"""Merging a kernel into the kernel right after it, the only reader of its result: what
+``fuse_into_consumers``, ``fuse_conv_pool`` and ``fold_conv_epilogues`` do, each with its own
+test of which pairs merge; and the parameters of a merged kernel."""
 from __future__ import annotations
 
 from typing import Callable
 
-from ..ir import Graph, Kernel, KernelCall, uses
-from .attention import free_inputs
+from ..ir import Call, Graph, Kernel, KernelCall, Value, uses
 
 
 def merge_into_next(g: Graph, merged_name: Callable[[KernelCall, KernelCall], str | None]
                     ) -> Graph:
-    """``g`` with each kernel of one call merged into the kernel call right after it when that
-    one is the only reader of the call's result (no output of the graph either) and
+    """``g`` with each kernel of one result merged into the kernel call right after it when
+    that one is the only reader of the result (no output of the graph either) and
     ``merged_name(kernel, next)`` names the merged kernel (None: they stay apart). The merged
-    kernel runs the call, then the next kernel's calls, on the inputs neither makes.
+    kernel runs the first kernel's calls, then the next one's, on the inputs neither makes.
 
     >>> import numpy as np, polyloop as pl
     >>> from polyloop.graph import passes
@@ -31,9 +30,8 @@ def merge_into_next(g: Graph, merged_name: Callable[[KernelCall, KernelCall], st
     bindings: list = []
     for b in g.bindings:
         prev = bindings[-1] if bindings else None
-        if isinstance(prev, KernelCall) and isinstance(b, KernelCall) \
-                and len(prev.kernel.body) == 1:
-            raw = prev.kernel.body[0].outputs[0].name
+        if isinstance(prev, KernelCall) and isinstance(b, KernelCall) and len(prev.outputs) == 1:
+            raw = prev.outputs[0].name
             name = merged_name(prev, b) \
                 if count.get(raw) == 1 and raw not in outputs else None
             if name is not None:
@@ -44,3 +42,14 @@ def merge_into_next(g: Graph, merged_name: Callable[[KernelCall, KernelCall], st
                 continue
         bindings.append(b)
     return g.replace(bindings=tuple(bindings))
+
+
+def free_inputs(body: tuple[Call, ...]) -> tuple[Value, ...]:
+    """The values ``body`` reads and does not make, each once, in order of first use."""
+    made = {v.name for c in body for v in c.outputs}
+    params: list[Value] = []
+    for c in body:
+        for v in c.inputs:
+            if v.name not in made and v not in params:
+                params.append(v)
+    return tuple(params)

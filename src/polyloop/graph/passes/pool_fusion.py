@@ -75,7 +75,7 @@ def fuse_conv_pool(g: Graph) -> Graph:
     """
     def merged_name(first: KernelCall, pool: KernelCall) -> str | None:
         conv = first.kernel.body[0]
-        if not (_small_conv(conv) and _pool_epilogue(pool, conv.outputs[0].name)):
+        if len(first.kernel.body) != 1 or not (_small_conv(conv) and _pool_epilogue(pool, conv.outputs[0].name)):
             return None
         return f"{first.kernel.name.removesuffix('_ops')}_pool"
     return merge_into_next(g, merged_name)
