@@ -2,7 +2,9 @@
 """Building and running candidates as Ray tasks (``pl.tune(..., runner="ray")``).
 
 Uses the cluster of an earlier ``ray.init(address=...)``, or starts a local one. Builds run in
-parallel, one task per candidate; each run is a task on its own with a time-out (a task that
+parallel, one task per candidate and no more at once than the cluster has CPUs, each with its
+own time-out from its start (a build that outlives it is cancelled and is a failed candidate,
+as with the local builder); each run is a task on its own with a time-out (a task that
 outlives it is cancelled, a worker that crashes is a failed run). Compiled kernels travel as
 their source: a run task compiles it again on its node (gcc's cache makes that free on the
 node that built it), so the nodes need no shared file system. The tuning process's settings
@@ -12,6 +14,7 @@ node that built it), so the nodes need no shared file system. The tuning process
 """
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -59,9 +62,9 @@ def _extra(kernel: KernelSpec) -> tuple[str, ...]:
 class RayMeasurer:
     """Builder and runner on a Ray cluster."""
 
-    def __init__(self, timeout: float = 30.0, repeat: int = 5):
+    def __init__(self, timeout: float = 30.0, repeat: int = 5, build_timeout: float = 120.0):
         self.ray = _ray()
-        self.timeout, self.repeat = timeout, repeat
+        self.timeout, self.repeat, self.build_timeout = timeout, repeat, build_timeout
         self._build = self.ray.remote(num_cpus=1)(_build_remote)
         self._run = self.ray.remote(num_cpus=1, max_retries=0)(_run_remote)
         self._inputs: Any = None
@@ -71,14 +74,36 @@ class RayMeasurer:
         self._inputs, self._sizes = self.ray.put(inputs), sizes
 
     def build(self, jobs: Sequence[BuildJob]) -> list[BuildResult]:
-        refs = [self._build.remote(config.CONFIG, job) for job in jobs]
-        out = []
-        for ref in refs:
-            try:
-                out.append(self.ray.get(ref))
-            except Exception as e:   # noqa: BLE001 - a lost worker is a failed build
-                out.append(BuildResult(None, Status.BUILD_ERROR, f"Ray build task failed: {e}"))
-        return out
+        """Build every job; a task starts as it is submitted (no more in flight than CPUs), so
+        its deadline counts from then, and a build that hangs costs one time-out."""
+        slots = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+        results: dict[int, BuildResult] = {}
+        waiting = list(range(len(jobs)))
+        running: dict[Any, tuple[int, float]] = {}     # task -> (job, deadline)
+        while waiting or running:
+            while waiting and len(running) < slots:
+                k = waiting.pop(0)
+                ref = self._build.remote(config.CONFIG, jobs[k])
+                running[ref] = (k, time.monotonic() + self.build_timeout)
+            first = min(deadline for _, deadline in running.values())
+            done, _ = self.ray.wait(list(running), num_returns=1,
+                                    timeout=max(0.0, first - time.monotonic()))
+            for ref in done:
+                k, _ = running.pop(ref)
+                results[k] = self._result(ref)
+            now = time.monotonic()
+            for ref in [r for r, (_, deadline) in running.items() if deadline <= now]:
+                k, _ = running.pop(ref)
+                self.ray.cancel(ref, force=True)
+                results[k] = BuildResult(None, Status.TIMEOUT,
+                                         f"the build took more than {self.build_timeout:g} s")
+        return [results[k] for k in range(len(jobs))]
+
+    def _result(self, ref: Any) -> BuildResult:
+        try:
+            return self.ray.get(ref)
+        except Exception as e:   # noqa: BLE001 - a lost worker is a failed build
+            return BuildResult(None, Status.BUILD_ERROR, f"Ray build task failed: {e}")
 
     def run(self, kernel: KernelSpec, repeat: int | None = None) -> RunResult:
         ref = self._run.remote(config.CONFIG, kernel, self._inputs, self._sizes,
