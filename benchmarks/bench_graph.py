@@ -4,6 +4,7 @@ ONNX Runtime, in the same run, with random weights.
 
     python benchmarks/bench_graph.py                    # all models
     python benchmarks/bench_graph.py cnn --no-compile   # the seed CNN only, without torch.compile
+    python benchmarks/bench_graph.py --tvm              # TVM Relax (untuned) as well
 
 Models: the seed CNN (1x28x28 -> conv 32 3x3 -> ReLU -> max-pool 2 -> linear 100 -> ReLU ->
 linear 10 -> softmax) at batch 1, 4 and 64; ResNet-18 (defined here) at batch 1, 224x224; a
@@ -11,7 +12,7 @@ BERT-base-like encoder layer (seq 128, hidden 768, 12 heads, GELU MLP 3072) at b
 Each row prints the median milliseconds of each engine and polyloop's speed relative to ONNX
 Runtime (> 1: polyloop faster). Build times: the import (torch.export), polyloop's cold build
 (empty cache) and cached rebuild (median of five), torch.compile's first call. Threads: ``--threads`` for every engine
-(POLYLOOP_NUM_THREADS is set before polyloop is imported).
+(POLYLOOP_NUM_THREADS and TVM_NUM_THREADS are set before polyloop and TVM are imported).
 """
 from __future__ import annotations
 
@@ -95,11 +96,16 @@ def models(names: list[str]):
         yield "BERT-base encoder layer, seq 128", layer, torch.randn(1, 128, 768)
 
 
-def median_ms(fn, repeat: int) -> float:
-    for _ in range(3):
+def median_ms(fn, repeat: int, budget_s: float = 30.0) -> float:
+    """The median of ``repeat`` calls after warm-up; fewer (at least three) for an engine so
+    slow that ``repeat`` calls would take more than ``budget_s``."""
+    start = time.perf_counter()
+    fn()
+    first = time.perf_counter() - start
+    for _ in range(2 if first < 0.1 else 0):
         fn()
     times = []
-    for _ in range(repeat):
+    for _ in range(max(3, min(repeat, int(budget_s / max(first, 1e-9))))):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -161,10 +167,18 @@ def run_model(label: str, model, x, args) -> None:
     except Exception as e:   # not installed, or the exporter refuses the model
         print(f"ONNX Runtime: not measured ({type(e).__name__}: {str(e)[:120]})")
         row["ONNX Runtime"] = float("nan")
+    tvm_s = None
+    if args.tvm:
+        from relax_ref import relax_runner
+        run, out, tvm_s = relax_runner(model, x, args.threads)
+        tvm_err = float(np.abs(out - ref).max())
+        row["TVM Relax (untuned)"] = median_ms(run, args.repeat)
     cells = "  ".join(f"{k} {v:8.3f} ms" for k, v in row.items())
     ratio = row["ONNX Runtime"] / row["polyloop"]
     print(f"{label:34s} {cells}  polyloop/ORT speed {ratio:5.2f}x  max|err| {err:.1e}")
     extra = f", torch.compile first call {compile_s:.1f} s" if compile_s is not None else ""
+    if tvm_s is not None:
+        extra += f", TVM Relax build {tvm_s:.1f} s (max|err| {tvm_err:.1e})"
     print(f"{'':34s} polyloop: import {imported:.1f} s, build cold {cold:.1f} s, "
           f"cached {cached:.2f} s{extra}")
     if args.profile:
@@ -179,8 +193,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--profile", action="store_true", help="polyloop's time per kernel")
+    parser.add_argument("--tvm", action="store_true",
+                        help="TVM Relax too (the bench extra; untuned: slow on big models)")
     args = parser.parse_args()
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)
     import warnings
 
     import torch
