@@ -133,12 +133,12 @@ def run_model(label: str, model, x, args) -> None:
             g = pl.graph.from_torch(model, (x,))
             imported = time.perf_counter() - start
             start = time.perf_counter()
-            ex = pl.graph.build(g)
+            ex = pl.graph.build(g, winograd=not args.no_winograd)
             cold = time.perf_counter() - start
             rebuilds = []
             for _ in range(5):     # the cached rebuild: the median of five
                 start = time.perf_counter()
-                ex = pl.graph.build(g)
+                ex = pl.graph.build(g, winograd=not args.no_winograd)
                 rebuilds.append(time.perf_counter() - start)
             cached = statistics.median(rebuilds)
             xn = x.numpy()
@@ -179,6 +179,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--profile", action="store_true", help="polyloop's time per kernel")
+    parser.add_argument("--no-winograd", action="store_true",
+                        help="build with pl.graph.build(..., winograd=False)")
     args = parser.parse_args()
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
     import warnings

@@ -182,7 +182,8 @@ def _row_tile(tw: int) -> int:
 
 def schedule_conv2d_winograd(out: Tensor, conv: Tensor | None = None, *,
                              lanes: int | None = None, mr: int | None = None,
-                             parallel: str | None = None) -> Schedule:
+                             parallel: str | None = None, prefetch: int | None = None
+                             ) -> Schedule:
     """The schedule of ``out = conv2d_winograd(...)``, or of ``out``, an elementwise chain
     over ``conv = conv2d_winograd(...)`` (bias, residual add, ReLU) applied as the result is
     copied out of the output transform.
@@ -205,7 +206,7 @@ def schedule_conv2d_winograd(out: Tensor, conv: Tensor | None = None, *,
     stages = [] if conv is None else epilogue_chain(out, conv)
     sch = Schedule(out)
     anchor = winograd_tiles(sch, out if conv is None else conv, who, lanes=lanes, mr=mr,
-                            parallel=parallel)
+                            parallel=parallel, prefetch=prefetch)
     if conv is not None:
         for stage in [conv, *stages[:-1]]:
             sch.compute_inline(stage.name)
@@ -227,7 +228,8 @@ def _stages(conv: Tensor, who: str) -> tuple[Tensor, ...]:
 
 
 def winograd_tiles(sch: Schedule, conv: Tensor, who: str, *, lanes: int | None = None,
-                   mr: int | None = None, parallel: str | None = None):
+                   mr: int | None = None, parallel: str | None = None,
+                   prefetch: int | None = None):
     """Apply the recipe to ``conv`` inside ``sch``; returns the loop over tile rows."""
     nhwc, phases, v, m, u = _stages(conv, who)
     lanes = default_lanes(str(conv.dtype)) if lanes is None else lanes
@@ -248,12 +250,15 @@ def winograd_tiles(sch: Schedule, conv: Tensor, who: str, *, lanes: int | None =
         sch.reorder(n, ty, k0, a, e, x0, c, x1, k1, k2)
         sch.parallel(ty)
     else:
-        sch.reorder(n, k0, ty, a, e, x0, c, x1, k1, k2)
+        # each element's block of weights is read once, for every tile row in turn
+        sch.reorder(n, k0, a, e, ty, x0, c, x1, k1, k2)
         sch.parallel(k0)
     sch.unroll(x1)
     sch.unroll(k1)
     sch.vectorize(k2)
     sch.decompose_reduction(m.name, c)
+    if prefetch:
+        sch.prefetch(m.name, u.name, c, prefetch)
     sch.reverse_compute_at(tile, x0)
     sch.vectorize(sch.get_loops(tile)[-1])
     if parallel == "rows":
