@@ -211,7 +211,10 @@ def schedule_conv2d_winograd(out: Tensor, conv: Tensor | None = None, *,
         for stage in [conv, *stages[:-1]]:
             sch.compute_inline(stage.name)
     sch.reverse_compute_at(out.name, anchor)
-    sch.vectorize(sch.get_loops(out.name)[-1])
+    k, y, x = sch.get_loops(out.name)[-3:]
+    k0, k1 = sch.split(k, factors=[None, lanes or default_lanes(str(out.dtype))])
+    sch.reorder(k0, y, x, k1)
+    sch.unroll(k1)
     return sch
 
 
@@ -265,7 +268,9 @@ def winograd_tiles(sch: Schedule, conv: Tensor, who: str, *, lanes: int | None =
         sch.compute_at(v.name, ty)
     else:
         sch.parallel(sch.get_loops(v.name)[1])
-    *_, va, ve, _, vx = sch.get_loops(v.name)
+    *_, va, ve, vc, vx = sch.get_loops(v.name)
+    # a channel's 4 input rows stay in L1 for the 16 elements of the transform
+    sch.reorder(vc, va, ve)
     sch.unroll(va)
     sch.unroll(ve)
     sch.vectorize(vx)
