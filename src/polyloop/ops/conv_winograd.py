@@ -208,13 +208,16 @@ def schedule_conv2d_winograd(out: Tensor, conv: Tensor | None = None, *,
     anchor = winograd_tiles(sch, out if conv is None else conv, who, lanes=lanes, mr=mr,
                             parallel=parallel, prefetch=prefetch)
     if conv is not None:
-        for stage in [conv, *stages[:-1]]:
+        # the transposing copy (scalar, without branches) into a block of NCHW rows in L1,
+        # then the epilogue in vectors along them: applied in the scalar copy, a ReLU's
+        # comparison is a branch that mispredicts on real data (measured 1.6 times slower)
+        sch.reverse_compute_at(conv.name, anchor)
+        for stage in stages[:-1]:
             sch.compute_inline(stage.name)
-    sch.reverse_compute_at(out.name, anchor)
-    k, y, x = sch.get_loops(out.name)[-3:]
-    k0, k1 = sch.split(k, factors=[None, lanes or default_lanes(str(out.dtype))])
-    sch.reorder(k0, y, x, k1)
-    sch.unroll(k1)
+        sch.reverse_compute_at(out.name, anchor)
+        sch.vectorize(sch.get_loops(out.name)[-1])
+    else:
+        sch.reverse_compute_at(out.name, anchor)
     return sch
 
 
