@@ -271,13 +271,16 @@ def winograd_tiles(sch: Schedule, conv: Tensor, who: str, *, lanes: int | None =
         sch.compute_at(v.name, ty)
     else:
         sch.parallel(sch.get_loops(v.name)[1])
+    # the padded rows a tile row reads, made by the iteration that reads them (the two
+    # rows shared with the next tile row are made twice): no parallel region of their own
+    # and no buffer of the whole input
+    sch.compute_at(phases.name, sch.get_loops(v.name)[-5], recompute=True)
     *_, va, ve, vc, vx = sch.get_loops(v.name)
     # a channel's 4 input rows stay in L1 for the 16 elements of the transform
     sch.reorder(vc, va, ve)
     sch.unroll(va)
     sch.unroll(ve)
     sch.vectorize(vx)
-    sch.parallel(sch.get_loops(phases.name)[1])
     sch.vectorize(sch.get_loops(phases.name)[-1])
     sch.reverse_compute_at(nhwc.name, k0)
     sch.vectorize(sch.get_loops(nhwc.name)[-1])
