@@ -67,3 +67,22 @@ def _call(c, h, k, *, r=3, stride=1, groups=1, dtype="float32"):
 ])
 def test_which_convolutions_run_as_winograd(call, chosen):
     assert winograd_conv(call) == chosen
+
+
+def test_symbolic_batch_runs_every_batch(rng):
+    c = MIN_CHANNELS + 1
+    w = rng.standard_normal((c, c, 3, 3), dtype=np.float32)
+    bias = rng.standard_normal(c, dtype=np.float32)
+    b = pl.graph.GraphBuilder("f")
+    x = b.input("x", ("n", c, 14, 15))
+    y = b.emit(Op.RELU, b.emit(Op.CONV2D, x, b.constant(w, "w"), b.constant(bias, "bias"),
+                                stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1))
+    ex = pl.graph.build(b.build(y))
+    assert [c.attr("winograd") for c in _conv_calls(ex)] == [True]
+    t = torch.from_numpy
+    for batch in (1, 3):
+        xs = rng.standard_normal((batch, c, 14, 15), dtype=np.float32)
+        out = np.full((batch, c, 14, 15), np.nan, np.float32)
+        ex(xs, out=(out,))
+        expected = torch.relu(torch.nn.functional.conv2d(t(xs), t(w), t(bias), padding=1))
+        np.testing.assert_allclose(out, expected.numpy(), rtol=1e-4, atol=1e-4)
