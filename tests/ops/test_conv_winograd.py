@@ -36,6 +36,8 @@ def _build(n, c, h, w, k, pad, knobs, epilogue):
     (1, 17, 15, 13, 40, 0, dict(block=32, lanes=16, parallel="rows", mr=5), True),
     (2, 9, 13, 15, 12, 1, dict(block=8, lanes=8, parallel="k"), True),
     (pl.var("batch"), 6, 16, 14, 16, 1, dict(block=16, lanes=16), True),
+    # a tile row's padded input over 64 KiB: padded in a pass of its own
+    (1, 70, 5, 61, 20, 1, dict(block=16, lanes=16, parallel="rows"), True),
 ])
 def test_winograd_matches_torch(rng, n, c, h, w, k, pad, knobs, epilogue):
     mod, conv = _build(n, c, h, w, k, pad, knobs, epilogue)

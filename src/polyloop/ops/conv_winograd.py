@@ -171,6 +171,18 @@ def conv2d_winograd(data: Tensor, weight: Tensor, out_channels: int, pad: int = 
                       name="conv")
 
 
+# the largest temporary a thread's stack holds (as the C target's limit for private arrays)
+LOCAL_BYTES = 64 * 1024
+
+
+def _row_bytes(phases: Tensor) -> int:
+    """Bytes of the padded input one tile row reads (4 rows of every channel)."""
+    _, c_in, _, _, half = phases.shape
+    if not isinstance(c_in, Const):
+        return LOCAL_BYTES + 1
+    return c_in.value * WINDOW * TILE * half.value * phases.dtype.itemsize  # type: ignore[union-attr]
+
+
 def _row_tile(tw: int) -> int:
     """Tiles of a row per register tile: a divisor of the row's tiles between 4 and 8 when
     there is one (no partial tile), else 6."""
@@ -271,10 +283,13 @@ def winograd_tiles(sch: Schedule, conv: Tensor, who: str, *, lanes: int | None =
         sch.compute_at(v.name, ty)
     else:
         sch.parallel(sch.get_loops(v.name)[1])
-    # the padded rows a tile row reads, made by the iteration that reads them (the two
-    # rows shared with the next tile row are made twice): no parallel region of their own
-    # and no buffer of the whole input
-    sch.compute_at(phases.name, sch.get_loops(v.name)[-5], recompute=True)
+    if _row_bytes(phases) <= LOCAL_BYTES:
+        # the padded rows a tile row reads, made by the iteration that reads them (the two
+        # rows shared with the next tile row are made twice): no parallel region of their
+        # own and no buffer of the whole input
+        sch.compute_at(phases.name, sch.get_loops(v.name)[-5], recompute=True)
+    else:
+        sch.parallel(sch.get_loops(phases.name)[1])
     *_, va, ve, vc, vx = sch.get_loops(v.name)
     # a channel's 4 input rows stay in L1 for the 16 elements of the transform
     sch.reorder(vc, va, ve)
