@@ -12,16 +12,17 @@ stages, each a ``pl.compute``:
   (``[n, c, y, x % 2, x // 2]``), so that every read of the input transform is a contiguous
   vector along a row of tiles;
 - ``<data>_wino`` (``V``): ``[n, tile row, a, b, c, tile column]``;
-- ``wino_prod`` (``M``): ``[n, tile row, a, b, k, tile column]``, the products over ``c``
+- ``wino_prod`` (``M``): ``[n, tile row, a, b, tile column, k]``, the products over ``c``
   with the weights ``U[a, b, k // kb, c, k % kb]`` in blocks of ``kb`` output channels;
-- ``conv``: the output transform, NCHW.
+- ``wino_out``: the output transform, NHWC (vectors along the channels);
+- ``conv``: the NCHW result, a transposing copy.
 
-``schedule_conv2d_winograd`` runs the tile rows in parallel; for each, the input transform,
-the 16 products in register tiles (``mr`` tiles of a row by ``kb`` channels, as the direct
-recipe's) and the output transform (with an elementwise epilogue folded in), so a row's
-transformed input and products stay in the cache. The results differ from a direct
-convolution's by rounding only (the transforms add and subtract: see docs/ops-conv-winograd.md
-for the errors measured).
+``schedule_conv2d_winograd`` runs the tile rows in parallel (or, on small planes, the blocks
+of output channels); for each row, the input transform, the 16 products in register tiles
+(``mr`` tiles of a row by ``kb`` channels, as the direct recipe's) and the output transform
+(with an elementwise epilogue after it), so a row's transformed input and products stay in
+the cache. The results differ from a direct convolution's by rounding only (the transforms
+add and subtract: see docs/ops-conv-winograd.md for the errors measured).
 
 >>> import numpy as np, polyloop as pl
 >>> from polyloop.ops import conv2d_winograd, schedule_conv2d_winograd, winograd_weight
@@ -103,6 +104,16 @@ def _constant(who: str, extent: object) -> int:
     return extent.value
 
 
+def _phases(data: Tensor, pad: int, th: int, tw: int, rows: int, cols: int) -> Tensor:
+    """``data`` zero-padded to ``th`` x ``tw`` tiles, each row split by column parity."""
+    return te.compute(
+        (data.shape[0], data.shape[1], TILE * th + 2, TILE, tw + 1),
+        lambda b, ch, y, p, u: where((y >= pad) & (y < rows + pad) & (2 * u + p >= pad)
+                                     & (2 * u + p < cols + pad),
+                                     data[b, ch, y - pad, 2 * u + p - pad], 0.0),
+        name=f"{data.name}_wpad")
+
+
 def conv2d_winograd(data: Tensor, weight: Tensor, out_channels: int, pad: int = 1) -> Tensor:
     """The 3 x 3, stride-1 convolution of ``data (N, C, H, W)`` (``pad`` zeros on each side)
     with weights transformed by ``winograd_weight(weight, block)``; the result ``(N, K, H + 2
@@ -138,12 +149,7 @@ def conv2d_winograd(data: Tensor, weight: Tensor, out_channels: int, pad: int = 
         raise ScheduleError(f"{who}: a 3 x 3 window does not fit in the {h} x {w} input padded "
                             f"by {pad}; pad more")
     th, tw = -(-out_h // TILE), -(-out_w // TILE)
-    phases = te.compute(
-        (n, c_in, TILE * th + 2, TILE, tw + 1),
-        lambda b, ch, y, p, u: where((y >= pad) & (y < rows + pad) & (2 * u + p >= pad)
-                                     & (2 * u + p < cols + pad),
-                                     data[b, ch, y - pad, 2 * u + p - pad], 0.0),
-        name=f"{data.name}_wpad")
+    phases = _phases(data, pad, th, tw, rows, cols)
 
     def patch(b, ch, ty, tx, i, j):
         return phases[b, ch, TILE * ty + i, j % 2, tx + j // 2]
@@ -217,7 +223,7 @@ def schedule_conv2d_winograd(out: Tensor, conv: Tensor | None = None, *,
     who = "schedule_conv2d_winograd"
     stages = [] if conv is None else epilogue_chain(out, conv)
     sch = Schedule(out)
-    anchor = winograd_tiles(sch, out if conv is None else conv, who, lanes=lanes, mr=mr,
+    anchor = _recipe(sch, out if conv is None else conv, who, lanes=lanes, mr=mr,
                             parallel=parallel, prefetch=prefetch)
     if conv is not None:
         # the transposing copy (scalar, without branches) into a block of NCHW rows in L1,
@@ -245,10 +251,12 @@ def _stages(conv: Tensor, who: str) -> tuple[Tensor, ...]:
     return nhwc, v.inputs[0], v, m, u
 
 
-def winograd_tiles(sch: Schedule, conv: Tensor, who: str, *, lanes: int | None = None,
+def _recipe(sch: Schedule, conv: Tensor, who: str, *, lanes: int | None = None,
                    mr: int | None = None, parallel: str | None = None,
                    prefetch: int | None = None):
-    """Apply the recipe to ``conv`` inside ``sch``; returns the loop over tile rows."""
+    """Apply the recipe to ``conv`` inside ``sch`` (a schedule of ``conv`` or of an epilogue
+    over it); returns the loop over blocks of output channels, where the caller puts the
+    copy to NCHW."""
     nhwc, phases, v, m, u = _stages(conv, who)
     lanes = default_lanes(str(conv.dtype)) if lanes is None else lanes
     block = u.shape[4].value          # type: ignore[union-attr]
