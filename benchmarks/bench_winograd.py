@@ -16,8 +16,9 @@ divided by the largest output). Rounds interleave the two recipes; the best medi
 
 ``model``: ResNet-18 (benchmarks/bench_graph.py's, random weights), batch 1, 224x224, built
 with ``pl.graph.build(g)`` and ``pl.graph.build(g, winograd=False)``, calls interleaved, next
-to ONNX Runtime in the same run (median and fastest call of each); the error of each against
-PyTorch.
+to ONNX Runtime in the same run (median and fastest call of each, and the median CPU time of
+a call: with ``--threads 1`` a figure that load from other processes hardly moves); the error
+of each against PyTorch.
 """
 from __future__ import annotations
 
@@ -106,21 +107,24 @@ def bench_model(args) -> None:
     except Exception as e:      # not installed, or the exporter refuses the model
         print(f"ONNX Runtime: not measured ({type(e).__name__}: {str(e)[:120]})")
     times: dict[str, list[float]] = {name: [] for name in engines}
+    cpu: dict[str, list[float]] = {name: [] for name in engines}
     for name, fn in engines.items():      # warm-up
         for _ in range(3):
             fn(xn)
     for _ in range(args.repeat):
         for name, fn in engines.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn(xn)
             times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
     # the fastest call too: on a loaded machine a descheduled thread stalls a whole call
     med = {name: 1e3 * statistics.median(t) for name, t in times.items()}
     low = {name: 1e3 * min(t) for name, t in times.items()}
     ort, ort_low = med.get("ONNX Runtime", float("nan")), low.get("ONNX Runtime", float("nan"))
     for name, ms in med.items():
         print(f"ResNet-18 batch 1  {name:13s} median {ms:8.3f} ms (ONNX Runtime / this "
-              f"{ort / ms:5.2f}x)   fastest {low[name]:8.3f} ms ({ort_low / low[name]:5.2f}x)")
+              f"{ort / ms:5.2f}x)   fastest {low[name]:8.3f} ms ({ort_low / low[name]:5.2f}x)"
+              f"   CPU time {1e3 * statistics.median(cpu[name]):8.3f} ms")
 
 
 def main() -> int:
