@@ -15,10 +15,10 @@ error of each against ``torch.nn.functional.conv2d`` in float64 (max abs, and ma
 divided by the largest output). Rounds interleave the two recipes; the best median is kept.
 
 ``model``: ResNet-18 (benchmarks/bench_graph.py's, random weights), batch 1, 224x224, built
-with ``pl.graph.build(g)`` and ``pl.graph.build(g, winograd=False)``, calls interleaved, next
-to ONNX Runtime in the same run (median and fastest call of each, and the median CPU time of
-a call: with ``--threads 1`` a figure that load from other processes hardly moves); the error
-of each against PyTorch.
+with ``pl.graph.build(g)`` and ``pl.graph.build(g, winograd=False)``, next to ONNX Runtime in
+the same run, in blocks of ``--repeat`` calls per engine interleaved over ``--rounds``: the
+best median, the fastest call and the best median CPU time of a call (with ``--threads 1`` a
+figure that load from other processes hardly moves); the error of each against PyTorch.
 """
 from __future__ import annotations
 
@@ -106,25 +106,30 @@ def bench_model(args) -> None:
         engines["ONNX Runtime"] = lambda a: sess.run(None, {"x": a})
     except Exception as e:      # not installed, or the exporter refuses the model
         print(f"ONNX Runtime: not measured ({type(e).__name__}: {str(e)[:120]})")
-    times: dict[str, list[float]] = {name: [] for name in engines}
-    cpu: dict[str, list[float]] = {name: [] for name in engines}
-    for name, fn in engines.items():      # warm-up
-        for _ in range(3):
-            fn(xn)
-    for _ in range(args.repeat):
+    # blocks of calls per engine, the blocks interleaved: calls interleaved one by one would
+    # let one engine's thread pool, still spinning after its call, take the cores from the
+    # next engine's
+    med: dict[str, float] = {name: float("inf") for name in engines}
+    low: dict[str, float] = dict(med)
+    cpu: dict[str, float] = dict(med)
+    for _ in range(args.rounds):
         for name, fn in engines.items():
-            start, start_cpu = time.perf_counter(), time.process_time()
-            fn(xn)
-            times[name].append(time.perf_counter() - start)
-            cpu[name].append(time.process_time() - start_cpu)
-    # the fastest call too: on a loaded machine a descheduled thread stalls a whole call
-    med = {name: 1e3 * statistics.median(t) for name, t in times.items()}
-    low = {name: 1e3 * min(t) for name, t in times.items()}
+            for _ in range(3):
+                fn(xn)
+            wall, used = [], []
+            for _ in range(args.repeat):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                fn(xn)
+                wall.append(time.perf_counter() - start)
+                used.append(time.process_time() - start_cpu)
+            med[name] = min(med[name], 1e3 * statistics.median(wall))
+            low[name] = min(low[name], 1e3 * min(wall))
+            cpu[name] = min(cpu[name], 1e3 * statistics.median(used))
     ort, ort_low = med.get("ONNX Runtime", float("nan")), low.get("ONNX Runtime", float("nan"))
     for name, ms in med.items():
         print(f"ResNet-18 batch 1  {name:13s} median {ms:8.3f} ms (ONNX Runtime / this "
               f"{ort / ms:5.2f}x)   fastest {low[name]:8.3f} ms ({ort_low / low[name]:5.2f}x)"
-              f"   CPU time {1e3 * statistics.median(cpu[name]):8.3f} ms")
+              f"   CPU time {cpu[name]:8.3f} ms")
 
 
 def main() -> int:
