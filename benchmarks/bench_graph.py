@@ -139,12 +139,12 @@ def run_model(label: str, model, x, args) -> None:
             g = pl.graph.from_torch(model, (x,))
             imported = time.perf_counter() - start
             start = time.perf_counter()
-            ex = pl.graph.build(g)
+            ex = pl.graph.build(g, winograd=not args.no_winograd)
             cold = time.perf_counter() - start
             rebuilds = []
             for _ in range(5):     # the cached rebuild: the median of five
                 start = time.perf_counter()
-                ex = pl.graph.build(g)
+                ex = pl.graph.build(g, winograd=not args.no_winograd)
                 rebuilds.append(time.perf_counter() - start)
             cached = statistics.median(rebuilds)
             xn = x.numpy()
@@ -195,6 +195,8 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="polyloop's time per kernel")
     parser.add_argument("--tvm", action="store_true",
                         help="TVM Relax too (the bench extra; untuned: slow on big models)")
+    parser.add_argument("--no-winograd", action="store_true",
+                        help="build with pl.graph.build(..., winograd=False)")
     args = parser.parse_args()
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
     os.environ["TVM_NUM_THREADS"] = str(args.threads)

@@ -46,12 +46,13 @@ def materialize_outputs(g: Graph) -> Graph:
     return g.replace(bindings=tuple(bindings), outputs=tuple(outputs))
 
 
-def optimize(g: Graph) -> Graph:
-    """The graph passes of ``build``, in order (print the result to see the fused kernels)."""
+def optimize(g: Graph, *, winograd: bool = True) -> Graph:
+    """The graph passes of ``build``, in order (print the result to see the fused kernels);
+    ``winograd=False``: no convolution runs as Winograd."""
     g = materialize_outputs(g)
     g = remove_dead_code(fold_constants(g))
     g = route_externs(g)
-    g = use_library_kernels(fuse_operators(g))
+    g = use_library_kernels(fuse_operators(g), winograd=winograd)
     g = fuse_conv_pool(fuse_into_consumers(g))
     return remove_dead_code(fold_conv_epilogues(g))
 
@@ -75,6 +76,9 @@ def _library_schedule(kc: KernelCall):
     if kind == "matmul":
         return ops.schedule_matmul(ops.matmul(x, w))
     pad = body[0].attr("padding")[0]
+    if kind == "conv2d" and body[0].attr("winograd"):     # weights made by winograd_weights
+        k_out = body[0].outputs[0].type.shape[1]
+        return ops.schedule_conv2d_winograd(ops.conv2d_winograd(x, w, k_out, pad))
     if kind == "conv2d":
         stride = body[0].attr("stride")[0]
         if len(w.shape) == 5:       # weights packed by use_library_kernels
@@ -202,8 +206,13 @@ def _remember(key: str, ex: Executor) -> None:
     tmp.replace(manifest)
 
 
-def build(graph: Graph, target: str = "c", *, database: object = None) -> Executor:
+def build(graph: Graph, target: str = "c", *, database: object = None,
+          winograd: bool = True) -> Executor:
     """Optimise, lower, schedule and compile ``graph`` into one shared library.
+
+    ``winograd=False`` runs every convolution with the direct recipe; by default the 3 x 3,
+    stride-1 ones with enough channels run as Winograd F(2x2, 3x3), faster, with a different
+    rounding (``polyloop.ops.conv2d_winograd``).
 
     A model built before (same graph, weights, options and polyloop version) is loaded from
     the cache without generating code again.
@@ -218,7 +227,7 @@ def build(graph: Graph, target: str = "c", *, database: object = None) -> Execut
         raise PolyloopError(f"pl.graph.build: target {target!r} is not supported; the graph "
                             "executor targets 'c'")
     db = _open_database(database)
-    g = optimize(graph)
+    g = optimize(graph, winograd=winograd)
     plan = plan_memory(g)
     digest = weights_digest(g)
     key = model_key(g, digest, db)

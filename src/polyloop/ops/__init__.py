@@ -19,6 +19,7 @@ from .conv_pool import conv2d_bias_relu_maxpool_nchw, schedule_conv2d_bias_relu_
 from .dense_split import dense_split_k, schedule_dense_split_k
 from .conv_packed import conv2d_channel_block, conv2d_nchw_packed, pack_conv2d_weight
 from .conv_epilogue import schedule_conv2d_epilogue
+from .conv_winograd import conv2d_winograd, schedule_conv2d_winograd, winograd_weight
 from .matmul import (batch_matmul_relu, matmul, matmul_relu, schedule_batch_matmul_relu,
                      schedule_matmul, schedule_matmul_relu)
 from .matmul_packed import matmul_packed, matmul_panel_width, pack_matmul_weight
@@ -38,6 +39,7 @@ __all__ += ["conv2d_bias_relu_maxpool_nchw", "schedule_conv2d_bias_relu_maxpool_
 __all__ += ["dense_split_k", "schedule_dense_split_k"]
 __all__ += ["conv2d_channel_block", "conv2d_nchw_packed", "pack_conv2d_weight"]
 __all__ += ["schedule_conv2d_epilogue"]
+__all__ += ["conv2d_winograd", "schedule_conv2d_winograd", "winograd_weight"]
 __all__ += ["MATMUL_GPU_LADDER", "depthwise_conv2d_gpu", "depthwise_conv2d_gpu_kernel",
             "depthwise_conv2d_gpu_shared",
             "matmul_gpu_float4", "matmul_gpu_kernel", "matmul_gpu_naive", "matmul_gpu_pipelined",

@@ -33,7 +33,7 @@ from ..schedule import Schedule
 from .conv import conv_tiles
 
 
-def _chain(out: Tensor, conv: Tensor) -> list[Tensor]:
+def epilogue_chain(out: Tensor, conv: Tensor) -> list[Tensor]:
     """The stages from ``conv`` (excluded) to ``out`` (included), producers first; a
     ScheduleError unless every one is an elementwise stage of ``conv``'s shape."""
     who = "schedule_conv2d_epilogue"
@@ -77,7 +77,7 @@ def schedule_conv2d_epilogue(out: Tensor, conv: Tensor, *, lanes: int | None = N
     >>> [loop.name for loop in sch.get_loops("relu")][:3]     # by rows of a channel block
     ['b', 'k_0', 'y']
     """
-    stages = _chain(out, conv)
+    stages = epilogue_chain(out, conv)
     sch = Schedule(out)
     tile, anchor, row = conv_tiles(sch, conv, "schedule_conv2d_epilogue", lanes=lanes,
                               k_vectors=k_vectors, w_block=w_block, parallel=parallel,

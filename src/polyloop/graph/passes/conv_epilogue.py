@@ -79,8 +79,11 @@ def conv_epilogue_schedule(kc: KernelCall) -> Schedule | None:
            for v in kc.kernel.params}
     x, w = (env[v.name] for v in conv_call.inputs)
     raw = conv_call.outputs[0]
-    conv = ops.conv2d_nchw_packed(x, w, raw.type.shape[1], conv_call.attr("padding")[0],
-                                  conv_call.attr("stride")[0])
+    if conv_call.attr("winograd"):        # weights transformed by passes.winograd
+        conv = ops.conv2d_winograd(x, w, raw.type.shape[1], conv_call.attr("padding")[0])
+    else:
+        conv = ops.conv2d_nchw_packed(x, w, raw.type.shape[1], conv_call.attr("padding")[0],
+                                      conv_call.attr("stride")[0])
     env[raw.name] = conv
     for call in body[1:]:
         out = call.outputs[0]
@@ -90,5 +93,7 @@ def conv_epilogue_schedule(kc: KernelCall) -> Schedule | None:
         except PolyloopError as e:
             raise PolyloopError(f"lowering {call.op} '{out.name}' of kernel "
                                 f"{kc.kernel.name}: {e}") from None
+    if conv_call.attr("winograd"):
+        return ops.schedule_conv2d_winograd(env[kc.outputs[0].name], conv)
     return ops.schedule_conv2d_epilogue(env[kc.outputs[0].name], conv)
 

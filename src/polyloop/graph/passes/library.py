@@ -21,12 +21,15 @@ from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Valu
 from ..schedule import unpacked_dense
 from .attention import library_attention, split_attention
 from .merge import free_inputs
+from .winograd import winograd_conv, winograd_weights
 
 
 def library_conv(call: Call) -> str | None:
     """``"conv2d"`` or ``"depthwise"`` when ``polyloop.ops`` schedules this convolution."""
     if call.op is not Op.CONV2D or call.attr("dilation") != (1, 1):
         return None
+    if call.attr("winograd"):           # weights transformed by winograd_weights
+        return "conv2d"
     ph, pw = call.attr("padding")
     sh, sw = call.attr("stride")
     x, w = call.inputs[0].type, call.inputs[1].type
@@ -75,12 +78,16 @@ def _as_matrix(v: Value, views: list) -> Value:
     return m
 
 
-def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]) -> Call:
+def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant],
+                    winograd: bool = True) -> Call:
     """A conv2d (dense layer) on constant weights reads them packed in the recipe's blocks of
     output channels (column panels), made here once (``polyloop.ops.pack_conv2d_weight``,
-    ``pack_matmul_weight``) instead of on every call."""
+    ``pack_matmul_weight``) instead of on every call; a convolution that ``winograd_conv``
+    picks (when ``winograd``), transformed for Winograd."""
     weight = conv.inputs[1]
     dense = conv.op is Op.LINEAR
+    if winograd and weight.name in data and winograd_conv(conv):
+        return winograd_weights(conv, data, new)
     if weight.name not in data or not (dense or library_conv(conv) == "conv2d"):
         return conv
     made = [c.value for c in new if c.value.name == f"{weight.name}_packed"]
@@ -109,11 +116,12 @@ def _columns(dense: Call) -> tuple:
     return (("columns", dense.outputs[0].type.shape[-1]),)
 
 
-def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant]) -> list:
+def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant],
+           winograd: bool = True) -> list:
     conv, rest = kc.kernel.body[0], kc.kernel.body[1:]
     if len(conv.inputs) == 3 and conv.inputs[2].name not in data:
         return [kc]
-    conv = _packed_weights(conv, data, new)
+    conv = _packed_weights(conv, data, new, winograd)
     out = conv.outputs[0]
     raw = Value(f"{out.name}_raw", out.type)
     op = Op.MATMUL if conv.op is Op.LINEAR else conv.op
@@ -150,16 +158,17 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant]) -> 
             KernelCall(kc.outputs, k2, params)]
 
 
-def use_library_kernels(g: Graph) -> Graph:
+def use_library_kernels(g: Graph, *, winograd: bool = True) -> Graph:
     """Split each convolution, dense layer and attention ``polyloop.ops`` schedules out of its
-    fused kernel (after ``fuse_operators``)."""
+    fused kernel (after ``fuse_operators``); ``winograd=False`` keeps every convolution on the
+    direct recipe (see ``winograd.winograd_conv``)."""
     data = g.constant_data()
     new: list[Constant] = []
     bindings: list = []
     for b in g.bindings:
         first = b.kernel.body[0] if isinstance(b, KernelCall) else None
         if first is not None and (library_conv(first) is not None or _dense(first)):
-            bindings += _split(b, data, new)
+            bindings += _split(b, data, new, winograd)
         elif first is not None and library_attention(first):
             bindings += split_attention(b)
         else:
