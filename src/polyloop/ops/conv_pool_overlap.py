@@ -80,6 +80,26 @@ class _Geometry:
         needed = self.pool_stride * (self.pooled_h - 1) + self.pool
         return -(-needed // self.row_tile) * self.row_tile
 
+    def inside(self, y, x, i: int, j: int):
+        """The condition that window position (``i``, ``j``), at convolution row ``y`` and
+        column ``x``, is inside the convolution's output: only the bounds some window
+        crosses are tested (None: every window's position is inside)."""
+        tests = []
+        last_y = self.pool_stride * (self.pooled_h - 1) - self.pool_pad + i
+        last_x = self.pool_stride * (self.pooled_w - 1) - self.pool_pad + j
+        if i < self.pool_pad:
+            tests.append(y >= 0)
+        if last_y >= self.out_h:
+            tests.append(y < self.out_h)
+        if j < self.pool_pad:
+            tests.append(x >= 0)
+        if last_x >= self.out_w:
+            tests.append(x < self.out_w)
+        cond = None
+        for t in tests:
+            cond = t if cond is None else cond & t
+        return cond
+
     def column(self, j: int) -> int:
         """Where window column ``j`` of pooled column 0 is in a row: convolution column
         ``pool_stride * q - pool_pad + j`` of pooled column ``q`` is at ``q`` + this."""
@@ -148,11 +168,11 @@ def conv2d_bias_relu_maxpool_overlap_nchw(
     def window(b, k, p, q):
         best = None
         for i in range(pool):
-            y = pool_stride * p - pool_pad + i
             for j in range(pool):
-                x = pool_stride * q - pool_pad + j
-                v = where((y >= 0) & (y < geo.out_h) & (x >= 0) & (x < geo.out_w),
-                          conv[b, k, pool_stride * p + i, q + geo.column(j)], float("-inf"))
+                v = conv[b, k, pool_stride * p + i, q + geo.column(j)]
+                inside = geo.inside(pool_stride * p - pool_pad + i, pool_stride * q - pool_pad
+                                    + j, i, j)
+                v = v if inside is None else where(inside, v, float("-inf"))
                 best = v if best is None else maximum(best, v)
         best = best + b_at(k) if b_at is not None else best
         return maximum(best, 0.0)
