@@ -123,3 +123,20 @@ def test_malformed_operands_are_refused():
         ops.schedule_conv2d_bias_relu_maxpool_overlap_nchw(out, lanes=4, row_tile=3)
     with pytest.raises(pl.ScheduleError, match="expected the result"):
         ops.schedule_conv2d_bias_relu_maxpool_overlap_nchw(ops.conv2d_nchw(X, W))
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_channel_tiles_in_chunks_that_do_not_divide(rng, chunks):
+    # 20 channels in tiles of 5: 4 tiles, in 1 chunk (every tile inside the row loop) or in
+    # 3 chunks of 2 tiles (the last chunk has one tile)
+    x = rng.standard_normal((1, 3, 25, 31), dtype=np.float32)
+    wt = rng.standard_normal((20, 3, 7, 7), dtype=np.float32)
+    b = rng.standard_normal(20, dtype=np.float32)
+    X, W = pl.placeholder(x.shape, name="X"), pl.placeholder(wt.shape, name="W")
+    B = pl.placeholder(b.shape, name="B")
+    out = ops.conv2d_bias_relu_maxpool_overlap_nchw(X, W, B, pad=3, stride=2, lanes=8)
+    mod = pl.build(ops.schedule_conv2d_bias_relu_maxpool_overlap_nchw(
+        out, k_tile=5, chunks=chunks, lanes=8))
+    expected = reference(x, wt, b, 3, 2, 3, 2, 1)
+    np.testing.assert_allclose(run(mod, (x, wt, b), expected.shape), expected,
+                               rtol=1e-5, atol=1e-5)

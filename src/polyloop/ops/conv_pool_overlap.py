@@ -24,7 +24,7 @@ The stages (``schedule_conv2d_bias_relu_maxpool_overlap_nchw`` schedules them):
   position), biased and ReLU'd.
 
 The schedule computes the convolution's rows in order, a tile of ``k_tile`` channels by
-``rows`` rows by a vector of columns in registers, and each pooled row right after the last
+``row_tile`` rows by a vector of columns in registers, and each pooled row right after the last
 convolution row its windows need: the rows are read back from the core's cache, and the
 output of the convolution never travels to memory and back as a separate kernel's would.
 
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import config
 from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
@@ -237,19 +238,22 @@ def _stages(who: str, out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 def schedule_conv2d_bias_relu_maxpool_overlap_nchw(
         out: Tensor, *, k_tile: int = DEFAULT_K_TILE, row_tile: int = ROW_TILE,
-        lanes: int | None = None, parallel: bool = True) -> Schedule:
+        chunks: int | None = None, lanes: int | None = None,
+        parallel: bool = True) -> Schedule:
     """The register-tile schedule of ``out = conv2d_bias_relu_maxpool_overlap_nchw(...)``
     (see the module docstring): tiles of ``k_tile`` output channels (a divisor of the
-    channels, else the largest one below) by ``ROW_TILE`` rows by a vector of ``lanes``
-    columns (the host's width by default; the one the operator was built with); the (image,
-    channel tile) pairs run in parallel unless ``parallel`` is false.
+    channels, else the largest one below) by ``row_tile`` rows (the operator's) by a vector of
+    ``lanes`` columns (the host's width by default; the one the operator was built with). The
+    channel tiles are split into ``chunks`` (default: one per thread) that run in parallel
+    unless ``parallel`` is false; a chunk's tiles run inside the loop over rows, so that the
+    rows of taps they read come from the core's cache after the first.
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 3, 30, 30), name="X"); W = pl.placeholder((8, 3, 7, 7), name="W")
     >>> out = conv2d_bias_relu_maxpool_overlap_nchw(X, W, pad=3, stride=2, lanes=8)
     >>> sch = schedule_conv2d_bias_relu_maxpool_overlap_nchw(out, lanes=8)
     >>> [loop.name for loop in sch.get_loops("conv_pool_conv")]
-    ['b_k_0_fused', 'y_0', 'z_0', 'rc', 'ry', 'rx', 'y_1', 'k_1', 'z_1']
+    ['b_k_0_0_fused', 'y_0', 'k_0_1', 'z_0', 'rc', 'ry', 'rx', 'y_1', 'k_1', 'z_1']
     """
     who = "schedule_conv2d_bias_relu_maxpool_overlap_nchw"
     conv, taps, phases = _stages(who, out)
@@ -263,13 +267,19 @@ def schedule_conv2d_bias_relu_maxpool_overlap_nchw(
                             f"vectors of {lanes}; build the operator with lanes={lanes}")
     channels = conv.shape[1].value                           # type: ignore[union-attr]
     k_tile = max(d for d in range(1, min(k_tile, channels) + 1) if channels % d == 0)
+    tiles_k = channels // k_tile
+    chunks = min(config.CONFIG.threads, tiles_k) if chunks is None else chunks
+    check_knobs(who, chunks=chunks)
     sch = Schedule(out)
     n, k, y, z, rc, ry, rx = sch.get_loops(conv.name)
     k0, k1 = sch.split(k, factors=[None, k_tile])
     y0, y1 = sch.split(y, factors=[None, row_tile])
     z0, z1 = sch.split(z, factors=[None, lanes])
-    sch.reorder(n, k0, y0, z0, rc, ry, rx, y1, k1, z1)
-    tiles = sch.fuse(n, k0)
+    # a chunk of channel tiles per thread, its tiles inside the row loop: the rows of taps a
+    # row of tiles reads are read from memory once and then from the core's cache
+    kc, k0 = sch.split(k0, factors=[min(chunks, tiles_k), None])
+    sch.reorder(n, kc, y0, k0, z0, rc, ry, rx, y1, k1, z1)
+    tiles = sch.fuse(n, kc)
     if parallel:
         sch.parallel(tiles)
     # the tap loops stay rolled: unrolled, the compiler keeps every broadcast weight of the
