@@ -3,7 +3,7 @@
 max-pool 3x3 stride 2 pad 1 -> 64x56x56): the fused kernel next to the two it replaces, in
 the same run.
 
-    python benchmarks/bench_resnet_stem.py [--rounds 15] [--threads 2]
+    python benchmarks/bench_resnet_stem.py [--rounds 15] [--threads 2] [--cold]
 
 - ``fused``: ``ops.conv2d_bias_relu_maxpool_overlap_nchw`` (what ``pl.graph.build`` runs now);
 - ``before``: the conv2d recipe on packed weights, writing the 64x112x112 output, then the
@@ -14,6 +14,9 @@ the same run.
 Each round times every variant once (the best of a few calls of each), alternating, so that
 a noisy machine hits all alike; the medians and the best rounds are printed, with the speed
 of ``fused`` relative to ``before`` (> 1: fused faster) and the convolution's GFLOP/s.
+``--cold``: 64 MB are read before every timed call, so that each call starts with its
+buffers out of the caches, as in a whole model whose weights pass through the caches between
+two calls of the stem.
 """
 from __future__ import annotations
 
@@ -23,11 +26,14 @@ import statistics
 import time
 
 
-def timer(fn, calls: int = 5):
-    """The best of ``calls`` timed calls of ``fn`` (seconds), after one warm-up call."""
+def timer(fn, calls: int = 5, flush=None):
+    """The best of ``calls`` timed calls of ``fn`` (seconds), after one warm-up call;
+    ``flush()`` runs before each timed call when given."""
     fn()
     best = float("inf")
     for _ in range(calls):
+        if flush is not None:
+            flush()
         start = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - start)
@@ -78,13 +84,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cold", action="store_true", help="read 64 MB before each call")
     args = parser.parse_args()
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
     cases = variants()
+    flush = None
+    if args.cold:
+        import numpy as np
+        junk = np.ones(16 << 20, np.float32)
+        flush = junk.sum
     times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(args.rounds):
         for k, fn in cases.items():
-            times[k].append(timer(fn))
+            times[k].append(timer(fn, flush=flush))
     flops = 2 * 64 * 112 * 112 * 3 * 7 * 7
     for k, t in times.items():
         med, best = statistics.median(t), min(t)
@@ -93,7 +105,7 @@ def main() -> int:
     ratio = statistics.median(times["before"]) / statistics.median(times["fused"])
     best = min(times["before"]) / min(times["fused"])
     print(f"fused vs before: {ratio:.2f}x (medians), {best:.2f}x (best rounds); "
-          f"{args.threads} threads")
+          f"{args.threads} threads{', cold caches' if args.cold else ''}")
     return 0
 
 

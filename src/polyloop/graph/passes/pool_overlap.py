@@ -10,6 +10,12 @@ smaller than its stride, becomes one kernel here, scheduled by
 ``polyloop.ops.schedule_conv2d_bias_relu_maxpool_overlap_nchw``: the pooled rows are computed
 right after the convolution rows they need, from the core's cache. The fused kernel keeps the
 calls it is made of (conv2d, add, relu, max_pool2d).
+
+``pl.graph.build`` does not run this pass: in a whole ResNet-18 the fused kernel measured no
+faster than the two kernels it replaces (its copies of the input, seven shifted rows per
+image row, and its row buffer write more memory than the separate pooling reads; see
+docs/resnet-stem.md). Apply it to an optimized graph and schedule the kernel it makes with
+``conv_overlapping_pool_schedule``.
 """
 from __future__ import annotations
 
@@ -37,16 +43,15 @@ def _fits(conv: Call, pool: Call | None) -> bool:
 def fuse_conv_overlapping_pool(g: Graph) -> Graph:
     """Merge each small-channel convolution kernel into the bias + ReLU + max-pool kernel that
     reads it when the pooling is one ``fuse_conv_pool`` leaves (see the module docstring);
-    run after ``fuse_conv_pool``.
+    run after ``fuse_conv_pool`` (on the result of ``pl.graph.optimize``).
 
     >>> import numpy as np, polyloop as pl
-    >>> from polyloop.graph.build import optimize
     >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", (1, 3, 20, 20)); Op = pl.graph.Op
     >>> w = b.constant(np.ones((8, 3, 7, 7), "float32"))
     >>> y = b.emit(Op.MAX_POOL2D, b.emit(Op.RELU, b.emit(Op.CONV2D, x, w, stride=(2, 2),
     ...            padding=(3, 3), dilation=(1, 1), groups=1)), kernel=(3, 3), stride=(2, 2),
     ...            padding=(1, 1))
-    >>> kc = optimize(b.build(y)).bindings[0]
+    >>> kc = fuse_conv_overlapping_pool(pl.graph.optimize(b.build(y))).bindings[0]
     >>> kc.kernel.name, [str(c.op) for c in kc.kernel.body]
     ('f_k0_conv2d_pool', ['conv2d', 'copy', 'relu', 'max_pool2d'])
     """
