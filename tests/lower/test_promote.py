@@ -11,7 +11,6 @@ import polyloop as pl
 from polyloop.ir.expr import loads
 from polyloop.ir.loops import For, Store, iter_nodes
 from polyloop.lower.lower import lower
-from polyloop.lower.promote import _mixed_radix
 
 
 def ladder_step(n, *, unroll: bool) -> pl.Schedule:
@@ -127,27 +126,3 @@ def test_element_read_through_another_index_is_not_promoted(rng):
     want = self_update_reference(w, x)
     pl.build(self_update)(w, x)
     np.testing.assert_allclose(x, want, rtol=1e-12)
-
-
-def test_two_register_loops_in_one_index_are_promoted(rng):
-    # a row of 32 C elements as 2 unrolled vectors of 16: C[.., 32 j0 + 16 j1 + j2], both j1
-    # and j2 in the last index (mixed radix: distinct (j1, j2) are distinct elements)
-    sch = ladder_step(64, unroll=True)
-    ni = sch.get_loops("C")[-1]
-    j1, j2 = sch.split(ni, [None, 16])
-    sch.unroll(j1)
-    sch.vectorize(j2)
-    kernel = lower(sch.program, sch.state.root)
-    assert any("32 element(s) kept in registers (C_reg) across loop 'k_1'" in note
-               for note in kernel.notes)
-    a = rng.random((64, 64), dtype=np.float32)
-    b = rng.random((64, 64), dtype=np.float32)
-    c = np.full((64, 64), np.nan, np.float32)
-    pl.build(sch)(a, b, c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
-
-
-def test_mixed_radix_needs_each_coefficient_past_the_smaller_ones_span():
-    assert _mixed_radix({"j1": 16, "j2": 1}, {"j1": 2, "j2": 16})
-    assert not _mixed_radix({"j1": 8, "j2": 1}, {"j1": 2, "j2": 16})   # 8 + 0 == 0 + 8
-    assert not _mixed_radix({"j1": 16, "j2": 1}, {"j1": 2, "j2": None})

@@ -13,8 +13,8 @@ A buffer ``X`` is promoted across a loop ``L`` only when that is exact:
 - every access to ``X`` in ``L``'s body (loads and stores) has one and the same index tuple,
   which depends on no loop inside ``L`` other than register loops enclosing every access (so
   no other element of ``X`` is touched in the nest, and each register holds one element: each
-  register loop's variable appears, affinely, in exactly one index dimension, and the loops
-  sharing a dimension do so in mixed radix, as ``16 * u_1 + u_2`` with ``u_2 < 16``);
+  register loop's variable appears, affinely, in exactly one index dimension and a dimension
+  holds at most one of them);
 - ``X`` is not named in a loop bound, a condition or an index inside ``L``, no condition lies
   between ``L`` and an access, and the body holds no call of an intrinsic, no barrier and no
   GPU-bound loop;
@@ -211,33 +211,21 @@ def _register_loops(loop: For, accesses: list[_Access]) -> tuple[For, ...] | Non
 
 
 def _injective(indices: tuple[Expr, ...], regs: tuple[For, ...]) -> bool:
-    """Does each register loop variable appear affinely in exactly one index dimension, the
-    loops sharing a dimension in mixed radix (so distinct registers hold distinct elements)?"""
-    extents = {r.var: _extent_bound(r) for r in regs}
+    """Does each register loop variable appear affinely in exactly one index dimension, with at
+    most one of them per dimension (so distinct registers hold distinct elements)?"""
+    names = {r.var for r in regs}
     seen: set[str] = set()
     for ix in indices:
-        if not free_vars(ix) & set(extents):
+        if not free_vars(ix) & names:
             continue
         form = affine_form(ix)
         if form is None:
             return False
-        here = {v: abs(c) for v, c in form[0].items() if v in extents and c != 0}
-        if set(here) & seen or not _mixed_radix(here, extents):
+        here = {v for v, c in form[0].items() if v in names and c != 0}
+        if len(here) > 1 or here & seen:
             return False
-        seen |= set(here)
-    return seen == set(extents)
-
-
-def _mixed_radix(coefficients: dict[str, int], extents: dict[str, int | None]) -> bool:
-    """Whether the loops of one index dimension (``16 * u_1 + u_2``, u_2 < 16) give distinct
-    values: each coefficient exceeds the span of the smaller ones."""
-    span = 0
-    for var, c in sorted(coefficients.items(), key=lambda vc: vc[1]):
-        extent = extents[var]
-        if extent is None or c <= span:
-            return False
-        span += c * (extent - 1)
-    return True
+        seen |= here
+    return seen == names
 
 
 def _extent_bound(loop: For) -> int | None:
