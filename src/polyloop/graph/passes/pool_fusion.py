@@ -26,7 +26,16 @@ SMALL_CHANNELS = 4
 
 def small_conv(conv: Call, *, any_stride: bool = False) -> bool:
     """Whether ``conv`` is a convolution (no bias) of few channels and constant sizes, of
-    stride 1 unless ``any_stride`` (equal along both axes)."""
+    stride 1 unless ``any_stride`` (equal along both axes).
+
+    >>> import numpy as np, polyloop as pl
+    >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", (1, 3, 16, 16))
+    >>> y = b.emit(pl.graph.Op.CONV2D, x, b.constant(np.ones((8, 3, 7, 7), "float32")),
+    ...            stride=(2, 2), padding=(3, 3), dilation=(1, 1), groups=1)
+    >>> conv = b.build(y).bindings[-1]
+    >>> small_conv(conv), small_conv(conv, any_stride=True)
+    (False, True)
+    """
     if conv.op is not Op.CONV2D or len(conv.inputs) != 2:
         return False
     x, w = (v.type for v in conv.inputs)
@@ -44,7 +53,15 @@ def small_conv(conv: Call, *, any_stride: bool = False) -> bool:
 def bias_relu_pool(body: tuple, raw: str) -> Call | None:
     """The max-pool call of ``body`` when its calls are ``max_pool2d(relu(raw + bias))`` (or
     without the bias), the bias of shape (K, 1, 1) for K channels, square windows; else
-    None."""
+    None.
+
+    >>> import polyloop as pl
+    >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", (1, 2, 8, 8)); Op = pl.graph.Op
+    >>> y = b.emit(Op.MAX_POOL2D, b.emit(Op.RELU, b.emit(Op.COPY, x)), kernel=(3, 3),
+    ...            stride=(2, 2), padding=(1, 1))
+    >>> bias_relu_pool(b.build(y).bindings, "x").attr("stride")
+    (2, 2)
+    """
     if len(body) != 3 or [c.op for c in body[1:]] != [Op.RELU, Op.MAX_POOL2D]:
         return None
     first, relu, pool = body
