@@ -50,28 +50,47 @@ from .knobs import check_knobs, default_lanes
 DEFAULT_K_TILE = 4
 
 
-def _const(who: str, what: str, d: object) -> int:
+def const_size(who: str, what: str, d: object) -> int:
+    """The value of the constant size ``d``; a ScheduleError naming ``who`` and ``what`` when
+    it is symbolic (the fused recipes size their tiles from it).
+
+    >>> import polyloop as pl
+    >>> const_size("f", "the width", pl.placeholder((3, 7), name="A").shape[1])
+    7
+    """
     if not isinstance(d, Const):
         raise ScheduleError(f"{who}: {what} must be a constant, got {d}; the fused recipe "
                             "sizes its row tiles from it (use conv2d_nchw and a pooling)")
     return d.value
 
 
-def _weight_reader(who: str, weight: Tensor, out_channels: int | None):
+def weight_reader(who: str, weight: Tensor, out_channels: int | None):
     """(K, a function (k, c, r, s) -> the weight) for weights (K, C, R, S) or packed ones
-    (``pack_conv2d_weight``: blocks, C, R, S, block) of ``out_channels``."""
+    (``pack_conv2d_weight``: blocks, C, R, S, block) of ``out_channels``.
+
+    >>> import polyloop as pl
+    >>> k, at = weight_reader("f", pl.placeholder((2, 3, 3, 3, 16), name="P"), 20)
+    >>> k, at(17, 0, 1, 2)
+    (20, <Load P[1, 0, 1, 2, 1]>)
+    """
     if weight.ndim == 4:
-        return _const(who, "the weight's output channels", weight.shape[0]), \
+        return const_size(who, "the weight's output channels", weight.shape[0]), \
             lambda k, c, r, s: weight[k, c, r, s]
     if weight.ndim != 5 or out_channels is None:
         raise ScheduleError(f"{who}: weight must be (K, C, R, S), or packed (blocks, C, R, S, "
                             f"block) with out_channels given, got {weight!r}")
-    kb = _const(who, "the packed block", weight.shape[4])
+    kb = const_size(who, "the packed block", weight.shape[4])
     check_knobs(who, out_channels=out_channels)
     return out_channels, lambda k, c, r, s: weight[k // kb, c, r, s, k % kb]
 
 
-def _bias_reader(who: str, bias: Tensor | None, k_out: int):
+def bias_reader(who: str, bias: Tensor | None, k_out: int):
+    """A function k -> the bias of channel k for a bias (K,) or (K, 1, 1), None without one.
+
+    >>> import polyloop as pl
+    >>> bias_reader("f", pl.placeholder((4, 1, 1), name="B"), 4)(2)
+    <Load B[2, 0, 0]>
+    """
     if bias is None:
         return None
     if not isinstance(bias, Tensor) or bias.ndim not in (1, 3) \
@@ -98,16 +117,16 @@ def conv2d_bias_relu_maxpool_nchw(data: Tensor, weight: Tensor, bias: Tensor | N
     who = "conv2d_bias_relu_maxpool_nchw"
     check_conv(who, data, None, pad)
     check_knobs(who, pool=pool)
-    k_out, w_at = _weight_reader(who, weight, out_channels)
-    b_at = _bias_reader(who, bias, k_out)
+    k_out, w_at = weight_reader(who, weight, out_channels)
+    b_at = bias_reader(who, bias, k_out)
     lanes = default_lanes(str(data.dtype)) if lanes is None else lanes
     check_knobs(who, lanes=lanes)
     n, c_in, h, w = data.shape
     if str(c_in) != str(weight.shape[1]):
         raise ScheduleError(f"{who}: data has {c_in} channels, weight expects {weight.shape[1]}")
-    r_ext, s_ext = (_const(who, "the kernel size", d) for d in weight.shape[2:4])
-    out_h = _const(who, "the height", h) + 2 * pad - r_ext + 1
-    out_w = _const(who, "the width", w) + 2 * pad - s_ext + 1
+    r_ext, s_ext = (const_size(who, "the kernel size", d) for d in weight.shape[2:4])
+    out_h = const_size(who, "the height", h) + 2 * pad - r_ext + 1
+    out_w = const_size(who, "the width", w) + 2 * pad - s_ext + 1
     if out_h < pool or out_w < pool:
         raise ScheduleError(f"{who}: a {pool} x {pool} pooling window does not fit in the "
                             f"{out_h} x {out_w} convolution output; use a smaller pool")
