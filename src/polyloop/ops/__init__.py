@@ -16,6 +16,7 @@ from .attention import attention, schedule_attention
 from .conv import conv2d_nchw, schedule_conv2d_nchw
 from .conv_depthwise import depthwise_conv2d_nchw, schedule_depthwise_conv2d_nchw
 from .conv_pool import conv2d_bias_relu_maxpool_nchw, schedule_conv2d_bias_relu_maxpool_nchw
+from .conv_pool_dense import conv_pool_dense_nchw, schedule_conv_pool_dense_nchw
 from .dense_split import dense_split_k, schedule_dense_split_k
 from .conv_packed import conv2d_channel_block, conv2d_nchw_packed, pack_conv2d_weight
 from .conv_epilogue import schedule_conv2d_epilogue
@@ -45,3 +46,4 @@ __all__ += ["MATMUL_GPU_LADDER", "depthwise_conv2d_gpu", "depthwise_conv2d_gpu_k
 __all__ += ["matmul_tensorcore", "matmul_tensorcore_kernel"]
 __all__ += ["attention", "schedule_attention"]
 __all__ += ["matmul_packed", "matmul_panel_width", "pack_matmul_weight"]
+__all__ += ["conv_pool_dense_nchw", "schedule_conv_pool_dense_nchw"]

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Graph passes, each a function ``Graph -> Graph``: print the graph before and after."""
+from .conv_pool_dense import conv_pool_dense_schedule, fuse_conv_pool_dense
 from .conv_epilogue import conv_epilogue_schedule, fold_conv_epilogues
 from .dce import remove_dead_code
 from .fold import fold_constants
@@ -12,3 +13,4 @@ __all__ = ["conv_epilogue_schedule", "fold_conv_epilogues", "fold_constants", "f
            "packed_columns", "remove_dead_code",
            "use_library_kernels"]
 __all__ += ["conv_pool_schedule", "dense_split_schedule", "fuse_conv_pool"]
+__all__ += ["conv_pool_dense_schedule", "fuse_conv_pool_dense"]
