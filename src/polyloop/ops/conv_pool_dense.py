@@ -45,7 +45,7 @@ from ..ir.elementwise import maximum, where
 from ..ir.expr import Const
 from ..schedule import Schedule
 from .conv import check_conv
-from .conv_pool import DEFAULT_K_TILE, _bias_reader, _const, _weight_reader
+from .conv_pool import DEFAULT_K_TILE, _bias_reader, _weight_reader
 from .knobs import check_knobs, default_lanes
 
 #: vector accumulators of the dense tile (rows x vectors of images); 32 registers hold them
@@ -69,6 +69,14 @@ def dense_rows(batch: int, lanes: int | None = None) -> int:
 
 def _vectors(batch: int, lanes: int) -> int:
     return min(-(-batch // lanes), MAX_VECTORS)
+
+
+def _const(who: str, what: str, d: object) -> int:
+    if not isinstance(d, Const):
+        raise ScheduleError(f"{who}: {what} must be a constant, got {d}; the batch-last "
+                            "recipe sizes its vectors and tiles from it (use "
+                            "conv2d_bias_relu_maxpool_nchw and a dense recipe apart)")
+    return d.value
 
 
 def _dense_weights(who: str, packed: Tensor, features: int) -> tuple[int, int]:
