@@ -76,3 +76,32 @@ def test_a_dropped_home_loop_with_a_symbolic_size():
     body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
     assert "C_local" not in body[:body.index("#pragma omp parallel")]
     check_matmul(mod, [(rows, 100, 75) for rows in (1, 9, 37)], np.random.default_rng(2))
+
+
+def test_a_home_loop_named_like_a_loop_of_another_statement():
+    """The tile's home loop ``n_0`` (one iteration: isl drops it) is named like a loop of the
+    statement before it; the home loop is found by its path, not its name, so the tile is
+    still declared inside the parallel loop (found by name, it was shared by the threads)."""
+    A = pl.placeholder((8, 16), name="A")
+    W = pl.placeholder((13, 8), name="W")
+    doubled = pl.compute((8, 16), lambda i, n: A[i, n] * 2.0, name="doubled")
+    k = pl.reduce_axis((0, 8), name="k")
+    C = pl.compute((13, 16), lambda j, n: pl.sum(W[j, k] * doubled[k, n], axis=k), name="C")
+    sch = pl.Schedule(C)
+    sch.split(sch.get_loops("doubled")[1], factors=[None, 4])       # loops i, n_0, n_1
+    tile = sch.cache_write("C", "local")
+    j, n, kk = sch.get_loops("C")
+    j0, j1 = sch.split(j, factors=[None, 3])
+    n0, n1 = sch.split(n, factors=[None, 16])                         # n_0: one iteration
+    sch.reorder(j0, n0, kk, j1, n1)
+    sch.parallel(j0)
+    sch.decompose_reduction("C", kk)
+    sch.reverse_compute_at(tile, n0)
+    mod = pl.build(sch)
+    body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
+    assert "C_local" not in body[:body.index("#pragma omp parallel")]
+    a = np.random.default_rng(1).standard_normal((8, 16), dtype=np.float32)
+    w = np.random.default_rng(2).standard_normal((13, 8), dtype=np.float32)
+    out = np.full((13, 16), np.nan, np.float32)
+    mod(a, w, out)
+    np.testing.assert_allclose(out, w @ (2 * a), rtol=1e-5, atol=1e-5)
