@@ -113,7 +113,11 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
     result = compact_with_keys(program, root, buffer, keys, home[-1].name if home else None)
     if isinstance(result, str):
         return result
-    return replace(result, home_path=tuple(n.name for n in home))
+    if not home:
+        return result
+    path = paths[stmts[0]]
+    depth = next(k for k, n in enumerate(path) if n.id == home[-1].id)
+    return replace(result, home_path=tuple(n.name for n in path[:depth + 1]))
 
 
 def compact_with_keys(program: Program, root: Root, buffer: str, keys: dict[str, isl.Map],
