@@ -105,3 +105,39 @@ def test_a_home_loop_named_like_a_loop_of_another_statement():
     out = np.full((13, 16), np.nan, np.float32)
     mod(a, w, out)
     np.testing.assert_allclose(out, w @ (2 * a), rtol=1e-5, atol=1e-5)
+
+
+def test_an_inner_loop_named_like_a_loop_above_the_home_loop():
+    """The tile's home loop ``j_0`` runs inside the parallel loop ``m_0`` over tiles of image
+    vectors, which isl emits as two copies (the full tile, the part tile) without any loop
+    ``m_0``; the initialisation's own split of ``m`` is named ``m_0`` too. That inner loop is
+    not a loop above the home loop: the tile is declared once per copy of ``j_0``, not again
+    inside the initialisation (which then zeroed a copy of its own)."""
+    A = pl.placeholder((8, 12), name="A")
+    W = pl.placeholder((6, 8), name="W")
+    k = pl.reduce_axis((0, 8), name="k")
+    C = pl.compute((6, 12), lambda j, m: pl.sum(W[j, k] * A[k, m], axis=k), name="C")
+    sch = pl.Schedule(C)
+    tile = sch.cache_write("C", "local")
+    j, m, kk = sch.get_loops("C")
+    j0, j1 = sch.split(j, factors=[None, 3])
+    m0, m1, m2 = sch.split(m, factors=[None, 2, 4])                 # 3 vectors: 2 + 1
+    sch.reorder(m0, j0, kk, j1, m1, m2)
+    sch.parallel(m0)
+    sch.unroll(j1)
+    sch.unroll(m1)
+    sch.vectorize(m2)
+    init = sch.decompose_reduction("C", kk)
+    *_, row, lane = sch.get_loops(init)
+    r0, r1 = sch.split(lane, factors=[None, 4])                       # loops m_0, m_1
+    sch.unroll(row)
+    sch.unroll(r0)
+    sch.vectorize(r1)
+    sch.reverse_compute_at(tile, j0)
+    mod = pl.build(sch)
+    assert len(re.findall(r"float C_local\[", mod.source)) == 2
+    a = np.random.default_rng(3).standard_normal((8, 12), dtype=np.float32)
+    w = np.random.default_rng(4).standard_normal((6, 8), dtype=np.float32)
+    out = np.full((6, 12), np.nan, np.float32)
+    mod(a, w, out)
+    np.testing.assert_allclose(out, w @ a, rtol=1e-5, atol=1e-5)
