@@ -11,7 +11,7 @@ import pytest
 
 import polyloop as pl
 from polyloop import ops
-from polyloop.ops.conv_pool_dense import dense_rows
+from polyloop.ops.conv_pool_dense import DENSE_ROWS
 
 torch = pytest.importorskip("torch", reason="the reference is torch.nn.functional (extra 'graph')")
 
@@ -42,22 +42,23 @@ def run(mod, args, shape):
     return out
 
 
-@pytest.mark.parametrize("batch, c, h, w, k, pad, pool, columns, lanes, k_tile", [
-    (3, 1, 13, 11, 5, 0, 2, 7, 4, 4),        # batch under one vector, k off the tile
-    (17, 1, 10, 9, 6, 1, 2, 13, None, 4),    # the host's lanes: 17 images in two vectors
-    (9, 2, 9, 12, 7, 1, 3, 10, 4, 3),        # two channels, pool 3, 9 images in 3 vectors
-    (20, 1, 8, 8, 4, 0, 2, 23, 4, 2),        # five vectors of images: two tiles of them
+@pytest.mark.parametrize("batch, c, h, w, k, pad, pool, columns, rows, lanes, k_tile, images", [
+    (3, 1, 13, 11, 5, 0, 2, 7, DENSE_ROWS, 4, 4, None),   # under one vector, k off the tile
+    (17, 1, 10, 9, 6, 1, 2, 13, DENSE_ROWS, None, 4, None),  # the host's lanes: two vectors
+    (9, 2, 9, 12, 7, 1, 3, 10, 3, 4, 3, True),     # two channels, pool 3, 3 vectors of images
+    (20, 1, 8, 8, 4, 0, 2, 23, 6, 4, 2, False),    # five vectors of images: three tiles
+    (20, 1, 8, 8, 4, 0, 2, 23, 6, 4, 2, True),
 ])
-def test_matches_torch(rng, batch, c, h, w, k, pad, pool, columns, lanes, k_tile):
+def test_matches_torch(rng, batch, c, h, w, k, pad, pool, columns, rows, lanes, k_tile, images):
     x, wt, b, wd, bd = operands(rng, batch, c, h, w, k, pad, pool, columns)
-    rows = dense_rows(batch, lanes)
     packed = ops.pack_matmul_weight(wd, rows)
     X, W = pl.placeholder(x.shape, name="X"), pl.placeholder(wt.shape, name="W")
     B, P = pl.placeholder(b.shape, name="B"), pl.placeholder(packed.shape, name="P")
     BD = pl.placeholder(bd.shape, name="BD")
     out = ops.conv_pool_dense_nchw(X, W, B, P, BD, columns=columns, pad=pad, pool=pool,
                                    lanes=lanes)
-    mod = pl.build(ops.schedule_conv_pool_dense_nchw(out, k_tile=k_tile, lanes=lanes))
+    mod = pl.build(ops.schedule_conv_pool_dense_nchw(out, k_tile=k_tile, lanes=lanes,
+                                                     parallel_images=images))
     expected = reference(x, wt, b, wd, bd, pad, pool, True)
     got = run(mod, (x, wt, b, packed, bd), expected.shape)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

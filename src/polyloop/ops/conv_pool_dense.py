@@ -38,6 +38,7 @@ dense_bias)`` (stride-1 convolution, pooling windows equal to their strides, flo
 """
 from __future__ import annotations
 
+from .. import config
 from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
@@ -48,27 +49,12 @@ from .conv import check_conv
 from .conv_pool import DEFAULT_K_TILE, _bias_reader, _weight_reader
 from .knobs import check_knobs, default_lanes
 
-#: vector accumulators of the dense tile (rows x vectors of images); 32 registers hold them
-#: with the broadcast weights and the image vectors of one step
-DENSE_ACCUMULATORS = 20
-#: at most this many vectors of images per dense tile (more: fewer rows, more loads per FMA)
-MAX_VECTORS = 4
-
-
-def dense_rows(batch: int, lanes: int | None = None) -> int:
-    """The rows of a dense tile (and of the packed weight panels) for ``batch`` images:
-    ``DENSE_ACCUMULATORS`` divided by the vectors of images per tile.
-
-    >>> dense_rows(64, 16), dense_rows(32, 16), dense_rows(16, 16)
-    (5, 10, 20)
-    """
-    lanes = default_lanes() if lanes is None else lanes
-    check_knobs("dense_rows", batch=batch, lanes=lanes)
-    return max(1, DENSE_ACCUMULATORS // _vectors(batch, lanes))
-
-
-def _vectors(batch: int, lanes: int) -> int:
-    return min(-(-batch // lanes), MAX_VECTORS)
+#: rows of the dense weight panels that suit the schedule: a tile of 10 rows by two vectors of
+#: images is 20 accumulators (32 registers hold them with the 10 broadcast weights and the two
+#: image vectors of a step), and 100 outputs are 10 panels, split evenly between the threads
+DENSE_ROWS = 10
+#: at most this many vectors of images per dense tile
+MAX_VECTORS = 2
 
 
 def _const(who: str, what: str, d: object) -> int:
@@ -189,13 +175,15 @@ def _stages(who: str, out: Tensor) -> dict[str, Tensor]:
 
 
 def schedule_conv_pool_dense_nchw(out: Tensor, *, k_tile: int = DEFAULT_K_TILE,
-                                  lanes: int | None = None,
-                                  parallel: bool = True) -> Schedule:
+                                  lanes: int | None = None, parallel: bool = True,
+                                  parallel_images: bool | None = None) -> Schedule:
     """The schedule of ``out = conv_pool_dense_nchw(...)``: the convolution in register tiles
     of ``k_tile`` output channels by one pooling window by one vector of images, pooled right
-    away, the (channel tile) loop in parallel; then the dense product in tiles of one packed
-    panel's rows by up to ``MAX_VECTORS`` vectors of images, the panels in parallel; ``lanes``
-    is the width the operator was built with (the host's by default).
+    away, the channel tiles in parallel; then the dense product in tiles of one packed panel's
+    rows by up to ``MAX_VECTORS`` vectors of images, in parallel over the tiles of images when
+    ``parallel_images`` (by default: when they split evenly between the threads, each thread
+    then reading its own images' features), else over the panels. ``lanes`` is the width the
+    operator was built with (the host's by default).
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((8, 1, 8, 8), name="X"); W = pl.placeholder((4, 1, 3, 3), name="W")
@@ -215,7 +203,12 @@ def schedule_conv_pool_dense_nchw(out: Tensor, *, k_tile: int = DEFAULT_K_TILE,
                             f"of {lanes}; build the operator with lanes={lanes}")
     sch = Schedule(out)
     _conv_tiles(sch, st, k_tile, lanes, parallel)
-    _dense_tiles(sch, st, wide // lanes, lanes, parallel)
+    vectors = wide // lanes
+    if parallel_images is None:
+        threads = config.CONFIG.threads
+        tiles = -(-vectors // MAX_VECTORS)
+        parallel_images = threads > 1 and tiles % threads == 0
+    _dense_tiles(sch, st, vectors, lanes, parallel, parallel_images)
     return sch
 
 
@@ -250,7 +243,7 @@ def _conv_tiles(sch: Schedule, st: dict[str, Tensor], k_tile: int, lanes: int,
 
 
 def _dense_tiles(sch: Schedule, st: dict[str, Tensor], vectors: int, lanes: int,
-                 parallel: bool) -> None:
+                 parallel: bool, by_images: bool) -> None:
     acc = st["acc"].name
     rows = st["acc"].inputs[0].shape[2].value if st["acc"].inputs[0].ndim == 3 \
         else st["acc"].inputs[1].shape[2].value                      # type: ignore[union-attr]
@@ -259,9 +252,10 @@ def _dense_tiles(sch: Schedule, st: dict[str, Tensor], vectors: int, lanes: int,
     j, m, fk, fy, fx = sch.get_loops(acc)
     j0, j1 = sch.split(j, factors=[None, rows])
     m0, m1, m2 = sch.split(m, factors=[None, per_tile, lanes])
-    sch.reorder(j0, m0, fk, fy, fx, j1, m1, m2)
+    outer, inner = (m0, j0) if by_images else (j0, m0)
+    sch.reorder(outer, inner, fk, fy, fx, j1, m1, m2)
     if parallel:
-        sch.parallel(j0)
+        sch.parallel(outer)
     sch.unroll(j1)
     sch.unroll(m1)
     sch.vectorize(m2)
@@ -271,4 +265,4 @@ def _dense_tiles(sch: Schedule, st: dict[str, Tensor], vectors: int, lanes: int,
     sch.unroll(row)
     sch.unroll(r0)
     sch.vectorize(r1)
-    sch.reverse_compute_at(tile, m0)
+    sch.reverse_compute_at(tile, inner)
