@@ -6,6 +6,7 @@ from .dce import remove_dead_code
 from .fold import fold_constants
 from .fuse import fuse_into_consumers, fuse_operators
 from .dense_split import dense_split_schedule
+from .dense_pad import pad_dense_columns
 from .pool_fusion import conv_pool_schedule, fuse_conv_pool
 from .library import library_conv, library_matmul, packed_columns, use_library_kernels
 
@@ -14,3 +15,4 @@ __all__ = ["conv_epilogue_schedule", "fold_conv_epilogues", "fold_constants", "f
            "use_library_kernels"]
 __all__ += ["conv_pool_schedule", "dense_split_schedule", "fuse_conv_pool"]
 __all__ += ["conv_pool_dense_schedule", "fuse_conv_pool_dense"]
+__all__ += ["pad_dense_columns"]
