@@ -111,3 +111,28 @@ def test_a_flatten_read_twice_is_not_merged():
     with torch.no_grad():
         for got, want in zip(run_poisoned(ex, x.numpy()), model(x)):
             np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+class FlattenRows(nn.Module):
+    """The pooled maps flattened per channel, (B * K, H * W), then a dense layer: not the
+    flatten of a CNN's head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.Conv2d(1, 2, 3)
+        self.fc = nn.Linear(3 * 3, 4)
+
+    def forward(self, x):
+        y = nn.functional.max_pool2d(torch.relu(self.c(x)), 2)
+        return self.fc(y.reshape(-1, 9))
+
+
+def test_a_flatten_of_other_axes_is_not_merged():
+    torch.manual_seed(7)
+    model = FlattenRows().eval()
+    x = torch.randn(default_lanes() // 2, 1, 8, 8)       # B * K rows: one vector of them
+    ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
+    assert merged(ex.graph) == []
+    with torch.no_grad():
+        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
+                                   rtol=1e-5, atol=1e-5)

@@ -52,6 +52,13 @@ def _conv_pool_parts(body: tuple[Call, ...]) -> tuple[Call, Value | None, Call] 
     return body[0], body[1].inputs[1] if body[1].op is Op.ADD else None, body[3]
 
 
+def _flattens(pooled: Value, flat: Value) -> bool:
+    """Whether ``flat`` is ``pooled`` (B, K, H, W) flattened to (B, K * H * W)."""
+    shape = pooled.type.shape
+    return len(shape) == 4 and all(isinstance(d, int) for d in shape) \
+        and flat.type.shape == (shape[0], shape[1] * shape[2] * shape[3])
+
+
 def _dense_kernel(kc: object, flat: Value, data: dict[str, np.ndarray]) -> Call | None:
     """The linear call of ``kc`` when it is a dense layer (+ ReLU) on ``flat`` with constant
     weights stored (in, out), else None."""
@@ -121,7 +128,7 @@ def fuse_conv_pool_dense(g: Graph) -> Graph:
             view, nxt = bindings[k + 1], bindings[k + 2]
             pooled = b.outputs[0] if len(b.outputs) == 1 else None
             if pooled is not None and isinstance(view, Call) and view.op is Op.RESHAPE \
-                    and view.inputs[0] == pooled and len(view.outputs[0].type.shape) == 2 \
+                    and view.inputs[0] == pooled and _flattens(pooled, view.outputs[0]) \
                     and count.get(pooled.name) == 1 and pooled.name not in outputs \
                     and count.get(view.outputs[0].name) == 1 \
                     and view.outputs[0].name not in outputs \
