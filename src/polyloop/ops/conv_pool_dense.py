@@ -121,7 +121,18 @@ def conv_pool_dense_nchw(data: Tensor, conv_weight: Tensor, conv_bias: Tensor | 
     if dense_bias is not None and (dense_bias.ndim != 1
                                    or str(dense_bias.shape[0]) != str(columns)):
         raise ScheduleError(f"{who}: the dense bias must be ({columns},), got {dense_bias!r}")
-    wide = -(-batch // lanes) * lanes
+    feat = _pooled_features(data, w_at, b_at, (k_out, r_ext, s_ext), pad, pool,
+                            -(-batch // lanes) * lanes, name)
+    return _dense_batch_last(feat, packed, dense_bias, batch, columns, relu, name)
+
+
+def _pooled_features(data: Tensor, w_at, b_at, kernel: tuple[int, int, int], pad: int,
+                     pool: int, wide: int, name: str) -> Tensor:
+    """``<name>_feat[k, py, px, n]``: the pooled, biased, ReLU'd convolution, images last
+    (``wide`` of them, the widened batch), through ``<name>_images`` and ``<name>_conv``."""
+    batch, c_in, h, w = (d.value for d in data.shape)               # type: ignore[union-attr]
+    k_out, r_ext, s_ext = kernel
+    pooled_h, pooled_w = (h + 2 * pad - r_ext + 1) // pool, (w + 2 * pad - s_ext + 1) // pool
     images = te.compute((c_in, h + 2 * pad, w + 2 * pad, wide),
                         lambda c, y, x, i: where(
                             (i < batch) & (y >= pad) & (y < h + pad) & (x >= pad)
@@ -142,7 +153,15 @@ def conv_pool_dense_nchw(data: Tensor, conv_weight: Tensor, conv_bias: Tensor | 
                 if dy or dx:
                     best = maximum(best, conv[k, pool * py + dy, pool * px + dx, i])
         return maximum(best + b_at(k), 0.0) if b_at is not None else maximum(best, 0.0)
-    feat = te.compute((k_out, pooled_h, pooled_w, wide), window, name=f"{name}_feat")
+    return te.compute((k_out, pooled_h, pooled_w, wide), window, name=f"{name}_feat")
+
+
+def _dense_batch_last(feat: Tensor, packed: Tensor, dense_bias: Tensor | None, batch: int,
+                      columns: int, relu: bool, name: str) -> Tensor:
+    """``<name>_acc[j, n]``, the dense product of the features batch last, and the result
+    ``name[n, j]`` with the bias and the activation."""
+    k_out, pooled_h, pooled_w, wide = (d.value for d in feat.shape)  # type: ignore[union-attr]
+    panels, _, rows = (d.value for d in packed.shape)                # type: ignore[union-attr]
     fk = te.reduce_axis((0, k_out), name="fk")
     fy = te.reduce_axis((0, pooled_h), name="fy")
     fx = te.reduce_axis((0, pooled_w), name="fx")
