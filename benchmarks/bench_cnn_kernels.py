@@ -30,7 +30,7 @@ import numpy as np
 import polyloop as pl
 from polyloop import ops
 from polyloop.graph.schedule import dense_schedule
-from polyloop.ops.conv_pool_dense import DENSE_ROWS
+from polyloop.ops.conv_pool_dense import dense_rows
 from polyloop.ops.knobs import default_lanes
 
 
@@ -95,7 +95,7 @@ def head_pair(batch: int, rng):
     b = rng.standard_normal(32, dtype=np.float32)
     wd = rng.standard_normal((5408, 100), dtype=np.float32) / 74
     bd = rng.standard_normal(100, dtype=np.float32)
-    packed = ops.pack_matmul_weight(wd, DENSE_ROWS)
+    packed = ops.pack_matmul_weight(wd, dense_rows(batch))
     X, W, B = (pl.placeholder(a.shape, name=n) for a, n in ((x, "X"), (w, "W"), (b, "B")))
     P, BD = pl.placeholder(packed.shape, name="P"), pl.placeholder(bd.shape, name="BD")
     new = pl.build(ops.schedule_conv_pool_dense_nchw(ops.conv_pool_dense_nchw(

@@ -11,7 +11,6 @@ import pytest
 
 import polyloop as pl
 from polyloop import ops
-from polyloop.ops.conv_pool_dense import DENSE_ROWS
 
 torch = pytest.importorskip("torch", reason="the reference is torch.nn.functional (extra 'graph')")
 
@@ -43,8 +42,8 @@ def run(mod, args, shape):
 
 
 @pytest.mark.parametrize("batch, c, h, w, k, pad, pool, columns, rows, lanes, k_tile, images", [
-    (3, 1, 13, 11, 5, 0, 2, 7, DENSE_ROWS, 4, 4, None),   # under one vector, k off the tile
-    (17, 1, 10, 9, 6, 1, 2, 13, DENSE_ROWS, None, 4, None),  # the host's lanes: two vectors
+    (3, 1, 13, 11, 5, 0, 2, 7, 10, 4, 4, None),   # under one vector, k off the tile
+    (17, 1, 10, 9, 6, 1, 2, 13, 10, None, 4, None),  # the host's lanes: two vectors
     (9, 2, 9, 12, 7, 1, 3, 10, 3, 4, 3, True),     # two channels, pool 3, 3 vectors of images
     (20, 1, 8, 8, 4, 0, 2, 23, 6, 4, 2, False),    # five vectors of images: three tiles
     (20, 1, 8, 8, 4, 0, 2, 23, 6, 4, 2, True),

@@ -49,12 +49,35 @@ from .conv import check_conv
 from .conv_pool import DEFAULT_K_TILE, _bias_reader, _weight_reader
 from .knobs import check_knobs, default_lanes
 
-#: rows of the dense weight panels that suit the schedule: a tile of 10 rows by two vectors of
-#: images is 20 accumulators (32 registers hold them with the 10 broadcast weights and the two
-#: image vectors of a step), and 100 outputs are 10 panels, split evenly between the threads
-DENSE_ROWS = 10
-#: at most this many vectors of images per dense tile
+#: at most this many vectors of images per dense tile when the panels of rows run in parallel
 MAX_VECTORS = 2
+
+
+def images_in_parallel(batch: int, lanes: int | None = None, threads: int | None = None
+                       ) -> bool:
+    """Whether the schedule runs the vectors of ``batch`` images in parallel (each thread
+    then convolves, pools and multiplies its own images, their features staying in its
+    caches): when they split evenly between the ``threads`` (the configured ones by default).
+
+    >>> images_in_parallel(64, 16, 2), images_in_parallel(16, 16, 2)
+    (True, False)
+    """
+    lanes = default_lanes() if lanes is None else lanes
+    threads = config.CONFIG.threads if threads is None else threads
+    return threads > 1 and -(-batch // lanes) % threads == 0
+
+
+def dense_rows(batch: int, lanes: int | None = None, threads: int | None = None) -> int:
+    """The rows of the packed dense weight panels that suit the schedule for ``batch``
+    images: with the images in parallel, a tile is 20 rows by one vector of images (20
+    accumulators; the 32 registers also hold a step's broadcast weight and image vector);
+    else 10 rows by up to two vectors, and 100 outputs are 10 panels, split evenly between
+    two threads.
+
+    >>> dense_rows(64, 16, 2), dense_rows(16, 16, 2)
+    (20, 10)
+    """
+    return 20 if images_in_parallel(batch, lanes, threads) else 10
 
 
 def _const(who: str, what: str, d: object) -> int:
@@ -198,19 +221,20 @@ def schedule_conv_pool_dense_nchw(out: Tensor, *, k_tile: int = DEFAULT_K_TILE,
                                   parallel_images: bool | None = None) -> Schedule:
     """The schedule of ``out = conv_pool_dense_nchw(...)``: the convolution in register tiles
     of ``k_tile`` output channels by one pooling window by one vector of images, pooled right
-    away, the channel tiles in parallel; then the dense product in tiles of one packed panel's
-    rows by up to ``MAX_VECTORS`` vectors of images, in parallel over the tiles of images when
-    ``parallel_images`` (by default: when they split evenly between the threads, each thread
-    then reading its own images' features), else over the panels. ``lanes`` is the width the
-    operator was built with (the host's by default).
+    away; then the dense product in tiles of one packed panel's rows by vectors of images.
+    With ``parallel_images`` (by default ``images_in_parallel``) the vectors of images run in
+    parallel, one per dense tile, so that each thread convolves, pools and multiplies its own
+    images; else the channel tiles of the convolution and the panels of the dense product run
+    in parallel, up to ``MAX_VECTORS`` vectors of images per dense tile. ``lanes`` is the
+    width the operator was built with (the host's by default).
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((8, 1, 8, 8), name="X"); W = pl.placeholder((4, 1, 3, 3), name="W")
     >>> P = pl.placeholder((2, 36, 5), name="P")
     >>> out = conv_pool_dense_nchw(X, W, None, P, None, columns=10, lanes=4)
-    >>> sch = schedule_conv_pool_dense_nchw(out, lanes=4)
+    >>> sch = schedule_conv_pool_dense_nchw(out, lanes=4, parallel_images=True)
     >>> [loop.name for loop in sch.get_loops("conv_pool_dense_acc")]
-    ['j_0', 'm_0', 'fk', 'fy', 'fx', 'j_1', 'm_1', 'm_2']
+    ['m_0', 'j_0', 'fk', 'fy', 'fx', 'j_1', 'm_1', 'm_2']
     """
     who = "schedule_conv_pool_dense_nchw"
     st = _stages(who, out)
@@ -220,19 +244,16 @@ def schedule_conv_pool_dense_nchw(out: Tensor, *, k_tile: int = DEFAULT_K_TILE,
     if wide % lanes:
         raise ScheduleError(f"{who}: the batch is widened to {wide} lanes, not whole vectors "
                             f"of {lanes}; build the operator with lanes={lanes}")
-    sch = Schedule(out)
-    _conv_tiles(sch, st, k_tile, lanes, parallel)
-    vectors = wide // lanes
     if parallel_images is None:
-        threads = config.CONFIG.threads
-        tiles = -(-vectors // MAX_VECTORS)
-        parallel_images = threads > 1 and tiles % threads == 0
-    _dense_tiles(sch, st, vectors, lanes, parallel, parallel_images)
+        parallel_images = images_in_parallel(wide, lanes)
+    sch = Schedule(out)
+    _conv_tiles(sch, st, k_tile, lanes, parallel, parallel_images)
+    _dense_tiles(sch, st, wide // lanes, lanes, parallel, parallel_images)
     return sch
 
 
 def _conv_tiles(sch: Schedule, st: dict[str, Tensor], k_tile: int, lanes: int,
-                parallel: bool) -> None:
+                parallel: bool, by_images: bool) -> None:
     conv, feat = st["conv"].name, st["feat"].name
     pool = st["conv"].shape[1].value // st["feat"].shape[1].value    # type: ignore[union-attr]
     # the tile accumulates in a tile-local buffer the pooling then reads
@@ -242,9 +263,10 @@ def _conv_tiles(sch: Schedule, st: dict[str, Tensor], k_tile: int, lanes: int,
     y0, y1 = sch.split(y, factors=[None, pool])
     x0, x1 = sch.split(x, factors=[None, pool])
     i0, i1 = sch.split(i, factors=[None, lanes])
-    sch.reorder(k0, i0, y0, x0, rc, ry, rx, k1, y1, x1, i1)
+    outer, inner = (i0, k0) if by_images else (k0, i0)
+    sch.reorder(outer, inner, y0, x0, rc, ry, rx, k1, y1, x1, i1)
     if parallel:
-        sch.parallel(k0)
+        sch.parallel(outer)
     for loop in (ry, rx, k1, y1, x1):
         sch.unroll(loop)
     sch.vectorize(i1)
@@ -266,7 +288,7 @@ def _dense_tiles(sch: Schedule, st: dict[str, Tensor], vectors: int, lanes: int,
     acc = st["acc"].name
     rows = st["acc"].inputs[0].shape[2].value if st["acc"].inputs[0].ndim == 3 \
         else st["acc"].inputs[1].shape[2].value                      # type: ignore[union-attr]
-    per_tile = min(vectors, MAX_VECTORS)
+    per_tile = 1 if by_images else min(vectors, MAX_VECTORS)
     tile = sch.cache_write(acc, "local")
     j, m, fk, fy, fx = sch.get_loops(acc)
     j0, j1 = sch.split(j, factors=[None, rows])

@@ -19,7 +19,7 @@ import numpy as np
 
 from ... import ops
 from ...frontend import te
-from ...ops.conv_pool_dense import DENSE_ROWS
+from ...ops.conv_pool_dense import dense_rows
 from ...ops.knobs import default_lanes
 from ...schedule import Schedule
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value, uses
@@ -82,7 +82,7 @@ def _head(conv_pool: KernelCall, view: Call, dense_kc: KernelCall, dense: Call,
     flat = view.outputs[0]
     batch, columns = dense.outputs[0].type.shape
     weight = dense.inputs[1]
-    rows = DENSE_ROWS
+    rows = dense_rows(batch)
     packed = ops.pack_matmul_weight(data[weight.name], rows)
     value = Value(f"{weight.name}_rows", TensorType(packed.shape, weight.type.dtype))
     if all(c.value.name != value.name for c in new):
