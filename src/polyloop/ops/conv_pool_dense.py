@@ -156,7 +156,8 @@ def _pooled_features(data: Tensor, w_at, b_at, kernel: tuple[int, int, int], pad
     batch, c_in, h, w = (d.value for d in data.shape)               # type: ignore[union-attr]
     k_out, r_ext, s_ext = kernel
     pooled_h, pooled_w = (h + 2 * pad - r_ext + 1) // pool, (w + 2 * pad - s_ext + 1) // pool
-    images = te.compute((c_in, h + 2 * pad, w + 2 * pad, wide),
+    # the rows and columns of the padded images that the pooled windows read
+    images = te.compute((c_in, pooled_h * pool + r_ext - 1, pooled_w * pool + s_ext - 1, wide),
                         lambda c, y, x, i: where(
                             (i < batch) & (y >= pad) & (y < h + pad) & (x >= pad)
                             & (x < w + pad), data[i, c, y - pad, x - pad], 0.0),
@@ -279,7 +280,10 @@ def _conv_tiles(sch: Schedule, st: dict[str, Tensor], k_tile: int, lanes: int,
     *_, channel, lane = sch.get_loops(feat)
     sch.unroll(channel)
     sch.vectorize(lane)
-    if parallel:
+    if by_images:
+        # each thread copies its own images, right before convolving them
+        sch.compute_at(st["images"].name, outer)
+    elif parallel:
         sch.parallel(sch.get_loops(st["images"].name)[1])
 
 
