@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""On a constant batch that fills its vectors, a small CNN's conv + pool kernel, the flatten
-and the dense layer after it become one kernel (graph.passes.fuse_conv_pool_dense) run by
-polyloop.ops' batch-last recipe, equal to PyTorch; a batch that would leave many lanes idle,
-a symbolic batch and a flatten read twice keep the kernels apart."""
+"""On a constant batch of at least four vectors of images, a small CNN's conv + pool kernel,
+the flatten and the dense layer after it become one kernel (graph.passes.fuse_conv_pool_dense)
+run by polyloop.ops' batch-last recipe, equal to PyTorch; fewer images, a batch that would
+leave many lanes idle, a symbolic batch and a flatten read twice keep the kernels apart."""
 from __future__ import annotations
 
 import numpy as np
@@ -32,7 +32,7 @@ def model():
 
 def test_seed_cnn_on_a_batch_of_vectors_runs_one_head_kernel(model):
     lanes = default_lanes()
-    batch = 2 * lanes
+    batch = 4 * lanes
     x = torch.randn(batch, 1, 28, 28)
     ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
     heads = merged(ex.graph)
@@ -47,8 +47,8 @@ def test_seed_cnn_on_a_batch_of_vectors_runs_one_head_kernel(model):
                                    rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("batch", [3, 17])
-def test_batches_that_leave_lanes_idle_keep_the_kernels_apart(model, batch):
+@pytest.mark.parametrize("batch", [3, 17, 2 * default_lanes()])
+def test_few_images_or_idle_lanes_keep_the_kernels_apart(model, batch):
     x = torch.randn(batch, 1, 28, 28)
     ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
     assert merged(ex.graph) == []
@@ -79,7 +79,7 @@ class NoBiases(nn.Module):
 def test_no_biases_no_relu(rng):
     torch.manual_seed(2)
     model = NoBiases().eval()
-    batch = default_lanes()
+    batch = 4 * default_lanes() - 1                  # the last vector of images one short
     x = torch.from_numpy(rng.standard_normal((batch, 1, 13, 14), dtype=np.float32))
     ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
     heads = merged(ex.graph)
@@ -105,7 +105,7 @@ class FlattenReadTwice(nn.Module):
 def test_a_flatten_read_twice_is_not_merged():
     torch.manual_seed(3)
     model = FlattenReadTwice().eval()
-    x = torch.randn(default_lanes(), 1, 8, 8)
+    x = torch.randn(4 * default_lanes(), 1, 8, 8)
     ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
     assert merged(ex.graph) == []
     with torch.no_grad():
@@ -130,7 +130,7 @@ class FlattenRows(nn.Module):
 def test_a_flatten_of_other_axes_is_not_merged():
     torch.manual_seed(7)
     model = FlattenRows().eval()
-    x = torch.randn(default_lanes() // 2, 1, 8, 8)       # B * K rows: one vector of them
+    x = torch.randn(2 * default_lanes(), 1, 8, 8)      # B * K rows: four vectors of them
     ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
     assert merged(ex.graph) == []
     with torch.no_grad():

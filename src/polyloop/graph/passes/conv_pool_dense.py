@@ -4,8 +4,8 @@ become one kernel on a batch of many images, computed with the images along the 
 
 After ``fuse_conv_pool`` a small CNN's head is the fused convolution + bias + ReLU + max-pool
 kernel, a flatten (a view) and a dense kernel (``linear``, then ``relu`` if any). On a
-constant batch of at least one vector of images that fills its vectors nearly whole
-(``MAX_IDLE_LANES``), the three become one kernel scheduled by
+constant batch of at least ``MIN_VECTORS`` vectors of images that fills its vectors nearly
+whole (``MAX_IDLE_LANES``), the three become one kernel scheduled by
 ``polyloop.ops.schedule_conv_pool_dense_nchw``: the convolution writes its pooled features
 batch last, and the dense layer runs its vectors along the batch, every lane useful, instead
 of along its outputs (a hundred outputs are six and a quarter vectors). Its weights are packed
@@ -30,14 +30,19 @@ from .pool_fusion import _small_conv
 #: at most this fraction of the lanes of the widened batch idle (a batch of 17 in two
 #: vectors of 16 would leave almost half of them idle: the kernels apart are faster there)
 MAX_IDLE_LANES = 1 / 8
+#: at least this many vectors of images (64 with AVX-512). On one or two vectors (16, 32
+#: images) the merged kernel was faster on a quiet machine (1.2x - 1.5x), but its two threads
+#: scaled poorly while other processes ran, and it was then slower than the kernels apart
+#: (0.65x - 0.7x); on four vectors it stayed at least even with them
+MIN_VECTORS = 4
 
 
 def _batch_fits(batch: object) -> bool:
     lanes = default_lanes("float32")
-    if not isinstance(batch, int) or batch < lanes:
+    if not isinstance(batch, int):
         return False
     wide = -(-batch // lanes) * lanes
-    return wide - batch <= MAX_IDLE_LANES * wide
+    return wide >= MIN_VECTORS * lanes and wide - batch <= MAX_IDLE_LANES * wide
 
 
 def _conv_pool_parts(body: tuple[Call, ...]) -> tuple[Call, Value | None, Call] | None:
