@@ -76,3 +76,68 @@ def test_a_dropped_home_loop_with_a_symbolic_size():
     body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
     assert "C_local" not in body[:body.index("#pragma omp parallel")]
     check_matmul(mod, [(rows, 100, 75) for rows in (1, 9, 37)], np.random.default_rng(2))
+
+
+def test_a_home_loop_named_like_a_loop_of_another_statement():
+    """The tile's home loop ``n_0`` (one iteration: isl drops it) is named like a loop of the
+    statement before it; the home loop is found by its path, not its name, so the tile is
+    still declared inside the parallel loop (found by name, it was shared by the threads)."""
+    A = pl.placeholder((8, 16), name="A")
+    W = pl.placeholder((13, 8), name="W")
+    doubled = pl.compute((8, 16), lambda i, n: A[i, n] * 2.0, name="doubled")
+    k = pl.reduce_axis((0, 8), name="k")
+    C = pl.compute((13, 16), lambda j, n: pl.sum(W[j, k] * doubled[k, n], axis=k), name="C")
+    sch = pl.Schedule(C)
+    sch.split(sch.get_loops("doubled")[1], factors=[None, 4])       # loops i, n_0, n_1
+    tile = sch.cache_write("C", "local")
+    j, n, kk = sch.get_loops("C")
+    j0, j1 = sch.split(j, factors=[None, 3])
+    n0, n1 = sch.split(n, factors=[None, 16])                         # n_0: one iteration
+    sch.reorder(j0, n0, kk, j1, n1)
+    sch.parallel(j0)
+    sch.decompose_reduction("C", kk)
+    sch.reverse_compute_at(tile, n0)
+    mod = pl.build(sch)
+    body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
+    assert "C_local" not in body[:body.index("#pragma omp parallel")]
+    a = np.random.default_rng(1).standard_normal((8, 16), dtype=np.float32)
+    w = np.random.default_rng(2).standard_normal((13, 8), dtype=np.float32)
+    out = np.full((13, 16), np.nan, np.float32)
+    mod(a, w, out)
+    np.testing.assert_allclose(out, w @ (2 * a), rtol=1e-5, atol=1e-5)
+
+
+def test_an_inner_loop_named_like_a_loop_above_the_home_loop():
+    """The tile's home loop ``j_0`` runs inside the parallel loop ``m_0`` over tiles of image
+    vectors, which isl emits as two copies (the full tile, the part tile) without any loop
+    ``m_0``; the initialisation's own split of ``m`` is named ``m_0`` too. That inner loop is
+    not a loop above the home loop: the tile is declared once per copy of ``j_0``, not again
+    inside the initialisation (which then zeroed a copy of its own)."""
+    A = pl.placeholder((8, 12), name="A")
+    W = pl.placeholder((6, 8), name="W")
+    k = pl.reduce_axis((0, 8), name="k")
+    C = pl.compute((6, 12), lambda j, m: pl.sum(W[j, k] * A[k, m], axis=k), name="C")
+    sch = pl.Schedule(C)
+    tile = sch.cache_write("C", "local")
+    j, m, kk = sch.get_loops("C")
+    j0, j1 = sch.split(j, factors=[None, 3])
+    m0, m1, m2 = sch.split(m, factors=[None, 2, 4])                 # 3 vectors: 2 + 1
+    sch.reorder(m0, j0, kk, j1, m1, m2)
+    sch.parallel(m0)
+    sch.unroll(j1)
+    sch.unroll(m1)
+    sch.vectorize(m2)
+    init = sch.decompose_reduction("C", kk)
+    *_, row, lane = sch.get_loops(init)
+    r0, r1 = sch.split(lane, factors=[None, 4])                       # loops m_0, m_1
+    sch.unroll(row)
+    sch.unroll(r0)
+    sch.vectorize(r1)
+    sch.reverse_compute_at(tile, j0)
+    mod = pl.build(sch)
+    assert len(re.findall(r"float C_local\[", mod.source)) == 2
+    a = np.random.default_rng(3).standard_normal((8, 12), dtype=np.float32)
+    w = np.random.default_rng(4).standard_normal((6, 8), dtype=np.float32)
+    out = np.full((6, 12), np.nan, np.float32)
+    mod(a, w, out)
+    np.testing.assert_allclose(out, w @ a, rtol=1e-5, atol=1e-5)

@@ -67,7 +67,7 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
         common = _common_prefix(common, p)
     if b.home_loops and all(f.var != b.home for f in common):
         # the home loop is not one loop around every access (isl dropped it somewhere)
-        around = [f for f in common if f.var in b.home_loops]
+        around = _toward_home(common, b.home_loops)
         return ([around[-1]], False) if around else _loops_toward_home(b, paths)
     if common:
         return [common[-1]], False
@@ -90,16 +90,29 @@ def _loops_toward_home(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[Fo
     loop would lose values that pass between iterations of the deeper loop; declaring at
     function scope while a parallel loop encloses the home loop would share one copy between
     threads."""
-    outer = set(b.home_loops)
     chosen: dict[int, For] = {}
     outside = False
     for p in paths:
-        toward = [f for f in p if f.var in outer]
+        toward = _toward_home(p, b.home_loops)
         if toward:
             chosen[id(toward[-1])] = toward[-1]
         else:
             outside = True      # every loop around the home loop was dropped on this path
     return list(chosen.values()), outside
+
+
+def _toward_home(path: tuple[For, ...], home_loops: tuple[str, ...]) -> list[For]:
+    """The loops of ``path`` that are loops down to the home loop: its leading loops named,
+    in order, by ``home_loops`` (isl may have dropped some). A loop below them is not one,
+    even when a loop of another statement gave it the same name as one of them."""
+    found: list[For] = []
+    at = 0
+    for f in path:
+        if f.var not in home_loops[at:]:
+            break
+        at = home_loops.index(f.var, at) + 1
+        found.append(f)
+    return found
 
 
 def _accesses(node: Node, path: tuple[For, ...]) -> Iterator[tuple[tuple[For, ...], str]]:

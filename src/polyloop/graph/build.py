@@ -23,6 +23,7 @@ from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel, te_shape
 from .memory import plan_memory
 from .passes.attention import attention_schedule
+from .passes import conv_pool_dense_schedule, fuse_conv_pool_dense, pad_dense_columns
 from .passes import (conv_epilogue_schedule, conv_pool_schedule, dense_split_schedule,
                      fold_constants, fold_conv_epilogues, fuse_conv_pool, fuse_into_consumers,
                      fuse_operators, library_conv, library_matmul, packed_columns,
@@ -54,7 +55,8 @@ def optimize(g: Graph, *, winograd: bool = True) -> Graph:
     g = route_externs(g)
     g = use_library_kernels(fuse_operators(g), winograd=winograd)
     g = fuse_conv_pool(fuse_into_consumers(g))
-    return remove_dead_code(fold_conv_epilogues(g))
+    g = fuse_conv_pool_dense(fold_conv_epilogues(g))
+    return remove_dead_code(pad_dense_columns(g))
 
 
 def _library_schedule(kc: KernelCall):
@@ -62,7 +64,7 @@ def _library_schedule(kc: KernelCall):
     attention, else None."""
     body = kc.kernel.body
     fused = (attention_schedule(kc) or conv_pool_schedule(kc) or dense_split_schedule(kc)
-             or conv_epilogue_schedule(kc))
+             or conv_pool_dense_schedule(kc) or conv_epilogue_schedule(kc))
     if fused is not None:
         return fused
     if len(body) != 1 or len(kc.inputs) != 2:

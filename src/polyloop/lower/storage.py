@@ -65,7 +65,7 @@ def place_temporaries(program: Program, root: Root, *, size_global: bool = True
         box = (result.stages,) * (result.stages > 1) + tuple(result.shape[d] for d in keep)
         box = _aligned(b, box, keep, result.stages > 1, notes)
         small = replace(b, shape=tuple(Const(n, INDEX, True) for n in box), home=result.home,
-                        home_loops=_home_loops(root, result.home))
+                        home_loops=result.home_path or _home_loops(root, result.home))
         program = _shifted(_with_buffer(program, small), result, keep)
         temps.append(small)
         note = _placed_note(root, b, small, result, keep)
@@ -103,7 +103,7 @@ def _place_global(program: Program, root: Root, b: Buffer
     # declared in the home loop's body, one copy per iteration (and so per thread)
     small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep),
                     scope=MemScope.LOCAL, home=result.home,
-                    home_loops=_home_loops(root, result.home))
+                    home_loops=result.home_path or _home_loops(root, result.home))
     program = _shifted(_with_buffer(program, small), result, keep)
     what = (f"holds the {'x'.join(str(result.shape[d]) for d in keep)} elements used"
             if keep else "is the one element used")

@@ -18,6 +18,7 @@ from .conv_depthwise import depthwise_conv2d_nchw, schedule_depthwise_conv2d_nch
 from .conv_pool import conv2d_bias_relu_maxpool_nchw, schedule_conv2d_bias_relu_maxpool_nchw
 from .conv_pool_overlap import (conv2d_bias_relu_maxpool_overlap_nchw,
                                 schedule_conv2d_bias_relu_maxpool_overlap_nchw)
+from .conv_pool_dense import conv_pool_dense_nchw, schedule_conv_pool_dense_nchw
 from .dense_split import dense_split_k, schedule_dense_split_k
 from .conv_packed import conv2d_channel_block, conv2d_nchw_packed, pack_conv2d_weight
 from .conv_epilogue import schedule_conv2d_epilogue
@@ -50,3 +51,4 @@ __all__ += ["matmul_tensorcore", "matmul_tensorcore_kernel"]
 __all__ += ["attention", "schedule_attention"]
 __all__ += ["matmul_packed", "matmul_panel_width", "pack_matmul_weight"]
 __all__ += ["conv2d_bias_relu_maxpool_overlap_nchw", "schedule_conv2d_bias_relu_maxpool_overlap_nchw"]
+__all__ += ["conv_pool_dense_nchw", "schedule_conv_pool_dense_nchw"]

@@ -34,27 +34,44 @@ from .knobs import check_knobs, default_lanes
 MAX_ACCUMULATORS = 28
 
 
-def _sizes(who: str, x: Tensor, w: Tensor) -> tuple[int, int, int]:
-    if not isinstance(x, Tensor) or not isinstance(w, Tensor) or x.ndim != 2 or w.ndim != 2:
-        raise ScheduleError(f"{who}: x must be (M, K) and w (K, N), got {x!r} and {w!r}")
-    dims = (*x.shape, w.shape[1])
-    if not all(isinstance(d, Const) for d in dims) or str(x.shape[1]) != str(w.shape[0]):
+def _sizes(who: str, x: Tensor, w: Tensor, columns: int | None) -> tuple[int, int, int, int]:
+    """(rows M, reduction K, columns N, stored columns) of ``x`` (M, K) and ``w``: (K, N), or
+    one panel ``pack_matmul_weight`` made, (1, K, nr) with ``columns = N <= nr``."""
+    packed = isinstance(w, Tensor) and w.ndim == 3
+    if not isinstance(x, Tensor) or not isinstance(w, Tensor) or x.ndim != 2 \
+            or w.ndim != (3 if packed else 2):
+        raise ScheduleError(f"{who}: x must be (M, K) and w (K, N) or one packed panel "
+                            f"(1, K, nr), got {x!r} and {w!r}")
+    dims = (*x.shape, *w.shape)
+    if not all(isinstance(d, Const) for d in dims) or str(x.shape[1]) != str(w.shape[-2]) \
+            or (packed and str(w.shape[0]) != "1"):
         raise ScheduleError(f"{who}: x {x.shape} and w {w.shape} must be constant sizes with "
-                            "x's columns equal to w's rows")
-    return tuple(d.value for d in dims)  # type: ignore[return-value]
+                            "x's columns equal to w's rows (one panel when packed)")
+    stored = w.shape[-1].value                                   # type: ignore[union-attr]
+    if packed and (columns is None or not 1 <= columns <= stored):
+        raise ScheduleError(f"{who}: packed weights of {stored} columns need columns= the "
+                            f"result's columns, at most {stored}, got {columns!r}")
+    cols = columns if packed else stored
+    return x.shape[0].value, x.shape[1].value, cols, stored     # type: ignore[union-attr]
 
 
 def dense_split_k(x: Tensor, w: Tensor, bias: Tensor | None = None, *, splits: int = 2,
-                  relu: bool = False, lanes: int | None = None, name: str = "dense") -> Tensor:
+                  relu: bool = False, lanes: int | None = None, name: str = "dense",
+                  columns: int | None = None) -> Tensor:
     """``x @ w + bias`` (ReLU'd when ``relu``) as ``splits`` partial products over equal slices
     of the reduction and their sum (see the module docstring). ``splits`` must divide K.
+    ``w`` is (K, N), or its one panel ``pack_matmul_weight(w, nr)`` (1, K, nr) with ``columns
+    = N``: with ``nr`` whole vectors of zeros past N, the weights are read without masks.
 
     >>> import polyloop as pl
     >>> dense_split_k(pl.placeholder((4, 5408), name="x"), pl.placeholder((5408, 100), name="w"))
     Tensor(dense: float32[4, 100])
+    >>> dense_split_k(pl.placeholder((4, 5408), name="x"),
+    ...               pl.placeholder((1, 5408, 112), name="p"), columns=100)
+    Tensor(dense: float32[4, 100])
     """
     who = "dense_split_k"
-    rows, depth, cols = _sizes(who, x, w)
+    rows, depth, cols, stored = _sizes(who, x, w, columns)
     lanes = default_lanes(str(x.dtype)) if lanes is None else lanes
     check_knobs(who, splits=splits, lanes=lanes)
     if depth % splits:
@@ -66,9 +83,12 @@ def dense_split_k(x: Tensor, w: Tensor, bias: Tensor | None = None, *, splits: i
     wide = -(-cols // lanes) * lanes
     k = te.reduce_axis((0, step), name="rk")
 
+    def at(t, j):
+        return w[0, t * step + k, j] if w.ndim == 3 else w[t * step + k, j]
+
     def weight(t, j):
-        # columns past N (when N is not whole vectors): masked loads, zeros
-        return w[t * step + k, j] if wide == cols else where(j < cols, w[t * step + k, j], 0.0)
+        # columns past the stored ones (when N is not whole vectors): masked loads, zeros
+        return at(t, j) if wide <= stored else where(j < cols, at(t, j), 0.0)
     part = te.compute((splits, rows, wide),
                       lambda t, i, j: te.sum(x[i, t * step + k] * weight(t, j), axis=k),
                       name=f"{name}_part")

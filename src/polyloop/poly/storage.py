@@ -11,7 +11,7 @@ accessed fit in a box of constant size and every value read was written in the s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -44,6 +44,9 @@ class Compaction:
     offsets: dict[str, tuple[Expr, ...]]
     stages: int = 1                 # boxes the temporary rotates through (double buffering)
     rotating: int | None = None     # with stages > 1: the dimension whose index picks the box
+    # the names of the loops from the outermost down to the home loop, when known: loops of
+    # different statements may share a name, so the home loop's name alone may find another
+    home_path: tuple[str, ...] = ()
 
 
 def _align(a, b):
@@ -107,7 +110,14 @@ def compact(program: Program, root: Root, buffer: str) -> Compaction | str:
         return key
     keys = {s: _key_map(program, s, key[s]) for s in stmts}
     home = key[stmts[0]]
-    return compact_with_keys(program, root, buffer, keys, home[-1].name if home else None)
+    result = compact_with_keys(program, root, buffer, keys, home[-1].name if home else None)
+    if isinstance(result, str):
+        return result
+    if not home:
+        return result
+    path = paths[stmts[0]]
+    depth = next(k for k, n in enumerate(path) if n.id == home[-1].id)
+    return replace(result, home_path=tuple(n.name for n in path[:depth + 1]))
 
 
 def compact_with_keys(program: Program, root: Root, buffer: str, keys: dict[str, isl.Map],

@@ -15,12 +15,14 @@ only its schedule changes.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ... import config, ops
 from ...ops.dense_split import MAX_ACCUMULATORS
 from ...ops.knobs import default_lanes
 from ...frontend import te
 from ...schedule import Schedule
-from ..ir import KernelCall, Op
+from ..ir import KernelCall, Op, Value
 from ..lower import te_shape
 from ..schedule import SERIAL_WORK
 
@@ -39,27 +41,60 @@ def _slices(depth: int) -> int:
     return next(s for s in range(threads, 0, -1) if depth % s == 0)
 
 
-def _split_dense(kc: KernelCall) -> tuple | None:
-    """(the linear call, relu or not, slices, parallel or not) when ``kc`` is such a layer,
-    else None."""
-    body = kc.kernel.body
+@dataclass(frozen=True, slots=True)
+class SplitDense:
+    """A dense layer ``dense_split_k`` runs: its operands, its columns, whether a ReLU
+    follows, its slices, whether they run in parallel."""
+
+    x: Value
+    weight: Value                   # (K, N), or one panel (1, K, nr) of zero-padded columns
+    bias: Value | None
+    columns: int
+    relu: bool
+    slices: int
+    parallel: bool
+
+
+def _layer(body: tuple) -> tuple | None:
+    """(x, weight, bias or None, columns, relu) of a kernel that is ``linear`` (weights
+    stored (in, out)) then maybe ``relu``, or ``matmul`` on one packed panel (``columns``)
+    then maybe the bias ``add`` and ``relu``; else None."""
     dense = body[0]
-    if dense.op is not Op.LINEAR or not dense.attr("transposed") or len(body) > 2 \
-            or (len(body) == 2 and (body[1].op is not Op.RELU
-                                    or body[1].inputs[0] != dense.outputs[0])):
+    tail = [c.op for c in body[1:]]
+    if dense.op is Op.LINEAR and dense.attr("transposed") and tail in ([], [Op.RELU]):
+        bias = dense.inputs[2] if len(dense.inputs) == 3 else None
+        return dense.inputs[0], dense.inputs[1], bias, dense.inputs[1].type.shape[-1], \
+            bool(tail)
+    if dense.op is not Op.MATMUL or dense.attr("columns") is None \
+            or len(dense.inputs[1].type.shape) != 3 or dense.inputs[1].type.shape[0] != 1 \
+            or tail not in ([], [Op.ADD], [Op.RELU], [Op.ADD, Op.RELU]):
         return None
-    x, w = dense.inputs[0].type, dense.inputs[1].type
-    if len(x.shape) != 2 or len(w.shape) != 2 or x.dtype != "float32" or w.dtype != "float32" \
-            or not all(isinstance(d, int) for d in (*x.shape, *w.shape)):
+    bias = body[1].inputs[1] if tail[:1] == [Op.ADD] else None
+    if bias is not None and (body[1].inputs[0] != dense.outputs[0]
+                             or len(bias.type.shape) != 1):
         return None
-    rows, (depth, cols) = x.shape[0], w.shape
+    return dense.inputs[0], dense.inputs[1], bias, dense.attr("columns"), tail[-1:] == [Op.RELU]
+
+
+def split_dense(kc: KernelCall) -> SplitDense | None:
+    """The layer when ``kc`` is a dense layer ``dense_split_k`` runs (see the module
+    docstring), else None."""
+    layer = _layer(kc.kernel.body)
+    if layer is None:
+        return None
+    x, w, bias, cols, relu = layer
+    xt, wt = x.type, w.type
+    if len(xt.shape) != 2 or xt.dtype != "float32" or wt.dtype != "float32" \
+            or not all(isinstance(d, int) for d in (*xt.shape, *wt.shape)):
+        return None
+    rows, depth = xt.shape
     lanes = default_lanes("float32")
     slices = _slices(depth)
     if slices >= 2 and depth * cols * 4 >= STREAMED_BYTES \
             and rows * -(-cols // lanes) <= MAX_ACCUMULATORS:
-        return dense, len(body) == 2, slices, True
+        return SplitDense(x, w, bias, cols, relu, slices, True)
     if cols < NARROW and cols % lanes:
-        return dense, len(body) == 2, 1, rows * cols * depth >= SERIAL_WORK
+        return SplitDense(x, w, bias, cols, relu, 1, rows * cols * depth >= SERIAL_WORK)
     return None
 
 
@@ -76,13 +111,14 @@ def dense_split_schedule(kc: KernelCall) -> Schedule | None:
     >>> sch is None or "linear_part" in str(sch)     # None on one thread
     True
     """
-    found = _split_dense(kc)
+    found = split_dense(kc)
     if found is None:
         return None
-    dense, relu, slices, parallel = found
     env = {v.name: te.placeholder(te_shape(v.type), v.type.dtype, name=v.name)
            for v in kc.kernel.params}
-    x, w, *bias = (env[v.name] for v in dense.inputs)
-    out = ops.dense_split_k(x, w, bias[0] if bias else None, splits=slices, relu=relu,
-                            name=kc.outputs[0].name)
-    return ops.schedule_dense_split_k(out, parallel=parallel)
+    bias = env[found.bias.name] if found.bias is not None else None
+    packed = len(found.weight.type.shape) == 3
+    out = ops.dense_split_k(env[found.x.name], env[found.weight.name], bias,
+                            splits=found.slices, relu=found.relu, name=kc.outputs[0].name,
+                            columns=found.columns if packed else None)
+    return ops.schedule_dense_split_k(out, parallel=found.parallel)
