@@ -46,7 +46,7 @@ from ..ir.elementwise import maximum, where
 from ..ir.expr import Const
 from ..schedule import Schedule
 from .conv import check_conv
-from .conv_pool import DEFAULT_K_TILE, _bias_reader, _weight_reader
+from .conv_pool import DEFAULT_K_TILE, bias_reader, weight_reader
 from .knobs import check_knobs, default_lanes
 
 #: at most this many vectors of images per dense tile when the panels of rows run in parallel
@@ -124,8 +124,8 @@ def conv_pool_dense_nchw(data: Tensor, conv_weight: Tensor, conv_bias: Tensor | 
     check_knobs(who, pool=pool, columns=columns)
     lanes = default_lanes(str(data.dtype)) if lanes is None else lanes
     check_knobs(who, lanes=lanes)
-    k_out, w_at = _weight_reader(who, conv_weight, out_channels)
-    b_at = _bias_reader(who, conv_bias, k_out)
+    k_out, w_at = weight_reader(who, conv_weight, out_channels)
+    b_at = bias_reader(who, conv_bias, k_out)
     batch, c_in, h, w = (_const(who, what, d) for what, d in
                          zip(("the batch", "the channels", "the height", "the width"),
                              data.shape))

@@ -25,7 +25,7 @@ from ...schedule import Schedule
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value, uses
 from ..lower import te_shape
 from .merge import free_inputs
-from .pool_fusion import _small_conv
+from .pool_fusion import small_conv
 
 #: at most this fraction of the lanes of the widened batch idle (a batch of 17 in two
 #: vectors of 16 would leave almost half of them idle: the kernels apart are faster there)
@@ -48,7 +48,7 @@ def _batch_fits(batch: object) -> bool:
 def _conv_pool_parts(body: tuple[Call, ...]) -> tuple[Call, Value | None, Call] | None:
     """(conv2d, its bias or None, max_pool2d) when ``body`` starts as a kernel
     ``fuse_conv_pool`` made (conv2d, add or copy, relu, max_pool2d), else None."""
-    if len(body) < 4 or not _small_conv(body[0]) or body[3].op is not Op.MAX_POOL2D \
+    if len(body) < 4 or not small_conv(body[0]) or body[3].op is not Op.MAX_POOL2D \
             or body[1].op not in (Op.ADD, Op.COPY) or body[2].op is not Op.RELU:
         return None
     (kh, kw), stride = body[3].attr("kernel"), body[3].attr("stride")
