@@ -12,7 +12,6 @@ import pytest
 
 import polyloop as pl
 from polyloop import ops
-from polyloop.ops.conv import STRIDED_ROWS
 
 torch = pytest.importorskip("torch", reason="the reference is torch.nn.functional.conv2d "
                                            "(extra 'graph')")
@@ -93,41 +92,3 @@ def test_a_batch_runs_its_images_in_parallel(rng, n, stride, knobs):
     n_loop = loops.split(",")[0].strip()
     assert (f"sch.parallel({n_loop})" in parallel) == (knobs == {}), parallel
     check(pl.build(sch), rng, n, 3, 13, 11, 20, 3, 1, stride)
-
-
-def _parallel_loop(sch) -> str:
-    """The name of the conv block's loop (b, k, y or x) that the schedule runs in parallel."""
-    lines = str(sch.trace).splitlines()
-    loops = next(s for s in lines if s.endswith("= sch.get_loops(sch.get_block('conv'))"))
-    handles = [h.strip() for h in loops.split("=")[0].split(",")][:4]
-    chosen = [h for h in handles if f"sch.parallel({h})" in lines]
-    if not chosen:                        # the channel loop is split first: its outer part
-        return "k"
-    return "bkyx"[handles.index(chosen[0])]
-
-
-# (n, c, h, w, k, r, pad, stride, loop run in parallel by default): a stride over the rows
-# with at least STRIDED_ROWS output rows runs the rows in parallel (a row's input stays
-# in L1 across the channel blocks); fewer rows, stride 1 or a symbolic height keep the
-# channel blocks; channels, widths and rows divide neither the tile nor the vector
-DEFAULT_PARALLEL = [(1, 5, 29, 31, 19, 3, 1, 2, "y"), (2, 3, 27, 13, 40, 3, 1, 2, "y"),
-                    (1, 6, 29, 17, 33, 1, 0, 2, "y"), (1, 3, 25, 31, 19, 3, 1, 2, "k"),
-                    (1, 5, 15, 15, 19, 3, 1, 1, "k"), (1, 4, 44, 9, 17, 3, 0, 3, "y")]
-
-
-@pytest.mark.parametrize("n, c, h, w, k, r, pad, stride, loop", DEFAULT_PARALLEL)
-def test_the_default_runs_the_rows_of_a_tall_strided_output_in_parallel(
-        rng, n, c, h, w, k, r, pad, stride, loop):
-    X = pl.placeholder((n, c, h, w), "float32", name="X")
-    Wt = pl.placeholder((k, c, r, r), "float32", name="Wt")
-    conv = ops.conv2d_nchw(X, Wt, pad, stride)
-    assert (conv.shape[2].value >= STRIDED_ROWS) == (loop == "y" or stride == 1)
-    sch = ops.schedule_conv2d_nchw(conv)
-    assert _parallel_loop(sch) == loop
-    check(pl.build(sch), rng, n, c, h, w, k, r, pad, stride)
-
-
-def test_a_symbolic_height_keeps_the_channel_blocks_in_parallel():
-    X = pl.placeholder((1, 3, pl.var("H"), 30), "float32", name="X")
-    Wt = pl.placeholder((20, 3, 3, 3), "float32", name="Wt")
-    assert _parallel_loop(ops.schedule_conv2d_nchw(ops.conv2d_nchw(X, Wt, 1, 2))) == "k"

@@ -43,9 +43,6 @@ from .knobs import check_knobs, default_lanes
 DEFAULT_K_VECTORS = 2
 # images of a constant batch from which the images, not the channel blocks, run in parallel
 BATCH_PARALLEL = 4
-# output rows from which a strided convolution runs its rows, not its channel blocks, in
-# parallel (see _default_parallel)
-STRIDED_ROWS = 14
 
 
 def padded_input(data: Tensor, pad: int, *, extra_columns: int | None = None,
@@ -169,9 +166,7 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     parallel (each block's packed weights stay in its core's cache); ``parallel="y"`` runs the
     output rows in parallel; ``parallel="n"`` runs the images of a batch in parallel. The
     default is ``"n"`` for a constant batch of at least ``BATCH_PARALLEL`` images (one parallel
-    region for the whole batch), ``"y"`` for a stride over the rows with at least
-    ``STRIDED_ROWS`` constant output rows (a row's input stays in L1 across the channel
-    blocks), else ``"k"``. ``c_block``: input channels per block run over
+    region for the whole batch), else ``"k"``. ``c_block``: input channels per block run over
     every row before the next block (default: none). ``prefetch``: the weights are prefetched
     that many input channels ahead (0: no hint; default 8 for packed weights on output planes
     of at most 64 pixels, whose weights stream from memory, without ``c_block``; else 0).
@@ -214,7 +209,8 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
     if c_block is not None:
         check_knobs(who, c_block=c_block)
     if parallel is None:
-        parallel = _default_parallel(out, weight, padded)
+        batch = out.shape[0]
+        parallel = "n" if isinstance(batch, Const) and batch.value >= BATCH_PARALLEL else "k"
     if parallel not in ("k", "y", "n") or (c_block is not None and parallel == "y"):
         raise ScheduleError(f"{who}: parallel must be 'k' (channel blocks), 'y' (rows, not with "
                             f"c_block) or 'n' (images), got {parallel!r}")
@@ -283,30 +279,6 @@ def _prefetch_distance(out: Tensor, weight: Tensor, block: int) -> int:
     taps = r.value * s.value * block * 4                  # type: ignore[union-attr]
     small = h.value * w.value <= _SMALL_PLANE               # type: ignore[union-attr]
     return _PREFETCH_CHANNELS if small and taps <= _PREFETCH_BYTES else 0
-
-
-def _default_parallel(out: Tensor, weight: Tensor, padded: Tensor | None) -> str:
-    """``"n"`` for a constant batch of at least ``BATCH_PARALLEL`` images; ``"y"`` for a
-    convolution strided over the rows with at least ``STRIDED_ROWS`` constant output rows;
-    else ``"k"``.
-
-    With the channel blocks in parallel, each output row reads its input rows again for every
-    block; with a stride, consecutive output rows share few input rows, so those reads come
-    from L2. With the rows in parallel, a row's input stays in L1 across the blocks. Measured
-    on 2 threads, bias + ReLU epilogue, packed weights: ResNet-18's 3 x 3 stride-2 64 -> 128
-    (56 -> 28 rows) 0.325 -> 0.275 ms, 128 -> 256 (28 -> 14) 0.273 -> 0.260 ms; at 7 output
-    rows (256 -> 512) the rows split unevenly over the threads and "k" stays faster (0.25 vs
-    0.28 ms); stride 1 gained at most 7 % (64 x 56 x 56), within the noise at 28 rows."""
-    batch, rows = out.shape[0], out.shape[2]
-    if isinstance(batch, Const) and batch.value >= BATCH_PARALLEL:
-        return "n"
-    source = padded if padded is not None else out.inputs[0]
-    in_rows, kernel_rows = source.shape[2], weight.shape[2]
-    if all(isinstance(d, Const) for d in (rows, in_rows, kernel_rows)):
-        windows = in_rows.value - kernel_rows.value + 1          # type: ignore[union-attr]
-        if STRIDED_ROWS <= rows.value < windows:                 # type: ignore[union-attr]
-            return "y"
-    return "k"
 
 
 def _k_vectors(who: str, weight: Tensor, lanes: int, k_vectors: int | None) -> int:
