@@ -141,3 +141,23 @@ def test_a_fast_math_library_does_not_flush_subnormals_in_the_whole_process(fres
 def test_a_fast_math_compile_error_still_shows_the_message(fresh_cache):
     with pytest.raises(BuildError, match="C compilation failed"):
         compile_c("int broken(void) { return }", name="broken_fast", fast_math=True)
+
+
+def test_a_unit_compiled_ahead_is_linked_without_compiling_it_again(fresh_cache, monkeypatch):
+    from polyloop.runtime import compiler
+    from polyloop.runtime.compiler import compile_c_units, compile_unit
+    compile_unit(ANSWER)
+    runs = []
+    real = compiler._compile
+    monkeypatch.setattr(compiler, "_compile", lambda cc, args, src: (runs.append(args),
+                                                                      real(cc, args, src))[1])
+    lib = compile_c_units([(ANSWER, ()), ("int seven(void) { return 7; }\n", ())], name="two")
+    assert call_answer(lib) == 42 and ctypes.CDLL(str(lib.path)).seven() == 7
+    # one object compiled (the second unit) and one link: the first unit was found compiled
+    assert sum("-c" in args for args in runs) == 1 and len(runs) == 2
+
+
+def test_a_unit_compiled_ahead_reports_the_compilers_message(fresh_cache):
+    from polyloop.runtime.compiler import compile_unit
+    with pytest.raises(BuildError, match="undeclared_variable"):
+        compile_unit(BROKEN)

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ from .. import config, driver, ops
 from ..frontend import te
 from ..errors import PolyloopError
 from ..runtime import cache
-from ..runtime.compiler import BASE_FLAGS, Library, compile_c_units, compiler_version
+from ..runtime.compiler import (BASE_FLAGS, Library, compile_c_units, compile_unit,
+                                compiler_version)
 from ..runtime.records import Database
 from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
@@ -262,22 +264,30 @@ def _open_database(database: object) -> Database | None:
 
 
 def _generate(g: Graph, database: Database | None) -> tuple[list, list[Segment]]:
-    """The C source of every kernel, and the kernels grouped into runs between extern calls."""
+    """The C source of every kernel, and the kernels grouped into runs between extern calls.
+    Each kernel's object is compiled in the background while the next kernel is generated
+    (gcc runs in its own process), so the final link finds them compiled."""
     units: list[tuple[str, tuple[str, ...]]] = []
     segments: list[Segment] = []
     steps: list[Step] = []
     labels: list[str] = []
-    for b in g.bindings:
-        if isinstance(b, KernelCall):
-            kernel, source, extra, _ = driver.c_kernel(_schedule(b, database), name=b.kernel.name)
-            units.append((source, extra))
-            steps.append(Step(kernel.name, (*b.inputs, *b.outputs), tuple(kernel.params)))
-            labels.append(b.kernel.name)
-        elif isinstance(b, ExternCall):
-            if steps:
-                segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
-                steps, labels = [], []
-            segments.append(Segment(extern=b, function=lookup_extern(b.name)))
+    with ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
+        compiling = []
+        for b in g.bindings:
+            if isinstance(b, KernelCall):
+                kernel, source, extra, _ = driver.c_kernel(_schedule(b, database),
+                                                           name=b.kernel.name)
+                units.append((source, extra))
+                compiling.append(pool.submit(compile_unit, source, extra))
+                steps.append(Step(kernel.name, (*b.inputs, *b.outputs), tuple(kernel.params)))
+                labels.append(b.kernel.name)
+            elif isinstance(b, ExternCall):
+                if steps:
+                    segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
+                    steps, labels = [], []
+                segments.append(Segment(extern=b, function=lookup_extern(b.name)))
+        for f in compiling:     # a compiler error surfaces here, as it would at the link
+            f.result()
     if steps or not segments:
         segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
     return units, segments

@@ -84,8 +84,7 @@ def compile_c(source: str, *, name: str, fast_math: bool = False,
                 return Library(library_path, source_path, True, flags)
             _run_compiler(cc, flags, source_path, library_path)
         except OSError as e:   # a full disk, a read-only cache
-            raise BuildError(f"cannot write the kernel cache entry {entry}: {e.strerror}; point "
-                             "POLYLOOP_CACHE_DIR at a writable directory") from None
+            raise _cache_error(entry, e) from None
     return Library(library_path, source_path, False, flags)
 
 
@@ -209,6 +208,7 @@ def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
     library, cached on disk by all their contents. Each unit keeps its own static helpers and
     is compiled to an object cached by its own content (a model rebuilt with other weights
     recompiles only what changed); the units are compiled ``jobs`` at a time, then linked.
+    Units compiled ahead with ``compile_unit`` are found in that cache.
 
     >>> lib = compile_c_units([("int one(void) { return 1; }", ()),
     ...                        ("int two(void) { return 2; }", ())], name="pair")
@@ -217,13 +217,12 @@ def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
     """
     cc = config.CONFIG.cc
     version = compiler_version(cc)
-    compile_flags = tuple(f for f in BASE_FLAGS if f != "-shared")
-    keys = [_cache_key(source, compile_flags + tuple(extra), version) for source, extra in units]
+    keys = [_cache_key(source, _OBJECT_FLAGS + tuple(extra), version) for source, extra in units]
     link_key = _cache_key(" ".join(keys), LINK_ONLY_FLAGS + LINK_FLAGS, version)
     root = cache.safe_directory(config.CONFIG.cache_dir)
     entry = root / f"{_safe(name)}-{link_key[:24]}"
     library_path = entry / LIBRARY_NAME
-    objects = [root / "objects" / key[:32] / "unit.o" for key in keys]
+    objects = [_object_path(root, key) for key in keys]
     first_source = objects[0].with_name("unit.c")
     try:
         (root / "objects").mkdir(mode=0o700, exist_ok=True)
@@ -231,7 +230,7 @@ def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
             if cache.verified(library_path):
                 STATS.cache_hits += 1
                 return Library(library_path, first_source, True, BASE_FLAGS)
-            todo = [(cc, [*compile_flags, *extra], source, obj)
+            todo = [(cc, [*_OBJECT_FLAGS, *extra], source, obj)
                     for (source, extra), obj in zip(units, objects)]
             STATS.compiles += 1
             with ThreadPoolExecutor(max(1, jobs)) as pool:
@@ -245,9 +244,40 @@ def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
                 tmp.unlink(missing_ok=True)
                 raise
     except OSError as e:   # a full disk, a read-only cache
-        raise BuildError(f"cannot write the kernel cache entry {entry}: {e.strerror}; point "
-                         "POLYLOOP_CACHE_DIR at a writable directory") from None
+        raise _cache_error(entry, e) from None
     return Library(library_path, first_source, False, BASE_FLAGS)
+
+
+def compile_unit(source: str, extra: tuple[str, ...] = ()) -> None:
+    """Compile one C unit to the object ``compile_c_units`` will link, now: a caller that
+    generates many units starts each one's compilation while it generates the next (gcc runs
+    in its own process, so a thread pool overlaps the two).
+
+    >>> compile_unit("int three(void) { return 3; }")
+    >>> compile_c_units([("int three(void) { return 3; }", ())], name="three").path.name
+    'kernel.so'
+    """
+    cc = config.CONFIG.cc
+    key = _cache_key(source, _OBJECT_FLAGS + tuple(extra), compiler_version(cc))
+    root = cache.safe_directory(config.CONFIG.cache_dir)
+    obj = _object_path(root, key)
+    try:
+        (root / "objects").mkdir(mode=0o700, exist_ok=True)
+        _compile_object(cc, [*_OBJECT_FLAGS, *extra], source, obj)
+    except OSError as e:
+        raise _cache_error(obj.parent, e) from None
+
+
+_OBJECT_FLAGS = tuple(f for f in BASE_FLAGS if f != "-shared")
+
+
+def _object_path(root: Path, key: str) -> Path:
+    return root / "objects" / key[:32] / "unit.o"
+
+
+def _cache_error(entry: Path, e: OSError) -> BuildError:
+    return BuildError(f"cannot write the kernel cache entry {entry}: {e.strerror}; point "
+                      "POLYLOOP_CACHE_DIR at a writable directory")
 
 
 def _compile_object(cc: str, flags: list[str], source: str, obj: Path) -> None:
