@@ -101,14 +101,15 @@ def test_index_arithmetic_with_floor_division_by_constants(run_kernel):
     assert o.tolist() == [(x - 17) // 4 * 100 + (x - 17) % 4 + (5 - x) // -3 for x in range(41)]
 
 
+@pytest.mark.parametrize("kind", [LoopKind.VECTORIZED, LoopKind.SERIAL])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
-def test_minimum_and_maximum_propagate_nan_like_numpy(run_kernel, rng, dtype):
+def test_minimum_and_maximum_propagate_nan_like_numpy(run_kernel, rng, dtype, kind):
     d = {"float32": F32, "float64": F64, "int32": I32}[dtype]
     A, B = buf("A", (n,), d), buf("B", (n,), d)
     Lo, Hi = buf("Lo", (n,), d, OUT), buf("Hi", (n,), d, OUT)
     body = Block((Store("Lo", (i,), binop(BinOpKind.MIN, A[i], B[i])),
                   Store("Hi", (i,), binop(BinOpKind.MAX, A[i], B[i]))))
-    kernel = Kernel("minmax", (A, B, Lo, Hi), ("n",), (), loop("i", n, body, LoopKind.VECTORIZED))
+    kernel = Kernel("minmax", (A, B, Lo, Hi), ("n",), (), loop("i", n, body, kind))
     a, b = (rng.integers(-50, 50, 37).astype(dtype) for _ in range(2))
     if d.is_float:
         a[3], b[5], a[7], b[7] = np.nan, np.nan, np.nan, np.nan

@@ -88,9 +88,10 @@ _FLOAT_BODIES = {
         "if (mod == 0) return copysign$f(0, b);",
         "return (b < 0) != (mod < 0) ? mod + b : mod;",
     ],
-    # a != a: NaN propagates, as in np.minimum / np.maximum
-    HelperKind.MIN: ["return (a <= b || a != a) ? a : b;"],
-    HelperKind.MAX: ["return (a >= b || a != a) ? a : b;"],
+    # a != a: NaN propagates, as in np.minimum / np.maximum. Two selects, not `a <= b || a != a`:
+    # gcc turns the `||` into a branch, which mispredicts on real data (a ReLU, a max-pool)
+    HelperKind.MIN: ["$T r = a <= b ? a : b;", "return a != a ? a : r;"],
+    HelperKind.MAX: ["$T r = a >= b ? a : b;", "return a != a ? a : r;"],
 }
 
 
