@@ -22,15 +22,21 @@ def matmul(m, n, k):
     return pl.compute((m, n), lambda i, j: pl.sum(A[i, r] * B[r, j], axis=r), name="C")
 
 
-def tiled(C, *, bind_first: bool, spread: bool = False):
-    """The user's schedule: 16x16 work-groups, steps of 8 along k, both operands in shared
-    memory at the step loop (bound before or after the copies are placed)."""
-    sch = pl.Schedule(C)
+def tile_loops(sch):
+    """C's loops in 16x16 tiles and steps of 8 along k: (io, jo, ko, ii, ji, ki)."""
     i, j, kk = sch.get_loops("C")
     io, ii = sch.split(i, [None, 16])
     jo, ji = sch.split(j, [None, 16])
     ko, ki = sch.split(kk, [None, 8])
     sch.reorder(io, jo, ko, ii, ji, ki)
+    return io, jo, ko, ii, ji, ki
+
+
+def tiled(C, *, bind_first: bool, spread: bool = False):
+    """The user's schedule: 16x16 work-groups, steps of 8 along k, both operands in shared
+    memory at the step loop (bound before or after the copies are placed)."""
+    sch = pl.Schedule(C)
+    io, jo, ko, ii, ji, ki = tile_loops(sch)
 
     def bind():
         for loop, axis in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"),
@@ -120,11 +126,7 @@ def test_a_copy_of_values_changed_in_the_nest_is_refused():
     r = pl.reduce_axis((0, 24), name="k")
     C = pl.compute((40, 40), lambda i, j: pl.sum(T[i, r] * B[r, j], axis=r), name="C")
     sch = pl.Schedule(C)
-    i, j, kk = sch.get_loops("C")
-    io, ii = sch.split(i, [None, 16])
-    jo, ji = sch.split(j, [None, 16])
-    ko, ki = sch.split(kk, [None, 8])
-    sch.reorder(io, jo, ko, ii, ji, ki)
+    io, jo, ko, ii, ji, ki = tile_loops(sch)
     copy = sch.cache_read("C", "T", "shared")
     sch.compute_at(copy, ko)
     sch.compute_at("T", ko)
