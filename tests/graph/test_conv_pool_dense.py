@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch", reason="the PyTorch importer needs torch (e
 nn = torch.nn
 
 from .models import SeedCNN  # noqa: E402 - after the skip
-from .test_from_torch import run_poisoned  # noqa: E402
+from .test_from_torch import assert_matches_torch, run_poisoned  # noqa: E402
 
 
 def merged(g):
@@ -42,9 +42,7 @@ def test_seed_cnn_on_a_batch_of_vectors_runs_one_head_kernel(model):
     # the pooled features never leave the kernel
     assert all(v.type.shape != (batch, 32, 13, 13) for b in ex.graph.bindings
                for v in b.outputs)
-    with torch.no_grad():
-        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
-                                   rtol=1e-5, atol=1e-5)
+    assert_matches_torch(ex, model, x)
 
 
 @pytest.mark.parametrize("batch", [3, 17, 2 * default_lanes()])
@@ -52,9 +50,7 @@ def test_few_images_or_idle_lanes_keep_the_kernels_apart(model, batch):
     x = torch.randn(batch, 1, 28, 28)
     ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
     assert merged(ex.graph) == []
-    with torch.no_grad():
-        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
-                                   rtol=1e-5, atol=1e-5)
+    assert_matches_torch(ex, model, x)
 
 
 def test_symbolic_batch_keeps_the_kernels_apart(seed_cnn):
@@ -133,6 +129,4 @@ def test_a_flatten_of_other_axes_is_not_merged():
     x = torch.randn(2 * default_lanes(), 1, 8, 8)      # B * K rows: four vectors of them
     ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
     assert merged(ex.graph) == []
-    with torch.no_grad():
-        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
-                                   rtol=1e-5, atol=1e-5)
+    assert_matches_torch(ex, model, x)

@@ -13,7 +13,7 @@ from polyloop.graph.passes import conv_pool_schedule
 torch = pytest.importorskip("torch", reason="the PyTorch importer needs torch (extra 'graph')")
 nn = torch.nn
 
-from .test_from_torch import run_poisoned  # noqa: E402 - after the skip
+from .test_from_torch import assert_matches_torch, run_poisoned  # noqa: E402 - after the skip
 
 
 def kernels(g):
@@ -31,9 +31,7 @@ def test_seed_cnn_runs_the_fused_recipe(seed_cnn):
     assert "max_pool2d_conv_local" in source
     for batch in (1, 3):
         x = torch.randn(batch, 1, 28, 28)
-        with torch.no_grad():
-            np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
-                                       rtol=1e-5, atol=1e-5)
+        assert_matches_torch(ex, model, x)
 
 
 class TwoLayers(nn.Module):
@@ -59,9 +57,7 @@ def test_only_small_convolutions_with_tiling_pools_are_fused():
     assert len(fused) == 1 and fused[0].kernel.body[0].inputs[0].name == "x"
     for batch in (1, 4):
         x = torch.randn(batch, 2, 31, 29)
-        with torch.no_grad():
-            np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
-                                       rtol=1e-5, atol=1e-5)
+        assert_matches_torch(ex, model, x)
 
 
 class SharedActivation(nn.Module):

@@ -4,7 +4,6 @@ vectors, read a copy padded with zero columns (graph.passes.pad_dense_columns) a
 PyTorch; whole-vector columns and other dense layers keep their weights as stored."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import polyloop as pl
@@ -15,7 +14,7 @@ from polyloop.ops.knobs import default_lanes
 torch = pytest.importorskip("torch", reason="the PyTorch importer needs torch (extra 'graph')")
 nn = torch.nn
 
-from .test_from_torch import run_poisoned  # noqa: E402 - after the skip
+from .test_from_torch import assert_matches_torch  # noqa: E402 - after the skip
 
 
 def padded(g):
@@ -43,9 +42,7 @@ def test_streamed_and_narrow_layers_read_padded_weights(rows):
     assert wide == expected
     assert all(dense_split_schedule(b) is not None for b in ex.graph.bindings
                if isinstance(b, pl.graph.KernelCall) and b.kernel.name in wide)
-    with torch.no_grad():
-        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
-                                   rtol=1e-5, atol=1e-5)
+    assert_matches_torch(ex, model, x)
 
 
 def test_seed_cnn_at_batch_4(seed_cnn):
@@ -57,6 +54,4 @@ def test_seed_cnn_at_batch_4(seed_cnn):
                                                            * default_lanes()))
     if _slices(5408) >= 2:
         assert wide["model_k2_linear"][0] == ["matmul", "add", "relu"]
-    with torch.no_grad():
-        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
-                                   rtol=1e-5, atol=1e-5)
+    assert_matches_torch(ex, model, x)

@@ -4,7 +4,6 @@ dense layers (rows widened to whole vectors) run polyloop.ops.dense_split_k and 
 a symbolic batch keeps the general dense schedule."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import polyloop as pl
@@ -14,7 +13,7 @@ from polyloop.graph.passes.dense_split import _slices
 torch = pytest.importorskip("torch", reason="the PyTorch importer needs torch (extra 'graph')")
 nn = torch.nn
 
-from .test_from_torch import run_poisoned  # noqa: E402 - after the skip
+from .test_from_torch import assert_matches_torch  # noqa: E402 - after the skip
 
 
 def routed(ex):
@@ -32,9 +31,7 @@ def test_few_rows_on_large_weights_split_the_reduction(rows):
     ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
     # the first layer splits its reduction, the narrow second one (5 columns) is one slice
     assert routed(ex) == ["model_k0_linear", "model_k1_linear"]
-    with torch.no_grad():
-        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
-                                   rtol=1e-5, atol=1e-5)
+    assert_matches_torch(ex, model, x)
 
 
 def test_narrow_layer_on_many_rows():
@@ -43,9 +40,7 @@ def test_narrow_layer_on_many_rows():
     x = torch.randn(37, 100)
     ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
     assert routed(ex) == ["model_k0_linear"]
-    with torch.no_grad():
-        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
-                                   rtol=1e-5, atol=1e-5)
+    assert_matches_torch(ex, model, x)
 
 
 def test_symbolic_batch_keeps_the_general_schedule(seed_cnn):

@@ -24,6 +24,13 @@ def run_poisoned(ex, *inputs):
     return outs[0] if len(outs) == 1 else outs
 
 
+def assert_matches_torch(ex, model, x):
+    """``ex`` on ``x`` (poisoned outputs) equals the PyTorch ``model`` within 1e-5."""
+    with torch.no_grad():
+        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
+                                   rtol=1e-5, atol=1e-5)
+
+
 @pytest.fixture
 def cnn(seed_cnn):
     return seed_cnn
