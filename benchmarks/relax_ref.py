@@ -21,15 +21,11 @@ def relax_runner(model: Any, x: Any, threads: int) -> tuple[Callable[[], object]
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from polyloop import config
-    from polyloop.util.isa import host_isa
+    from polyloop.bench.tvm_ref import tvm_target
 
     start = time.perf_counter()
     mod = from_exported_program(torch.export.export(model, (x,)), keep_params_as_input=False)
-    # 0.27 rejects mcpu=native: name a CPU with the host's vectors
-    mcpu = {"avx512": "icelake-server", "avx2": "haswell"}.get(host_isa(config.CONFIG.cc).name,
-                                                             "x86-64")
-    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu, "num-cores": threads})
+    target = tvm.target.Target(tvm_target(threads))
     vm = relax.VirtualMachine(tvm.compile(mod, target=target), tvm.cpu())
     built = time.perf_counter() - start
     arg = tvm.runtime.tensor(x.numpy(), tvm.cpu())

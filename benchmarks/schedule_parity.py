@@ -53,9 +53,8 @@ import numpy as np
 
 import polyloop as pl
 from polyloop.bench.peers import aligned_copy, load_tvm, time_call
+from polyloop.bench.tvm_ref import tvm_target
 from polyloop.runtime.module import apply_thread_count
-from polyloop.util.isa import host_isa
-from polyloop import config
 
 LADDER = ("blocking", "vectorize", "loop permutation", "array packing", "write cache", "parallel")
 
@@ -473,12 +472,6 @@ class Row:
     best: dict[str, float] = field(default_factory=lambda: {"polyloop": math.inf, "tvm": math.inf})
 
 
-def _tvm_target(threads: int) -> dict[str, object]:
-    mcpu = {"avx512": "icelake-server", "avx2": "haswell"}.get(host_isa(config.CONFIG.cc).name,
-                                                               "x86-64")
-    return {"kind": "llvm", "mcpu": mcpu, "num-cores": threads}
-
-
 def _check(name: str, tool: str, got: np.ndarray, want: np.ndarray) -> None:
     if not np.allclose(got, want, rtol=1e-3, atol=1e-3):
         err = float(np.nanmax(np.abs(got - want)))
@@ -537,7 +530,7 @@ def _polyloop_timer(case: Case, arrays: list[np.ndarray], threads: int, repeat: 
 
 def _tvm_timer(tvm: Any, case: Case, arrays: list[np.ndarray], threads: int, repeat: int,
                clock: str = "wall"):
-    lib = tvm.compile(case.tvm(tvm), target=_tvm_target(threads))
+    lib = tvm.compile(case.tvm(tvm), target=tvm_target(threads))
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(a, dev) for a in arrays]
     out = tvm.runtime.tensor(np.full(case.out_shape, np.nan, np.float32), dev)

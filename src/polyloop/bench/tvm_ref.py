@@ -23,9 +23,14 @@ from .. import config
 Runner = tuple[Callable[[], object], Callable[[], np.ndarray]]
 
 
-def _target(tvm: Any, threads: int) -> dict[str, object]:
+def tvm_target(threads: int) -> dict[str, object]:
+    """The TVM 0.27 target for this host's CPU and ``threads`` cores. The string form and
+    mcpu=native do not work in 0.27: it names a CPU with the host's vectors.
+
+    >>> tvm_target(2)["num-cores"]
+    2
+    """
     isa = host_isa(config.CONFIG.cc)
-    # The string form and mcpu=native do not work in 0.27: name a CPU with the host's vectors.
     mcpu = {"avx512": "icelake-server", "avx2": "haswell"}.get(isa.name, "x86-64")
     return {"kind": "llvm", "mcpu": mcpu, "num-cores": threads}
 
@@ -81,7 +86,7 @@ def matmul(tvm: Any, a: np.ndarray, b: np.ndarray, *, threads: int) -> Runner:
     x, _, z = sch.get_loops(sch.get_sblock("P"))
     sch.parallel(x)
     sch.vectorize(z)
-    lib = tvm.compile(sch.mod, target=_target(tvm, threads))
+    lib = tvm.compile(sch.mod, target=tvm_target(threads))
     return _run(tvm, lib, [a, b], (m, n))
 
 
@@ -104,7 +109,7 @@ def depthwise(tvm: Any, x: np.ndarray, w: np.ndarray, *, threads: int, pad: int 
     Y = te.compute(x.shape, lambda n_, ch, y, v: te.sum(Xp[n_, ch, y + r, v + s] * W[ch, 0, r, s],
                                                          axis=[r, s]), name="Y")
     lib = tvm.compile(tvm.IRModule({"main": te.create_prim_func([X, W, Y])}),
-                      target=_target(tvm, threads))
+                      target=tvm_target(threads))
     return _run(tvm, lib, [x, w], x.shape)
 
 
