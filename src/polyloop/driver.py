@@ -21,7 +21,8 @@ from .lower import lower
 from .lower.hazards import negative_stride_reduction
 from .lower.launches import lower_device
 from .poly.assumptions import assumption_checks
-from .poly.bounds import find_out_of_bounds
+from .ir.assumption import Assumption
+from .poly.preconditions import Preconditions, preconditions, with_preconditions
 from .poly.coverage import unwritten_elements, unwritten_reads
 from .poly.nest_work import nest_work
 from .runtime import Module, compile_c
@@ -77,38 +78,45 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
     return Schedule(*outs, args=args, name=name)
 
 
-def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
+# the preconditions of a program and every condition on its sizes a call checks
+Sized = tuple[Preconditions, tuple[Assumption, ...]]
+
+
+def _build_c(sch: Schedule, sized: Sized, *, name: str | None, fast_math: bool, queue: object,
              profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     if queue is not None:
         raise PolyloopError("queue= is an option of the 'opencl' target")
-    kernel, source, extra, sites = c_kernel(sch, name=name, profile=profile,
-                                            check_bounds=False)
+    kernel, source, extra, sites = c_kernel(sch, name=name, profile=profile, sized=sized)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
     mod = Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
                  source=source, target="c",
                  profile=_profile_layout(sch.program, kernel, regions) if regions else None,
-                 assumptions=assumption_checks(sch.program), temps=kernel.temps,
+                 assumptions=sized[1], temps=kernel.temps,
                  index_sites=tuple(site.describe() for site in sites),
                  partial_outputs=partial_outputs)
     mod.explanation = explain_kernel(kernel)
     return mod
 
 
-def assert_in_bounds(sch: Schedule) -> None:
-    """Raise PolyloopError when a read or write of the program can leave its buffer."""
-    outside = find_out_of_bounds(sch.original)
-    if outside is not None:
-        raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
-                            "read with pl.where(condition, read, other)")
+def sized_program(sch: Schedule) -> Sized:
+    """The preconditions under which every access of the program stays in its buffer
+    (``poly.preconditions``: lowering relies on them) and the conditions on the sizes every
+    call checks: the program's assumptions, then those preconditions. Raises BuildError when
+    no useful size is left."""
+    pre = preconditions(sch.original)
+    if pre.refusal is not None:
+        raise BuildError(pre.refusal)
+    return pre, assumption_checks(sch.program) + pre.requirements
 
 
 def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
-             check_bounds: bool = True):
+             sized: Sized | None = None):
     """Lower a schedule and generate its C function: ``(kernel, source, extra_flags, sites)``,
     where ``kernel`` has the entry's ``name``, ``args`` and ``params``, ``extra_flags`` are the
-    compiler flags the source needs and ``sites`` the accesses checked at run time. (The graph executor links many such sources into one
-    library.)
+    compiler flags the source needs and ``sites`` the accesses checked at run time. (The graph
+    executor links many such sources into one library.) ``sized``: what ``sized_program``
+    returns, computed here when not given; the C function checks those conditions itself.
 
     >>> import polyloop as pl
     >>> B = pl.compute((4,), lambda i: pl.placeholder((4,), name="A")[i] + 1.0, name="B")
@@ -116,12 +124,10 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
     >>> kernel.name, "int32_t inc(" in source
     ('inc', True)
     """
-    if check_bounds:
-        assert_in_bounds(sch)
-    kernel = lower(sch.program, sch.state.root, name=name)
+    pre, conditions = sized if sized is not None else sized_program(sch)
+    kernel = lower(with_preconditions(sch.program, pre), sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
-    source, sites = codegen.generate_c_unit(kernel, profile=regions,
-                                            assumptions=assumption_checks(sch.program))
+    source, sites = codegen.generate_c_unit(kernel, profile=regions, assumptions=conditions)
     flags = workaround_flags(negative_step_reduction=negative_stride_reduction(kernel.body))
     return kernel, source, flags, sites
 
@@ -142,14 +148,14 @@ def _profile_layout(program: Program, kernel, regions: tuple):
                          tuple(r.parallel for r in regions), counts)
 
 
-def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
+def _build_opencl(sch: Schedule, sized: Sized, *, name: str | None, fast_math: bool, queue: object,
                   profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     if profile:
         raise PolyloopError("profile= is an option of the 'c' target; the OpenCL target has "
                             "no per-nest timers")
     queue = queue if queue is not None else default_queue()   # a clear error without OpenCL
     sch = map_unbound_nests(sch)    # a nest left unbound runs on work-groups where it can
-    device = lower_device(sch.program, sch.state.root, name=name)
+    device = lower_device(with_preconditions(sch.program, sized[0]), sch.state.root, name=name)
     unit = generate_opencl_unit(device)
     launches = tuple(LaunchSpec(x.kernel.name, x.groups, x.items,
                                 tuple(b.name for b in x.kernel.args)
@@ -159,20 +165,21 @@ def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: ob
                         scratch=device.scratch, launches=launches, queue=queue,
                         index_sites=tuple(site.describe() for site in unit.index_sites),
                         partial_outputs=partial_outputs,
-                        assumptions=assumption_checks(sch.program))
+                        assumptions=sized[1])
 
 
-def _build_cuda(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
+def _build_cuda(sch: Schedule, sized: Sized, *, name: str | None, fast_math: bool, queue: object,
                 profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     if profile or queue is not None:
         raise PolyloopError("profile= and queue= are options of the 'c' and 'opencl' targets")
-    device = lower_device(sch.program, sch.state.root, name=name)
+    device = lower_device(with_preconditions(sch.program, sized[0]), sch.state.root, name=name)
     source = generate_cuda(device)
     ptx = compile_cuda(source, name=device.name, fast_math=fast_math)
     launches = tuple(CudaLaunch(x.kernel.name, x.groups, x.items,
                                 tuple(b.name for b in x.kernel.args)) for x in device.launches)
     return CudaModule(source, ptx.text, entry=device.name, args=device.args,
-                      params=device.params, scratch=device.scratch, launches=launches)
+                      params=device.params, scratch=device.scratch, launches=launches,
+                      assumptions=sized[1])
 
 
 # target -> builder (lower, generate code, compile, wrap in a callable module)
@@ -215,16 +222,16 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
     sch = _schedule(obj, args, name)
     if database is not None:
         sch = best_known(sch, target, database)
-    assert_in_bounds(sch)
-    partial = _check_dataflow(sch)
-    mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
+    sized = sized_program(sch)
+    partial = _check_dataflow(sch, with_preconditions(sch.program, sized[0]))
+    mod = TARGETS[target](sch, sized, name=name, fast_math=fast_math, queue=queue,
                           profile=_profile_depth(profile), partial_outputs=partial)
     mod.schedule = sch
     if explain:
         print(mod.explain() if hasattr(mod, "explain") else
               f"explain=True: the {target!r} target gives no explanation")
     if check:
-        check_against_interpreter(sch.original, mod)
+        check_against_interpreter(with_preconditions(sch.original, sized[0]), mod)
     return mod
 
 
@@ -248,11 +255,11 @@ def best_known(sch: Schedule, target: str, database: object) -> Schedule:
     return Schedule.from_trace(sch.original, best.trace)
 
 
-def _check_dataflow(sch: Schedule) -> frozenset[str]:
+def _check_dataflow(sch: Schedule, program: Program) -> frozenset[str]:
     """Refuse a temporary element read before any instance writes it (it would be whatever the
     memory held); warn for such reads of outputs. Returns the outputs some element of which
     the program may not write: allocated zeroed, never overwritten where not written."""
-    program, schedule = sch.program, sch.state.schedule_map()
+    schedule = sch.state.schedule_map()
     for read in unwritten_reads(program, schedule):
         if read.ordinary:
             raise BuildError(f"{read}; a temporary has no initial value: write it before "

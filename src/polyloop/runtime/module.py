@@ -75,6 +75,23 @@ class Module:
         return "\n".join(self.explanation)
 
     @property
+    def requires(self) -> tuple[str, ...]:
+        """The conditions on the size parameters every call checks, beyond each size being
+        >= 0: the program's assumptions, then what polyloop derived (sizes at which an access
+        would leave its buffer are excluded). The generated C checks them too.
+
+        >>> import polyloop as pl
+        >>> @pl.script
+        ... def last(A: pl.Buffer[("n",), "float64"], B: pl.Buffer[("n",), "float64"]):
+        ...     for i in range(n):
+        ...         B[i] = A[n - 1]
+        ...     B[0] = 0.0
+        >>> pl.build(last).requires
+        ('n >= 1',)
+        """
+        return self._binder.requires
+
+    @property
     def cache_hit(self) -> bool:
         """Whether the library came from the on-disk cache rather than a fresh compilation."""
         return self.library.cache_hit
