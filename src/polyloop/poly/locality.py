@@ -14,7 +14,7 @@ import islpy as isl
 
 from ..ir.expr import Var, free_vars
 from ..ir.program import Program
-from .access import accesses
+from .access import accesses, domain
 from .affine import prefix_map
 from .isl_util import map_in
 from .tree import LoopNode, statements_under
@@ -32,6 +32,49 @@ def stride_one(program: Program, stmt: str, expr: str) -> bool:
     if isinstance(last, Var):
         return last.name == used[0]
     return free_vars(last) == {used[0]} and str(last).startswith(used[0])
+
+
+def loop_iterator(program: Program, stmt: str, expr) -> str | None:
+    """The iterator of the statement that the loop expression equals (a loop as written),
+    or None.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, n), "float32", name="A")
+    >>> prog = pl.to_program(pl.compute((n, n), lambda i, j: A[j, i], name="B"))
+    >>> loop_iterator(prog, "B", "{ B[i, j] -> [(j)] }"), loop_iterator(prog, "B", "{ B[i, j] -> [(i + j)] }")
+    ('j', None)
+    """
+    s = program.statement(stmt)
+    m = map_in(program.params, expr).intersect_domain(domain(program, s))
+    for it in s.iters:
+        plain = map_in(program.params, f"{{ {s.name}[{', '.join(s.iters)}] -> [({it})] }}")
+        if m.is_equal(plain.intersect_domain(domain(program, s))):
+            return it
+    return None
+
+
+def separable(program: Program, stmt: str, iters: Sequence[str]) -> bool:
+    """Are the bounds of each of ``iters`` in the statement's domain free of its other
+    iterators (a rectangle in those dimensions, not a triangle)?
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, n), "float32", name="A")
+    >>> tri = pl.to_program(pl.compute((n, n), lambda i, j: pl.where(j <= i, A[i, j], 0.0),
+    ...                                name="B"))
+    >>> separable(tri, "B", ["i", "j"])
+    True
+    """
+    s = program.statement(stmt)
+    dom = domain(program, s).coalesce()
+    wanted = [s.iters.index(v) for v in iters]
+    for bset in dom.get_basic_sets():
+        for c in bset.get_constraints():
+            used = [k for k in range(len(s.iters)) if c.involves_dims(isl.dim_type.set, k, 1)]
+            if any(k in wanted for k in used) and len(used) > 1:
+                return False
+    return True
 
 
 def locality_score(program: Program, loop: LoopNode) -> int:

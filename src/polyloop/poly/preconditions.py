@@ -108,11 +108,11 @@ def _negation(ctx: isl.Set, piece: isl.BasicSet) -> Expr:
         part = part.intersect(ctx)
         if part.is_empty():
             continue
-        options.append(ast_expr(build.expr_from_set(part), {}))
+        options.append(ast_expr(build.expr_from_set(part), {}, strict_bounds=True))
         union = part if union is None else union.union(part)
     if options and union is not None and union.is_equal(rest):
         return any_of(options)
-    return ast_expr(build.expr_from_set(rest), {})
+    return ast_expr(build.expr_from_set(rest), {}, strict_bounds=True)
 
 
 def _negated_constraints(piece: isl.BasicSet) -> list[isl.Set]:

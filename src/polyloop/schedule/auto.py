@@ -65,9 +65,10 @@ from ..errors import PolyloopError, ScheduleError
 from ..ir.loops import LoopKind
 from ..poly import locality
 from ..poly.tree import LoopNode, loops, statements_under
-from .auto_band import schedule_band
-from .auto_common import AutoScheduleWarning, handle_of
-from .auto_fusion import distribute_deep_nests, fuse_nests
+from .auto_band import parallel_loop, schedule_band
+from .auto_common import AutoScheduleWarning, handle_of, machine
+from .auto_fusion import has_deep_reuse, distribute_deep_nests, fuse_nests
+from .auto_register import contraction, register_tile
 from .schedule import Schedule
 
 __all__ = ["AutoScheduleWarning", "FUSIONS", "TARGETS", "auto_schedule"]
@@ -115,10 +116,27 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
     if fusion == "smart":
         sch = distribute_deep_nests(sch)
     for top in [c for c in sch.state.root.children if isinstance(c, LoopNode)]:
-        sch = schedule_band(sch, top.id, tile, parallel)
+        tiled = _register_tiled(sch, top, parallel) if tile == "auto" else None
+        sch = tiled if tiled is not None else schedule_band(sch, top.id, tile, parallel)
     if vectorize:
         _vectorize(sch)
     return sch
+
+
+def _register_tiled(sch: Schedule, top: LoopNode, parallel: bool) -> Schedule | None:
+    """The nest at ``top`` register-tiled when it is a contraction with reuse that its loops
+    as written miss (``auto_register``), its outermost loop with work parallel; None when it is
+    no such nest or a primitive refuses."""
+    found = contraction(sch, top)
+    if found is None or not has_deep_reuse(sch, top):
+        return None
+    done = register_tile(sch, top, found, machine())
+    if done is None:
+        return None
+    out, outside = done
+    if parallel:
+        out, _ = parallel_loop(out, outside, nested=False)
+    return out
 
 
 # -- 5. vectorization -------------------------------------------------------------------------------

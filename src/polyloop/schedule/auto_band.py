@@ -192,7 +192,7 @@ def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,
     that, a loop inside the tiles (``ids[outside:]``). Inside a serial loop (``nested``), a
     loop is worth a parallel region only if it contains loops: one pass of a single loop is
     too little work for the threads to meet every iteration."""
-    sch, found = _parallel_loop(sch, ids[:outside], nested=nested)
+    sch, found = parallel_loop(sch, ids[:outside], nested=nested)
     if found:
         return sch, True
     if permutable and len(ids) >= 2:
@@ -204,7 +204,7 @@ def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,
         done = attempt(sch, wavefront)
         if done is not None:
             return done[0], True
-    return _parallel_loop(sch, ids[outside:], nested=True)
+    return parallel_loop(sch, ids[outside:], nested=True)
 
 
 PARALLEL_MIN_ITERATIONS = 1 << 15
@@ -219,7 +219,9 @@ def _big_enough(sch: Schedule, node: LoopNode) -> bool:
     return len(sch.state.root.children) == 1
 
 
-def _parallel_loop(sch: Schedule, ids: list[int], *, nested: bool) -> tuple[Schedule, bool]:
+def parallel_loop(sch: Schedule, ids: list[int], *, nested: bool) -> tuple[Schedule, bool]:
+    """The first loop of ``ids`` made parallel where that is legal and worth it (a loop that
+    contains loops; a lone loop only when it is long, and never ``nested`` in a serial one)."""
     for i in ids:
         node = sch.state.loop(i)
         if not any(isinstance(c, LoopNode) for c in node.children) and \

@@ -49,7 +49,7 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
         shifts = fusion_shifts.merge_shifts(sch.program, sch.state.deps, outer, first, second,
                                         context)
         plain = fusion == "smart" and not _time_loop(sch, node)
-        if plain and (_has_deep_reuse(sch, a) or _has_deep_reuse(sch, b)):
+        if plain and (has_deep_reuse(sch, a) or has_deep_reuse(sch, b)):
             k += 1      # fusing would keep the nest from becoming a band of its own (tiled)
             continue
         if plain:
@@ -73,7 +73,7 @@ def _time_loop(sch: Schedule, node: LoopNode | None) -> bool:
     if node is None or any(len(sch.state.path(leaf.id)) > 3 for leaf in loops(node)):
         # sweeps of 3-D grids: time tiles whose data fits L2 are too thin to vectorize well
         return False
-    return vd.check_parallel(sch.state, node) is not None and _has_deep_reuse(sch, node)
+    return vd.check_parallel(sch.state, node) is not None and has_deep_reuse(sch, node)
 
 
 def _merge(sch: Schedule, first: list[LoopNode], second: list[LoopNode],
@@ -119,7 +119,7 @@ def _nest_pays(sch: Schedule, node: LoopNode) -> bool:
     return locality.tiling_pays(groups, extents, cache_sizes()[1] // 2)
 
 
-def _has_deep_reuse(sch: Schedule, top: LoopNode) -> bool:
+def has_deep_reuse(sch: Schedule, top: LoopNode) -> bool:
     """Does a statement under ``top`` sit in 3 or more loops that, made one band, would need
     tiling to capture their reuse (a matrix product, not a matrix-vector product)?"""
     for leaf in loops(top):

@@ -14,7 +14,7 @@ import polyloop as pl
 from polyloop.ir.program import BufferRole
 from polyloop.runtime.shapes import evaluate
 
-from .polybench_c import KERNELS
+from .kernels import KERNELS
 
 SIZES = {"m": 7, "n": 9, "ni": 7, "nj": 9, "nk": 5, "nl": 6, "nm": 8, "nr": 3, "nq": 4,
          "np_": 5, "tsteps": 2, "tmax": 3, "nx": 6, "ny": 7, "w": 6, "h": 5}
