@@ -23,7 +23,6 @@ seconds ``auto_schedule`` plus ``pl.build`` took (compiling included, fresh cach
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import math
 import os
@@ -37,6 +36,7 @@ import numpy as np
 
 import polyloop as pl
 from polyloop import config
+from polyloop.runtime.openmp import OPENMP_RUNTIME, load_library
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import polybench_ref as ref  # noqa: E402
@@ -79,9 +79,12 @@ def polyloop_call(mod, named: dict):
 
 
 def set_threads(threads: int) -> None:
+    """Threads of polyloop's parallel loops (in this process and tuning's workers); loading
+    the OpenMP runtime through polyloop keeps its choice of how threads wait (the Graphite
+    code shares that runtime, and so the choice)."""
     config.CONFIG = dataclasses.replace(config.CONFIG, num_threads=threads)
-    os.environ["POLYLOOP_NUM_THREADS"] = str(threads)   # tuning's worker processes
-    ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+    os.environ["POLYLOOP_NUM_THREADS"] = str(threads)
+    load_library(OPENMP_RUNTIME).omp_set_num_threads(threads)
 
 
 def rounds(case: Case, variants: dict, values: dict, seconds: float,

@@ -17,6 +17,9 @@ class Config:
     compile_timeout: float = 300.0
     fuzz_examples: int | None = None    # POLYLOOP_FUZZ_EXAMPLES: inputs per fuzz test
     cflags: tuple[str, ...] = ()        # POLYLOOP_CFLAGS: appended to the C compiler's flags
+    # OMP_WAIT_POLICY or GOMP_SPINCOUNT as the user set them (None: unset, polyloop chooses
+    # "passive" before the OpenMP runtime starts, see runtime/openmp.py)
+    omp_waiting: str | None = None
 
     @property
     def threads(self) -> int:
@@ -88,6 +91,7 @@ def load() -> Config:
         compile_timeout=_timeout("POLYLOOP_COMPILE_TIMEOUT", DEFAULT_COMPILE_TIMEOUT),
         fuzz_examples=_positive_int("POLYLOOP_FUZZ_EXAMPLES"),
         cflags=tuple(os.environ.get("POLYLOOP_CFLAGS", "").split()),
+        omp_waiting=os.environ.get("OMP_WAIT_POLICY") or os.environ.get("GOMP_SPINCOUNT"),
     )
 
 

@@ -14,6 +14,7 @@ from .. import config
 from ..errors import BuildError
 from ..ir.assumption import Assumption
 from ..ir.expr import Const
+from ..ir.loop_notes import NoteKey
 from ..ir.loops import Barrier, Call, For, Kernel, LoopKind, Node, Region
 from ..ir.program import Buffer
 from ..util.isa import ISA, host_isa
@@ -22,6 +23,7 @@ from .function import InlineFunction
 from .helpers import HelperKind
 from .index_checks import FAULT_WORDS, INDEX_FAULT_STATUS, IndexSite, fault_symbol
 from .names import NameKind, is_c_identifier
+from .parallel import MIN_PARALLEL_WORK, chunk, work
 from .profile import ProfileRegion, emit_profile_prelude, emit_timed
 from .size_checks import emit_size_check_call, emit_size_checks
 from .vector import VectorLoopWriter
@@ -100,7 +102,22 @@ class CPrinter(CFamilyPrinter):
             # around (gcc still proves the iterations independent itself)
             return ["// the row of a loop-local tile: left to the C compiler's vectorizer",
                     "#pragma GCC unroll 1"]
+        if loop.kind is LoopKind.PARALLEL:
+            return [self._parallel_pragma(loop)]
         return [C_LOOP_PRAGMAS[loop.kind]] if loop.kind in C_LOOP_PRAGMAS else []
+
+    def _parallel_pragma(self, loop: For) -> str:
+        """``omp parallel for`` with the loop's schedule and, unless its work is known to be
+        large, the condition that keeps a small one on one thread (``parallel.py``)."""
+        balanced = any(k == NoteKey.BALANCED for k, _ in loop.annotations)
+        how = (f"schedule(dynamic, {self.index_expr(chunk(loop, config.CONFIG.threads))})"
+               if balanced else "schedule(static)")
+        amount = work(loop)
+        if isinstance(amount, Const):
+            when = "" if amount.value >= MIN_PARALLEL_WORK else " if(0)"
+        else:
+            when = f" if({self.index_expr(amount)} >= {MIN_PARALLEL_WORK})"
+        return f"#pragma omp parallel for {how}{when}"
 
     def thread_index(self, loop: For) -> str:
         raise BuildError(f"loop '{loop.var}' of kernel '{self.kernel.name}' is bound to "

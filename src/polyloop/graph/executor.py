@@ -21,6 +21,7 @@ from .. import config
 from ..errors import ArgumentError, PolyloopError
 from ..runtime.compiler import Library
 from ..runtime.module import apply_thread_count
+from ..runtime.openmp import load_library
 from ..util.aligned import aligned_bytes
 from .entry import ALIGN
 from .export import model_header
@@ -77,7 +78,7 @@ class Executor:
         self.graph, self.plan, self.library = graph, plan, library
         self.segments = segments
         self.blob_path = blob_path
-        self._cdll = ctypes.CDLL(str(library.path))
+        self._cdll = load_library(library.path)
         apply_thread_count(self._cdll, config.CONFIG.num_threads)
         self._fns = {}
         for s in segments:

@@ -21,6 +21,7 @@ from .binding import Binder, shape_to_str
 from .cache import verified
 from .compiler import Library
 from .header import INDEX_FAULT_STATUS, STATUS_CODES, header_lines
+from .openmp import load_library
 from .profile import Profile, ProfileLayout, make_profile, openmp_threads, read_counters
 
 # Calibration stops growing the number of calls per timing here, even for an empty kernel.
@@ -250,7 +251,7 @@ def _load(library: Library, entry: str) -> Callable[..., int]:
                          "(its SHA-256 differs from the one recorded, or none was): it is not "
                          "loaded. Build again to replace it")
     try:
-        cdll = ctypes.CDLL(str(library.path))
+        cdll = load_library(library.path)
     except OSError as e:
         raise BuildError(f"cannot load the compiled library {library.path}: {e}; delete that "
                          "cache directory to force a rebuild") from None

@@ -120,7 +120,17 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
         sch = tiled if tiled is not None else schedule_band(sch, top.id, tile, parallel)
     if vectorize:
         _vectorize(sch)
+    _balance(sch)
     return sch
+
+
+def _balance(sch: Schedule) -> None:
+    """Parallel loops over a triangle hand out their iterations in chunks (``balanced``): the
+    threads then finish together, and one the system deschedules does not hold up the rest."""
+    for node in list(loops(sch.state.root)):
+        if node.kind is LoopKind.PARALLEL and locality.unequal_iterations(
+                sch.program, sch.state.path(node.id)[:-1], node):
+            sch.annotate(handle_of(node), "balanced", "dynamic")
 
 
 def _register_tiled(sch: Schedule, top: LoopNode, parallel: bool) -> Schedule | None:

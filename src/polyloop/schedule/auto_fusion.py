@@ -48,7 +48,15 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
         first, second = _spine(a, last=True), _spine(b, last=False)
         shifts = fusion_shifts.merge_shifts(sch.program, sch.state.deps, outer, first, second,
                                         context)
-        plain = fusion == "smart" and not _time_loop(sch, node)
+        in_time = fusion == "smart" and _time_loop(sch, node)
+        plain = fusion == "smart" and not in_time
+        if in_time and any(not isinstance(sh.offset, int) for sh in shifts):
+            k += 1      # a shift by a size: the sweeps would not overlap, only lose parallelism
+            continue
+        if in_time and min(len(first), len(second)) >= 2:
+            # the sweeps' innermost loops stay apart: each a clean stride-1 loop (vectorized),
+            # while the loops around them form the band tiled in time
+            shifts = shifts[:min(len(first), len(second)) - 1]
         if plain and (has_deep_reuse(sch, a) or has_deep_reuse(sch, b)):
             k += 1      # fusing would keep the nest from becoming a band of its own (tiled)
             continue
@@ -70,8 +78,7 @@ def _time_loop(sch: Schedule, node: LoopNode | None) -> bool:
     """Is ``node`` a loop that carries a dependence around nests that, fused with shifts into
     one band with it, would have reuse worth tiling (a time loop around stencil sweeps)? Its
     body is fused as with ``fusion="max"``: the way to tile in time."""
-    if node is None or any(len(sch.state.path(leaf.id)) > 3 for leaf in loops(node)):
-        # sweeps of 3-D grids: time tiles whose data fits L2 are too thin to vectorize well
+    if node is None:
         return False
     return vd.check_parallel(sch.state, node) is not None and has_deep_reuse(sch, node)
 
@@ -96,6 +103,8 @@ def distribute_deep_nests(sch: Schedule) -> Schedule:
             if sch.state.loop(node.id) is None or len(node.children) < 2:
                 continue
             depth = len(sch.state.path(node.id))
+            if any(_time_loop(sch, outer) for outer in sch.state.path(node.id)[:-1]):
+                continue    # sweeps fused for tiling in time stay fused
             for k, child in enumerate(node.children):
                 if not isinstance(child, LoopNode) or depth + len(loop_chain(sch, child.id)) < 3 \
                         or not _nest_pays(sch, child):
