@@ -111,6 +111,14 @@ def unequal_iterations(program: Program, outer: Sequence[LoopNode], loop: LoopNo
     return False
 
 
+def indexes_written(program: Program, stmt: str, expr) -> bool:
+    """Does an iterator the loop expression moves index the element the statement writes?"""
+    s = program.statement(stmt)
+    m = map_in(program.params, expr)
+    moved = {it for k, it in enumerate(s.iters) if m.involves_dims(isl.dim_type.in_, k, 1)}
+    return any(moved & free_vars(ix) for ix in s.indices)
+
+
 def locality_score(program: Program, loop: LoopNode) -> int:
     """How much making ``loop`` innermost helps spatial locality: accesses whose last index
     moves with it (stride 1) minus accesses it moves through another index (a large stride)."""

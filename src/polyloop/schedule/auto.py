@@ -111,13 +111,15 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
         raise PolyloopError(f"auto_schedule: tile is \"auto\", a size >= 2 or None, got "
                             f"{tile!r}")
     sch = program.copy() if isinstance(program, Schedule) else Schedule(program)
+    in_time: frozenset[int] = frozenset()
     if fusion != "min":
-        sch = fuse_nests(sch, fusion)
+        sch, in_time = fuse_nests(sch, fusion)
     if fusion == "smart":
-        sch = distribute_deep_nests(sch)
+        sch = distribute_deep_nests(sch, in_time)
     for top in [c for c in sch.state.root.children if isinstance(c, LoopNode)]:
         tiled = _register_tiled(sch, top, parallel) if tile == "auto" else None
-        sch = tiled if tiled is not None else schedule_band(sch, top.id, tile, parallel)
+        sch = tiled if tiled is not None else schedule_band(sch, top.id, tile, parallel,
+                                                             in_time)
     if vectorize:
         _vectorize(sch)
     _balance(sch)
