@@ -90,8 +90,8 @@ def register_tile(sch: Schedule, top: LoopNode, c: Contraction,
         j0, j1, j2 = t.split(by_iter[c.vector], factors=[None, vectors, lanes])
         outer = [by_iter[v] for v in c.iters if v not in (c.row, c.vector) + c.reduction]
         t.reorder(*outer, i0, j0, *(by_iter[v] for v in c.reduction), i1, j1, j2)
-        t.unroll(i1)
-        t.unroll(j1)
+        t.unroll(i1, rows)      # the factor, not "fully": a partial tile's loop unrolls as
+        t.unroll(j1, vectors)   # far as the full one's (gcc would unroll it 8 times)
         t.vectorize(j2)
         t.reverse_compute_at(tile, j0)
         for b in t.blocks():        # an update of an argument loads the tile first
