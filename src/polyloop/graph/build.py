@@ -28,7 +28,7 @@ from .passes.attention import attention_schedule
 from .passes import conv_pool_dense_schedule, fuse_conv_pool_dense, pad_dense_columns
 from .passes import (conv_epilogue_schedule, conv_pool_schedule, dense_split_schedule,
                      fold_constants, fold_conv_epilogues, fuse_conv_pool, fuse_into_consumers,
-                     fuse_operators, library_conv, library_matmul, packed_columns,
+                     fuse_operators, library_conv, library_matmul, packed_columns, packed_conv,
                      remove_dead_code, use_library_kernels)
 from .schedule import default_schedule
 
@@ -79,16 +79,14 @@ def _library_schedule(kc: KernelCall):
         return ops.schedule_matmul(ops.matmul_packed(x, w, packed_columns(body[0])))
     if kind == "matmul":
         return ops.schedule_matmul(ops.matmul(x, w))
-    pad = body[0].attr("padding")[0]
-    if kind == "conv2d" and body[0].attr("winograd"):     # weights made by winograd_weights
-        k_out = body[0].outputs[0].type.shape[1]
-        return ops.schedule_conv2d_winograd(ops.conv2d_winograd(x, w, k_out, pad))
     if kind == "conv2d":
-        stride = body[0].attr("stride")[0]
-        if len(w.shape) == 5:       # weights packed by use_library_kernels
-            k_out = body[0].outputs[0].type.shape[1]
-            return ops.schedule_conv2d_nchw(ops.conv2d_nchw_packed(x, w, k_out, pad, stride))
-        return ops.schedule_conv2d_nchw(ops.conv2d_nchw(x, w, pad, stride))
+        conv = packed_conv(body[0], x, w)
+        if conv is None:
+            return None
+        if body[0].attr("winograd"):
+            return ops.schedule_conv2d_winograd(conv)
+        return ops.schedule_conv2d_nchw(conv)
+    pad = body[0].attr("padding")[0]
     return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(x, w, pad))
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops import (conv2d_channel_block, matmul_panel_width, pack_conv2d_weight,
-                    pack_matmul_weight)
+from ...ops import (conv2d_channel_block, conv2d_nchw, conv2d_nchw_packed, conv2d_winograd,
+                    matmul_panel_width, pack_conv2d_weight, pack_matmul_weight)
+from ...ops.conv_packed import group_span
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
 from ..schedule import unpacked_dense
 from .attention import library_attention, split_attention
@@ -25,24 +26,65 @@ from .winograd import winograd_conv, winograd_weights
 
 
 def library_conv(call: Call) -> str | None:
-    """``"conv2d"`` or ``"depthwise"`` when ``polyloop.ops`` schedules this convolution."""
-    if call.op is not Op.CONV2D or call.attr("dilation") != (1, 1):
+    """``"conv2d"`` or ``"depthwise"`` when ``polyloop.ops`` schedules this convolution: any
+    kernel size, padding, stride and dilation; grouped when a block of output channels of the
+    recipe holds whole groups or a group whole blocks (``ops.conv_packed.group_span``); a
+    depthwise one (one input and output channel per group) at stride 1, undilated, with a
+    square kernel and padding runs the depthwise recipe."""
+    if call.op is not Op.CONV2D:
         return None
     if call.attr("winograd"):           # weights transformed by winograd_weights
         return "conv2d"
-    ph, pw = call.attr("padding")
-    sh, sw = call.attr("stride")
     x, w = call.inputs[0].type, call.inputs[1].type
-    if ph != pw or sh != sw or x.dtype != "float32" or w.shape[2] != w.shape[3]:
-        return None
     groups = call.attr("groups")
-    if groups == 1:
-        return "conv2d"
-    if sh != 1:
-        return None
-    if groups == x.shape[1] and w.shape[0] == groups and w.shape[1] == 1:
+    if x.dtype != "float32" or groups == 1:
+        return "conv2d" if x.dtype == "float32" else None
+    ph, pw = call.attr("padding")
+    depthwise = groups == x.shape[1] and w.shape[0] == groups and w.shape[1] == 1
+    if depthwise and call.attr("stride") == (1, 1) and call.attr("dilation") == (1, 1) \
+            and ph == pw and w.shape[2] == w.shape[3]:
         return "depthwise"
+    if isinstance(x.shape[1], int) and conv_block(w.shape[0], groups, w.dtype) is not None:
+        return "conv2d"
     return None
+
+
+def conv_block(out_channels: int, groups: int, dtype: str = "float32") -> int | None:
+    """Output channels per packed weight block of a convolution: the recipe's default
+    (``ops.conv2d_channel_block``) without groups; with groups, the first of two vectors or one
+    vector that holds whole groups or divides a group (fewest zeros in the block-diagonal
+    blocks), None when neither does.
+
+    >>> conv_block(64, 1) == conv2d_channel_block()
+    True
+    """
+    block = conv2d_channel_block(dtype)
+    if groups == 1:
+        return block
+    kg = out_channels // groups
+    choices = (block, block // 2)
+    for b in choices:                   # a group spans whole blocks: no zeros
+        if kg % b == 0:
+            return b
+    for b in reversed(choices):         # a block holds whole groups: fewest zeros
+        if b % kg == 0 and group_span(out_channels, groups, b) is not None:
+            return b
+    return None
+
+
+def packed_conv(call: Call, x, w):
+    """The ``polyloop.ops`` tensor of library conv2d ``call`` on placeholders ``x`` and its
+    (packed or Winograd) weights ``w``."""
+    k_out = call.outputs[0].type.shape[1]
+    pad = call.attr("padding")
+    if call.attr("winograd"):        # weights made by winograd_weights
+        return conv2d_winograd(x, w, k_out, pad[0])
+    if len(w.shape) == 5:            # weights packed by use_library_kernels
+        return conv2d_nchw_packed(x, w, k_out, pad, call.attr("stride"),
+                                  dilation=call.attr("dilation"), groups=call.attr("groups"))
+    if call.attr("groups") != 1 or call.attr("dilation") != (1, 1):
+        return None
+    return conv2d_nchw(x, w, pad, call.attr("stride"))
 
 
 def library_matmul(call: Call) -> bool:
@@ -96,7 +138,10 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
     else:
         dtype = weight.type.dtype
         packed = pack_matmul_weight(data[weight.name], matmul_panel_width(dtype)) if dense \
-            else pack_conv2d_weight(data[weight.name], conv2d_channel_block(dtype))
+            else pack_conv2d_weight(data[weight.name],
+                                    conv_block(conv.outputs[0].type.shape[1],
+                                               conv.attr("groups"), dtype),
+                                    conv.attr("groups"))
         # a layer called twice has its weights transposed once per call by fold_constants:
         # equal packed weights are one constant
         same = [c.value for c in new if c.value.name.endswith("_packed")
