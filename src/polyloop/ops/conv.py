@@ -273,7 +273,11 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
         sch.reorder(p0, a1, a2, a3, p1)
         sch.parallel(p0)
     if padded is not None:
-        sch.parallel(sch.get_loops(padded.name)[1])
+        pad_loops = sch.get_loops(padded.name)
+        sch.parallel(pad_loops[1])
+        # explicit vectors along the padded rows (GCC 12.2 at -O3 vectorizes the copy's row
+        # loop wrongly when only the rows are padded)
+        sch.vectorize(pad_loops[-1])
     if prefetch:
         packed = weight.name if weight.ndim == 5 else f"{weight.name}_packed"
         sch.prefetch(out.name, packed, c, prefetch)
