@@ -73,3 +73,24 @@ def test_a_value_read_twice_inside_a_chain_stays_in_the_kernel_but_one_read_outs
     pl.graph.build(g)(xv, out=(out,))
     tv = np.tanh(xv)
     np.testing.assert_allclose(out, tv / (1 + np.exp(-tv)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kernel,stride", [(3, (2, 2)), (5, (2, 2)), (3, (1, 2)), (5, (2, 1))])
+def test_strided_depthwise_runs_the_depthwise_recipe(kernel, stride):
+    c = 19
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((c, 1, kernel, kernel)).astype("float32")
+    b = pl.graph.GraphBuilder("g")
+    x = b.input("x", ("n", c, 15, 13))
+    y = b.emit(Op.CONV2D, x, b.constant(w, "w"), stride=stride, padding=(kernel // 2,) * 2,
+               dilation=(1, 1), groups=c)
+    g = b.build(y)
+    ex = pl.graph.build(g)
+    kernels = [kc for kc in ex.graph.bindings if isinstance(kc, pl.graph.KernelCall)]
+    assert pl.graph.passes.library_conv(kernels[0].kernel.body[0]) == "depthwise"
+    xv = rng.standard_normal((2, c, 15, 13)).astype("float32")
+    ref = F.conv2d(torch.from_numpy(xv), torch.from_numpy(w), None, stride, kernel // 2, 1,
+                   c).numpy()
+    out = np.full(ref.shape, np.nan, np.float32)
+    ex(xv, out=(out,))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

@@ -86,8 +86,8 @@ def _library_schedule(kc: KernelCall):
         if body[0].attr("winograd"):
             return ops.schedule_conv2d_winograd(conv)
         return ops.schedule_conv2d_nchw(conv)
-    pad = body[0].attr("padding")[0]
-    return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(x, w, pad))
+    return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(
+        x, w, body[0].attr("padding"), stride=body[0].attr("stride")))
 
 
 def _schedule(kc: KernelCall, database: Database | None):

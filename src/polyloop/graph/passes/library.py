@@ -29,8 +29,8 @@ def library_conv(call: Call) -> str | None:
     """``"conv2d"`` or ``"depthwise"`` when ``polyloop.ops`` schedules this convolution: any
     kernel size, padding, stride and dilation; grouped when a block of output channels of the
     recipe holds whole groups or a group whole blocks (``ops.conv_packed.group_span``); a
-    depthwise one (one input and output channel per group) at stride 1, undilated, with a
-    square kernel and padding runs the depthwise recipe."""
+    depthwise one (one input and output channel per group), undilated, runs the depthwise
+    recipe (a column stride needs constant image sizes)."""
     if call.op is not Op.CONV2D:
         return None
     if call.attr("winograd"):           # weights transformed by winograd_weights
@@ -39,10 +39,9 @@ def library_conv(call: Call) -> str | None:
     groups = call.attr("groups")
     if x.dtype != "float32" or groups == 1:
         return "conv2d" if x.dtype == "float32" else None
-    ph, pw = call.attr("padding")
     depthwise = groups == x.shape[1] and w.shape[0] == groups and w.shape[1] == 1
-    if depthwise and call.attr("stride") == (1, 1) and call.attr("dilation") == (1, 1) \
-            and ph == pw and w.shape[2] == w.shape[3]:
+    if depthwise and call.attr("dilation") == (1, 1) and (
+            call.attr("stride")[1] == 1 or all(isinstance(d, int) for d in x.shape[2:])):
         return "depthwise"
     if isinstance(x.shape[1], int) and conv_block(w.shape[0], groups, w.dtype) is not None:
         return "conv2d"
@@ -101,13 +100,26 @@ def packed_columns(call: Call) -> int | None:
     return call.attr("columns") if call.op is Op.MATMUL else None
 
 
-def _dense(call: Call) -> bool:
-    """A dense layer with constant (transposed) weights on rows of constant count, or on a
-    2-D input: ``polyloop.ops.matmul`` of the input viewed as a matrix."""
+def _dense(call: Call, data: dict[str, np.ndarray]) -> bool:
+    """A dense layer: a linear layer with constant (transposed) weights, or a matrix product
+    whose right operand is a constant matrix (an exported linear layer), on rows of constant
+    count or on a 2-D input: ``polyloop.ops.matmul`` of the input viewed as a matrix. Narrow
+    layers or few rows of a 2-D input keep their weights as stored (``unpacked_dense``)."""
+    if call.op not in (Op.LINEAR, Op.MATMUL) or len(call.inputs) < 2:
+        return False
     x = call.inputs[0].type
-    return call.op is Op.LINEAR and bool(call.attr("transposed")) and x.dtype == "float32" \
-        and (len(x.shape) == 2 or all(isinstance(d, int) for d in x.shape)) \
-        and not (len(x.shape) == 2 and unpacked_dense(x.shape[0], call.inputs[1].type.shape[-1]))
+    w = call.inputs[1]
+    if call.op is Op.LINEAR:
+        if not call.attr("transposed"):
+            return False
+    elif call.op is not Op.MATMUL or w.name not in data or len(w.type.shape) != 2 \
+            or len(x.shape) < 2 or call.attr("columns") is not None:
+        return False
+    if x.dtype != "float32" or not (len(x.shape) == 2
+                                    or all(isinstance(d, int) for d in x.shape)):
+        return False
+    # a product on a >2-D input has no unpacked schedule of its own (dense_schedule is 2-D)
+    return not (len(x.shape) == 2 and unpacked_dense(x.shape[0], w.type.shape[-1]))
 
 
 def _as_matrix(v: Value, views: list) -> Value:
@@ -127,7 +139,7 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
     ``pack_matmul_weight``) instead of on every call; a convolution that ``winograd_conv``
     picks (when ``winograd``), transformed for Winograd."""
     weight = conv.inputs[1]
-    dense = conv.op is Op.LINEAR
+    dense = conv.op in (Op.LINEAR, Op.MATMUL)
     if winograd and weight.name in data and winograd_conv(conv):
         return winograd_weights(conv, data, new)
     if weight.name not in data or not (dense or library_conv(conv) == "conv2d"):
@@ -212,7 +224,7 @@ def use_library_kernels(g: Graph, *, winograd: bool = True) -> Graph:
     bindings: list = []
     for b in g.bindings:
         first = b.kernel.body[0] if isinstance(b, KernelCall) else None
-        if first is not None and (library_conv(first) is not None or _dense(first)):
+        if first is not None and (library_conv(first) is not None or _dense(first, data)):
             bindings += _split(b, data, new, winograd)
         elif first is not None and library_attention(first):
             bindings += split_attention(b)
