@@ -30,7 +30,7 @@ from .passes import (conv_epilogue_schedule, conv_pool_schedule, dense_split_sch
                      fold_constants, fold_conv_epilogues, fuse_conv_pool, fuse_into_consumers,
                      fuse_operators, library_conv, library_matmul, packed_columns, packed_conv,
                      remove_dead_code, use_library_kernels)
-from .schedule import default_schedule
+from .schedule import default_schedule, serial_if_small
 
 
 def materialize_outputs(g: Graph) -> Graph:
@@ -95,6 +95,7 @@ def _schedule(kc: KernelCall, database: Database | None):
     operator library's (matmul, conv2d, depthwise), else the default one."""
     library = _library_schedule(kc)
     sch = library if library is not None else default_schedule(lower_kernel(kc.kernel))
+    sch = serial_if_small(sch, kc.kernel.body)
     return sch if database is None else driver.best_known(sch, "c", database)
 
 

@@ -55,11 +55,11 @@ def pair(value: int | tuple[int, int]) -> tuple[int, int]:
 
 
 def padded_input(data: Tensor, pad: int | tuple[int, int], *, extra_columns: int | None = None,
-                 kernel_width: object = None) -> Tensor:
+                 kernel_width: object = None, channels: int | None = None) -> Tensor:
     """``data`` with ``pad`` zeros on each side of its two last axes (``data`` if pad is 0 and
     no widening is asked; a pair: rows, columns). ``extra_columns``: the rows are made wide
     enough for that many output columns of a kernel ``kernel_width`` wide (the extra ones are
-    zeros)."""
+    zeros). ``channels``: that many channels, the ones past ``data``'s zeros."""
     ph, pw = pair(pad)
     n, c, h, w = data.shape
     width = w + 2 * pw
@@ -67,11 +67,15 @@ def padded_input(data: Tensor, pad: int | tuple[int, int], *, extra_columns: int
         width = extra_columns + kernel_width.value - 1   # type: ignore[union-attr]
         if width == w.value + 2 * pw:                    # type: ignore[union-attr]
             extra_columns = None
-    if ph == 0 and pw == 0 and extra_columns is None:
+    more = channels is not None and channels > c.value   # type: ignore[union-attr]
+    if ph == 0 and pw == 0 and extra_columns is None and not more:
         return data
-    return te.compute((n, c, h + 2 * ph, width),
-                      lambda b, ch, y, x: where((y >= ph) & (y < h + ph) & (x >= pw)
-                                                & (x < w + pw), data[b, ch, y - ph, x - pw],
+
+    def inside(ch, y, x):
+        cond = (y >= ph) & (y < h + ph) & (x >= pw) & (x < w + pw)
+        return cond & (ch < c) if more else cond
+    return te.compute((n, channels if more else c, h + 2 * ph, width),
+                      lambda b, ch, y, x: where(inside(ch, y, x), data[b, ch, y - ph, x - pw],
                                                 0.0),
                       name=f"{data.name}_pad")
 

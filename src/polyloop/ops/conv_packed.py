@@ -153,9 +153,11 @@ def conv2d_nchw_packed(data: Tensor, packed: Tensor, out_channels: int,
                             f"{kb})")
     n, _, h, w = data.shape
     out_h, out_w = conv_output_size(who, h, w, r_ext, s_ext, pad, stride, dilation)
-    padded = padded_input(data, pad)
     (sh, sw), (dh, dw) = pair(stride), pair(dilation)
     kg = out_channels // groups
+    # a last block of fewer groups than a block holds reads zero channels past the input's
+    reach = -(-out_channels // kb) * kb // kg * cg if groups > 1 and kb > kg else None
+    padded = padded_input(data, pad, channels=reach)
     rc = te.reduce_axis((0, c_block), name="rc")
     ry = te.reduce_axis((0, r_ext), name="ry")
     rx = te.reduce_axis((0, s_ext), name="rx")
