@@ -30,6 +30,8 @@ The conv2d recipe (register tiles, the matmul recipe applied to the convolution)
 """
 from __future__ import annotations
 
+import math
+
 from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
@@ -228,7 +230,10 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
     (Block('conv_local_out'), 'x_0', 'y')
     """
     _, weight, padded = operands(out, who, "conv2d_nchw")
-    lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
+    if lanes is None:
+        lanes = default_lanes(str(out.dtype))
+        if weight.ndim == 5:            # blocks of part of a vector: vectors of that width
+            lanes = math.gcd(lanes, weight.shape[4].value)   # type: ignore[union-attr]
     w_block = _width_block(out.shape[3], 8) if w_block is None else w_block
     k_vectors = _k_vectors(who, weight, lanes, k_vectors)
     check_knobs(who, lanes=lanes, k_vectors=k_vectors, w_block=w_block)
