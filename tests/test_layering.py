@@ -29,7 +29,8 @@ LAYERS: dict[str, int] = {
     "lower": 4, "ops": 4, "intrin": 4,   # operator schedules, built-in tensor intrinsics
     "codegen": 5, "runtime": 5, "testing": 5,
     "driver": 6,
-    "tune": 7, "graph": 7,
+    "tune": 7,
+    "graph": 8,     # above tune: pl.graph.tune spreads pl.tune's trials over a model's kernels
     "viz": 8, "bench": 8,
     "cli": 9, "__init__": 9, "__main__": 9,
 }

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import config, driver, ops
 from ..frontend import te
+from ..schedule import Schedule
 from ..errors import PolyloopError
 from ..runtime import cache
 from ..runtime.compiler import (BASE_FLAGS, Library, compile_c_units, compile_unit,
@@ -90,12 +91,20 @@ def _library_schedule(kc: KernelCall):
         x, w, body[0].attr("padding"), stride=body[0].attr("stride")))
 
 
-def _schedule(kc: KernelCall, database: Database | None):
-    """The kernel's schedule: the best one a tuning database records for it, else the
-    operator library's (matmul, conv2d, depthwise), else the default one."""
+def kernel_schedule(kc: KernelCall) -> Schedule:
+    """The schedule the rules give a kernel of an optimized graph: the operator library's
+    recipe (convolutions, matrix products, attention and their fused forms), else the default
+    schedule; serial when the kernel is small (``schedule.serial_if_small``). It is what an
+    untuned build runs and the first candidate ``pl.graph.tune`` measures."""
     library = _library_schedule(kc)
     sch = library if library is not None else default_schedule(lower_kernel(kc.kernel))
-    sch = serial_if_small(sch, kc.kernel.body)
+    return serial_if_small(sch, kc.kernel.body)
+
+
+def _schedule(kc: KernelCall, database: Database | None):
+    """The kernel's schedule: the best one a tuning database records for it, else the
+    rules' (``kernel_schedule``)."""
+    sch = kernel_schedule(kc)
     return sch if database is None else driver.best_known(sch, "c", database)
 
 
