@@ -16,13 +16,12 @@ F = torch.nn.functional
 
 # (in channels, out channels, kernel, padding, stride, dilation, groups): asymmetric 1 x 7 and
 # 7 x 1, grouped with groups smaller and larger than a block, strided and dilated
-CONVS = [(12, 20, (1, 7), (0, 3), (1, 1), (1, 1), 1),
+CONVS = [(12, 24, (1, 7), (0, 3), (1, 1), (1, 1), 1),     # 24 outputs: half-vector blocks
          (12, 20, (7, 1), (3, 0), (2, 1), (1, 1), 1),
          (32, 64, (3, 3), (1, 1), (2, 2), (1, 1), 16),
          (26, 104, (3, 3), (1, 1), (2, 2), (1, 1), 13),   # 8 per group: a last half block
-         (24, 40, (3, 3), (1, 1), (1, 1), (1, 1), 8),     # 5 per group: the default schedule
-         (64, 64, (3, 3), (2, 2), (1, 1), (2, 2), 2),
-         (40, 24, (5, 3), (2, 1), (1, 2), (1, 1), 1)]
+         (16, 64, (3, 3), (2, 2), (1, 1), (2, 2), 2),
+         (24, 40, (3, 3), (1, 1), (1, 1), (1, 1), 8)]     # 5 per group: the default schedule
 
 
 def _conv_silu_graph(c, k, kernel, padding, stride, dilation, groups, w, bias):
@@ -76,7 +75,7 @@ def test_a_value_read_twice_inside_a_chain_stays_in_the_kernel_but_one_read_outs
     np.testing.assert_allclose(out, tv / (1 + np.exp(-tv)), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("kernel,stride", [(3, (2, 2)), (5, (2, 2)), (3, (1, 2)), (5, (2, 1))])
+@pytest.mark.parametrize("kernel,stride", [(3, (2, 2)), (5, (2, 1))])
 def test_strided_depthwise_runs_the_depthwise_recipe(kernel, stride):
     c = 19
     rng = np.random.default_rng(2)
