@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -20,8 +19,9 @@ from ..util.highlight import to_html
 from .binding import Binder, shape_to_str
 from .cache import verified
 from .compiler import Library
-from .header import INDEX_FAULT_STATUS, STATUS_CODES, header_lines
+from .header import INDEX_FAULT_STATUS, STATUS_CODES, export_files, header_lines
 from .profile import Profile, ProfileLayout, make_profile, openmp_threads, read_counters
+from .size_inference import Plan
 
 # Calibration stops growing the number of calls per timing here, even for an empty kernel.
 _MAX_CALLS_PER_TIMING = 1_000_000
@@ -73,6 +73,18 @@ class Module:
         loop 'j_1': explicit vectors of 16 lanes (avx512), remainder none
         """
         return "\n".join(self.explanation)
+
+    @property
+    def index_sites(self) -> tuple[str, ...]:
+        """The accesses the kernel checks at run time, by site number (``index_checks``)."""
+        return self._index_sites
+
+    def bind(self, positional: tuple, named: dict) -> tuple[list, Plan]:
+        """Check a call's arguments without calling: the arrays in signature order (outputs
+        not passed allocated) and the plan (sizes, allocations). An RPC client checks this
+        way before it sends anything to a device."""
+        arrays, _, plan = self._binder.bind(positional, named)
+        return arrays, plan
 
     @property
     def cache_hit(self) -> bool:
@@ -148,17 +160,10 @@ class Module:
 
         >>> so, h = mod.export_library("build/libmatmul.so")  # doctest: +SKIP
         """
-        dest = Path(path)
-        if dest.is_dir():
-            dest = dest / f"lib{self.entry}.so"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.library.path, dest)
-        header = dest.with_suffix(".h")
         checks = _exports(self.library.path, f"{self.entry}_check_sizes")
         lines = header_lines(self.entry, self.args, self.params, self.signature,
                              self._binder.assumptions, checks_sizes=checks)
-        header.write_text("\n".join(lines) + "\n")
-        return dest, header
+        return export_files(self.library.path, path, self.entry, "\n".join(lines) + "\n")
 
     def __repr__(self) -> str:
         return f"<Module {self.signature} target={self.target!r} library={self.library.path}>"
@@ -189,16 +194,28 @@ class Module:
             raise self._failure(status)
 
     def _failure(self, status: int) -> PolyloopError:
+        words = None
         if status == INDEX_FAULT_STATUS and self._index_sites:
-            return self._index_fault()
-        meaning = STATUS_CODES.get(status, "the kernel reported a failure")
-        return PolyloopError(f"kernel {self.entry}() failed with status {status}: {meaning}")
+            # the out-of-range index the kernel recorded (see codegen.index_checks)
+            cdll = ctypes.CDLL(str(self.library.path))   # the loaded library: its fault words
+            words = tuple(int(v) for v in (ctypes.c_int64 * 5).in_dll(
+                cdll, f"{self.entry}_index_fault"))
+        return kernel_failure(self.entry, status, self._index_sites, words)
 
-    def _index_fault(self) -> PolyloopError:
-        """The out-of-range index the kernel recorded (see codegen.index_checks)."""
-        cdll = ctypes.CDLL(str(self.library.path))   # the loaded library: its fault words
-        words = (ctypes.c_int64 * 5).in_dll(cdll, f"{self.entry}_index_fault")
-        return index_fault_error(self.entry, self._index_sites, *(int(v) for v in words[1:5]))
+
+def kernel_failure(entry: str, status: int, sites: tuple[str, ...],
+                   fault_words: tuple[int, ...] | None = None) -> PolyloopError:
+    """The error of a call of kernel ``entry`` that returned ``status``; ``fault_words``: the
+    kernel's ``ENTRY_index_fault`` words after an index fault (status 2), when read.
+
+    >>> print(kernel_failure("f", 1, ()))
+    kernel f() failed with status 1: a temporary buffer could not be allocated (out of memory, or its byte count does not fit a 64-bit size)
+    """
+    if status == INDEX_FAULT_STATUS and sites and fault_words is not None \
+            and len(fault_words) >= 5:
+        return index_fault_error(entry, sites, *fault_words[1:5])
+    meaning = STATUS_CODES.get(status, "the kernel reported a failure")
+    return PolyloopError(f"kernel {entry}() failed with status {status}: {meaning}")
 
 
 def _exports(path: Path, symbol: str) -> bool:
