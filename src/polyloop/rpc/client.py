@@ -29,7 +29,8 @@ from ..graph.executor import Executor, embedding_checks
 from ..runtime.cross import CrossModule
 from ..runtime.module import Module, kernel_failure
 from ..runtime.target import Target
-from .protocol import (DEFAULT_PORT, RemoteError, as_key, client_handshake, expect_ok)
+from .protocol import (DEFAULT_PORT, RemoteError, SessionLost, as_key, client_handshake,
+                       expect_ok)
 from .wire import ProtocolError, recv_message, send_message
 
 DEFAULT_TIMEOUT = 120.0
@@ -82,23 +83,33 @@ class Remote:
         self._max_frame = int(hello.get("max_frame", 1 << 28))
 
     @property
+    def alive(self) -> bool:
+        """Whether the session is open (a lost or closed one is not)."""
+        return self._sock is not None
+
+    @property
     def target_object(self) -> Target:
         """The device's target as a ``pl.Target``."""
         return Target.parse(self.target)
 
     def request(self, message: dict, what: str) -> dict:
         """Send one request and return the answer; RemoteError when the device refuses it,
-        PolyloopError when the session is gone."""
+        SessionLost when the session ends."""
         if self._sock is None:
             raise PolyloopError(f"the session with {self.address} is closed; connect again")
         try:
             send_message(self._sock, message)
             answer = recv_message(self._sock, max(self._max_frame, 1 << 30))
+        except TimeoutError:
+            self._drop()
+            raise SessionLost(f"{what}: the device at {self.address} did not answer within "
+                              f"{self.timeout:g} s; the session is closed", timed_out=True
+                              ) from None
         except (OSError, ProtocolError) as e:
             self._drop()
-            raise PolyloopError(f"{what}: the session with {self.address} ended ({e}); the "
-                                "device may have crashed, or the kernel ran past its time "
-                                "limit") from None
+            raise SessionLost(f"{what}: the session with {self.address} ended ({e}); the "
+                              "device may have crashed, or the kernel ran past its time "
+                              "limit") from None
         if answer.get("fatal"):
             self._drop()
         return expect_ok(answer, what)

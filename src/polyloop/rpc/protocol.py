@@ -38,6 +38,15 @@ class RemoteError(PolyloopError):
     """The device (or tracker) refused a request or failed it; the message is the device's."""
 
 
+class SessionLost(PolyloopError):
+    """The session with a device ended in the middle of a request: the device crashed, was
+    stopped, or (``timed_out``) did not answer in time."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
 def new_nonce() -> bytes:
     return os.urandom(NONCE_BYTES)
 

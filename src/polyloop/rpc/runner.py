@@ -28,7 +28,7 @@ from ..runtime.binding import Binder
 from ..runtime.records import Status
 from ..tune.measure import RunResult, _poisoned
 from .client import Remote, RemoteLibrary, _copy_back, connect
-from .protocol import RemoteError, as_key
+from .protocol import RemoteError, SessionLost, as_key
 from .tracker import TrackerClient
 
 log = logging.getLogger("polyloop.rpc")
@@ -84,14 +84,16 @@ class Runner:
             try:
                 return self._measure(remote, library, kernel, repeat)
             finally:
-                if self._remote is remote:
+                if remote.alive:
                     remote.unload(library)
         except RemoteError as e:      # the device refused or failed this candidate
             return RunResult(Status.RUN_ERROR, error=str(e))
-        except PolyloopError as e:    # the session ended: the device crashed or hung
+        except SessionLost as e:      # the device crashed, hung or was stopped
             self._lost(str(e))
-            status = Status.TIMEOUT if "time" in str(e) else Status.RUN_ERROR
-            return RunResult(status, error=str(e))
+            return RunResult(Status.TIMEOUT if e.timed_out else Status.RUN_ERROR, error=str(e))
+        except PolyloopError as e:    # no device (the tracker has none free, a refusal)
+            self._lost(str(e))
+            return RunResult(Status.RUN_ERROR, error=str(e))
         except Exception:   # noqa: BLE001 - a bug here costs the candidate, not the search
             self._lost("runner error")
             return RunResult(Status.RUN_ERROR, error=traceback.format_exc(limit=4))

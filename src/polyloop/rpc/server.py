@@ -90,6 +90,7 @@ def serve(options: ServerOptions, *, ready: Callable[[str, int], None] | None = 
                 if tracker is not None:
                     selector.register(tracker, selectors.EVENT_READ)
             for event, _ in selector.select(timeout=0.5):
+                _reap(children)         # sessions that ended no longer count
                 if event.fileobj is tracker:
                     if not _tracker_message(tracker):
                         selector.unregister(tracker)

@@ -155,6 +155,7 @@ class Session:
                 lib = self.libs[k] = ctypes.CDLL(str(self._path(k)), mode=os.RTLD_LOCAL)
             except OSError as e:
                 raise Refused(f"cannot load the library: {e}") from None
+            _pin_openmp()
         fn = _Function(k, entry, _symbol(lib, entry, _ENTRY, required=True))
         if workspace is not None:
             fn.workspace = _symbol(lib, workspace, _SIZE, required=True)
@@ -242,6 +243,15 @@ class Session:
         if not all(isinstance(k, int) and 0 <= k < len(args) for k in keep):
             raise ProtocolError("call: 'keep' names no argument")
         return params, buffers, keep
+
+
+def _pin_openmp() -> None:
+    """Keep the OpenMP runtime a kernel pulled in loaded for good: its threads outlive the
+    kernel's library, and unloading it with the library would pull the code from under them."""
+    try:
+        ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOW | os.RTLD_NOLOAD | os.RTLD_NODELETE)
+    except OSError:
+        pass        # not loaded: the kernel does not use OpenMP
 
 
 def _symbol(lib: ctypes.CDLL, name: str, kind: type, *, required: bool = False) -> object:

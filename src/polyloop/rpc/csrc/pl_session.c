@@ -175,6 +175,10 @@ static void op_load(session *s, const mp_message *m) {
         lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!lib->handle) REFUSE("load: cannot load the library: %s", dlerror());
         lib->state = LIB_LOADED;
+        /* The OpenMP runtime a kernel pulled in keeps threads that outlive the kernel's
+         * library: it must never be unloaded with it (unload would pull the code from under
+         * them). Pinned if loaded; nothing otherwise. */
+        dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
     }
     fn_slot fn = {k, NULL, NULL, NULL, NULL};
     *(void **)&fn.entry = dlsym(lib->handle, entry);

@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Tuning on devices: ``pl.tune`` with ``pl.rpc.Runner`` builds candidates here for the
+device's target and measures them on emulated aarch64 devices shared through a tracker; a
+device killed in the middle of the search costs the candidate it was running, and the
+search goes on with the other. The tuned kernel matches NumPy on the device."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyloop as pl
+from polyloop import rpc
+from polyloop.rpc.tracker import TrackerClient
+from polyloop.runtime.records import Status
+from polyloop.tune.measure import build_one
+
+from .devices import connect, qemu_command, start
+
+
+class InProcessBuilder:
+    """Candidates built in the test's process (the worker-process builder is the default)."""
+
+    def build(self, jobs):
+        return [build_one(j) for j in jobs]
+
+
+def _matmul(n: int, m: int, p: int):
+    A = pl.placeholder((n, p), "float32", name="A")
+    B = pl.placeholder((p, m), "float32", name="B")
+    k = pl.reduce_axis((0, p), name="k")
+    return pl.compute((n, m), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+@pytest.fixture
+def tracker():
+    t = rpc.Tracker(rpc.TrackerOptions(port=0, quarantine=0.5))
+    host, port = t.start()
+    yield host, port
+    t.close()
+
+
+def _devices(binary, tracker, count):
+    host, port = tracker
+    return [start(qemu_command("aarch64-linux-gnu", binary, "--tracker", f"{host}:{port}",
+                               "--device-key", "rk3588")) for _ in range(count)]
+
+
+def _wait_for(tracker, count):
+    client = TrackerClient(*tracker)
+    try:
+        for _ in range(200):
+            if len(client.status()) == count:
+                return
+            __import__("time").sleep(0.05)
+        raise AssertionError(f"{count} devices did not register")
+    finally:
+        client.close()
+
+
+def test_tune_a_matmul_through_the_tracker_with_a_device_killed(aarch64_server_binary,
+                                                                tracker, tmp_path):
+    servers = _devices(aarch64_server_binary, tracker, 2)
+    try:
+        _wait_for(tracker, 2)
+        killed = []
+
+        def kill_one(progress):
+            if progress.trials == 2 and not killed:
+                # the device of the session: its server and sessions die together
+                runner_port = runner._remote.address.rsplit(":", 1)[1]
+                victim = next(s for s in servers if str(s.port) == runner_port)
+                killed.append(victim.stop())
+
+        runner = rpc.Runner(tracker=tracker, key="rk3588", timeout=60, repeat=1)
+        C = _matmul(23, 19, 17)
+        res = pl.tune(C, trials=5, runner=runner, builder=InProcessBuilder(),
+                      work_dir=str(tmp_path), progress=kill_one)
+        assert killed, "no device was killed"
+        statuses = [r.status for r in res.history]
+        assert statuses.count(Status.OK) >= 3, [(r.status, r.error) for r in res.history]
+        assert Status.MISMATCH not in statuses
+        assert res.target == "c -mtriple=aarch64-linux-gnu"
+        _wait_for(tracker, 1)                    # the dead device left the pool
+        survivor = next(s for s in servers if s.proc.poll() is None)
+        with connect(survivor) as remote:
+            f = remote.load_module(remote.upload(res.build()))
+            rng = np.random.default_rng(0)
+            a = rng.standard_normal((23, 17)).astype("float32")
+            b = rng.standard_normal((17, 19)).astype("float32")
+            np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-4, atol=1e-5)
+    finally:
+        for s in servers:
+            s.stop()
+
+
+def test_a_job_that_ends_gives_its_device_back(aarch64_server_binary, tracker):
+    (server,) = _devices(aarch64_server_binary, tracker, 1)
+    try:
+        _wait_for(tracker, 1)
+        first = TrackerClient(*tracker)
+        lease = first.request("rk3588", wait=5)
+        assert (lease["host"], lease["port"]) == (server.host, server.port)
+        second = TrackerClient(*tracker)
+        with pytest.raises(rpc.RemoteError, match="no free device of key 'rk3588'"):
+            second.request("rk3588", wait=0.2)
+        first.close()                             # the job ended: its lease is given back
+        assert second.request("rk3588", wait=5)["port"] == server.port
+        with pytest.raises(rpc.RemoteError, match="0 registered"):
+            second.request("other", wait=0)
+        second.close()
+    finally:
+        server.stop()
