@@ -13,12 +13,12 @@ the guide and the protocol's reference.
 """
 from .client import Remote, RemoteKernel, RemoteLibrary, RemoteModel, connect
 from .device import build_server
-from .protocol import RemoteError
+from .protocol import RemoteError, SessionLost
 from .runner import Runner
 from .server import ServerOptions, serve
 from .session import Limits
 from .tracker import Tracker, TrackerOptions
 
 __all__ = ["Limits", "Remote", "RemoteError", "RemoteKernel", "RemoteLibrary", "RemoteModel",
-           "Runner", "ServerOptions", "Tracker", "TrackerOptions", "build_server", "connect",
-           "serve"]
+           "Runner", "ServerOptions", "SessionLost", "Tracker", "TrackerOptions", "build_server",
+           "connect", "serve"]
