@@ -5,25 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from polyloop import rpc
-
-from .devices import (connect, python_env, python_server_command, qemu_command, require_qemu,
-                      start)
+from .devices import (connect, emulated_device, python_env, python_server_command,
+                      server_binary, start)
 
 AARCH64 = "aarch64-linux-gnu"
 
 
 @pytest.fixture(scope="session")
-def aarch64_server_binary(tmp_path_factory):
+def aarch64_server_binary():
     """The C server cross-compiled for aarch64 (built once)."""
-    require_qemu(AARCH64)
-    return rpc.build_server(AARCH64, tmp_path_factory.mktemp("server") / "server-aarch64")
+    return server_binary(AARCH64)
 
 
 @pytest.fixture(scope="session")
 def aarch64_device(aarch64_server_binary):
     """An emulated aarch64 device: the C server under qemu-aarch64 on loopback."""
-    server = start(qemu_command(AARCH64, aarch64_server_binary))
+    server = emulated_device(AARCH64)
     yield server
     server.stop()
 

@@ -8,12 +8,14 @@ package that provides it; CI installs them (``.ci/run``).
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,3 +107,15 @@ def connect(server: Server, **options):
                 raise
             time.sleep(0.1)
     raise AssertionError(f"the server at {server.host}:{server.port} stayed busy")
+
+
+@functools.cache
+def server_binary(triple: str) -> Path:
+    """The C server built for ``triple``, once per test process (skips without the tools)."""
+    require_qemu(triple)
+    return rpc.build_server(triple, Path(tempfile.mkdtemp(prefix="polyloop-test-")) / "server")
+
+
+def emulated_device(triple: str, *args: str) -> Server:
+    """The C server for ``triple`` under qemu-user on loopback."""
+    return start(qemu_command(triple, server_binary(triple), *args))

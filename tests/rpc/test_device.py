@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Programs built here for aarch64 run on an emulated device (the C server under qemu-aarch64,
 on loopback) and match NumPy and PyTorch: the seed's "program your phone from your laptop"
-example (also on 32-bit ARM and RISC-V), kernels from the three front ends, and the seed CNN.
-A kernel that crashes or hangs ends only its session. Timings under emulation are not
+example (also on 32-bit ARM and RISC-V) and kernels from the three front ends (the seed CNN:
+``tests/graph/test_remote_seed_cnn.py``). A kernel that crashes or hangs ends only its session. Timings under emulation are not
 performance figures: only that they are measured is checked."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import polyloop as pl
-from polyloop import rpc
+from polyloop.cli import main
 from polyloop.rpc.protocol import SessionLost
 from polyloop.runtime.compiler import compile_c
 from polyloop.runtime.target import Target
@@ -50,7 +50,8 @@ def test_seed_example_on_aarch64(remote, rng):
 @pytest.mark.parametrize("triple", ["arm-linux-gnueabihf", "riscv64-linux-gnu"])
 def test_seed_example_on_32_bit_arm_and_riscv(triple, tmp_path, rng):
     require_qemu(triple)
-    server = start(qemu_command(triple, rpc.build_server(triple, tmp_path / "server")))
+    assert main(["rpc", "build-server", "--target", triple, "-o", str(tmp_path / "server")]) == 0
+    server = start(qemu_command(triple, tmp_path / "server"))
     try:
         with connect(server) as remote:
             assert remote.target == f"c -mtriple={triple}"
@@ -137,21 +138,3 @@ def test_a_crash_or_a_hang_ends_only_its_session(aarch64_device):
     with connect(aarch64_device) as remote:          # the server goes on
         assert remote.info["impl"] == "c"
 
-
-def test_seed_cnn_matches_pytorch(remote):
-    torch = pytest.importorskip("torch")
-    from graph.models import SeedCNN
-    torch.manual_seed(0)
-    model = SeedCNN().eval()
-    x = torch.randn(3, 1, 28, 28)
-    g = pl.graph.from_torch(model, (x,), batch="batch")
-    cross = pl.graph.build(g, target=remote.target)
-    with pytest.raises(pl.PolyloopError, match="cannot be run on this machine"):
-        cross(x.numpy())
-    f = remote.load_module(remote.upload(cross))
-    for batch in (3, 2):
-        xb = torch.randn(batch, 1, 28, 28)
-        with torch.no_grad():
-            want = model(xb).numpy()
-        np.testing.assert_allclose(f(xb.numpy()), want, rtol=1e-4, atol=1e-6)
-    assert f.benchmark(x.numpy(), repeat=2) > 0

@@ -14,7 +14,9 @@ from polyloop.rpc.tracker import TrackerClient
 from polyloop.runtime.records import Status
 from polyloop.tune.measure import build_one
 
-from .devices import connect, qemu_command, start
+from polyloop.cli import main
+
+from .devices import connect, python_env, python_server_command, qemu_command, start
 
 
 class InProcessBuilder:
@@ -31,9 +33,13 @@ def _matmul(n: int, m: int, p: int):
     return pl.compute((n, m), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
 
 
+KEY = "tr4cker-k3y"
+
+
 @pytest.fixture
 def tracker():
-    t = rpc.Tracker(rpc.TrackerOptions(port=0, quarantine=0.5))
+    """A tracker with a key: devices and jobs prove it (HMAC, in C and in Python)."""
+    t = rpc.Tracker(rpc.TrackerOptions(port=0, key=KEY.encode(), quarantine=0.5))
     host, port = t.start()
     yield host, port
     t.close()
@@ -41,12 +47,13 @@ def tracker():
 
 def _devices(binary, tracker, count):
     host, port = tracker
-    return [start(qemu_command("aarch64-linux-gnu", binary, "--tracker", f"{host}:{port}",
-                               "--device-key", "rk3588")) for _ in range(count)]
+    return [start(qemu_command("aarch64-linux-gnu", binary, "--key", KEY, "--tracker",
+                               f"{host}:{port}", "--device-key", "rk3588"))
+            for _ in range(count)]
 
 
 def _wait_for(tracker, count):
-    client = TrackerClient(*tracker)
+    client = TrackerClient(*tracker, key=KEY.encode())
     try:
         for _ in range(200):
             if len(client.status()) == count:
@@ -71,7 +78,7 @@ def test_tune_a_matmul_through_the_tracker_with_a_device_killed(aarch64_server_b
                 victim = next(s for s in servers if str(s.port) == runner_port)
                 killed.append(victim.stop())
 
-        runner = rpc.Runner(tracker=tracker, key="rk3588", timeout=60, repeat=1)
+        runner = rpc.Runner(tracker=tracker, key="rk3588", secret=KEY, timeout=60, repeat=1)
         C = _matmul(23, 19, 17)
         res = pl.tune(C, trials=5, runner=runner, builder=InProcessBuilder(),
                       work_dir=str(tmp_path), progress=kill_one)
@@ -82,7 +89,11 @@ def test_tune_a_matmul_through_the_tracker_with_a_device_killed(aarch64_server_b
         assert res.target == "c -mtriple=aarch64-linux-gnu"
         _wait_for(tracker, 1)                    # the dead device left the pool
         survivor = next(s for s in servers if s.proc.poll() is None)
-        with connect(survivor) as remote:
+        with pytest.raises(rpc.RemoteError, match="wrong key"):
+            rpc.connect(survivor.host, survivor.port, key="guess")
+        with pytest.raises(rpc.RemoteError, match="requires a key"):
+            rpc.connect(survivor.host, survivor.port, key="")
+        with connect(survivor, key=KEY) as remote:
             f = remote.load_module(remote.upload(res.build()))
             rng = np.random.default_rng(0)
             a = rng.standard_normal((23, 17)).astype("float32")
@@ -93,14 +104,20 @@ def test_tune_a_matmul_through_the_tracker_with_a_device_killed(aarch64_server_b
             s.stop()
 
 
-def test_a_job_that_ends_gives_its_device_back(aarch64_server_binary, tracker):
-    (server,) = _devices(aarch64_server_binary, tracker, 1)
+def test_a_job_that_ends_gives_its_device_back(tracker, capsys):
+    host, port = tracker
+    server = start(python_server_command("--key", KEY, "--tracker", f"{host}:{port}",
+                                         "--device-key", "rk3588"), env=python_env())
     try:
         _wait_for(tracker, 1)
-        first = TrackerClient(*tracker)
+        assert main(["rpc", "status", "--tracker", f"{host}:{port}", "--key", KEY]) == 0
+        assert f"rk3588           {server.host}:{server.port}" in capsys.readouterr().out
+        with pytest.raises(rpc.RemoteError, match="refused the session: wrong key"):
+            TrackerClient(*tracker, key=b"guess")
+        first = TrackerClient(*tracker, key=KEY.encode())
         lease = first.request("rk3588", wait=5)
         assert (lease["host"], lease["port"]) == (server.host, server.port)
-        second = TrackerClient(*tracker)
+        second = TrackerClient(*tracker, key=KEY.encode())
         with pytest.raises(rpc.RemoteError, match="no free device of key 'rk3588'"):
             second.request("rk3588", wait=0.2)
         first.close()                             # the job ended: its lease is given back

@@ -153,3 +153,21 @@ def test_size_checks_build_for_a_32_bit_target_without_128_bit_integers():
     knl = pl.assume(knl, "n mod 4 = 0 and n >= 4")
     mod = pl.build(knl, target="c -mtriple=arm-linux-gnueabihf")
     assert "pl_size_mod" in mod.source and _elf_machine(mod.library.path) == 40
+
+
+def test_a_model_builds_for_another_machine(tmp_path, rng):
+    require_cross_compiler("aarch64-linux-gnu")
+    b = pl.graph.GraphBuilder("mlp")
+    x = b.input("x", ("batch", 6))
+    w = b.constant(rng.standard_normal((5, 6)).astype("float32"), "w")
+    g = b.build(b.emit(pl.graph.Op.RELU, b.emit(pl.graph.Op.LINEAR, x, w)))
+    model = pl.graph.build(g, target="c -mtriple=aarch64-linux-gnu")
+    assert isinstance(model, pl.graph.cross.CrossModel)
+    xs = np.ones((2, 6), "float32")
+    with pytest.raises(pl.PolyloopError, match="cannot be run on this machine.*RPC"):
+        model(xs)
+    with pytest.raises(pl.ArgumentError, match="expected dtype float32"):
+        model.bind((xs.astype("float64"),))
+    so, header = model.export_library(tmp_path / "mlp.so")
+    assert _elf_machine(so) == MACHINES["aarch64-linux-gnu"]
+    assert "mlp_workspace_bytes" in header.read_text()
