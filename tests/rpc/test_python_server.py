@@ -16,22 +16,13 @@ from polyloop import rpc
 from polyloop.rpc.protocol import RemoteError
 from polyloop.rpc.wire import recv_message, send_message
 
+from fuzz.corpus import PROGRAMS
+
 from .devices import connect
 
 
-def _softmax_rows():
-    n, m = pl.var("n"), pl.var("m")
-    X = pl.placeholder((n, m), "float64", name="X")
-    k = pl.reduce_axis((0, m), name="k")
-    mx = pl.compute((n,), lambda i: pl.max(X[i, k], axis=k), name="mx")
-    e = pl.compute((n, m), lambda i, j: pl.exp(X[i, j] - mx[i]), name="e")
-    k2 = pl.reduce_axis((0, m), name="k2")
-    s = pl.compute((n,), lambda i: pl.sum(e[i, k2], axis=k2), name="s")
-    return pl.compute((n, m), lambda i, j: e[i, j] / s[i], name="Y")
-
-
 def test_a_kernel_runs_on_the_server_and_matches_numpy(python_server, rng):
-    mod = pl.build(_softmax_rows())
+    mod = pl.build(PROGRAMS["row_softmax"].make())
     with connect(python_server) as remote:
         assert remote.info["impl"] == "python"
         f = remote.load_module(remote.upload(mod))
@@ -46,7 +37,7 @@ def test_a_kernel_runs_on_the_server_and_matches_numpy(python_server, rng):
 
 
 def test_arguments_are_checked_here_and_errors_come_from_the_device(python_server):
-    mod = pl.build(_softmax_rows())
+    mod = pl.build(PROGRAMS["row_softmax"].make())
     with connect(python_server) as remote:
         f = remote.load_module(remote.upload(mod))
         with pytest.raises(pl.ArgumentError, match="must have dtype float64"):

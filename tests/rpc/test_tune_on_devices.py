@@ -12,25 +12,14 @@ import polyloop as pl
 from polyloop import rpc
 from polyloop.rpc.tracker import TrackerClient
 from polyloop.runtime.records import Status
-from polyloop.tune.measure import build_one
 
 from polyloop.cli import main
 
+from matmul_checks import check_matmul  # tests/ is on sys.path (rootdir conftest)
+from tune.test_frontends import InProcessBuilder
+
 from .devices import connect, python_env, python_server_command, qemu_command, start
-
-
-class InProcessBuilder:
-    """Candidates built in the test's process (the worker-process builder is the default)."""
-
-    def build(self, jobs):
-        return [build_one(j) for j in jobs]
-
-
-def _matmul(n: int, m: int, p: int):
-    A = pl.placeholder((n, p), "float32", name="A")
-    B = pl.placeholder((p, m), "float32", name="B")
-    k = pl.reduce_axis((0, p), name="k")
-    return pl.compute((n, m), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+from .programs import matmul
 
 
 KEY = "tr4cker-k3y"
@@ -79,7 +68,7 @@ def test_tune_a_matmul_through_the_tracker_with_a_device_killed(aarch64_server_b
                 killed.append(victim.stop())
 
         runner = rpc.Runner(tracker=tracker, key="rk3588", secret=KEY, timeout=60, repeat=1)
-        C = _matmul(23, 19, 17)
+        C = matmul(23, 19, 17)
         res = pl.tune(C, trials=5, runner=runner, builder=InProcessBuilder(),
                       work_dir=str(tmp_path), progress=kill_one)
         assert killed, "no device was killed"
@@ -95,10 +84,7 @@ def test_tune_a_matmul_through_the_tracker_with_a_device_killed(aarch64_server_b
             rpc.connect(survivor.host, survivor.port, key="")
         with connect(survivor, key=KEY) as remote:
             f = remote.load_module(remote.upload(res.build()))
-            rng = np.random.default_rng(0)
-            a = rng.standard_normal((23, 17)).astype("float32")
-            b = rng.standard_normal((17, 19)).astype("float32")
-            np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-4, atol=1e-5)
+            check_matmul(f, [(23, 19, 17)], np.random.default_rng(0))
     finally:
         for s in servers:
             s.stop()

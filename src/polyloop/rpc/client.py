@@ -27,6 +27,7 @@ from ..graph.build import compile_graph
 from ..graph.cross import CrossModel, bind_model_inputs
 from ..graph.executor import Executor, embedding_checks
 from ..runtime.cross import CrossModule
+from ..runtime.kernel import returned
 from ..runtime.module import Module, kernel_failure
 from ..runtime.target import Target
 from .protocol import (DEFAULT_PORT, RemoteError, SessionLost, as_key, client_handshake,
@@ -272,12 +273,7 @@ class RemoteKernel(_RemoteFunction):
         self._check(answer)
         for i, data in zip(keep, answer["outputs"]):
             _copy_back(arrays[i], data, f"call {self.name}")
-        allocations = plan.allocations
-        if not allocations:
-            return None
-        if len(allocations) == 1:
-            return arrays[allocations[0][0]]
-        return tuple(arrays[i] for i, _ in allocations)
+        return returned(arrays, plan)
 
     def benchmark(self, *positional: object, number: int = 1, repeat: int = 10,
                   min_repeat_ms: int = 1, **named: object) -> float:
