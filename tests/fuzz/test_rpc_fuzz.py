@@ -10,6 +10,7 @@ import os
 import random
 import socket
 import struct
+import subprocess
 
 import pytest
 
@@ -145,6 +146,9 @@ def test_the_c_server_survives_the_fuzzer_with_sanitizers(tmp_path):
     if runtime("libasan.so") is None:
         pytest.skip(f"{CONFIG.cc} has no AddressSanitizer runtime (libasan)")
     binary = rpc.build_server("c", tmp_path / "server-asan", extra_flags=SANITIZE)
+    refused = subprocess.run([str(binary), "--host", "0.0.0.0"], capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode == 2 and "needs a key" in refused.stderr
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1")
     server = start([str(binary), "--port", "0", "--max-sessions", "8", "--session-timeout", "5",

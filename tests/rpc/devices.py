@@ -28,7 +28,7 @@ from polyloop.rpc.protocol import RemoteError
 
 QEMU = {"aarch64-linux-gnu": "qemu-aarch64", "riscv64-linux-gnu": "qemu-riscv64",
         "arm-linux-gnueabihf": "qemu-arm"}
-_LISTENING = re.compile(r"listening on (\S+):(\d+)")
+_LISTENING = re.compile(r"listening on (\S+):(\d+), work directory ([^,\n]+)")
 
 
 def require_cross_compiler(triple: str) -> None:
@@ -57,6 +57,7 @@ class Server:
     proc: subprocess.Popen
     host: str
     port: int
+    work_dir: Path | None = None
 
     def stop(self) -> str:
         """Kill the server and everything it started; its standard error."""
@@ -78,7 +79,7 @@ def start(command: list[str], env: dict | None = None) -> Server:
         err = proc.stderr.read() if proc.poll() is not None else ""
         Server(proc, "", 0).stop()
         raise RuntimeError(f"the server did not start: {line!r} {err[-2000:]}")
-    return Server(proc, found[1], int(found[2]))
+    return Server(proc, found[1], int(found[2]), Path(found[3]))
 
 
 def qemu_command(triple: str, binary: Path, *args: str) -> list[str]:

@@ -6,6 +6,8 @@ example (also on 32-bit ARM and RISC-V) and kernels from the three front ends (t
 performance figures: only that they are measured is checked."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -121,14 +123,22 @@ def test_a_crash_or_a_hang_ends_only_its_session(aarch64_device):
              "int32_t spin(void **args, const int64_t *params) {\n"
              "    for (volatile int64_t i = 0; i >= 0; i += params[0]) {} return 0; }\n")
     lib = compile_c(crash, name="crash", target=Target("aarch64-linux-gnu"))
+    work = aarch64_device.work_dir
     for entry in ("boom", "spin"):
         remote = connect(aarch64_device)
         number = remote.request({"op": "upload", "data": lib.path.read_bytes()}, "upload")["lib"]
+        # the library is written into the session's own directory, under the server's name
+        assert [p.name for p in work.glob("*/*")] == ["lib0.so"]
         fn = remote.request({"op": "load", "lib": number, "entry": entry}, "load")["fn"]
         with pytest.raises(SessionLost):
             remote.request({"op": "call", "fn": fn, "args": [], "params": [0],
                             "timeout_ms": 1000}, entry)
         assert not remote.alive        # a crash, or the server's time limit (1 s) ending it
+        for _ in range(100):           # the server removes what the dead session left
+            if not any(work.iterdir()):
+                break
+            time.sleep(0.05)
+        assert not any(work.iterdir())
     with connect(aarch64_device) as remote:          # the server goes on
         assert remote.info["impl"] == "c"
 
