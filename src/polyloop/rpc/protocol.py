@@ -30,6 +30,7 @@ PROTOCOL = "polyloop-rpc"
 VERSION = 1
 NONCE_BYTES = 32
 HELLO_LIMIT = 64 * 1024          # the largest handshake frame either side accepts
+HELLO_SECONDS = 10.0             # the time a client has to prove the key
 DEFAULT_PORT = 9090
 DEFAULT_TRACKER_PORT = 9190
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .protocol import HELLO_SECONDS
 from .protocol import field as read_field
 from .protocol import send_error, server_handshake
 from .wire import ConnectionClosed, ProtocolError, recv_message, send_message
@@ -94,9 +95,11 @@ class Session:
         self.fns: list[_Function | None] = []
 
     def serve(self) -> None:
-        self.sock.settimeout(self.limits.session_timeout)
+        # a client that does not prove the key promptly does not hold a session for long
+        self.sock.settimeout(min(self.limits.session_timeout, HELLO_SECONDS))
         if not server_handshake(self.sock, self.key, self.hello):
             return
+        self.sock.settimeout(self.limits.session_timeout)
         ops = {"upload": self.upload, "load": self.load, "call": self.call,
                "unload": self.unload}
         while True:

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PolyloopError
-from .protocol import (DEFAULT_TRACKER_PORT, HELLO_LIMIT, RemoteError, client_handshake,
-                       expect_ok, is_loopback, send_error, server_handshake)
+from .protocol import (DEFAULT_TRACKER_PORT, HELLO_LIMIT, HELLO_SECONDS, RemoteError,
+                       client_handshake, expect_ok, is_loopback, send_error, server_handshake)
 from .protocol import field as read_field
 from .wire import ProtocolError, recv_message, send_message
 
 MAX_DEVICES = 4096
+MAX_CONNECTIONS = 1024
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class Tracker:
         self.changed = threading.Condition()
         self._numbers = itertools.count(1)
         self._server: socketserver.ThreadingTCPServer | None = None
+        self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
     # the server ---------------------------------------------------------------------------------
     def start(self) -> tuple[str, int]:
@@ -102,9 +104,13 @@ class Tracker:
             self._server = None
 
     def handle(self, sock: socket.socket) -> None:
-        """One connection: a device's registration or a job's requests."""
+        """One connection: a device's registration or a job's requests (at most
+        ``MAX_CONNECTIONS`` at once; a client has ``HELLO_SECONDS`` to prove the key)."""
+        if not self._connections.acquire(blocking=False):
+            send_error(sock, "the tracker has too many connections", fatal=True)
+            return
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        sock.settimeout(30.0)
+        sock.settimeout(HELLO_SECONDS)
         job = next(self._numbers)
         try:
             if not server_handshake(sock, self.options.key, {"role": "tracker",
@@ -120,6 +126,7 @@ class Tracker:
             send_error(sock, str(e), fatal=True)
         finally:
             self._release_all(job)
+            self._connections.release()
 
     def _device_session(self, sock: socket.socket, m: dict) -> None:
         device = Device(next(self._numbers), _text(m, "device_key", 128), _text(m, "host", 255),

@@ -13,6 +13,7 @@
 #define PL_VERSION 1
 #define PL_NONCE_BYTES 32
 #define PL_HELLO_LIMIT (64 * 1024)
+#define PL_HELLO_SECONDS 10         /* the time a client has to prove the key */
 
 #if defined(__aarch64__)
 #define PL_TRIPLE "aarch64-linux-gnu"

@@ -453,12 +453,16 @@ static void check_client(session *s, const uint8_t *nonce) {
 void pl_serve_session(int fd, const pl_options *opt, const char *session_dir) {
     session s = {fd, opt, session_dir, NULL, 0, NULL, 0};
     uint8_t nonce[PL_NONCE_BYTES];
+    /* a client that does not prove the key promptly does not hold a session for long */
+    struct timeval hello = {opt->session_timeout < PL_HELLO_SECONDS ? opt->session_timeout
+                                                                    : PL_HELLO_SECONDS, 0};
     struct timeval idle = {opt->session_timeout, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &hello, sizeof hello);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof idle);
     if (pl_random(nonce, sizeof nonce)) fatal(&s, "the server cannot read /dev/urandom");
     send_hello(&s, nonce);
     check_client(&s, nonce);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
     for (;;) {
         uint8_t *buf = NULL;
         size_t len;
