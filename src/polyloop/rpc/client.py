@@ -242,6 +242,12 @@ def _timing(number: int, repeat: int, min_repeat_ms: int) -> dict:
     return {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
 
 
+def raw_bytes(array: np.ndarray) -> memoryview:
+    """The bytes of ``array`` in C order, without a copy when it is C-contiguous (any size,
+    empty or 0-d included)."""
+    return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+
+
 def _copy_back(array: np.ndarray, data: object, what: str) -> None:
     if not isinstance(data, bytes) or len(data) != array.nbytes:
         raise RemoteError(f"{what}: the device sent {len(data) if isinstance(data, bytes) else 0}"
@@ -263,7 +269,7 @@ class RemoteKernel(_RemoteFunction):
         args: list = []
         for i, (slot, a) in enumerate(zip(self.built.args, arrays)):
             # an output polyloop allocated is zeros there (as here); everything else travels
-            args.append(a.nbytes if i in allocated else memoryview(np.ascontiguousarray(a)).cast("B"))
+            args.append(a.nbytes if i in allocated else raw_bytes(a))
         keep = [i for i, b in enumerate(self.built.args) if b.role.value != "input"]
         return arrays, plan, args, keep
 
@@ -316,7 +322,7 @@ class RemoteModel(_RemoteFunction):
     def _request(self, inputs: tuple) -> tuple[list, list[int], list[np.ndarray]]:
         arrays, params, outputs = bind_model_inputs(self.built.graph, self._checks, inputs)
         outs = [np.empty(shape, dtype) for shape, dtype in outputs]
-        args = [memoryview(a).cast("B") for a in arrays] + [o.nbytes for o in outs]
+        args = [raw_bytes(a) for a in arrays] + [o.nbytes for o in outs]
         return args, params, outs
 
     def __call__(self, *inputs: object) -> np.ndarray | tuple[np.ndarray, ...]:

@@ -27,7 +27,7 @@ from ..ir.shapes import evaluate
 from ..runtime.binding import Binder
 from ..runtime.records import Status
 from ..tune.measure import RunResult, _poisoned
-from .client import Remote, RemoteLibrary, _copy_back, connect
+from .client import Remote, RemoteLibrary, _copy_back, connect, raw_bytes
 from .protocol import RemoteError, SessionLost, as_key
 from .tracker import TrackerClient
 
@@ -110,7 +110,7 @@ class Runner:
                 shape = tuple(int(evaluate(d, sizes)) for d in b.shape)
                 arrays[b.name] = _poisoned(shape, b.dtype.numpy)
         bound, _, plan = binder.bind((), {**arrays, **sizes})
-        args = [memoryview(np.ascontiguousarray(a)).cast("B") for a in bound]
+        args = [raw_bytes(a) for a in bound]
         written = [i for i, b in enumerate(kernel.args) if b.role is not BufferRole.INPUT]
         call = {"op": "call", "fn": fn, "args": args, "params": [int(p) for p in plan.params],
                 "timeout_ms": int(self.timeout * 1000)}

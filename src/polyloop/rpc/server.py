@@ -19,6 +19,7 @@ import socket
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,7 @@ def _accept(listener: socket.socket, tracker: socket.socket | None, options: Ser
                 Session(conn, directory, options.key, _hello(options), options.limits).serve()
             except BaseException:     # noqa: BLE001 - the session ends; the server goes on
                 status = 2
+                traceback.print_exc()     # a bug of the server: in its log
                 send_error(conn, "internal error of the Python server", fatal=True)
             finally:
                 shutil.rmtree(directory, ignore_errors=True)

@@ -55,7 +55,9 @@ def _encode(v: Any, out: list, depth: int) -> None:
         data = v.encode("utf-8")
         out.append(_head(len(data), 0xa0, 32, b"\xd9", b"\xda", b"\xdb") + data)
     elif isinstance(v, (bytes, bytearray, memoryview)):
-        view = memoryview(v).cast("B")
+        view = memoryview(v)
+        if view.ndim != 1 or view.format != "B":
+            view = view.cast("B")
         out.append(_head(len(view), None, 0, b"\xc4", b"\xc5", b"\xc6"))
         out.append(view)
     elif isinstance(v, (list, tuple)):
