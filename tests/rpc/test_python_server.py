@@ -103,3 +103,19 @@ def test_a_truncated_message_closes_the_session_with_an_error(python_server):
         assert answer["ok"] is False and answer["fatal"] is True
     with connect(python_server) as remote:   # still serving
         assert remote.info["role"] == "server"
+
+
+@pl.script
+def axpy(alpha: float, X: pl.Buffer[("n",), "float64"], Y: pl.Buffer[("n",), "float64"]):
+    for i in range(n):
+        Y[i] = alpha * X[i] + Y[i]
+
+
+def test_scalars_and_empty_arrays_travel(python_server, rng):
+    with connect(python_server) as remote:
+        f = remote.load_module(remote.upload(pl.build(axpy)))
+        x, y = rng.standard_normal(9), rng.standard_normal(9)
+        want = 2.5 * x + y
+        f(2.5, x, y)                              # Y is read and written: copied both ways
+        np.testing.assert_allclose(y, want, rtol=1e-15)
+        f(2.5, np.zeros(0), np.zeros(0))

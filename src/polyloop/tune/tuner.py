@@ -117,6 +117,9 @@ def _check_options(target: str, trials: int, strategy: str, runner: Any) -> None
 def _runner_target(runner: Any, target: str) -> str:
     """The target a runner measures (a device's, ``pl.rpc.Runner``), else ``target``."""
     device = None if isinstance(runner, str) else getattr(runner, "target", None)
+    if device is not None:      # one spelling per target: the records are keyed by it
+        kind, c_target = parse_target(str(device))
+        device = str(c_target) if kind == "c" else str(device)
     if device is None or target == device:
         return target
     if target != "c":
