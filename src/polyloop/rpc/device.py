@@ -17,7 +17,7 @@ from ..runtime.compiler import compiler_version
 from ..runtime.target import Target, install_hint
 from ..util.process import ProcessTimeout, run_limited
 
-SOURCES = ("pl_server.c", "pl_session.c", "pl_io.c", "pl_msgpack.c", "pl_sha256.c")
+SOURCES = ("pl_server.c", "pl_session.c", "pl_call.c", "pl_io.c", "pl_msgpack.c", "pl_sha256.c")
 SOURCE_DIR = Path(__file__).resolve().parent / "csrc"
 FLAGS = ("-O2", "-std=gnu11", "-Wall", "-Wextra")
 

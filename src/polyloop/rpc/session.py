@@ -97,7 +97,11 @@ class Session:
     def serve(self) -> None:
         # a client that does not prove the key promptly does not hold a session for long
         self.sock.settimeout(min(self.limits.session_timeout, HELLO_SECONDS))
-        if not server_handshake(self.sock, self.key, self.hello):
+        try:
+            if not server_handshake(self.sock, self.key, self.hello):
+                return
+        except (ProtocolError, OSError) as e:
+            send_error(self.sock, str(e), fatal=True)
             return
         self.sock.settimeout(self.limits.session_timeout)
         ops = {"upload": self.upload, "load": self.load, "call": self.call,

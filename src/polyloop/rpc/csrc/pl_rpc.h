@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* polyloop's RPC server for devices (protocol version 1, docs/rpc.md): what the listening
- * process (pl_server.c), the sessions (pl_session.c) and the frame I/O (pl_io.c) share. */
+ * process (pl_server.c), the sessions (pl_session.c, pl_call.c) and the frame I/O (pl_io.c)
+ * share. */
 #ifndef PL_RPC_H
 #define PL_RPC_H
 

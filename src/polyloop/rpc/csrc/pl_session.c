@@ -5,8 +5,6 @@
  * the wire format ends the session with an error; one that asks for something impossible (an
  * unknown library, a limit) gets an error and the session goes on. */
 #define _GNU_SOURCE
-#include "pl_rpc.h"
-
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -21,51 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pl_session.h"
 #include "pl_sha256.h"
 
-#define MAX_LIBS 65536
-#define MAX_ARGS 4096
-#define MAX_PARAMS 4096
-#define MAX_NAME 200
-#define MAX_REPEAT 10000
-#define MAX_NUMBER 1000000000LL
-
-typedef int32_t (*entry_fn)(void **, const int64_t *);
-typedef int64_t (*size_fn)(const int64_t *);
-typedef const char *(*check_fn)(const int64_t *);
-typedef void (*threads_fn)(int);
-
-enum { LIB_NONE, LIB_UPLOADED, LIB_LOADED, LIB_GONE };
-
-typedef struct {
-    void *handle;
-    int state;
-} lib_slot;
-
-typedef struct {
-    int lib;
-    entry_fn entry;
-    size_fn workspace;
-    const int64_t *fault;
-    check_fn check;
-} fn_slot;
-
-typedef struct {
-    int fd;
-    const pl_options *opt;
-    const char *dir;
-    lib_slot *libs;
-    int n_libs;
-    fn_slot *fns;
-    int n_fns;
-} session;
-
-/* a request that is not what the protocol says: the session ends */
-typedef struct {
-    const char *why;
-} bad_request;
-
-static void fatal(session *s, const char *why) {
+void pl_fatal(session *s, const char *why) {
     pl_send_error(s->fd, why, 1);
     pl_remove_session_dir(s->dir);
     _exit(2);
@@ -85,14 +42,11 @@ static int is_identifier(const char *name) {
     return 1;
 }
 
-static void reply_error(session *s, const char *fmt, const char *detail) {
+void pl_reply_error(session *s, const char *fmt, const char *detail) {
     char text[512];
     snprintf(text, sizeof text, fmt, detail ? detail : "");
     pl_send_error(s->fd, text, 0);
 }
-
-/* answer the request with an error (the session goes on) and return */
-#define REFUSE(fmt, detail) do { reply_error(s, fmt, detail); return; } while (0)
 
 /* upload {data: bin} -> {lib: int} */
 static void op_upload(session *s, const mp_message *m) {
@@ -101,7 +55,7 @@ static void op_upload(session *s, const mp_message *m) {
     uint32_t len;
     char path[PATH_MAX], limit[64];
     if (mp_message_get(m, "data", &r) || mp_read_bin(&r, &data, &len))
-        fatal(s, "upload: field 'data' (binary) is missing");
+        pl_fatal(s, "upload: field 'data' (binary) is missing");
     if (len > s->opt->max_upload) {
         snprintf(limit, sizeof limit, "%llu", (unsigned long long)s->opt->max_upload);
         REFUSE("upload: the library is larger than the server's limit of %s "
@@ -145,7 +99,7 @@ static void op_upload(session *s, const mp_message *m) {
 
 static int lib_index(session *s, const mp_message *m) {
     int64_t k;
-    if (pl_get_int(m, "lib", &k)) fatal(s, "field 'lib' (an integer) is missing");
+    if (pl_get_int(m, "lib", &k)) pl_fatal(s, "field 'lib' (an integer) is missing");
     if (k < 0 || k >= s->n_libs || s->libs[k].state == LIB_GONE) return -1;
     return (int)k;
 }
@@ -162,13 +116,13 @@ static void op_load(session *s, const mp_message *m) {
     char entry[MAX_NAME + 1], workspace[MAX_NAME + 1], path[PATH_MAX];
     int k = lib_index(s, m);
     if (k < 0) REFUSE("load: no library of that number was uploaded in this session%s", NULL);
-    if (pl_get_str(m, "entry", entry, sizeof entry)) fatal(s, "load: field 'entry' (a string) is missing");
+    if (pl_get_str(m, "entry", entry, sizeof entry)) pl_fatal(s, "load: field 'entry' (a string) is missing");
     if (!is_identifier(entry)) REFUSE("load: '%s' is not a C function name", entry);
     mp_reader r;
     int has_workspace = mp_message_get(m, "workspace", &r) == 0 && !mp_is_nil(&r);
     if (has_workspace && (pl_get_str(m, "workspace", workspace, sizeof workspace)
                           || !is_identifier(workspace)))
-        fatal(s, "load: field 'workspace' is not a C function name");
+        pl_fatal(s, "load: field 'workspace' is not a C function name");
     lib_slot *lib = &s->libs[k];
     if (!lib->handle) {
         lib_path(s, k, path, sizeof path);
@@ -225,177 +179,6 @@ static void op_unload(session *s, const mp_message *m) {
     pl_send_ok(s->fd);
 }
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-typedef struct {
-    void **bufs;
-    size_t *sizes;
-    int count;
-    int64_t *params;
-    uint32_t n_params;
-    int *keep;
-    uint32_t n_keep;
-} call_args;
-
-static void free_args(call_args *a) {
-    for (int i = 0; i < a->count; i++) free(a->bufs[i]);
-    free(a->bufs);
-    free(a->sizes);
-    free(a->params);
-    free(a->keep);
-}
-
-static int add_buffer(call_args *a, size_t size, uint64_t *total, uint64_t limit) {
-    if (size > limit || *total > limit - size) return -1;
-    *total += size;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, size ? size : 1)) return -1;
-    memset(p, 0, size ? size : 1);
-    a->bufs[a->count] = p;
-    a->sizes[a->count++] = size;
-    return 0;
-}
-
-/* The arrays of a call: "args" (binary: copied in; integer: that many zero bytes), "params",
- * "keep"; then the workspace when the function has one. 0, or -1 with *why set. */
-static int read_call_args(session *s, const mp_message *m, const fn_slot *fn, call_args *a,
-                          const char **why) {
-    mp_reader r;
-    uint32_t n;
-    uint64_t total = 0;
-    memset(a, 0, sizeof *a);
-    if (mp_message_get(m, "params", &r) || mp_read_array(&r, &a->n_params) || a->n_params > MAX_PARAMS)
-        fatal(s, "call: field 'params' (an array of at most 4096 integers) is missing");
-    a->params = calloc(a->n_params + 1, sizeof *a->params);
-    for (uint32_t i = 0; a->params && i < a->n_params; i++)
-        if (mp_read_int(&r, &a->params[i])) fatal(s, "call: a size parameter is not an integer");
-    if (mp_message_get(m, "args", &r) || mp_read_array(&r, &n) || n > MAX_ARGS)
-        fatal(s, "call: field 'args' (an array of at most 4096 arrays) is missing");
-    a->bufs = calloc(n + 1, sizeof *a->bufs);
-    a->sizes = calloc(n + 1, sizeof *a->sizes);
-    if (!a->params || !a->bufs || !a->sizes) return *why = "out of memory", -1;
-    for (uint32_t i = 0; i < n; i++) {
-        const uint8_t *data = NULL;
-        uint32_t len = 0;
-        int64_t size;
-        if (mp_is_bin(&r)) {
-            if (mp_read_bin(&r, &data, &len)) fatal(s, "call: an argument is truncated");
-            size = len;
-        } else if (mp_read_int(&r, &size) || size < 0) {
-            fatal(s, "call: an argument is neither binary data nor a byte count");
-        }
-        if ((uint64_t)size > SIZE_MAX || add_buffer(a, (size_t)size, &total, s->opt->max_memory))
-            return *why = "the arrays of the call are over the server's memory limit (--max-memory)", -1;
-        if (data) memcpy(a->bufs[i], data, len);
-    }
-    if (fn->workspace) {
-        int64_t bytes = fn->workspace(a->params);
-        if (bytes < 0 || (uint64_t)bytes > SIZE_MAX
-            || add_buffer(a, (size_t)bytes, &total, s->opt->max_memory))
-            return *why = "the model's workspace is over the server's memory limit (--max-memory)", -1;
-    }
-    if (mp_message_get(m, "keep", &r) == 0) {
-        if (mp_read_array(&r, &a->n_keep)) fatal(s, "call: field 'keep' is not an array");
-        a->keep = calloc(a->n_keep + 1, sizeof *a->keep);
-        if (!a->keep) return *why = "out of memory", -1;
-        for (uint32_t i = 0; i < a->n_keep; i++) {
-            int64_t k;
-            if (mp_read_int(&r, &k) || k < 0 || k >= (int64_t)n) fatal(s, "call: 'keep' names no argument");
-            a->keep[i] = (int)k;
-        }
-    }
-    return 0;
-}
-
-/* TVM's time_evaluator: after the first call, ``repeat`` timings of ``number`` calls each;
- * a timing shorter than ``min_repeat_ms`` is taken again with more calls. */
-static int32_t time_calls(const fn_slot *fn, call_args *a, int64_t number, int64_t repeat,
-                          int64_t min_repeat_ms, double *times) {
-    int32_t status = 0;
-    for (int64_t k = 0; k < repeat && !status; k++) {
-        for (;;) {
-            double start = now();
-            for (int64_t i = 0; i < number && !status; i++) status = fn->entry(a->bufs, a->params);
-            double elapsed = now() - start;
-            times[k] = elapsed / (double)number;
-            if (status || elapsed * 1e3 >= (double)min_repeat_ms || number >= MAX_NUMBER) break;
-            double scale = elapsed > 0 ? 1.2 * (double)min_repeat_ms / (elapsed * 1e3) : 10.0;
-            int64_t next = (int64_t)((double)number * (scale > 10.0 ? 10.0 : scale)) + 1;
-            number = next > MAX_NUMBER ? MAX_NUMBER : next < 2 * number ? 2 * number : next;
-        }
-    }
-    return status;
-}
-
-static void reply_call(session *s, const fn_slot *fn, call_args *a, int32_t status,
-                       const double *times, int64_t repeat) {
-    int fault = status == 2 && fn->fault, why = status == 3 && fn->check;
-    mp_writer w;
-    mp_writer_init(&w);
-    mp_w_map(&w, (uint32_t)(4 + fault + why));
-    mp_w_str(&w, "ok");
-    mp_w_bool(&w, 1);
-    mp_w_str(&w, "status");
-    mp_w_int(&w, status);
-    mp_w_str(&w, "outputs");
-    mp_w_array(&w, a->n_keep);
-    for (uint32_t i = 0; i < a->n_keep; i++) mp_w_bin(&w, a->bufs[a->keep[i]], a->sizes[a->keep[i]]);
-    mp_w_str(&w, "times");
-    mp_w_array(&w, (uint32_t)repeat);
-    for (int64_t k = 0; k < repeat; k++) mp_w_double(&w, times[k]);
-    if (fault) {
-        mp_w_str(&w, "fault");
-        mp_w_array(&w, 5);
-        for (int k = 0; k < 5; k++) mp_w_int(&w, fn->fault[k]);
-    }
-    if (why) {
-        const char *text = fn->check(a->params);
-        mp_w_str(&w, "why");
-        mp_w_strn(&w, text ? text : "", text ? strnlen(text, 1000) : 0);
-    }
-    if (pl_send_writer(s->fd, &w)) fatal(s, "cannot send the results");
-    mp_writer_free(&w);
-}
-
-/* call {fn, args, params, keep?, number?, repeat?, min_repeat_ms?, timeout_ms?}
- *   -> {status, outputs, times[, fault][, why]} */
-static void op_call(session *s, const mp_message *m) {
-    int64_t f, number = 0, repeat = 1, min_ms = 0, timeout_ms = 0;
-    const char *why = NULL;
-    if (pl_get_int(m, "fn", &f)) fatal(s, "call: field 'fn' (an integer) is missing");
-    if (f < 0 || f >= s->n_fns || !s->fns[f].entry)
-        REFUSE("call: no function of that number is loaded in this session%s", NULL);
-    pl_get_int(m, "number", &number);
-    pl_get_int(m, "repeat", &repeat);
-    pl_get_int(m, "min_repeat_ms", &min_ms);
-    pl_get_int(m, "timeout_ms", &timeout_ms);
-    if (number < 0 || number > MAX_NUMBER || repeat < 1 || repeat > MAX_REPEAT || min_ms < 0
-        || min_ms > 3600000 || timeout_ms < 0)
-        REFUSE("call: number, repeat, min_repeat_ms or timeout_ms is out of range%s", NULL);
-    if (number == 0) repeat = 0;
-    const fn_slot *fn = &s->fns[f];
-    call_args a;
-    memset(&a, 0, sizeof a);
-    double *times = calloc((size_t)repeat + 1, sizeof *times);
-    int seconds = s->opt->max_call_seconds;
-    if (timeout_ms > 0 && (timeout_ms + 999) / 1000 < seconds) seconds = (int)((timeout_ms + 999) / 1000);
-    if (!times || read_call_args(s, m, fn, &a, &why)) {
-        free(times);
-        free_args(&a);
-        REFUSE("call: %s", why ? why : "out of memory");
-    }
-    alarm((unsigned)seconds);         /* a kernel that hangs ends this session's process */
-    int32_t status = fn->entry(a.bufs, a.params);
-    if (!status && number > 0) status = time_calls(fn, &a, number, repeat, min_ms, times);
-    alarm(0);
-    reply_call(s, fn, &a, status, times, status ? 0 : repeat);
-    free(times);
-    free_args(&a);
-}
 
 static void send_hello(session *s, const uint8_t *nonce) {
     struct utsname u;
@@ -433,18 +216,18 @@ static void check_client(session *s, const uint8_t *nonce) {
         pl_remove_session_dir(s->dir);
         _exit(got == 1 ? 0 : 2);
     }
-    if (mp_message_parse(&m, buf, len, &err)) fatal(s, err);
+    if (mp_message_parse(&m, buf, len, &err)) pl_fatal(s, err);
     if (pl_get_str(&m, "op", op, sizeof op) || strcmp(op, "hello"))
-        fatal(s, "the first request must be a hello");
+        pl_fatal(s, "the first request must be a hello");
     if (pl_get_int(&m, "version", &version) || version != PL_VERSION)
-        fatal(s, "this server speaks protocol version 1 only");
+        pl_fatal(s, "this server speaks protocol version 1 only");
     if (s->opt->key) {
         const uint8_t *given;
         uint32_t given_len;
         pl_hmac_sha256(s->opt->key, s->opt->key_len, nonce, PL_NONCE_BYTES, mac);
         if (mp_message_get(&m, "mac", &r) || mp_read_bin(&r, &given, &given_len)
             || given_len != sizeof mac || !pl_equal_ct(given, mac, sizeof mac))
-            fatal(s, "wrong key");
+            pl_fatal(s, "wrong key");
     }
     free(buf);
     pl_send_ok(s->fd);
@@ -459,7 +242,7 @@ void pl_serve_session(int fd, const pl_options *opt, const char *session_dir) {
     struct timeval idle = {opt->session_timeout, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &hello, sizeof hello);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof idle);
-    if (pl_random(nonce, sizeof nonce)) fatal(&s, "the server cannot read /dev/urandom");
+    if (pl_random(nonce, sizeof nonce)) pl_fatal(&s, "the server cannot read /dev/urandom");
     send_hello(&s, nonce);
     check_client(&s, nonce);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
@@ -471,18 +254,18 @@ void pl_serve_session(int fd, const pl_options *opt, const char *session_dir) {
         mp_message m;
         int got = pl_recv_frame(fd, opt->max_frame, &buf, &len, &err);
         if (got == 1) break;
-        if (got < 0) fatal(&s, err);
-        if (mp_message_parse(&m, buf, len, &err)) fatal(&s, err);
-        if (pl_get_str(&m, "op", op, sizeof op)) fatal(&s, "a request has no 'op'");
+        if (got < 0) pl_fatal(&s, err);
+        if (mp_message_parse(&m, buf, len, &err)) pl_fatal(&s, err);
+        if (pl_get_str(&m, "op", op, sizeof op)) pl_fatal(&s, "a request has no 'op'");
         if (!strcmp(op, "upload")) op_upload(&s, &m);
         else if (!strcmp(op, "load")) op_load(&s, &m);
-        else if (!strcmp(op, "call")) op_call(&s, &m);
+        else if (!strcmp(op, "call")) pl_op_call(&s, &m);
         else if (!strcmp(op, "unload")) op_unload(&s, &m);
         else if (!strcmp(op, "bye")) {
             pl_send_ok(fd);
             free(buf);
             break;
-        } else reply_error(&s, "unknown request '%s'", op);
+        } else pl_reply_error(&s, "unknown request '%s'", op);
         free(buf);
     }
     pl_remove_session_dir(session_dir);
