@@ -30,7 +30,7 @@ LAYERS: dict[str, int] = {
     "codegen": 5, "runtime": 5, "testing": 5,
     "driver": 6,
     "tune": 7, "graph": 7,
-    "viz": 8, "bench": 8,
+    "viz": 8, "bench": 8, "rpc": 8,    # rpc: devices (cross-built kernels, models, tuning)
     "cli": 9, "__init__": 9, "__main__": 9,
 }
 
