@@ -17,6 +17,19 @@ class Config:
     compile_timeout: float = 300.0
     fuzz_examples: int | None = None    # POLYLOOP_FUZZ_EXAMPLES: inputs per fuzz test
     cflags: tuple[str, ...] = ()        # POLYLOOP_CFLAGS: appended to the C compiler's flags
+    # POLYLOOP_CC_<TRIPLE> (e.g. POLYLOOP_CC_AARCH64_LINUX_GNU): the C compiler of a cross
+    # target, keyed by the variable's suffix; default <triple>-gcc
+    cross_cc: tuple[tuple[str, str], ...] = ()
+    rpc_key: str | None = None           # POLYLOOP_RPC_KEY: the RPC servers' shared key
+
+    def cc_for(self, triple: str) -> str:
+        """The C compiler of cross target ``triple``: POLYLOOP_CC_<TRIPLE> or ``<triple>-gcc``.
+
+        >>> Config(Path("."), "gcc", frozenset(), None).cc_for("aarch64-linux-gnu")
+        'aarch64-linux-gnu-gcc'
+        """
+        key = triple.upper().replace("-", "_").replace(".", "_")
+        return dict(self.cross_cc).get(key, f"{triple}-gcc")
 
     @property
     def threads(self) -> int:
@@ -88,6 +101,9 @@ def load() -> Config:
         compile_timeout=_timeout("POLYLOOP_COMPILE_TIMEOUT", DEFAULT_COMPILE_TIMEOUT),
         fuzz_examples=_positive_int("POLYLOOP_FUZZ_EXAMPLES"),
         cflags=tuple(os.environ.get("POLYLOOP_CFLAGS", "").split()),
+        rpc_key=os.environ.get("POLYLOOP_RPC_KEY") or None,
+        cross_cc=tuple(sorted((k[len("POLYLOOP_CC_"):], v) for k, v in os.environ.items()
+                              if k.startswith("POLYLOOP_CC_") and v.strip())),
     )
 
 

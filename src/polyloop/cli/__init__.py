@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``polyloop`` command line: ``polyloop demo``, ``polyloop bench``, ``polyloop tune`` and
-``polyloop version``.
+"""The ``polyloop`` command line: ``polyloop demo``, ``polyloop bench``, ``polyloop tune``,
+``polyloop rpc`` and ``polyloop version``.
 
 ``polyloop demo`` walks the whole path on two workloads, matmul + ReLU and a row softmax: the
 algorithm, its schedule from ``polyloop.ops`` (shown as the trace of primitives it applied),
@@ -27,6 +27,7 @@ from .. import bench, graph
 from ..errors import PolyloopError
 from ..tune.command import load_program, tune_with_progress
 from ..util.units import format_time
+from .rpc import add_rpc_commands
 from .demo import CASES, DemoFailure, package_version, run_case, usable_cores, versions
 
 
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "dependencies and the C compiler")
     version.set_defaults(run=cmd_version)
     _add_graph_commands(commands)
+    add_rpc_commands(commands)
     return parser
 
 
