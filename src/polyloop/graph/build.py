@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import config, driver, ops
 from ..frontend import te
+from ..schedule import Schedule
 from ..errors import PolyloopError
 from ..runtime import cache
 from ..runtime.compiler import (BASE_FLAGS, Library, compile_c_units, compile_unit,
@@ -30,9 +31,9 @@ from .passes.attention import attention_schedule
 from .passes import conv_pool_dense_schedule, fuse_conv_pool_dense, pad_dense_columns
 from .passes import (conv_epilogue_schedule, conv_pool_schedule, dense_split_schedule,
                      fold_constants, fold_conv_epilogues, fuse_conv_pool, fuse_into_consumers,
-                     fuse_operators, library_conv, library_matmul, packed_columns,
+                     fuse_operators, library_conv, library_matmul, packed_columns, packed_conv,
                      remove_dead_code, use_library_kernels)
-from .schedule import default_schedule
+from .schedule import default_schedule, serial_if_small
 
 
 def materialize_outputs(g: Graph) -> Graph:
@@ -81,24 +82,31 @@ def _library_schedule(kc: KernelCall):
         return ops.schedule_matmul(ops.matmul_packed(x, w, packed_columns(body[0])))
     if kind == "matmul":
         return ops.schedule_matmul(ops.matmul(x, w))
-    pad = body[0].attr("padding")[0]
-    if kind == "conv2d" and body[0].attr("winograd"):     # weights made by winograd_weights
-        k_out = body[0].outputs[0].type.shape[1]
-        return ops.schedule_conv2d_winograd(ops.conv2d_winograd(x, w, k_out, pad))
     if kind == "conv2d":
-        stride = body[0].attr("stride")[0]
-        if len(w.shape) == 5:       # weights packed by use_library_kernels
-            k_out = body[0].outputs[0].type.shape[1]
-            return ops.schedule_conv2d_nchw(ops.conv2d_nchw_packed(x, w, k_out, pad, stride))
-        return ops.schedule_conv2d_nchw(ops.conv2d_nchw(x, w, pad, stride))
-    return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(x, w, pad))
+        conv = packed_conv(body[0], x, w)
+        if conv is None:
+            return None
+        if body[0].attr("winograd"):
+            return ops.schedule_conv2d_winograd(conv)
+        return ops.schedule_conv2d_nchw(conv)
+    return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(
+        x, w, body[0].attr("padding"), stride=body[0].attr("stride")))
+
+
+def kernel_schedule(kc: KernelCall) -> Schedule:
+    """The schedule the rules give a kernel of an optimized graph: the operator library's
+    recipe (convolutions, matrix products, attention and their fused forms), else the default
+    schedule; serial when the kernel is small (``schedule.serial_if_small``). It is what an
+    untuned build runs and the first candidate ``pl.graph.tune`` measures."""
+    library = _library_schedule(kc)
+    sch = library if library is not None else default_schedule(lower_kernel(kc.kernel))
+    return serial_if_small(sch, kc.kernel.body)
 
 
 def _schedule(kc: KernelCall, database: Database | None, target: Target = HOST):
     """The kernel's schedule: the best one a tuning database records for it, else the
-    operator library's (matmul, conv2d, depthwise), else the default one."""
-    library = _library_schedule(kc)
-    sch = library if library is not None else default_schedule(lower_kernel(kc.kernel))
+    rules' (``kernel_schedule``)."""
+    sch = kernel_schedule(kc)
     return sch if database is None else driver.best_known(sch, str(target), database)
 
 

@@ -15,7 +15,7 @@ import logging
 import random
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -51,7 +51,8 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
          work_dir: str | None = None, runner: str | Any = "local", seed: int = 0,
          space: SpaceFn | None = None, sizes: dict[str, int] | None = None,
          batch: int | None = None, timeout: float = 30.0, repeat: int = 3, builder: Any = None,
-         progress: Callable[[Progress], None] | None = None) -> TuneResult:
+         progress: Callable[[Progress], None] | None = None,
+         seeds: Sequence[Schedule] = ()) -> TuneResult:
     """Search ``trials`` schedules of ``obj`` (output tensors, a Program, a ``make_kernel``
     kernel or a Schedule, whose program is tuned) and return the fastest as a ``TuneResult``.
 
@@ -66,7 +67,8 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     sets the target candidates are built for, e.g. ``"c -mtriple=aarch64-linux-gnu"``. Records go to ``work_dir/records.sqlite``; a workload it knows
     resumes from its best schedules. ``sizes`` binds symbolic sizes for measuring (default 128
     each). Every candidate's outputs are compared with the default schedule's; a mismatch is
-    logged as an error and never chosen.
+    logged as an error and never chosen. ``seeds``: schedules of the same program measured
+    first (unless recorded already), e.g. the one a rule chose: the result is never slower.
 
     >>> import polyloop as pl
     >>> A = pl.placeholder((16,), name="A"); B = pl.compute((16,), lambda i: A[i], name="B")
@@ -90,8 +92,11 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
         search = search_cls(program, space or default, rng, sizes)
         loop = _Loop(program, key, target, db, reference, build_, run_, search, progress,
                      _flops(program, sizes))
-        seeds = _seeds(program) if parse_target(target)[0] == "c" and space is None else []
-        loop.run(trials, batch or max(1, min(16, trials)), seeds)
+        given = [Candidate(sch, sch.trace.to_json(), tuple(decisions_of(sch.trace)))
+                 for sch in _same_program(program, seeds)]
+        auto = parse_target(target)[0] == "c" and space is None
+        first = given + (_seeds(program) if auto else [])
+        loop.run(trials, batch or max(1, min(16, trials)), first)
     finally:
         for m in {id(build_): build_, id(run_): run_}.values():
             getattr(m, "close", lambda: None)()
@@ -178,6 +183,16 @@ def _flops(program: Program, sizes: dict[str, int]) -> float:
         n = statement_instances(program, s.name, sizes)
         total += (n or 0) * instance_flops(s)
     return total
+
+
+def _same_program(program: Program, seeds: Sequence[Schedule]) -> list[Schedule]:
+    """The seed schedules, each checked to schedule ``program``."""
+    for sch in seeds:
+        if not isinstance(sch, Schedule) or workload_key(sch.original, "c") != \
+                workload_key(program, "c"):
+            raise PolyloopError(f"tune: seeds= takes schedules of the tuned program "
+                                f"'{program.name}', got {sch!r}")
+    return list(seeds)
 
 
 def _seeds(program: Program) -> list[Candidate]:
