@@ -147,4 +147,4 @@ def evaluate(op: Op, arrays: list[np.ndarray], attrs: dict, out_type: TensorType
     if out is None:
         return None
     out = np.asarray(out).astype(out_type.dtype, copy=False)
-    return np.ascontiguousarray(out.reshape(out_type.shape))
+    return np.require(out.reshape(out_type.shape), requirements="C")
