@@ -7,7 +7,7 @@ import math
 
 from ...errors import PolyloopError
 from ..ir import Op, Value
-from ..kinds import CoordinateMode, NearestMode, ResizeMode
+from ..kinds import CoordinateMode, NearestMode, ResizeMode, SamplePadding
 from .dims import normalize
 from .node import Node
 
@@ -113,4 +113,19 @@ def convert_upsample(n: Node) -> Value:
                   nearest=NearestMode.FLOOR, scales=tuple(full), shape=tuple(shape))
 
 
-CONVERTERS = {"Resize": convert_resize, "Upsample": convert_upsample}
+_PADDING = {m.value: m for m in SamplePadding}
+_SAMPLE_MODES = {"bilinear": ResizeMode.LINEAR, "linear": ResizeMode.LINEAR,
+                 "nearest": ResizeMode.NEAREST, "bicubic": ResizeMode.CUBIC,
+                 "cubic": ResizeMode.CUBIC}
+
+
+def convert_grid_sample(n: Node) -> Value:
+    mode = _enum(_SAMPLE_MODES, n.attr("mode", "bilinear" if n.opset < 20 else "linear"),
+                 "mode")
+    padding = _enum(_PADDING, n.attr("padding_mode", "zeros"), "padding_mode")
+    return n.emit(Op.GRID_SAMPLE, n.value(0), n.value(1), mode=mode, padding=padding,
+                  align_corners=bool(n.attr("align_corners", 0)))
+
+
+CONVERTERS = {"Resize": convert_resize, "Upsample": convert_upsample,
+              "GridSample": convert_grid_sample}

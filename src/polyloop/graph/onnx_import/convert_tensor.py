@@ -7,7 +7,7 @@ import numpy as np
 
 from ...errors import PolyloopError
 from ..ir import Dim, Op, Value
-from ..kinds import PadMode
+from ..kinds import PadMode, ScatterFn
 from .dims import as_dim, normalize, product, reshape_target, slice_range
 from .node import Node, Shape, onnx_dtype
 
@@ -424,7 +424,30 @@ def convert_eye_like(n: Node) -> Value:
     return n.const(np.eye(*x.type.shape, k=int(n.attr("k", 0)), dtype=dt))
 
 
+_SCATTER = {m.value: m for m in ScatterFn}
+
+
+def _scatter_fn(n: Node) -> ScatterFn:
+    fn = n.attr("reduction", "none")
+    if fn not in _SCATTER:
+        raise PolyloopError(f"reduction {fn!r} is not one of {', '.join(_SCATTER)}")
+    return _SCATTER[fn]
+
+
+def convert_scatter_elements(n: Node) -> Value:
+    x, idx, upd = n.value(0), n.value(1), n.value(2)
+    axis = normalize(int(n.attr("axis", 0)), len(x.type.shape))
+    _check_indices(n, idx, x.type.shape[axis], n.op_type)
+    return n.emit(Op.SCATTER_ELEMENTS, x, idx, upd, axis=axis, fn=_scatter_fn(n))
+
+
+def convert_scatter_nd(n: Node) -> Value:
+    return n.emit(Op.SCATTER_ND, n.value(0), n.value(1), n.value(2), fn=_scatter_fn(n))
+
+
 CONVERTERS = {
+    "ScatterElements": convert_scatter_elements, "Scatter": convert_scatter_elements,
+    "ScatterND": convert_scatter_nd,
     "Reshape": convert_reshape, "Flatten": convert_flatten, "Transpose": convert_transpose,
     "Squeeze": convert_squeeze, "Unsqueeze": convert_unsqueeze, "Concat": convert_concat,
     "Split": convert_split, "Slice": convert_slice, "Expand": convert_expand,

@@ -101,9 +101,48 @@ def _renamed(inner, names: dict[str, str], prefix: str, attrs: dict):
             copy.CopyFrom(given)
             copy.name = a.name
             out.attribute.append(copy)
-        elif a.g.node or a.graphs:
-            raise PolyloopError(f"the function body of this operator has a subgraph "
+        elif a.graphs:
+            raise PolyloopError(f"the function body of this operator has a list of subgraphs "
                                 f"({inner.op_type}); control flow is not supported")
+        elif a.HasField("g"):
+            copy = type(a)()
+            copy.CopyFrom(a)
+            _rename_graph(copy.g, rename, prefix, attrs)
+            out.attribute.append(copy)
         else:
             out.attribute.append(a)
     return out
+
+
+def _rename_graph(g, rename, prefix: str, attrs: dict) -> None:
+    """Rename every value of subgraph ``g`` (a branch of If) in place, as its function's."""
+    nodes = [_renamed(n, {}, prefix, attrs) for n in g.node]
+    for n in nodes:      # outer names keep the caller's mapping, inner ones get the prefix
+        del n.input[:]
+    for new, old in zip(nodes, g.node):
+        new.input.extend(rename(i) for i in old.input)
+        del new.output[:]
+        new.output.extend(rename(o) for o in old.output)
+    del g.node[:]
+    g.node.extend(nodes)
+    for v in (*g.input, *g.output, *g.value_info):
+        v.name = rename(v.name)
+    for t in g.initializer:
+        t.name = rename(t.name)
+
+
+def branch(node, cond: bool) -> list:
+    """The nodes of the branch of If ``node`` that ``cond`` takes, then an Identity per
+    output (the branch's result under the If's output name)."""
+    from onnx import helper
+    key = "then_branch" if cond else "else_branch"
+    g = next((a.g for a in node.attribute if a.name == key), None)
+    if g is None:
+        raise PolyloopError(f"If has no {key}")
+    if len(g.output) != len(node.output):
+        raise PolyloopError(f"the {key} has {len(g.output)} outputs, the If {len(node.output)}")
+    body = [helper.make_node("Constant", [], [t.name], value=t) for t in g.initializer]
+    body += list(g.node)
+    body += [helper.make_node("Identity", [o.name], [name])
+             for o, name in zip(g.output, node.output) if name]
+    return body

@@ -20,7 +20,7 @@ from ..builder import GraphBuilder
 from ..ir import Dim, Graph, Value
 from ..verify import verify
 from . import convert_math, convert_nn, convert_norm, convert_resize, convert_tensor
-from .functions import expand, has_function
+from .functions import branch, expand, has_function
 from .node import ONNX_DTYPES, Node, Shape, ValueNeeded, onnx_dtype
 
 CONVERTERS = {**convert_math.CONVERTERS, **convert_tensor.CONVERTERS, **convert_nn.CONVERTERS,
@@ -196,12 +196,20 @@ class OnnxImporter:
     def _support(self, proto, opset: int) -> str | None:
         if proto.domain not in ("", "ai.onnx"):
             return f"operators of domain '{proto.domain}' are not supported"
-        if proto.op_type in CONVERTERS or has_function(proto.op_type, opset):
+        if proto.op_type in CONVERTERS or proto.op_type == "If" or \
+                has_function(proto.op_type, opset):
             return None
         return "not supported (no converter and no function body)"
 
     def _node(self, proto, opset: int):
-        """Convert one node into the builder; returns a function body to expand instead."""
+        """Convert one node into the builder; returns a function body (or the branch an If
+        takes) to convert instead."""
+        if proto.op_type == "If":
+            n = Node(proto, opset, self.b, self.env, self.sources)
+            cond = n.array(0, "the condition")
+            if cond.size != 1:
+                raise PolyloopError(f"the condition has {cond.size} elements, not one")
+            return branch(proto, bool(cond.reshape(-1)[0])), {"": opset}
         if proto.op_type not in CONVERTERS:
             problem = self._support(proto, opset)
             if problem:

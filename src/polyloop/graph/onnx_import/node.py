@@ -112,7 +112,8 @@ class Node:
                               f"graph input(s) {', '.join(sorted(sources))}; give their values "
                               "at import (from_onnx(..., values={...}))", tuple(sorted(sources)))
         raise PolyloopError(f"{label} ('{name}') is computed at run time from the data; "
-                            "polyloop needs it as a constant (its value decides a shape)")
+                            "polyloop needs it as a constant (its value decides a shape or "
+                            "a branch)")
 
     def optional_array(self, k: int, what: str = "") -> np.ndarray | None:
         return self.array(k, what) if self.has(k) else None
