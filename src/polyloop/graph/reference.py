@@ -155,8 +155,11 @@ def evaluate(op: Op, arrays: list[np.ndarray], attrs: dict, out_type: TensorType
     form = _FORMS.get(op)
     if form is None or out_type.params:
         return None
-    with np.errstate(all="ignore"):
-        out = form(arrays, attrs, out_type)
+    try:
+        with np.errstate(all="ignore"):
+            out = form(arrays, attrs, out_type)
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None     # NumPy has no answer here (a maximum of nothing): not folded
     if out is None:
         return None
     out = np.asarray(out).astype(out_type.dtype, copy=False)

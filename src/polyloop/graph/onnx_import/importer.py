@@ -281,6 +281,20 @@ class OnnxImporter:
         return e
 
 
+def upgraded(model):
+    """A model of an opset before ``MIN_OPSET`` converted by ONNX's version converter (the
+    older broadcasting and attribute forms become today's)."""
+    if default_opset(model) >= MIN_OPSET:
+        return model
+    from onnx import version_converter
+    try:
+        return version_converter.convert_version(model, MIN_OPSET)
+    except Exception as e:    # the converter's own errors, of several kinds
+        raise PolyloopError(f"the model uses opset {default_opset(model)}, and ONNX's version "
+                            f"converter cannot bring it to opset {MIN_OPSET}: "
+                            f"{str(e).strip()[:300]}") from None
+
+
 def from_onnx(model: object, *, batch: str | None = None, values: dict | None = None) -> Graph:
     """Import an ONNX model (a path or a ``ModelProto``); symbolic input dimensions
     (``dim_param``) stay symbolic, and ``batch="n"`` makes dimension 0 of every input the
@@ -289,4 +303,5 @@ def from_onnx(model: object, *, batch: str | None = None, values: dict | None = 
 
     >>> g = pl.graph.from_onnx("model.onnx"); print(g)   # doctest: +SKIP
     """
-    return OnnxImporter(checked(load_model(model)), batch=batch, values=values).run()
+    m = checked(load_model(model))
+    return OnnxImporter(checked(upgraded(m)), batch=batch, values=values).run()
