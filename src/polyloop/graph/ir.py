@@ -61,6 +61,8 @@ class Op(enum.Enum):
     - ``SCATTER_ELEMENTS(x, idx, updates; axis, fn: ScatterFn)``: x with ``updates[u]`` put
       at u's position with axis replaced by ``idx[u]``; ``SCATTER_ND(x, idx, updates; fn)``:
       ``updates[q, ...]`` put at ``x[idx[q, 0], ..., idx[q, k-1], ...]``. Indices as GATHER's.
+    - ``TOPK(x; k, axis, largest, indices)``: the ``k`` largest (smallest) elements along
+      ``axis`` in order, equal ones by position; their int64 positions with ``indices``.
     """
 
     CONV2D = "conv2d"
@@ -121,6 +123,7 @@ class Op(enum.Enum):
     GRID_SAMPLE = "grid_sample"
     SCATTER_ELEMENTS = "scatter_elements"
     SCATTER_ND = "scatter_nd"
+    TOPK = "topk"
 
     def __str__(self) -> str:
         return self.value

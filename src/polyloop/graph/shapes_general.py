@@ -245,11 +245,22 @@ def _scatter_nd(op: Op, types, attrs) -> TensorType:
     return x
 
 
+def _topk(op: Op, types, attrs) -> TensorType:
+    x = types[0]
+    axis = normalize_axis(op, types, attrs.get("axis", -1), len(x.shape))
+    k = attrs.get("k")
+    d = static(op, types, x.shape[axis], "the sorted axis")
+    if x.dtype == "bool" or not isinstance(k, int) or not 1 <= k <= d:
+        raise _fail(op, types, f"topk needs a numeric tensor and 1 <= k <= {d}, got k={k!r}")
+    shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
+    return TensorType(shape, "int64" if attrs.get("indices") else x.dtype)
+
+
 GENERAL_RULES: dict[Op, Callable[[Op, tuple, Attrs], TensorType]] = {
     Op.UNARY: _unary, Op.BINARY: _binary, Op.WHERE: _where, Op.CAST: _cast,
     Op.REDUCE: _reduce, Op.ARG_REDUCE: _arg_reduce, Op.CUMSUM: _cumsum, Op.SLICE: _slice,
     Op.PAD: _pad, Op.BROADCAST_TO: _broadcast_to, Op.TILE: _tile, Op.GATHER: _gather,
     Op.GATHER_ELEMENTS: _gather_elements, Op.GATHER_ND: _gather_nd, Op.ONE_HOT: _one_hot,
-    Op.TRILU: _trilu, Op.SCATTER_ELEMENTS: _scatter_elements, Op.SCATTER_ND: _scatter_nd,
+    Op.TRILU: _trilu, Op.TOPK: _topk, Op.SCATTER_ELEMENTS: _scatter_elements, Op.SCATTER_ND: _scatter_nd,
     **NN_RULES,
 }

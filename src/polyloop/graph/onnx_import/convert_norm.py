@@ -190,7 +190,23 @@ def convert_arg(n: Node) -> Value:
                   largest=n.op_type == "ArgMax", last=bool(n.attr("select_last_index", 0)))
 
 
+def convert_topk(n: Node) -> tuple:
+    x = n.value(0)
+    axis = normalize(int(n.attr("axis", -1)), len(x.type.shape))
+    if n.opset < 10:
+        k = int(n.attr("k"))
+    else:
+        k = int(n.array(1, "k").reshape(-1)[0])
+    n.attr("sorted")      # the outputs are always sorted, which sorted=0 also allows
+    largest = bool(n.attr("largest", 1))
+    values = n.emit(Op.TOPK, x, k=k, axis=axis, largest=largest) if n.wants(0) else None
+    indices = n.emit(Op.TOPK, x, k=k, axis=axis, largest=largest, indices=True) \
+        if n.wants(1) else None
+    return (values, indices)
+
+
 CONVERTERS = {
+    "TopK": convert_topk,
     "BatchNormalization": convert_batch_norm, "InstanceNormalization": convert_instance_norm,
     "LayerNormalization": convert_layer_norm, "GroupNormalization": convert_group_norm,
     "RMSNormalization": convert_rms_norm, "MeanVarianceNormalization": convert_mvn,
