@@ -143,8 +143,9 @@ def _pad(op: Op, types, attrs) -> TensorType:
             continue
         d = static(op, types, d, f"padded axis {k}")
         mode = str(attrs.get("mode", "constant"))
-        if d + b + e < 1 or mode == "reflect" and max(b, e) >= d or \
-                mode == "wrap" and max(b, e) > d:
+        kept = d - max(-b, 0) - max(-e, 0)     # what is left after negative pads crop
+        if d + b + e < 1 or mode != "constant" and kept < 1 or \
+                mode == "reflect" and max(b, e) >= kept or mode == "wrap" and max(b, e) > kept:
             raise _fail(op, types, f"axis {k} of size {d} cannot take pads ({b}, {e}) in "
                         f"{mode} mode")
         shape.append(d + b + e)

@@ -110,7 +110,7 @@ def convert_dft(n: Node) -> Value:
     else:
         axis = int(n.array(2, "the axis").reshape(-1)[0]) if n.has(2) else -2
     axis = normalize(axis, rank - 1) if axis >= 0 else normalize(axis, rank)
-    inverse, onesided = bool(n.attr("inverse", 0)), bool(n.attr("onesided", 0))
+    inverse, onesided = n.flag("inverse", 0), n.flag("onesided", 0)
     size = x.type.shape[axis]
     length = int(n.array(1, "dft_length").reshape(-1)[0]) if n.has(1) else size
     if not isinstance(size, int) or x.type.shape[-1] not in (1, 2) or axis == rank - 1:

@@ -50,10 +50,10 @@ def unary(n: Node, fn: UnaryFn, x: Value, **params: object) -> Value:
 
 def convert_unary(n: Node) -> Value:
     fn, attrs = _UNARY[n.op_type]
-    params = {p: n.attr(a, d) for a, (p, d) in attrs.items()}
-    params = {p: (float(v) if isinstance(v, float) else v) for p, v in params.items()}
     if fn is UnaryFn.ISINF:
-        params = {k: bool(v) for k, v in params.items()}
+        params = {p: n.flag(a, d) for a, (p, d) in attrs.items()}
+    else:
+        params = {p: float(n.attr(a, d)) for a, (p, d) in attrs.items()}
     return unary(n, fn, n.value(0), **params)
 
 
@@ -93,7 +93,7 @@ def convert_binary(n: Node) -> Value:
 
 
 def convert_mod(n: Node) -> Value:
-    fmod = int(n.attr("fmod", 0))
+    fmod = int(n.flag("fmod", 0))
     a, b = n.value(0), n.value(1)
     return n.emit(Op.BINARY, a, b, fn=BinaryFn.FMOD if fmod else BinaryFn.MOD)
 
@@ -183,7 +183,7 @@ def convert_quantize(n: Node) -> Value:
     n.attr("axis")
     n.attr("block_size")
     n.attr("precision")
-    if not n.attr("saturate", 1):
+    if not n.flag("saturate", 1):
         raise PolyloopError("saturate=0 applies to float8 outputs, which are not supported")
     scale = _axis_param(n, n.value(1), rank)
     zp = _axis_param(n, n.value(2), rank) if n.has(2) else None

@@ -14,11 +14,11 @@ from .node import Node
 
 def convert_batch_norm(n: Node) -> Value:
     n.attr("momentum")
-    if n.opset < 9 and not n.attr("spatial", 1):
+    if n.opset < 9 and not n.flag("spatial", 1):
         raise PolyloopError("BatchNormalization with spatial=0 is not supported")
     if n.opset < 7:
         n.attr("is_test")
-    if n.attr("training_mode", 0) or any(n.wants(k) for k in range(1, 5)):
+    if n.flag("training_mode", 0) or any(n.wants(k) for k in range(1, 5)):
         raise PolyloopError("BatchNormalization in training mode (training_mode=1 or the "
                             "running statistics as outputs) is not supported: inference only")
     x = n.value(0)
@@ -166,11 +166,11 @@ _REDUCE = {"ReduceSum": ReduceFn.SUM, "ReduceMean": ReduceFn.MEAN, "ReduceMax": 
 def convert_reduce(n: Node) -> Value:
     x = n.value(0)
     rank = len(x.type.shape)
-    keep = bool(n.attr("keepdims", 1))
+    keep = n.flag("keepdims", 1)
     as_input = n.opset >= (13 if n.op_type == "ReduceSum" else 18)
     if as_input:
         axes = n.ints(1, "the axes") if n.has(1) else []
-        noop = bool(n.attr("noop_with_empty_axes", 0))
+        noop = n.flag("noop_with_empty_axes", 0)
     else:
         axes, noop = [int(a) for a in n.attr("axes", [])], False
     if not axes:
@@ -186,8 +186,8 @@ def convert_reduce(n: Node) -> Value:
 def convert_arg(n: Node) -> Value:
     x = n.value(0)
     axis = normalize(int(n.attr("axis", 0)), len(x.type.shape))
-    return n.emit(Op.ARG_REDUCE, x, axis=axis, keepdims=bool(n.attr("keepdims", 1)),
-                  largest=n.op_type == "ArgMax", last=bool(n.attr("select_last_index", 0)))
+    return n.emit(Op.ARG_REDUCE, x, axis=axis, keepdims=n.flag("keepdims", 1),
+                  largest=n.op_type == "ArgMax", last=n.flag("select_last_index", 0))
 
 
 def convert_topk(n: Node) -> tuple:
@@ -197,8 +197,8 @@ def convert_topk(n: Node) -> tuple:
         k = int(n.attr("k"))
     else:
         k = int(n.array(1, "k").reshape(-1)[0])
-    n.attr("sorted")      # the outputs are always sorted, which sorted=0 also allows
-    largest = bool(n.attr("largest", 1))
+    n.flag("sorted", 1)      # the outputs are always sorted, which sorted=0 also allows
+    largest = n.flag("largest", 1)
     values = n.emit(Op.TOPK, x, k=k, axis=axis, largest=largest) if n.wants(0) else None
     indices = n.emit(Op.TOPK, x, k=k, axis=axis, largest=largest, indices=True) \
         if n.wants(1) else None

@@ -67,7 +67,7 @@ def _sizes_and_scales(n: Node, x: Value, scales, sizes, axes) -> tuple[list, lis
 def convert_resize(n: Node) -> Value:
     x = n.value(0)
     rank = len(x.type.shape)
-    if n.attr("antialias", 0):
+    if n.flag("antialias", 0):
         raise PolyloopError("Resize with antialias=1 is not supported")
     axes = n.attr("axes")
     if n.opset < 11:
@@ -90,7 +90,7 @@ def convert_resize(n: Node) -> Value:
                  nearest=_enum(_NEAREST, n.attr("nearest_mode", "round_prefer_floor"
                                                 if n.opset >= 11 else "floor"), "nearest_mode"),
                  cubic_a=float(n.attr("cubic_coeff_a", -0.75)),
-                 exclude_outside=bool(n.attr("exclude_outside", 0)),
+                 exclude_outside=n.flag("exclude_outside", 0),
                  extrapolation=float(n.attr("extrapolation_value", 0.0)))
     if coords is CoordinateMode.TF_CROP_AND_RESIZE:
         if roi is None:
@@ -124,7 +124,7 @@ def convert_grid_sample(n: Node) -> Value:
                  "mode")
     padding = _enum(_PADDING, n.attr("padding_mode", "zeros"), "padding_mode")
     return n.emit(Op.GRID_SAMPLE, n.value(0), n.value(1), mode=mode, padding=padding,
-                  align_corners=bool(n.attr("align_corners", 0)))
+                  align_corners=n.flag("align_corners", 0))
 
 
 CONVERTERS = {"Resize": convert_resize, "Upsample": convert_upsample,

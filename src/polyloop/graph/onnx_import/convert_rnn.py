@@ -113,7 +113,7 @@ def _step(cell: _Cell, x_proj: Value, h: Value, c: Value | None, clip: float | N
     if n.op_type == "GRU":
         z = cell.act(0, clipped(pre(0, h)))
         r = cell.act(0, clipped(pre(1, h)))
-        if n.attr("linear_before_reset", 0):
+        if n.flag("linear_before_reset", 0):
             rec = matmul(n, h, cell.r[2])
             if cell.rb is not None:
                 rec = _add(n, rec, cell.rb[2])
@@ -130,7 +130,7 @@ def _step(cell: _Cell, x_proj: Value, h: Value, c: Value | None, clip: float | N
         f_pre = _add(n, f_pre, _mul(n, cell.peep[2], c))
     i = cell.act(0, clipped(i_pre))
     f = cell.act(0, clipped(f_pre))
-    if n.attr("input_forget", 0):
+    if n.flag("input_forget", 0):
         f = n.emit(Op.BINARY, _scalar(n, i, 1.0), i, fn=BinaryFn.SUB)
     c_new = _add(n, _mul(n, f, c), _mul(n, i, cell.act(1, clipped(c_pre))))
     if cell.peep is not None:
@@ -141,7 +141,7 @@ def _step(cell: _Cell, x_proj: Value, h: Value, c: Value | None, clip: float | N
 
 def convert_rnn(n: Node) -> tuple:
     x = n.value(0)
-    layout = int(n.attr("layout", 0))
+    layout = int(n.flag("layout", 0))
     if layout:
         x = n.emit(Op.PERMUTE, x, axes=[1, 0, 2])
     steps, batch, _ = x.type.shape

@@ -23,7 +23,7 @@ def convert_reshape(n: Node) -> Value:
     if n.opset < 5:
         raise PolyloopError("Reshape before opset 5 (the shape as an attribute) is not "
                             "supported")
-    allowzero = bool(n.attr("allowzero", 0))
+    allowzero = n.flag("allowzero", 0)
     return reshape(n, x, reshape_target(x.type.shape, n.dims(1, "the shape"), allowzero))
 
 
@@ -43,9 +43,9 @@ def convert_transpose(n: Node) -> Value:
     x = n.value(0)
     rank = len(x.type.shape)
     perm = [int(p) for p in n.attr("perm", list(reversed(range(rank))))]
-    if sorted(p % rank if -rank <= p < rank else p for p in perm) != list(range(rank)):
-        raise PolyloopError(f"perm {perm} is not a permutation of the {rank} axes")
-    perm = [p % rank for p in perm]
+    if sorted(perm) != list(range(rank)):
+        raise PolyloopError(f"perm {perm} is not a permutation of the {rank} axes 0 to "
+                            f"{rank - 1}")
     if perm == list(range(rank)):
         return x
     return n.emit(Op.PERMUTE, x, axes=perm)
@@ -334,14 +334,14 @@ def convert_one_hot(n: Node) -> Value:
 
 def convert_trilu(n: Node) -> Value:
     k = int(n.array(1, "k").reshape(-1)[0]) if n.has(1) else 0
-    return n.emit(Op.TRILU, n.value(0), upper=bool(n.attr("upper", 1)), k=k)
+    return n.emit(Op.TRILU, n.value(0), upper=n.flag("upper", 1), k=k)
 
 
 def convert_cumsum(n: Node) -> Value:
     x = n.value(0)
     axis = normalize(int(n.array(1, "the axis").reshape(-1)[0]), len(x.type.shape))
-    return n.emit(Op.CUMSUM, x, axis=axis, exclusive=bool(n.attr("exclusive", 0)),
-                  reverse=bool(n.attr("reverse", 0)))
+    return n.emit(Op.CUMSUM, x, axis=axis, exclusive=n.flag("exclusive", 0),
+                  reverse=n.flag("reverse", 0))
 
 
 def _blocks(n: Node, x: Value) -> tuple[int, int, int, int, int]:
@@ -389,7 +389,7 @@ def convert_identity(n: Node) -> Value | Shape:
 def convert_dropout(n: Node) -> tuple:
     n.attr("seed")
     n.attr("ratio")
-    if n.opset < 7 and not n.attr("is_test", 0):
+    if n.opset < 7 and not n.flag("is_test", 0):
         raise PolyloopError("Dropout in training mode (is_test=0) is not supported")
     if n.has(2) and bool(n.array(2, "training_mode").reshape(-1)[0]):
         raise PolyloopError("Dropout in training mode is not supported (inference only)")

@@ -145,6 +145,14 @@ class Node:
             return [x.decode() if isinstance(x, bytes) else x for x in v]
         return v
 
+    def flag(self, key: str, default: int) -> bool:
+        """A 0/1 attribute as a bool; any other value is refused (runtimes read such a value
+        differently: never guess)."""
+        v = self.attr(key, default)
+        if v not in (0, 1):
+            raise PolyloopError(f"attribute {key}={v!r} must be 0 or 1")
+        return bool(v)
+
     def has_attr(self, key: str) -> bool:
         return key in self._attrs
 
