@@ -85,3 +85,13 @@ def test_a_computed_shape_input_is_refused_with_the_reason():
     assert err.value.names == ("s",)
     g = pl.graph.from_onnx(m, values={"s": np.array([3, -2], "int64")})
     assert g.outputs[0].type.shape == (3, 2) and [v.name for v in g.inputs] == ["x"]
+
+
+def test_gather_indices_given_at_run_time_are_checked():
+    node = helper.make_node("Gather", ["x", "i"], ["y"], axis=1)
+    m = model([node], [vi("x", [2, 3]), vi("i", [2], TensorProto.INT64)], [vi("y", [2, 2])])
+    ex = pl.graph.build(pl.graph.from_onnx(m))
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    np.testing.assert_array_equal(ex(x, np.array([-1, 0], "int64")), x[:, [2, 0]])
+    with pytest.raises(pl.ArgumentError, match=r"gather indices must be in \[-3, 3\)"):
+        ex(x, np.array([0, 3], "int64"))
