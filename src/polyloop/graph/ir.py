@@ -53,8 +53,9 @@ class Op(enum.Enum):
     - ``LRN(x; size, alpha, beta, bias)``: across channels (axis 1).
     - ``EINSUM(*xs; equation)``: the equation in explicit form, ``ij,jk->ik``.
     - ``RESIZE(x; mode: ResizeMode, coordinates: CoordinateMode, nearest: NearestMode, scales,
-      cubic_a, exclude_outside, roi, extrapolation)``: output size per axis from the result's
-      shape, the coordinate transform from the per-axis ``scales``.
+      cubic_a, exclude_outside, antialias, roi, extrapolation)``: output size per axis from
+      the result's shape, the coordinate transform from the per-axis ``scales``; with
+      ``antialias`` a downscale widens its linear or cubic filter by 1 / scale.
     - ``GRID_SAMPLE(x, grid; mode: ResizeMode, padding: SamplePadding, align_corners)``: x
       (N, C, spatial...) sampled at the normalised coordinates ``grid[n, out..., :]`` (in
       [-1, 1], the last spatial axis first), as ONNX's GridSample.

@@ -165,5 +165,29 @@ def _inverse_onesided(n: Node, parts: list[Value], length: int, given: bool) -> 
     return real
 
 
-CONVERTERS = {"ReverseSequence": convert_reverse_sequence, "MaxUnpool": convert_max_unpool,
+def convert_tensor_scatter(n: Node) -> Value:
+    """The update written into the cache at each batch entry's write index along ``axis``
+    (wrapping around the axis in circular mode): a scatter of computed positions."""
+    cache, upd = n.value(0), n.value(1)
+    rank = len(cache.type.shape)
+    axis = normalize(int(n.attr("axis", -2)), rank)
+    mode = n.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise PolyloopError(f"mode {mode!r} is not linear or circular")
+    steps, length = upd.type.shape[axis], cache.type.shape[axis]
+    if not isinstance(steps, int) or not isinstance(length, int) or axis == 0:
+        raise PolyloopError("TensorScatter needs constant sequence axes after the batch axis")
+    pos = _iota(n, steps, axis, rank)
+    if n.has(2):
+        start = reshape(n, n.value(2), (cache.type.shape[0],) + (1,) * (rank - 1))
+        pos = n.emit(Op.BINARY, pos, n.emit(Op.CAST, start, dtype="int64")
+                     if start.type.dtype != "int64" else start, fn=BinaryFn.ADD)
+    if mode == "circular":
+        pos = n.emit(Op.BINARY, pos, n.const(np.array(length, "int64")), fn=BinaryFn.MOD)
+    pos = n.emit(Op.BROADCAST_TO, pos, shape=upd.type.shape)
+    return n.emit(Op.SCATTER_ELEMENTS, cache, pos, upd, axis=axis)
+
+
+CONVERTERS = {"TensorScatter": convert_tensor_scatter,
+              "ReverseSequence": convert_reverse_sequence, "MaxUnpool": convert_max_unpool,
               "Col2Im": convert_col2im, "DFT": convert_dft}

@@ -12,20 +12,40 @@ from .dims import as_dim, normalize, product
 from .node import Node
 
 
-def convert_batch_norm(n: Node) -> Value:
-    n.attr("momentum")
+def convert_batch_norm(n: Node) -> Value | tuple:
+    momentum = float(n.attr("momentum", 0.9))
     if n.opset < 9 and not n.flag("spatial", 1):
         raise PolyloopError("BatchNormalization with spatial=0 is not supported")
     if n.opset < 7:
         n.attr("is_test")
-    if n.flag("training_mode", 0) or any(n.wants(k) for k in range(1, 5)):
-        raise PolyloopError("BatchNormalization in training mode (training_mode=1 or the "
-                            "running statistics as outputs) is not supported: inference only")
     x = n.value(0)
     if len(x.type.shape) < 2:
         raise PolyloopError("BatchNormalization needs (N, C, ...) data")
-    return n.emit(Op.BATCH_NORM, *[n.value(k) for k in range(5)],
-                  eps=float(n.attr("epsilon", 1e-5)))
+    eps = float(n.attr("epsilon", 1e-5))
+    training = n.flag("training_mode", 0)
+    if not training and any(n.wants(k) for k in range(1, 5)):
+        raise PolyloopError("BatchNormalization's running statistics are outputs only in "
+                            "training mode (training_mode=1)")
+    if not training:
+        return n.emit(Op.BATCH_NORM, *[n.value(k) for k in range(5)], eps=eps)
+    if n.opset < 14:
+        raise PolyloopError("BatchNormalization in training mode before opset 14 is not "
+                            "supported")
+    axes = (0,) + tuple(range(2, len(x.type.shape)))
+    mean = n.emit(Op.REDUCE, x, fn=ReduceFn.MEAN, axes=axes)
+    centred = n.emit(Op.BINARY, x, reshape(n, mean, (x.type.shape[1],) + (1,) * (
+        len(x.type.shape) - 2)), fn=BinaryFn.SUB)
+    var = n.emit(Op.REDUCE, n.emit(Op.BINARY, centred, centred, fn=BinaryFn.MUL),
+                 fn=ReduceFn.MEAN, axes=axes)
+    y = n.emit(Op.BATCH_NORM, x, n.value(1), n.value(2), mean, var, eps=eps)
+
+    def running(k: int, batch: Value) -> Value:
+        keep = n.emit(Op.BINARY, n.value(k), n.const(np.array(momentum, x.type.dtype)),
+                      fn=BinaryFn.MUL)
+        new = n.emit(Op.BINARY, batch, n.const(np.array(1 - momentum, x.type.dtype)),
+                     fn=BinaryFn.MUL)
+        return n.emit(Op.BINARY, keep, new, fn=BinaryFn.ADD)
+    return (y, running(3, mean) if n.wants(1) else None, running(4, var) if n.wants(2) else None)
 
 
 def _per_channel(n: Node, v: Value, rank: int) -> Value:
