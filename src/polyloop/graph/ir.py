@@ -62,6 +62,8 @@ class Op(enum.Enum):
     - ``SCATTER_ELEMENTS(x, idx, updates; axis, fn: ScatterFn)``: x with ``updates[u]`` put
       at u's position with axis replaced by ``idx[u]``; ``SCATTER_ND(x, idx, updates; fn)``:
       ``updates[q, ...]`` put at ``x[idx[q, 0], ..., idx[q, k-1], ...]``. Indices as GATHER's.
+    - ``BITCAST(x; dtype)``: the same bits read as another dtype of the same width;
+      ``DET(x)``: determinants of the square matrices of the two last axes (up to 5 x 5).
     - ``TOPK(x; k, axis, largest, indices)``: the ``k`` largest (smallest) elements along
       ``axis`` in order, equal ones by position; their int64 positions with ``indices``.
     """
@@ -125,6 +127,8 @@ class Op(enum.Enum):
     SCATTER_ELEMENTS = "scatter_elements"
     SCATTER_ND = "scatter_nd"
     TOPK = "topk"
+    BITCAST = "bitcast"
+    DET = "det"
 
     def __str__(self) -> str:
         return self.value

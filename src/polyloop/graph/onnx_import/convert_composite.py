@@ -188,6 +188,32 @@ def convert_tensor_scatter(n: Node) -> Value:
     return n.emit(Op.SCATTER_ELEMENTS, cache, pos, upd, axis=axis)
 
 
-CONVERTERS = {"TensorScatter": convert_tensor_scatter,
+def convert_stft(n: Node) -> Value:
+    """Frames of the signal (a gather of constant positions), weighted by the window, each
+    transformed like DFT along the frame."""
+    x = n.value(0)
+    batch, length, channels = x.type.shape
+    step = int(n.array(1, "the frame step").reshape(-1)[0])
+    window = n.value(2) if n.has(2) else None
+    size = int(n.array(3, "the frame length").reshape(-1)[0]) if n.has(3) else \
+        (window.type.shape[0] if window is not None else length)
+    if window is None:
+        window = n.const(np.ones(size, x.type.dtype))
+    frames = 1 + (length - size) // step
+    if frames < 1 or window.type.shape != (size,) or step < 1:
+        raise PolyloopError(f"frames of {size} every {step} of a signal of {length}, with a "
+                            f"window of shape {window.type.shape}")
+    index = n.const((np.arange(frames)[:, None] * step + np.arange(size)[None, :])
+                    .astype("int64"))
+    framed = n.emit(Op.GATHER, x, index, axis=1)             # (batch, frames, size, C)
+    framed = n.emit(Op.BINARY, framed, reshape(n, window, (1, 1, size, 1)), fn=BinaryFn.MUL)
+    moved = n.emit(Op.CAST, n.emit(Op.PERMUTE, framed, axes=[0, 1, 3, 2]), dtype="float64")
+    parts = [slice_axis(n, moved, 2, c, 1) for c in range(channels)]
+    bins = size // 2 + 1 if n.flag("onesided", 1) else size
+    out = n.emit(Op.CAST, _transform(n, parts, size, bins, False), dtype=x.type.dtype)
+    return n.emit(Op.PERMUTE, out, axes=[0, 1, 3, 2])
+
+
+CONVERTERS = {"STFT": convert_stft, "TensorScatter": convert_tensor_scatter,
               "ReverseSequence": convert_reverse_sequence, "MaxUnpool": convert_max_unpool,
               "Col2Im": convert_col2im, "DFT": convert_dft}

@@ -216,7 +216,16 @@ def convert_dequantize(n: Node) -> Value:
     return n.emit(Op.BINARY, y, cast(n, scale, dtype), fn=BinaryFn.MUL)
 
 
-CONVERTERS = {**{k: convert_unary for k in _UNARY}, **{k: convert_binary for k in _BINARY},
+def convert_bitcast(n: Node) -> Value:
+    return n.emit(Op.BITCAST, n.value(0), dtype=onnx_dtype(int(n.attr("to")), "BitCast's to"))
+
+
+def convert_det(n: Node) -> Value:
+    return n.emit(Op.DET, n.value(0))
+
+
+CONVERTERS = {"BitCast": convert_bitcast, "Det": convert_det,
+              **{k: convert_unary for k in _UNARY}, **{k: convert_binary for k in _BINARY},
               "Gelu": convert_gelu, "Mod": convert_mod, "BitShift": convert_bitshift,
               "Sum": convert_variadic, "Max": convert_variadic, "Min": convert_variadic,
               "Mean": convert_variadic, "Where": convert_where, "Cast": convert_cast,
