@@ -136,3 +136,26 @@ def test_onnx_backend_test_runs_polyloop():
         suite.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(case))
     result = unittest.TextTestRunner(verbosity=0).run(suite)
     assert result.wasSuccessful() and result.testsRun >= len(DISK_CASES)
+
+
+def test_shape_arithmetic_keeps_a_symbolic_batch():
+    from onnx import TensorProto, helper
+    h = helper
+    nodes = [h.make_node("Shape", ["x"], ["s"]),
+             h.make_node("Gather", ["s", "zero"], ["b"], axis=0),
+             h.make_node("Unsqueeze", ["b", "axes"], ["b1"]),
+             h.make_node("Concat", ["b1", "minus_one"], ["target"], axis=0),
+             h.make_node("Reshape", ["x", "target"], ["flat"]),
+             h.make_node("Relu", ["flat"], ["y"])]
+    inits = [h.make_tensor("zero", TensorProto.INT64, [], [0]),
+             h.make_tensor("axes", TensorProto.INT64, [1], [0]),
+             h.make_tensor("minus_one", TensorProto.INT64, [1], [-1])]
+    graph = h.make_graph(nodes, "dyn", [h.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                   ["N", 3, 4])],
+                         [h.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 12])], inits)
+    g = pl.graph.from_onnx(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]))
+    assert g.params == ("N",) and g.outputs[0].type.shape == ("N", 12)
+    ex = pl.graph.build(g)
+    for n in (2, 5):
+        x = np.random.default_rng(n).standard_normal((n, 3, 4)).astype("float32")
+        np.testing.assert_array_equal(ex(x), np.maximum(x.reshape(n, 12), 0))

@@ -8,6 +8,7 @@ import numpy as np
 from ...errors import PolyloopError
 from ..ir import Op, Value
 from ..kinds import BinaryFn, UnaryFn
+from . import shape_values
 from .node import Node, onnx_dtype
 
 _FLOATS = ("float16", "float32", "float64")
@@ -132,9 +133,11 @@ def cast(n: Node, x: Value, dtype: str) -> Value:
 
 
 def convert_cast(n: Node) -> Value:
-    dtype = onnx_dtype(int(n.attr("to")), f"Cast's target type")
+    dtype = onnx_dtype(int(n.attr("to")), "Cast's target type")
     n.attr("saturate")   # applies to float8 targets only, which the graph does not carry
     n.attr("round_mode")
+    if shape_values.involved(n, 0):
+        return shape_values.cast(n, dtype)
     return cast(n, n.value(0), dtype)
 
 

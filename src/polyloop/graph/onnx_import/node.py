@@ -37,6 +37,7 @@ class Shape:
     shape."""
 
     dims: tuple[Dim, ...]
+    scalar: bool = False      # a 0-d value (one dimension, picked by a Gather)
 
 
 Entry = Value | Shape
