@@ -41,7 +41,8 @@ NODE_CASES = {
     "hardmax": ["test_hardmax_one_hot"], "softmax": ["test_softmax_axis_0"],
     "gridsample": ["test_gridsample_bicubic"], "scatternd": ["test_scatternd_add"],
     "affinegrid": ["test_affine_grid_2d"], "rmsnormalization": ["test_rms_normalization_2d_axis0"],
-    "mish": ["test_mish_expanded"],
+    "mish": ["test_mish_expanded"], "scan": ["test_scan9_sum"],
+    "topk": ["test_top_k_negative_axis"], "rnn": ["test_simple_rnn_defaults"],
 }
 # on-disk models of the onnx package (older exporters: opset 6 to 9 PyTorch graphs)
 DISK_CASES = ["pytorch-converted/test_MaxPool1d_stride_padding_dilation",
