@@ -21,6 +21,7 @@ class Config:
     # target, keyed by the variable's suffix; default <triple>-gcc
     cross_cc: tuple[tuple[str, str], ...] = ()
     rpc_key: str | None = None           # POLYLOOP_RPC_KEY: the RPC servers' shared key
+    onnx_backend_test: bool = False     # POLYLOOP_ONNX_BACKEND_TEST=1: run ONNX's BackendTest
 
     def cc_for(self, triple: str) -> str:
         """The C compiler of cross target ``triple``: POLYLOOP_CC_<TRIPLE> or ``<triple>-gcc``.
@@ -104,6 +105,7 @@ def load() -> Config:
         rpc_key=os.environ.get("POLYLOOP_RPC_KEY") or None,
         cross_cc=tuple(sorted((k[len("POLYLOOP_CC_"):], v) for k, v in os.environ.items()
                               if k.startswith("POLYLOOP_CC_") and v.strip())),
+        onnx_backend_test=os.environ.get("POLYLOOP_ONNX_BACKEND_TEST", "") not in ("", "0"),
     )
 
 

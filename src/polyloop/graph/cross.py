@@ -18,25 +18,26 @@ from ..errors import ArgumentError, PolyloopError
 from ..runtime.compiler import Library
 from ..runtime.header import export_files
 from ..runtime.target import Target
-from .executor import _as_array, check_indices, embedding_checks, input_sizes
+from .executor import _as_array, check_indices, input_sizes
+from .index_checks import IndexCheck, index_checks
 from .export import model_header
 from .ir import Graph
 from .memory import MemoryPlan
 
 
-def bind_model_inputs(g: Graph, index_checks: list[tuple[str, int]], inputs: tuple
+def bind_model_inputs(g: Graph, checks: list[IndexCheck], inputs: tuple
                       ) -> tuple[list[np.ndarray], list[int],
                                  list[tuple[tuple[int, ...], np.dtype]]]:
     """Check the inputs of one run of ``g`` as ``Executor`` does; the inputs as C-contiguous
     arrays, the size parameters in the entry's order and the outputs' shapes and dtypes.
-    ``index_checks``: ``executor.embedding_checks(g)``."""
+    ``checks``: ``index_checks.index_checks(g)``."""
     if len(inputs) != len(g.inputs):
         raise ArgumentError(f"model '{g.name}' takes {len(g.inputs)} inputs "
                             f"({', '.join(v.name for v in g.inputs)}), got {len(inputs)}")
     arrays = [np.ascontiguousarray(_as_array(x, v.name)) for v, x in zip(g.inputs, inputs)]
     sizes = input_sizes(g, arrays)
-    if index_checks:
-        check_indices(g, index_checks, arrays)
+    if checks:
+        check_indices(g, checks, arrays)
     params = [sizes.get(p, 0) for p in g.params]
     outputs = [(v.type.concrete(sizes), np.dtype(v.type.dtype)) for v in g.outputs]
     return arrays, params, outputs
@@ -54,7 +55,7 @@ class CrossModel:
         self.graph, self.plan, self.library, self.entry = graph, plan, library, entry
         self.target = str(target)
         self.target_object = target
-        self._index_checks = embedding_checks(graph)
+        self._index_checks = index_checks(graph)
 
     @property
     def workspace_symbol(self) -> str:

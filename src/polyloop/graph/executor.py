@@ -24,7 +24,8 @@ from ..runtime.module import apply_thread_count
 from ..util.aligned import aligned_bytes
 from .entry import ALIGN
 from .export import model_header
-from .ir import ExternCall, Graph, Op
+from .index_checks import IndexCheck, index_checks
+from .ir import ExternCall, Graph
 from .memory import MemoryPlan, Where, nbytes
 
 
@@ -83,21 +84,14 @@ def input_sizes(g: Graph, arrays: list[np.ndarray]) -> dict[str, int]:
     return sizes
 
 
-def embedding_checks(g: Graph) -> list[tuple[str, int]]:
-    """(input, rows) of each embedding lookup whose indices are a graph input."""
-    return [(c.inputs[1].name, c.inputs[0].type.shape[0])
-            for b in g.bindings for c in getattr(getattr(b, "kernel", None), "body", ())
-            if c.op is Op.EMBEDDING]
-
-
-def check_indices(g: Graph, checks: list[tuple[str, int]], arrays: list[np.ndarray]) -> None:
-    """ArgumentError when an embedding index input holds a row outside its table."""
+def check_indices(g: Graph, checks: list[IndexCheck], arrays: list[np.ndarray]) -> None:
+    """ArgumentError when an input read as indices (``index_checks.index_checks(g)``) holds
+    one outside its axis."""
     by_name = {v.name: a for v, a in zip(g.inputs, arrays)}
-    for idx, rows in checks:
-        a = by_name.get(idx)
-        if a is not None and a.size and (a.min() < 0 or a.max() >= rows):
-            raise ArgumentError(f"input '{idx}': embedding indices must be in [0, {rows}), "
-                                f"got [{a.min()}, {a.max()}]")
+    for check in checks:
+        a = by_name.get(check.name)
+        if a is not None:
+            check.check(a)
 
 
 class Executor:
@@ -123,7 +117,7 @@ class Executor:
                 self._fns[s.entry] = fn
         self._workspaces: dict[tuple, np.ndarray] = {}
         self._shapes: dict[tuple, _Shapes] = {}
-        self._index_checks = embedding_checks(graph)
+        self._index_checks = index_checks(graph)
 
     @property
     def source_dir(self) -> Path:

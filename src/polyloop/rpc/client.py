@@ -25,7 +25,8 @@ from ..driver import build as build_kernel
 from ..errors import PolyloopError
 from ..graph.build import compile_graph
 from ..graph.cross import CrossModel, bind_model_inputs
-from ..graph.executor import Executor, embedding_checks
+from ..graph.executor import Executor
+from ..graph.index_checks import index_checks
 from ..runtime.cross import CrossModule
 from ..runtime.kernel import returned
 from ..runtime.module import Module, kernel_failure
@@ -313,7 +314,7 @@ class RemoteModel(_RemoteFunction):
 
     def __init__(self, remote: Remote, number: int, built: Any, library: RemoteLibrary) -> None:
         super().__init__(remote, number, built, library)
-        self._checks = embedding_checks(built.graph)
+        self._checks = index_checks(built.graph)
 
     @property
     def name(self) -> str:
