@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: Apache-2.0
+"""C sources of the low-bit dot-product micro-kernels: ``u8s8`` (uint8 x int8 summed in int32)
+and ``bf16`` (bfloat16 x bfloat16 summed in float32), on groups of k.
+
+Each kernel updates a ``rows x cols`` tile ``c[i, j] += sum_{g, t} a[i, g, t] * b[g, j, t]``,
+where a group ``t`` holds 4 bytes of k (``u8s8``, the operands of ``vpdpbusd``) or 2 bfloat16
+values (``bf16``, the operands of ``vdpbf16ps``). The call is the one of ``pl.TensorIntrin``::
+
+    name(c, a, b, ldc, lda_i, lda_g, ldb_g, ldb_j, kg)
+
+(element strides; the elements of a group are contiguous). Bodies:
+
+* ``avx512``: the tile in ``rows * cols / 16`` zmm registers; per group, ``cols / 16`` loads
+  of ``b`` (16 columns of one group each: ``ldb_j`` must be the group size, which the packed
+  panels of the schedules give; other strides run the portable loops), one broadcast of a
+  group of ``a`` per row, and one ``vpdpbusd`` / ``vdpbf16ps`` per accumulator.
+* ``amx``: 16 x 16 tiles of ``c`` in AMX tile registers (2 x 2 of them for a 32 x 32 tile),
+  16 groups (64 bytes) of k per ``tdpbusd`` / ``tdpbf16ps``; groups beyond a multiple of 16,
+  and operands that are not contiguous along the groups, run the portable loops after the
+  tiles are stored.
+* ``portable``: plain loops, the reference the others agree with.
+
+The x86 bodies carry ``target`` attributes, so they compile with any x86 ``-march``; the
+intrinsic that a schedule calls is chosen by the host's CPU flags (``polyloop.intrin.lowbit``).
+
+>>> print(source("u8s8", "portable", 2, 4).splitlines()[1][:60])
+static inline void pl_lowbit_u8s8_portable_2x4(int32_t *rest
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "pl_lowbit_"
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """What one kind of low-bit dot product needs spelled in C."""
+    group: int            # elements of k per group (4 bytes either way)
+    c_type: str
+    a_type: str
+    b_type: str
+    widen_a: str          # C expression of one element of a as the accumulator's type
+    widen_b: str
+    acc_vector: str       # the zmm type of an accumulator
+    load_c: str
+    store_c: str
+    operand: str          # cast of a 512-bit integer vector to the instruction's operand type
+    dot: str              # the AVX-512 instruction: acc = dot(acc, a, b)
+    avx512_target: str
+    amx_dot: str
+    amx_target: str
+
+
+FAMILIES = {
+    "u8s8": Family(4, "int32_t", "uint8_t", "int8_t", "(int32_t){x}", "(int32_t){x}",
+                   "__m512i", "_mm512_loadu_si512", "_mm512_storeu_si512", "",
+                   "_mm512_dpbusd_epi32", "avx512f,avx512vnni", "_tile_dpbusd",
+                   "amx-tile,amx-int8"),
+    "bf16": Family(2, "float", "uint16_t", "uint16_t", "pl_lowbit_bf16_f32({x})",
+                   "pl_lowbit_bf16_f32({x})", "__m512", "_mm512_loadu_ps", "_mm512_storeu_ps",
+                   "(__m512bh)", "_mm512_dpbf16_ps", "avx512f,avx512bf16", "_tile_dpbf16ps",
+                   "amx-tile,amx-bf16"),
+}
+
+_BF16_WIDEN = """#ifndef PL_LOWBIT_BF16_F32
+#define PL_LOWBIT_BF16_F32
+static inline float pl_lowbit_bf16_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = { (uint32_t)h << 16 };
+    return v.f;
+}
+#endif"""
+
+
+def name(family: str, isa: str, rows: int, cols: int) -> str:
+    """``pl_lowbit_<family>_<isa>_<rows>x<cols>``."""
+    return f"{PREFIX}{family}_{isa}_{rows}x{cols}"
+
+
+def _head(family: str, isa: str, rows: int, cols: int, attribute: str = "") -> str:
+    f = FAMILIES[family]
+    return (f"static inline {attribute}void {name(family, isa, rows, cols)}("
+            f"{f.c_type} *restrict c, const {f.a_type} *restrict a, const {f.b_type} *restrict b, "
+            "int64_t ldc, int64_t lda_i, int64_t lda_g, int64_t ldb_g, int64_t ldb_j, "
+            "int64_t kg) {")
+
+
+def _loops(family: str, rows: int, cols: int, first_group: str = "0") -> list[str]:
+    """The tile's sums as plain loops over the groups ``first_group`` .. ``kg - 1``."""
+    f = FAMILIES[family]
+    a = f.widen_a.format(x="a[i * lda_i + g * lda_g + t]")
+    b = f.widen_b.format(x="b[g * ldb_g + j * ldb_j + t]")
+    return [f"    for (int64_t i = 0; i < {rows}; i++)",
+            f"        for (int64_t j = 0; j < {cols}; j++) {{",
+            f"            {f.c_type} s = c[i * ldc + j];",
+            f"            for (int64_t g = {first_group}; g < kg; g++)",
+            f"                for (int64_t t = 0; t < {f.group}; t++) s += {a} * {b};",
+            "            c[i * ldc + j] = s;",
+            "        }"]
+
+
+def _prelude(family: str, *includes: str) -> list[str]:
+    lines = ["#include <stdint.h>", "#include <string.h>", *includes]
+    return lines + ([_BF16_WIDEN] if family == "bf16" else [])
+
+
+def portable_source(family: str, rows: int, cols: int) -> str:
+    """Plain C loops: the same sums on any CPU."""
+    return "\n".join(_prelude(family) + [_head(family, "portable", rows, cols)]
+                     + _loops(family, rows, cols) + ["}"])
+
+
+def avx512_source(family: str, rows: int, cols: int) -> str:
+    """A register tile of AVX-512 VNNI (``u8s8``) or AVX-512 BF16 (``bf16``) dot products."""
+    f = FAMILIES[family]
+    if cols % 16:
+        raise ValueError(f"avx512 {family} tile width {cols} is not a multiple of 16")
+    nv = cols // 16
+    attribute = f'__attribute__((target("{f.avx512_target}"))) '
+    lines = _prelude(family, "#include <immintrin.h>")
+    lines += [_head(family, "avx512", rows, cols, attribute),
+              f"    if (ldb_j != {f.group}) {{  /* the columns of a group are not contiguous */"]
+    lines += ["    " + x for x in _loops(family, rows, cols)]
+    lines += ["        return;", "    }"]
+    for r in range(rows):
+        decl = ", ".join(f"c{r}_{q} = {f.load_c}(c + {r} * ldc + {16 * q})" for q in range(nv))
+        lines.append(f"    {f.acc_vector} {decl};")
+    lines += ["    #pragma GCC unroll 4", "    for (int64_t g = 0; g < kg; g++) {"]
+    for q in range(nv):
+        lines.append(f"        const __m512i b{q} = _mm512_loadu_si512(b + g * ldb_g + "
+                     f"{16 * f.group * q});")
+    for r in range(rows):
+        lines += ["        {",
+                  "            int32_t v;",
+                  f"            memcpy(&v, a + {r} * lda_i + g * lda_g, 4);",
+                  "            const __m512i ar = _mm512_set1_epi32(v);"]
+        for q in range(nv):
+            lines.append(f"            c{r}_{q} = {f.dot}(c{r}_{q}, {f.operand}ar, {f.operand}b{q});")
+        lines.append("        }")
+    lines.append("    }")
+    for r in range(rows):
+        for q in range(nv):
+            lines.append(f"    {f.store_c}(c + {r} * ldc + {16 * q}, c{r}_{q});")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+_AMX_SETUP = """#ifndef PL_LOWBIT_AMX_SETUP
+#define PL_LOWBIT_AMX_SETUP
+/* Linux hands out the AMX tile state only to a process that asks for it (arch_prctl
+   ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); asked once, the answer holds for every thread */
+static int pl_lowbit_amx_permitted(void) {
+    static int state = 0;
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (s == 0) {
+        s = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
+        __atomic_store_n(&state, s, __ATOMIC_RELEASE);
+    }
+    return s > 0;
+}
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} pl_lowbit_amx_config;
+#endif"""
+
+
+def amx_source(family: str, rows: int, cols: int) -> str:
+    """AMX tiles: ``rows x cols`` of c as (rows / 16) x (cols / 16) tiles of 16 x 16, with one
+    tile of a per 16 rows and one of b per 16 columns (8 tile registers at most)."""
+    f = FAMILIES[family]
+    if rows % 16 or cols % 16 or (rows // 16) * (cols // 16) + rows // 16 + cols // 16 > 8:
+        raise ValueError(f"amx {family} tile {rows} x {cols}: 16 x 16 tiles of c plus one of a "
+                         "per 16 rows and one of b per 16 columns must fit in 8 tile registers")
+    mr, nr = rows // 16, cols // 16
+    ctile = {(r, q): r * nr + q for r in range(mr) for q in range(nr)}
+    atile = {r: mr * nr + r for r in range(mr)}
+    btile = {q: mr * nr + mr + q for q in range(nr)}
+    eb = 1 if family == "u8s8" else 2                         # bytes per element of a and b
+    attribute = f'__attribute__((target("{f.amx_target}"))) '
+    lines = _prelude(family, "#include <immintrin.h>", "#include <unistd.h>",
+                     "#include <sys/syscall.h>") + [_AMX_SETUP]
+    lines += [_head(family, "amx", rows, cols, attribute),
+              "    int64_t done = 0;   /* groups summed on the tiles */",
+              f"    if (lda_g == {f.group} && ldb_j == {f.group} && kg >= 16 "
+              "&& pl_lowbit_amx_permitted()) {",
+              "        pl_lowbit_amx_config cfg;",
+              "        memset(&cfg, 0, sizeof cfg);",
+              "        cfg.palette = 1;",
+              f"        for (int t = 0; t < {len(ctile) + mr + nr}; t++) {{ cfg.colsb[t] = 64; "
+              "cfg.rows[t] = 16; }",
+              "        _tile_loadconfig(&cfg);"]
+    for (r, q), t in ctile.items():
+        lines.append(f"        _tile_loadd({t}, c + {16 * r} * ldc + {16 * q}, ldc * 4);")
+    lines.append("        for (; done + 16 <= kg; done += 16) {")
+    for r, t in atile.items():
+        lines.append(f"            _tile_loadd({t}, a + {16 * r} * lda_i + done * lda_g, "
+                     f"lda_i * {eb});")
+    for q, t in btile.items():
+        lines.append(f"            _tile_loadd({t}, b + done * ldb_g + {16 * q} * ldb_j, "
+                     f"ldb_g * {eb});")
+    for (r, q), t in ctile.items():
+        lines.append(f"            {f.amx_dot}({t}, {atile[r]}, {btile[q]});")
+    lines.append("        }")
+    for (r, q), t in ctile.items():
+        lines.append(f"        _tile_stored({t}, c + {16 * r} * ldc + {16 * q}, ldc * 4);")
+    lines += ["        _tile_release();", "    }"]
+    lines += _loops(family, rows, cols, first_group="done")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+_SOURCES = {"avx512": avx512_source, "amx": amx_source, "portable": portable_source}
+
+
+def source(family: str, isa: str, rows: int, cols: int) -> str:
+    """The C source of the ``family`` kernel for ``isa`` on a ``rows x cols`` tile."""
+    return _SOURCES[isa](family, rows, cols)
