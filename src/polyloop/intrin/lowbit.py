@@ -36,7 +36,7 @@ from .. import config
 from ..errors import ArgumentError, ScheduleError
 from ..frontend import te
 from ..schedule.intrin_registry import TensorIntrin
-from ..util.isa import host_isa
+from ..util.isa import LOWBIT_BODIES, host_isa, lowbit_body
 from . import lowbit_sources as src
 
 PREFIX = src.PREFIX
@@ -47,11 +47,6 @@ ISAS = ("amx", "avx512", "portable")
 TILES = {"avx512": ((6, 32), (8, 32), (14, 32), (4, 64), (6, 64)),
          "amx": ((32, 32), (16, 16)),
          "portable": ((6, 32), (8, 32), (14, 32), (4, 64), (6, 64), (32, 32), (16, 16))}
-# the compiler macros (-march=native) that let the host run each body
-_MACROS = {("u8s8", "amx"): ("__AMX_TILE__", "__AMX_INT8__"),
-           ("u8s8", "avx512"): ("__AVX512F__", "__AVX512VNNI__"),
-           ("bf16", "amx"): ("__AMX_TILE__", "__AMX_BF16__"),
-           ("bf16", "avx512"): ("__AVX512F__", "__AVX512BF16__")}
 _TYPES = {"u8s8": ("uint8", "int8", "int32"), "bf16": ("bfloat16", "bfloat16", "float32")}
 
 
@@ -68,10 +63,9 @@ def group_size(family: str) -> int:
 def host_runs(family: str, isa: str) -> bool:
     """Whether the host's CPU flags (``cc -march=native``) include what ``isa``'s body of
     ``family`` executes; the portable body runs everywhere."""
-    if isa == "portable":
-        return True
+    _check_family(family)
     found = host_isa(config.CONFIG.cc)
-    return all(found.has(m) for m in _MACROS[(family, isa)])
+    return all(found.has(m) for m in dict(LOWBIT_BODIES[family])[isa])
 
 
 def host_kind(family: str) -> str:
@@ -81,7 +75,7 @@ def host_kind(family: str) -> str:
     True
     """
     _check_family(family)
-    return next(isa for isa in ISAS if host_runs(family, isa))
+    return lowbit_body(host_isa(config.CONFIG.cc), family)
 
 
 def _check_family(family: str) -> None:

@@ -23,7 +23,7 @@ values (``bf16``, the operands of ``vdpbf16ps``). The call is the one of ``pl.Te
 The x86 bodies carry ``target`` attributes, so they compile with any x86 ``-march``; the
 intrinsic that a schedule calls is chosen by the host's CPU flags (``polyloop.intrin.lowbit``).
 
->>> print(source("u8s8", "portable", 2, 4).splitlines()[1][:60])
+>>> print(source("u8s8", "portable", 2, 4).splitlines()[2][:60])
 static inline void pl_lowbit_u8s8_portable_2x4(int32_t *rest
 """
 from __future__ import annotations
