@@ -25,7 +25,7 @@ rounding, not bit for bit. The int8 bodies are exact (int32 arithmetic wraps as 
 
 >>> u = lowbit_intrin("u8s8", "portable")
 >>> u.name, u.axes, u.extents
-('pl_lowbit_u8s8_portable_6x32', ('i', 'j', 'g', 't'), (6, 32, None, 4))
+('pl_lowbit_u8s8_portable_6x32', ('i', 'j', 'g', 't'), (None, None, None, 4))
 """
 from __future__ import annotations
 
@@ -84,17 +84,18 @@ def _check_family(family: str) -> None:
                             f"{', '.join(FAMILIES)}")
 
 
-def lowbit_description(family: str, rows: int, cols: int) -> te.Tensor:
-    """``c[i, j] += sum_{g, t} a[i, g, t] * b[g, j, t]`` widened to the accumulator type, on a
-    ``rows x cols`` tile, over ``kg`` groups (symbolic) of ``group_size(family)`` elements."""
+def lowbit_description(family: str) -> te.Tensor:
+    """``c[i, j] += sum_{g, t} a[i, g, t] * b[g, j, t]`` widened to the accumulator type, on
+    an ``m x n`` block of c (any size: a body covers it tile by tile), over ``kg`` groups of
+    ``group_size(family)`` elements."""
     a_type, b_type, acc = _TYPES[family]
     group = group_size(family)
-    kg = te.var("kg")
-    a = te.placeholder((rows, kg, group), a_type, name="a")
-    b = te.placeholder((kg, cols, group), b_type, name="b")
+    m, n, kg = te.var("m"), te.var("n"), te.var("kg")
+    a = te.placeholder((m, kg, group), a_type, name="a")
+    b = te.placeholder((kg, n, group), b_type, name="b")
     g = te.reduce_axis((0, kg), name="g")
     t = te.reduce_axis((0, group), name="t")
-    return te.compute((rows, cols), lambda i, j: te.sum(
+    return te.compute((m, n), lambda i, j: te.sum(
         a[i, g, t].astype(acc) * b[g, j, t].astype(acc), axis=[g, t]), name="c")
 
 
@@ -103,7 +104,10 @@ def lowbit_intrin(family: str, isa: str | None = None, *, rows: int | None = Non
                   cols: int | None = None) -> TensorIntrin:
     """The ``family`` dot-product tile (``"u8s8"`` or ``"bf16"``) for ``isa`` (``"amx"``,
     ``"avx512"``, ``"portable"``; None: the best the host runs). ``rows x cols`` must be one of
-    ``TILES[isa]``; the default is the first (6 x 32 for avx512, 32 x 32 for amx).
+    ``TILES[isa]``; the default is the first (6 x 32 for avx512, 32 x 32 for amx). The
+    intrinsic takes any ``m x n`` block (its extents are symbolic) and runs it tile by tile; a
+    schedule splits the rows by ``rows`` and the columns by ``cols`` so that each call is one
+    tile, the edges a smaller one.
 
     >>> t = lowbit_intrin("bf16", "avx512", rows=14, cols=32)
     >>> t.name, t.operands
@@ -119,16 +123,28 @@ def lowbit_intrin(family: str, isa: str | None = None, *, rows: int | None = Non
     if shape not in TILES[kind]:
         raise ArgumentError(f"no {kind} {family} tile of {shape[0]} x {shape[1]}; available: "
                             f"{', '.join(f'{r}x{c}' for r, c in TILES[kind])}")
-    return TensorIntrin(lowbit_description(family, *shape),
+    return TensorIntrin(lowbit_description(family),
                         src.source(family, kind, *shape), name=src.name(family, kind, *shape))
+
+
+def tile_of(intrin: TensorIntrin) -> tuple[int, int]:
+    """The ``rows x cols`` tile of a low-bit intrinsic (from its name).
+
+    >>> tile_of(vnni_intrin("portable", rows=14, cols=32))
+    (14, 32)
+    """
+    m = _NAME.match(intrin.name)
+    if m is None:
+        raise ArgumentError(f"{intrin.name!r} is not a low-bit intrinsic")
+    return int(m["r"]), int(m["c"])
 
 
 def vnni_intrin(isa: str | None = None, *, rows: int | None = None,
                 cols: int | None = None) -> TensorIntrin:
     """``lowbit_intrin("u8s8", ...)``: uint8 x int8 summed in int32 (``vpdpbusd``, ``tdpbusd``).
 
-    >>> vnni_intrin("portable").extents
-    (6, 32, None, 4)
+    >>> vnni_intrin("portable").name
+    'pl_lowbit_u8s8_portable_6x32'
     """
     return lowbit_intrin("u8s8", isa, rows=rows, cols=cols)
 
@@ -139,7 +155,7 @@ def bf16_intrin(isa: str | None = None, *, rows: int | None = None,
     ``tdpbf16ps``).
 
     >>> bf16_intrin("portable").extents
-    (6, 32, None, 2)
+    (None, None, None, 2)
     """
     return lowbit_intrin("bf16", isa, rows=rows, cols=cols)
 
@@ -150,8 +166,8 @@ _NAME = re.compile(r"pl_lowbit_(?P<f>u8s8|bf16)_(?P<isa>[a-z0-9]+)_(?P<r>\d+)x(?
 def builtin_lowbit(name: str) -> TensorIntrin:
     """The low-bit intrinsic called ``name`` (``Schedule.from_trace`` replays by name).
 
-    >>> builtin_lowbit("pl_lowbit_u8s8_portable_16x16").extents
-    (16, 16, None, 4)
+    >>> builtin_lowbit("pl_lowbit_u8s8_portable_16x16").name
+    'pl_lowbit_u8s8_portable_16x16'
     """
     m = _NAME.match(name)
     if m is None:
@@ -165,4 +181,5 @@ def builtin_lowbit(name: str) -> TensorIntrin:
 
 
 __all__ = ["FAMILIES", "ISAS", "PREFIX", "TILES", "bf16_intrin", "builtin_lowbit", "group_size",
-           "host_kind", "host_runs", "lowbit_description", "lowbit_intrin", "vnni_intrin"]
+           "host_kind", "host_runs", "lowbit_description", "lowbit_intrin", "tile_of",
+           "vnni_intrin"]

@@ -6,24 +6,27 @@ Each kernel updates a ``rows x cols`` tile ``c[i, j] += sum_{g, t} a[i, g, t] * 
 where a group ``t`` holds 4 bytes of k (``u8s8``, the operands of ``vpdpbusd``) or 2 bfloat16
 values (``bf16``, the operands of ``vdpbf16ps``). The call is the one of ``pl.TensorIntrin``::
 
-    name(c, a, b, ldc, lda_i, lda_g, ldb_g, ldb_j, kg)
+    name(c, a, b, ldc, lda_i, lda_g, ldb_g, ldb_j, m, n, kg)
 
-(element strides; the elements of a group are contiguous). Bodies:
+(element strides; the elements of a group are contiguous) for any ``m x n`` block of c: the
+tile is the most a body holds at once (``rows x cols``), a schedule calls it on blocks of at
+most that size, edges included. Bodies:
 
 * ``avx512``: the tile in ``rows * cols / 16`` zmm registers; per group, ``cols / 16`` loads
   of ``b`` (16 columns of one group each: ``ldb_j`` must be the group size, which the packed
   panels of the schedules give; other strides run the portable loops), one broadcast of a
-  group of ``a`` per row, and one ``vpdpbusd`` / ``vdpbf16ps`` per accumulator.
+  group of ``a`` per row, and one ``vpdpbusd`` / ``vdpbf16ps`` per accumulator. A block of
+  fewer rows runs a copy made for that many rows; fewer columns mask the last vectors (no
+  element past ``n`` is read or written).
 * ``amx``: 16 x 16 tiles of ``c`` in AMX tile registers (2 x 2 of them for a 32 x 32 tile),
-  16 groups (64 bytes) of k per ``tdpbusd`` / ``tdpbf16ps``; groups beyond a multiple of 16,
-  and operands that are not contiguous along the groups, run the portable loops after the
-  tiles are stored.
+  16 groups (64 bytes) of k per ``tdpbusd`` / ``tdpbf16ps``; smaller blocks, groups beyond a
+  multiple of 16 and operands that are not contiguous along the groups run the AVX-512 body.
 * ``portable``: plain loops, the reference the others agree with.
 
 The x86 bodies carry ``target`` attributes, so they compile with any x86 ``-march``; the
 intrinsic that a schedule calls is chosen by the host's CPU flags (``polyloop.intrin.lowbit``).
 
->>> print(source("u8s8", "portable", 2, 4).splitlines()[2][:60])
+>>> print(source("u8s8", "portable", 2, 4).splitlines()[4][:60])
 static inline void pl_lowbit_u8s8_portable_2x4(int32_t *rest
 """
 from __future__ import annotations
@@ -77,21 +80,22 @@ def name(family: str, isa: str, rows: int, cols: int) -> str:
     return f"{PREFIX}{family}_{isa}_{rows}x{cols}"
 
 
-def _head(family: str, isa: str, rows: int, cols: int, attribute: str = "") -> str:
+def _head(family: str, isa: str, rows: int, cols: int, attribute: str = "",
+          suffix: str = "", counts: str = "int64_t m, int64_t n, ") -> str:
     f = FAMILIES[family]
-    return (f"static inline {attribute}void {name(family, isa, rows, cols)}("
+    return (f"static inline {attribute}void {name(family, isa, rows, cols)}{suffix}("
             f"{f.c_type} *restrict c, const {f.a_type} *restrict a, const {f.b_type} *restrict b, "
             "int64_t ldc, int64_t lda_i, int64_t lda_g, int64_t ldb_g, int64_t ldb_j, "
-            "int64_t kg) {")
+            f"{counts}int64_t kg) {{")
 
 
-def _loops(family: str, rows: int, cols: int, first_group: str = "0") -> list[str]:
-    """The tile's sums as plain loops over the groups ``first_group`` .. ``kg - 1``."""
+def _loops(family: str, first_group: str = "0") -> list[str]:
+    """The ``m x n`` sums as plain loops over the groups ``first_group`` .. ``kg - 1``."""
     f = FAMILIES[family]
     a = f.widen_a.format(x="a[i * lda_i + g * lda_g + t]")
     b = f.widen_b.format(x="b[g * ldb_g + j * ldb_j + t]")
-    return [f"    for (int64_t i = 0; i < {rows}; i++)",
-            f"        for (int64_t j = 0; j < {cols}; j++) {{",
+    return ["    for (int64_t i = 0; i < m; i++)",
+            "        for (int64_t j = 0; j < n; j++) {",
             f"            {f.c_type} s = c[i * ldc + j];",
             f"            for (int64_t g = {first_group}; g < kg; g++)",
             f"                for (int64_t t = 0; t < {f.group}; t++) s += {a} * {b};",
@@ -107,41 +111,71 @@ def _prelude(family: str, *includes: str) -> list[str]:
 def portable_source(family: str, rows: int, cols: int) -> str:
     """Plain C loops: the same sums on any CPU."""
     return "\n".join(_prelude(family) + [_head(family, "portable", rows, cols)]
-                     + _loops(family, rows, cols) + ["}"])
+                      + _loops(family) + ["}"])
 
 
-def avx512_source(family: str, rows: int, cols: int) -> str:
-    """A register tile of AVX-512 VNNI (``u8s8``) or AVX-512 BF16 (``bf16``) dot products."""
+def _avx512_rows(family: str, rows: int, cols: int, r: int, attribute: str) -> list[str]:
+    """The kernel for ``r`` rows (of at most ``rows``) and ``n <= cols`` columns: the last
+    vectors of a row are masked (loads and stores of c and b), so nothing past column ``n``
+    is read or written."""
     f = FAMILIES[family]
-    if cols % 16:
-        raise ValueError(f"avx512 {family} tile width {cols} is not a multiple of 16")
     nv = cols // 16
-    attribute = f'__attribute__((target("{f.avx512_target}"))) '
-    lines = _prelude(family, "#include <immintrin.h>")
-    lines += [_head(family, "avx512", rows, cols, attribute),
-              f"    if (ldb_j != {f.group}) {{  /* the columns of a group are not contiguous */"]
-    lines += ["    " + x for x in _loops(family, rows, cols)]
-    lines += ["        return;", "    }"]
-    for r in range(rows):
-        decl = ", ".join(f"c{r}_{q} = {f.load_c}(c + {r} * ldc + {16 * q})" for q in range(nv))
+    suffix = "_rows" + str(r)
+    lines = [_head(family, "avx512", rows, cols, attribute, suffix, "int64_t n, ")]
+    for q in range(nv):
+        lines.append(f"    const __mmask16 k{q} = n >= {16 * (q + 1)} ? (__mmask16)0xFFFF : n <= "
+                     f"{16 * q} ? (__mmask16)0 : (__mmask16)((1u << (n - {16 * q})) - 1u);")
+    load = "_mm512_maskz_loadu_epi32" if family == "u8s8" else "_mm512_maskz_loadu_ps"
+    store = "_mm512_mask_storeu_epi32" if family == "u8s8" else "_mm512_mask_storeu_ps"
+    for i in range(r):
+        decl = ", ".join(f"c{i}_{q} = {load}(k{q}, c + {i} * ldc + {16 * q})" for q in range(nv))
         lines.append(f"    {f.acc_vector} {decl};")
     lines += ["    #pragma GCC unroll 4", "    for (int64_t g = 0; g < kg; g++) {"]
     for q in range(nv):
-        lines.append(f"        const __m512i b{q} = _mm512_loadu_si512(b + g * ldb_g + "
-                     f"{16 * f.group * q});")
-    for r in range(rows):
+        lines.append(f"        const __m512i b{q} = _mm512_maskz_loadu_epi32(k{q}, b + g * ldb_g "
+                     f"+ {16 * f.group * q});")
+    for i in range(r):
         lines += ["        {",
                   "            int32_t v;",
-                  f"            memcpy(&v, a + {r} * lda_i + g * lda_g, 4);",
+                  f"            memcpy(&v, a + {i} * lda_i + g * lda_g, 4);",
                   "            const __m512i ar = _mm512_set1_epi32(v);"]
         for q in range(nv):
-            lines.append(f"            c{r}_{q} = {f.dot}(c{r}_{q}, {f.operand}ar, {f.operand}b{q});")
+            lines.append(f"            c{i}_{q} = {f.dot}(c{i}_{q}, {f.operand}ar, {f.operand}b{q});")
         lines.append("        }")
     lines.append("    }")
-    for r in range(rows):
+    for i in range(r):
         for q in range(nv):
-            lines.append(f"    {f.store_c}(c + {r} * ldc + {16 * q}, c{r}_{q});")
+            lines.append(f"    {store}(c + {i} * ldc + {16 * q}, k{q}, c{i}_{q});")
     lines.append("}")
+    return lines
+
+
+def avx512_source(family: str, rows: int, cols: int) -> str:
+    """A register tile of AVX-512 VNNI (``u8s8``) or AVX-512 BF16 (``bf16``) dot products for
+    up to ``rows x cols`` elements of c; larger ``m x n`` are covered tile by tile."""
+    f = FAMILIES[family]
+    if cols % 16:
+        raise ValueError(f"avx512 {family} tile width {cols} is not a multiple of 16")
+    attribute = f'__attribute__((target("{f.avx512_target}"))) '
+    lines = _prelude(family, "#include <immintrin.h>")
+    for r in range(1, rows + 1):
+        lines += _avx512_rows(family, rows, cols, r, attribute)
+    base = name(family, "avx512", rows, cols)
+    lines += [_head(family, "avx512", rows, cols, attribute),
+              f"    if (ldb_j != {f.group}) {{  /* the columns of a group are not contiguous */"]
+    lines += ["    " + x for x in _loops(family)]
+    lines += ["        return;", "    }",
+              f"    for (int64_t i0 = 0; i0 < m; i0 += {rows})",
+              f"        for (int64_t j0 = 0; j0 < n; j0 += {cols}) {{",
+              f"            const int64_t nr = n - j0 < {cols} ? n - j0 : {cols};",
+              f"            {f.c_type} *ct = c + i0 * ldc + j0;",
+              f"            const {f.a_type} *at = a + i0 * lda_i;",
+              f"            const {f.b_type} *bt = b + j0 * ldb_j;",
+              f"            switch (m - i0 < {rows} ? m - i0 : {rows}) {{"]
+    for r in range(rows, 0, -1):
+        lines.append(f"            case {r}: {base}_rows{r}(ct, at, bt, ldc, lda_i, lda_g, ldb_g, "
+                     "ldb_j, nr, kg); break;")
+    lines += ["            }", "        }", "}"]
     return "\n".join(lines)
 
 
@@ -167,8 +201,11 @@ typedef struct {
 
 
 def amx_source(family: str, rows: int, cols: int) -> str:
-    """AMX tiles: ``rows x cols`` of c as (rows / 16) x (cols / 16) tiles of 16 x 16, with one
-    tile of a per 16 rows and one of b per 16 columns (8 tile registers at most)."""
+    """AMX tiles: a full ``rows x cols`` block of c as (rows / 16) x (cols / 16) tiles of
+    16 x 16, with one tile of a per 16 rows and one of b per 16 columns (8 tile registers at
+    most), 16 groups of k per step. Smaller blocks, the groups past a multiple of 16 and
+    operands that are not contiguous along the groups run the AVX-512 kernel (every CPU with
+    AMX has AVX-512 VNNI and BF16)."""
     f = FAMILIES[family]
     if rows % 16 or cols % 16 or (rows // 16) * (cols // 16) + rows // 16 + cols // 16 > 8:
         raise ValueError(f"amx {family} tile {rows} x {cols}: 16 x 16 tiles of c plus one of a "
@@ -178,13 +215,14 @@ def amx_source(family: str, rows: int, cols: int) -> str:
     atile = {r: mr * nr + r for r in range(mr)}
     btile = {q: mr * nr + mr + q for q in range(nr)}
     eb = 1 if family == "u8s8" else 2                         # bytes per element of a and b
-    attribute = f'__attribute__((target("{f.amx_target}"))) '
-    lines = _prelude(family, "#include <immintrin.h>", "#include <unistd.h>",
-                     "#include <sys/syscall.h>") + [_AMX_SETUP]
+    attribute = f'__attribute__((target("{f.amx_target},{f.avx512_target}"))) '
+    rest = name(family, "avx512", *AMX_REST)
+    lines = [source(family, "avx512", *AMX_REST), "#include <unistd.h>",
+             "#include <sys/syscall.h>", _AMX_SETUP]
     lines += [_head(family, "amx", rows, cols, attribute),
               "    int64_t done = 0;   /* groups summed on the tiles */",
-              f"    if (lda_g == {f.group} && ldb_j == {f.group} && kg >= 16 "
-              "&& pl_lowbit_amx_permitted()) {",
+              f"    if (m == {rows} && n == {cols} && lda_g == {f.group} && ldb_j == {f.group} "
+              "&& kg >= 16 && pl_lowbit_amx_permitted()) {",
               "        pl_lowbit_amx_config cfg;",
               "        memset(&cfg, 0, sizeof cfg);",
               "        cfg.palette = 1;",
@@ -205,15 +243,22 @@ def amx_source(family: str, rows: int, cols: int) -> str:
     lines.append("        }")
     for (r, q), t in ctile.items():
         lines.append(f"        _tile_stored({t}, c + {16 * r} * ldc + {16 * q}, ldc * 4);")
-    lines += ["        _tile_release();", "    }"]
-    lines += _loops(family, rows, cols, first_group="done")
-    lines.append("}")
+    lines += ["        _tile_release();", "    }",
+              "    if (done < kg)",
+              f"        {rest}(c, a + done * lda_g, b + done * ldb_g, ldc, lda_i, lda_g, ldb_g, "
+              "ldb_j, m, n, kg - done);", "}"]
     return "\n".join(lines)
 
+
+# the AVX-512 tile that sums what the AMX tiles do not
+AMX_REST = (6, 32)
 
 _SOURCES = {"avx512": avx512_source, "amx": amx_source, "portable": portable_source}
 
 
 def source(family: str, isa: str, rows: int, cols: int) -> str:
-    """The C source of the ``family`` kernel for ``isa`` on a ``rows x cols`` tile."""
-    return _SOURCES[isa](family, rows, cols)
+    """The C source of the ``family`` kernel for ``isa`` on a ``rows x cols`` tile (guarded:
+    a program may hold it twice, an AMX body includes its AVX-512 one)."""
+    guard = name(family, isa, rows, cols).upper() + "_DEFINED"
+    return "\n".join([f"#ifndef {guard}", f"#define {guard}", _SOURCES[isa](family, rows, cols),
+                      "#endif"])

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The schedule the low-bit products share (int8 and bf16 matmuls, batched or not): a grouped
+right operand stored in column panels, a local tile of the sum updated by one call of a
+dot-product intrinsic over all of k, the epilogue applied as the tile is written back.
+
+The stages it expects (made by ``matmul_int8``, ``matmul_bf16``): ``B_g[..., g, j, t]`` (the
+right operand in groups along k), ``C[..., i, j]`` (the sum over ``g, t``), the output, and
+optionally ``A_g`` (the left operand grouped) and the row / column sums ``A_sum`` / ``B_sum``.
+The intrinsic is found by name (``polyloop.intrin.lowbit`` registers the built-in ones), so
+that which body runs follows the host's CPU flags (``polyloop.util.isa.lowbit_body``).
+"""
+from __future__ import annotations
+
+import re
+
+from .. import config
+from ..errors import ScheduleError
+from ..frontend.te import Tensor
+from ..ir.expr import Const, Expr
+from ..poly.assumptions import with_upper_bound
+from ..poly.isl_util import NotAffine
+from ..schedule import Schedule
+from ..schedule.intrin_registry import TensorIntrin, lookup
+from ..util.isa import host_isa, lowbit_body
+from .quantized import accumulation_limit
+
+# the default tile of each body (rows x cols of the sum)
+DEFAULT_TILES = {"avx512": (6, 32), "amx": (32, 32), "portable": (6, 32)}
+
+
+def host_intrin(family: str, rows: int | None = None, cols: int | None = None) -> TensorIntrin:
+    """The built-in ``family`` ("u8s8" or "bf16") tile of the best body the host runs."""
+    kind = lowbit_body(host_isa(config.CONFIG.cc), family)
+    r, c = DEFAULT_TILES[kind]
+    return lookup(f"pl_lowbit_{family}_{kind}_{rows or r}x{cols or c}")
+
+
+def tile_of(intrin: TensorIntrin) -> tuple[int, int]:
+    """The ``rows x cols`` tile a low-bit intrinsic computes per call (its name ends with it:
+    ``pl_lowbit_u8s8_avx512_6x32``)."""
+    m = re.search(r"_(\d+)x(\d+)\Z", intrin.name)
+    if m is None or intrin.extents[:2] != (None, None):
+        raise ScheduleError(f"intrinsic {intrin.name!r} is not a low-bit dot-product tile "
+                            "(polyloop.intrin.lowbit_intrin)")
+    return int(m[1]), int(m[2])
+
+
+def stages(y: Tensor) -> dict[str, Tensor]:
+    """Every tensor ``y`` is computed from, by name (``y`` included)."""
+    found: dict[str, Tensor] = {}
+    todo = [y]
+    while todo:
+        t = todo.pop()
+        if t.name not in found:
+            found[t.name] = t
+            todo.extend(t.inputs)
+    return found
+
+
+def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | None,
+                     rows: int | None, cols: int | None, parallel: bool, who: str) -> Schedule:
+    """The schedule of a low-bit product ``y`` (see the module docstring)."""
+    found = stages(y)
+    if "C" not in found or "B_g" not in found or y.name == "C":
+        raise ScheduleError(f"{who}: expected the result of a low-bit matmul builder "
+                            f"(stages B_g, C and an output), got {y!r}")
+    if intrin is None:
+        it = host_intrin(family, rows, cols)
+    else:
+        it = lookup(intrin)
+        if rows or cols:
+            raise ScheduleError(f"{who}: rows and cols are the intrinsic's; pass one or the "
+                                "other")
+    program = y.to_program()
+    if family == "u8s8":
+        program = _length_limit(program, found, who)
+    sch = Schedule(program)
+    tile_product(sch, it, epilogue=y.name, parallel=parallel)
+    place_packing(sch, found, parallel=parallel)
+    return sch
+
+
+def _length_limit(program, found: dict[str, Tensor], who: str):
+    """The program assuming a symbolic k no longer than the int32 sum holds exactly."""
+    b = found["B_g"].inputs[0]
+    k_len: Expr = b.shape[-2]
+    if isinstance(k_len, Const):
+        return program        # the builder checked it
+    sums = "A_sum" in found or "B_sum" in found
+    limit = accumulation_limit(255, 255) if sums else accumulation_limit(255, 128)
+    try:
+        return with_upper_bound(program, k_len, limit)
+    except NotAffine:
+        raise ScheduleError(f"{who}: the reduction length {k_len} is not affine in the sizes, "
+                            "so its int32 bound cannot be checked; give it a constant or "
+                            "affine extent") from None
+
+
+def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str, parallel: bool,
+                 block: str = "C", packed: str = "B_g") -> None:
+    """``block``'s ``rows x cols`` tiles summed locally by ``intrin`` and written back through
+    ``epilogue``; ``packed`` stored in panels of ``cols`` columns."""
+    rows, cols = tile_of(intrin)
+    sch.transform_layout(block, packed, lambda *x: (*x[:-3], x[-2] // cols, x[-3], x[-2] % cols,
+                                                    x[-1]))
+    write_back = sch.cache_write(block, "local")
+    c = sch.get_block(block)
+    *outer, i, j, g, t = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, rows])
+    j0, j1 = sch.split(j, [None, cols])
+    sch.reorder(*outer, j0, i0, g, i1, j1, t)
+    sch.decompose_reduction(c, g)
+    sch.tensorize(g, intrin)
+    sch.reverse_compute_inline(sch.get_block(epilogue))
+    sch.reverse_compute_at(write_back, i0)
+    *_, last = sch.get_loops(write_back)
+    sch.vectorize(last)
+    if parallel:
+        sch.parallel(outer[0] if outer else j0)
+
+
+def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool) -> None:
+    """``B_g`` packed by the thread that owns its panel, the other stages (``A_g``, sums) in nests of their own, outermost loop parallel."""
+    blocks = {b.name for b in sch.blocks()}
+    panel = sch.get_loops("C")[found["C"].ndim - 2]
+    b_g, c = found["B_g"], found["C"]
+    rows = c.shape[-2]
+    # one B per output matrix: packed in its panel, unless the rows may be none (a symbolic
+    # count may be 0: then nothing under the panel loop reads the panel)
+    if b_g.ndim == c.ndim + 1 and isinstance(rows, Const) and rows.value > 0:
+        sch.compute_at("B_g", panel)
+    elif parallel:
+        sch.parallel(sch.get_loops("B_g")[0])
+    for name in ("A_g", "A_sum", "B_sum"):
+        if name in blocks and parallel:
+            sch.parallel(sch.get_loops(name)[0])
