@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from ..frontend import te
 from ..frontend.te import Tensor
 from ..ir.dtypes import as_dtype
@@ -63,8 +65,12 @@ def grouped_b(b: Tensor, k_len: Expr, group: int, dtype: str,
 def grouped_products(a_src: Tensor, b_g: Tensor, batch: tuple[Expr, ...], m: Expr, n: Expr,
                      acc: str) -> Tensor:
     """``C[..., i, j] = sum_{g, t} acc(a[..., i, g, t]) * acc(B_g[..., g, j, t])``, with ``a``
-    grouped (``A_g``) or read as ``a[..., i, group * g + t]``; ``B_g`` may lack the batch."""
+    grouped (``A_g``) or read as ``a[..., i, group * g + t]``. ``B_g`` may lack the batch, or
+    be panels packed ahead of time: ``(panels, kg, cols, group)`` read at
+    ``[j // cols, g, j % cols, t]`` (``pack_grouped``)."""
+    packed = b_g.is_placeholder
     kg, group = b_g.shape[-3], b_g.shape[-1].value   # type: ignore[attr-defined]
+    cols = b_g.shape[-2].value if packed else None   # type: ignore[attr-defined]
     g = te.reduce_axis((0, kg), name="g")
     t = te.reduce_axis((0, group), name="t")
     grouped = a_src.name == "A_g"
@@ -73,6 +79,25 @@ def grouped_products(a_src: Tensor, b_g: Tensor, batch: tuple[Expr, ...], m: Exp
     def body(*ix: Expr) -> Expr:
         *lead, i, j = ix
         av = a_src[(*lead, i, g, t)] if grouped else a_src[(*lead, i, group * g + t)]
-        bv = b_g[(*lead[len(lead) - b_lead:], g, j, t)] if b_lead else b_g[g, j, t]
+        if packed:
+            bv = b_g[j // cols, g, j % cols, t]
+        else:
+            bv = b_g[(*lead[len(lead) - b_lead:], g, j, t)] if b_lead else b_g[g, j, t]
         return te.sum(av.astype(acc) * bv.astype(acc), axis=[g, t])
     return te.compute((*batch, m, n), body, name="C")
+
+
+def pack_grouped(b: np.ndarray, group: int, cols: int, dtype: np.dtype | None = None
+                 ) -> np.ndarray:
+    """A NumPy ``(k, n)`` matrix as ``(ceil(n / cols), ceil(k / group), cols, group)``
+    panels, zeros past k and past n: the layout the schedules store ``B_g`` in.
+
+    >>> pack_grouped(np.arange(6).reshape(3, 2), 2, 4)[0, :, 0]
+    array([[0, 2],
+           [4, 0]])
+    """
+    k, n = b.shape
+    kg, panels = -(-k // group), -(-n // cols)
+    full = np.zeros((kg * group, panels * cols), dtype or b.dtype)
+    full[:k, :n] = b
+    return np.ascontiguousarray(full.reshape(kg, group, panels, cols).transpose(2, 0, 3, 1))

@@ -28,6 +28,11 @@ from .quantized import accumulation_limit
 DEFAULT_TILES = {"avx512": (6, 32), "amx": (32, 32), "portable": (6, 32)}
 
 
+def default_tile(family: str) -> tuple[int, int]:
+    """The ``rows x cols`` of the default tile of the best body the host runs."""
+    return DEFAULT_TILES[lowbit_body(host_isa(config.CONFIG.cc), family)]
+
+
 def host_intrin(family: str, rows: int | None = None, cols: int | None = None) -> TensorIntrin:
     """The built-in ``family`` ("u8s8" or "bf16") tile of the best body the host runs."""
     kind = lowbit_body(host_isa(config.CONFIG.cc), family)
@@ -61,9 +66,9 @@ def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | Non
                      rows: int | None, cols: int | None, parallel: bool, who: str) -> Schedule:
     """The schedule of a low-bit product ``y`` (see the module docstring)."""
     found = stages(y)
-    if "C" not in found or "B_g" not in found or y.name == "C":
+    if "C" not in found or y.name == "C" or not _right_operand(found):
         raise ScheduleError(f"{who}: expected the result of a low-bit matmul builder "
-                            f"(stages B_g, C and an output), got {y!r}")
+                            f"(stages B_g or packed panels, C and an output), got {y!r}")
     if intrin is None:
         it = host_intrin(family, rows, cols)
     else:
@@ -75,13 +80,30 @@ def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | Non
     if family == "u8s8":
         program = _length_limit(program, found, who)
     sch = Schedule(program)
-    tile_product(sch, it, epilogue=y.name, parallel=parallel)
+    packed = _right_operand(found)
+    if packed != "B_g" and found[packed].shape[-2].value != tile_of(it)[1]:  # type: ignore
+        raise ScheduleError(f"{who}: {packed} is packed in panels of "
+                            f"{found[packed].shape[-2]} columns, intrinsic {it.name} computes "
+                            f"{tile_of(it)[1]}; pack with pack_int8_weight(b, {tile_of(it)[1]})")
+    tile_product(sch, it, epilogue=y.name, parallel=parallel,
+                 packed="B_g" if packed == "B_g" else None)
     place_packing(sch, found, parallel=parallel)
     return sch
 
 
+def _right_operand(found: dict[str, Tensor]) -> str | None:
+    """``B_g``, or the packed panels C reads (a 4-D placeholder), or None."""
+    if "B_g" in found:
+        return "B_g"
+    c = found["C"]
+    return next((t.name for t in c.inputs if t.is_placeholder and t.ndim == 4), None)
+
+
 def _length_limit(program, found: dict[str, Tensor], who: str):
-    """The program assuming a symbolic k no longer than the int32 sum holds exactly."""
+    """The program assuming a symbolic k no longer than the int32 sum holds exactly (packed
+    panels have a constant k, which the builder checked)."""
+    if "B_g" not in found:
+        return program
     b = found["B_g"].inputs[0]
     k_len: Expr = b.shape[-2]
     if isinstance(k_len, Const):
@@ -97,12 +119,13 @@ def _length_limit(program, found: dict[str, Tensor], who: str):
 
 
 def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str, parallel: bool,
-                 block: str = "C", packed: str = "B_g") -> None:
+                 block: str = "C", packed: str | None = "B_g") -> None:
     """``block``'s ``rows x cols`` tiles summed locally by ``intrin`` and written back through
-    ``epilogue``; ``packed`` stored in panels of ``cols`` columns."""
+    ``epilogue``; ``packed`` stored in panels of ``cols`` columns (None: it came packed)."""
     rows, cols = tile_of(intrin)
-    sch.transform_layout(block, packed, lambda *x: (*x[:-3], x[-2] // cols, x[-3], x[-2] % cols,
-                                                    x[-1]))
+    if packed is not None:
+        sch.transform_layout(block, packed, lambda *x: (
+            *x[:-3], x[-2] // cols, x[-3], x[-2] % cols, x[-1]))
     write_back = sch.cache_write(block, "local")
     c = sch.get_block(block)
     *outer, i, j, g, t = sch.get_loops(c)
@@ -122,6 +145,11 @@ def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str, parallel
 def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool) -> None:
     """``B_g`` packed by the thread that owns its panel, the other stages (``A_g``, sums) in nests of their own, outermost loop parallel."""
     blocks = {b.name for b in sch.blocks()}
+    for name in ("A_g", "A_sum", "B_sum"):
+        if name in blocks and parallel:
+            sch.parallel(sch.get_loops(name)[0])
+    if "B_g" not in found:
+        return
     panel = sch.get_loops("C")[found["C"].ndim - 2]
     b_g, c = found["B_g"], found["C"]
     rows = c.shape[-2]
@@ -131,6 +159,3 @@ def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool) ->
         sch.compute_at("B_g", panel)
     elif parallel:
         sch.parallel(sch.get_loops("B_g")[0])
-    for name in ("A_g", "A_sum", "B_sum"):
-        if name in blocks and parallel:
-            sch.parallel(sch.get_loops(name)[0])

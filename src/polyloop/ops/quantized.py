@@ -125,11 +125,6 @@ class Offsets:
         return bool(self.shift_a) or not self.za.known_zero
 
 
-def offsets(a: Tensor, b: Tensor, za: ZeroPoint, zb: ZeroPoint) -> Offsets:
-    return Offsets(128 if a.dtype is DType.INT8 else 0, -128 if b.dtype is DType.UINT8 else 0,
-                   za, zb)
-
-
 def shifted(value: Expr, shift: int, dtype: str) -> Expr:
     """``value + shift`` as ``dtype`` (uint8 a' or int8 b'); a shift of 128 flips the top bit."""
     if not shift:
@@ -191,4 +186,4 @@ def _at(t: Tensor, j: Expr) -> Expr:
 
 __all__ = ["Epilogue", "Offsets", "ZeroPoint", "accumulation_limit", "check_length",
            "largest_difference",
-           "check_operand", "offsets", "row_sums", "shifted", "zero_point"]
+           "check_operand", "row_sums", "shifted", "zero_point"]

@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The low-bit dot-product tiles (int8 VNNI / AMX, bfloat16) through a user's own schedule:
+``tensorize`` of a plain matmul with k split into groups and B packed into panels, against
+NumPy at edge sizes, for every body the host runs; the AMX bodies compile everywhere."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import polyloop as pl
+from polyloop import config
+from polyloop.errors import ArgumentError, ScheduleError
+from polyloop.intrin import lowbit
+from polyloop.intrin.lowbit_sources import source
+from polyloop.util.isa import host_isa, lowbit_body
+
+FAMILIES = {"u8s8": ("uint8", "int8", "int32"), "bf16": ("bfloat16", "bfloat16", "float32")}
+
+
+def bodies():
+    for family in FAMILIES:
+        for isa in ("avx512", "portable"):
+            marks = [] if lowbit.host_runs(family, isa) else [
+                pytest.mark.skip(reason=f"the host does not run the {isa} {family} body")]
+            yield pytest.param(family, isa, marks=marks, id=f"{family}-{isa}")
+
+
+def tensorized_matmul(intrin: pl.TensorIntrin, family: str, k_len: int) -> pl.Schedule:
+    """``C = A @ B`` (symbolic m, n) in the intrinsic's tiles: k in groups, B in panels."""
+    a_type, b_type, acc = FAMILIES[family]
+    rows, cols = lowbit.tile_of(intrin)
+    group = lowbit.group_size(family)
+    m, n = pl.var("m"), pl.var("n")
+    A = pl.placeholder((m, k_len), a_type, name="A")
+    B = pl.placeholder((k_len, n), b_type, name="B")
+    k = pl.reduce_axis((0, k_len), name="k")
+    C = pl.compute((m, n), lambda i, j: pl.sum(A[i, k].astype(acc) * B[k, j].astype(acc),
+                                               axis=k), name="C")
+    sch = pl.Schedule(C)
+    sch.transform_layout("C", "B", lambda k, j: (j // cols, k // group, j % cols, k % group))
+    i, j, kk = sch.get_loops("C")
+    i0, i1 = sch.split(i, [None, rows])
+    j0, j1 = sch.split(j, [None, cols])
+    g, t = sch.split(kk, [None, group])
+    sch.reorder(j0, i0, g, i1, j1, t)
+    sch.decompose_reduction(sch.get_block("C"), g)
+    sch.tensorize(g, intrin)
+    return sch
+
+
+def operands(family: str, m: int, n: int, k: int, rng):
+    if family == "u8s8":
+        return (rng.integers(0, 256, (m, k)).astype(np.uint8),
+                rng.integers(-128, 128, (k, n)).astype(np.int8))
+    import ml_dtypes
+    return (rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16),
+            rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("family, isa", list(bodies()))
+def test_tensorized_matmul_matches_numpy(family, isa):
+    intrin = lowbit.lowbit_intrin(family, isa)
+    k_len = 44
+    sch = tensorized_matmul(intrin, family, k_len)
+    mod = pl.build(sch)
+    assert f"{intrin.name}(&C[" in mod.source
+    rng = np.random.default_rng(11)
+    rows, cols = lowbit.tile_of(intrin)
+    for m, n in [(1, 1), (rows - 1, cols + 1), (2 * rows + 1, 3 * cols - 5), (rows, cols), (0, 3)]:
+        a, b = operands(family, m, n, k_len, rng)
+        acc = np.int32 if family == "u8s8" else np.float32
+        out = np.full((m, n), -7 if family == "u8s8" else np.nan, acc)
+        mod(a, b, out)
+        exact = a.astype(acc) @ b.astype(acc)
+        if family == "u8s8":
+            np.testing.assert_array_equal(out, exact, err_msg=f"{m}x{n}")
+        else:
+            np.testing.assert_allclose(out, exact, rtol=1e-5, atol=1e-5, err_msg=f"{m}x{n}")
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or host_isa("gcc").name not in
+                    ("avx512", "avx2", "avx", "sse"), reason="needs gcc for x86")
+def test_amx_and_avx512_bodies_compile_for_any_x86(tmp_path):
+    """The AMX bodies (with their AVX-512 remainder) carry target attributes: gcc compiles them
+    for plain x86-64, whatever the host has; calls make sure nothing is left out."""
+    calls = []
+    text = []
+    for family in FAMILIES:
+        for rows, cols in lowbit.TILES["amx"]:
+            text.append(source(family, "amx", rows, cols))
+            calls.append(f"    {lowbit.lowbit_intrin(family, 'amx', rows=rows, cols=cols).name}"
+                         "((void *)p, (void *)(p + 65536), (void *)(p + 131072), s[0], s[1], "
+                         "s[2], s[3], s[4], s[5], s[6], s[7]);")
+    c_file = tmp_path / "amx.c"
+    c_file.write_text("\n".join(text) + "\nvoid use(char *p, const int64_t *s) {\n"
+                      + "\n".join(calls) + "\n}\n")
+    done = subprocess.run(["gcc", "-O2", "-march=x86-64", "-Wall", "-Werror",
+                           "-Wno-unused-function", "-c", str(c_file), "-o",
+                           str(tmp_path / "amx.o")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    dump = subprocess.run(["objdump", "-d", str(tmp_path / "amx.o")], capture_output=True,
+                          text=True).stdout if shutil.which("objdump") else "tdpbusd tdpbf16ps"
+    assert "tdpbusd" in dump and "tdpbf16ps" in dump
+
+
+def test_choice_by_cpu_flags_names_and_replay():
+    isa = host_isa(config.CONFIG.cc)
+    assert lowbit.host_kind("u8s8") == lowbit_body(isa, "u8s8")
+    assert lowbit.vnni_intrin().name.startswith(f"pl_lowbit_u8s8_{lowbit_body(isa, 'u8s8')}_")
+    # a trace names the intrinsic; its JSON replayed rebuilds it by that name
+    sch = tensorized_matmul(lowbit.bf16_intrin("portable", rows=8, cols=32), "bf16", 8)
+    assert "pl_lowbit_bf16_portable_8x32" in sch.trace.to_json()
+    again = pl.Schedule.from_trace(sch.original, sch.trace.to_json())
+    assert str(again) == str(sch)
+    with pytest.raises(ArgumentError, match="no avx512 u8s8 tile of 5 x 32"):
+        lowbit.vnni_intrin("avx512", rows=5)
+    with pytest.raises(ArgumentError, match="unknown low-bit intrinsic family 'fp8'"):
+        lowbit.lowbit_intrin("fp8")
+    with pytest.raises(ScheduleError, match="low-bit intrinsics are named"):
+        lowbit.builtin_lowbit("pl_lowbit_u4_avx512_6x32")
