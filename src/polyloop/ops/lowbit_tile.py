@@ -16,12 +16,14 @@ import re
 from .. import config
 from ..errors import ScheduleError
 from ..frontend.te import Tensor
-from ..ir.expr import Const, Expr
+from ..ir.expr import Const, Expr, loads
 from ..poly.assumptions import with_upper_bound
 from ..poly.isl_util import NotAffine
 from ..schedule import Schedule
+from ..schedule.auto_common import cache_sizes
 from ..schedule.intrin_registry import TensorIntrin, lookup
 from ..util.isa import host_isa, lowbit_body
+from .knobs import check_knobs
 from .quantized import accumulation_limit
 
 # the default tile of each body (rows x cols of the sum)
@@ -63,7 +65,8 @@ def stages(y: Tensor) -> dict[str, Tensor]:
 
 
 def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | None,
-                     rows: int | None, cols: int | None, parallel: bool, who: str) -> Schedule:
+                     rows: int | None, cols: int | None, parallel: bool, who: str,
+                     panels: int | None = None) -> Schedule:
     """The schedule of a low-bit product ``y`` (see the module docstring)."""
     found = stages(y)
     if "C" not in found or y.name == "C" or not _right_operand(found):
@@ -86,8 +89,8 @@ def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | Non
                             f"{found[packed].shape[-2]} columns, intrinsic {it.name} computes "
                             f"{tile_of(it)[1]}; pack with pack_int8_weight(b, {tile_of(it)[1]})")
     tile_product(sch, it, epilogue=y.name, parallel=parallel,
-                 packed="B_g" if packed == "B_g" else None)
-    place_packing(sch, found, parallel=parallel)
+                 packed="B_g" if packed == "B_g" else None, panels=panels)
+    place_packing(sch, found, parallel=parallel, cols=tile_of(it)[1])
     return sch
 
 
@@ -118,10 +121,28 @@ def _length_limit(program, found: dict[str, Tensor], who: str):
                             "affine extent") from None
 
 
+def panel_block(sch: Schedule, block: str, packed_bytes: int | None, cols: int) -> int:
+    """Panels of the right operand a thread keeps in its L2 while the rows go by: half the L2
+    over a panel's bytes (4 where k is symbolic), at most the thread's share of the panels."""
+    _, l2 = cache_sizes()
+    count = max(1, (l2 // 2) // packed_bytes) if packed_bytes else 4
+    columns = sch.program.buffer(block).shape[-1]
+    if isinstance(columns, Const):
+        share = -(-columns.value // cols) // max(1, config.CONFIG.threads)
+        count = max(1, min(count, share))
+    return count
+
+
 def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str, parallel: bool,
-                 block: str = "C", packed: str | None = "B_g") -> None:
+                 block: str = "C", packed: str | None = "B_g",
+                 panels: int | None = None) -> tuple[int, ...]:
     """``block``'s ``rows x cols`` tiles summed locally by ``intrin`` and written back through
-    ``epilogue``; ``packed`` stored in panels of ``cols`` columns (None: it came packed)."""
+    ``epilogue``; ``packed`` stored in panels of ``cols`` columns (None: it came packed).
+
+    The loops: ``[batch] > jo > i0 > ji > [tile]``: a block of ``panels`` panels (``jo``) is
+    summed against every row tile (``i0``), panel by panel (``ji``): a row tile of the left
+    operand stays in L1 and the block of panels in L2. Returns the ids of the loops ``jo`` and
+    ``i0``."""
     rows, cols = tile_of(intrin)
     if packed is not None:
         sch.transform_layout(block, packed, lambda *x: (
@@ -129,21 +150,38 @@ def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str, parallel
     write_back = sch.cache_write(block, "local")
     c = sch.get_block(block)
     *outer, i, j, g, t = sch.get_loops(c)
+    if panels is None:
+        panels = panel_block(sch, block, _panel_bytes(sch, c, cols), cols)
+    check_knobs("tile_product", panels=panels)
     i0, i1 = sch.split(i, [None, rows])
-    j0, j1 = sch.split(j, [None, cols])
-    sch.reorder(*outer, j0, i0, g, i1, j1, t)
+    jo, ji, j1 = sch.split(j, [None, panels, cols])
+    sch.reorder(*outer, jo, i0, ji, g, i1, j1, t)
     sch.decompose_reduction(c, g)
     sch.tensorize(g, intrin)
     sch.reverse_compute_inline(sch.get_block(epilogue))
-    sch.reverse_compute_at(write_back, i0)
+    sch.reverse_compute_at(write_back, ji)
     *_, last = sch.get_loops(write_back)
     sch.vectorize(last)
     if parallel:
-        sch.parallel(outer[0] if outer else j0)
+        sch.parallel(outer[0] if outer else jo)
+    return jo.id, i0.id
 
 
-def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool) -> None:
-    """``B_g`` packed by the thread that owns its panel, the other stages (``A_g``, sums) in nests of their own, outermost loop parallel."""
+def _panel_bytes(sch: Schedule, c, cols: int) -> int | None:
+    """Bytes of one panel of the right operand: k (in groups) x cols, when k is constant."""
+    stmt = next(s for s in sch.program.statements if s.block_name == c.name and not s.is_init)
+    right = loads(stmt.value)[-1]
+    buf = sch.program.buffer(right.buffer)
+    kg, group = buf.shape[-3], buf.shape[-1]
+    if not (isinstance(kg, Const) and isinstance(group, Const)):
+        return None
+    return kg.value * group.value * cols * buf.dtype.itemsize
+
+
+def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool,
+                  cols: int) -> None:
+    """``B_g`` packed by the thread that owns its block of panels, the other stages (``A_g``,
+    sums) in nests of their own, outermost loop parallel."""
     blocks = {b.name for b in sch.blocks()}
     for name in ("A_g", "A_sum", "B_sum"):
         if name in blocks and parallel:
@@ -159,3 +197,13 @@ def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool) ->
         sch.compute_at("B_g", panel)
     elif parallel:
         sch.parallel(sch.get_loops("B_g")[0])
+    _panel_order(sch, cols)
+
+
+def _panel_order(sch: Schedule, cols: int) -> None:
+    """The packing loops panel by panel: ``g > j > t`` becomes ``panel > g > column > t``, so
+    that each panel is written in order and its index needs no division (gcc vectorizes the
+    4 x cols transposition of each group)."""
+    *_, g, j, t = sch.get_loops("B_g")
+    jp, jj = sch.split(j, [None, cols])
+    sch.reorder(jp, g, jj, t)

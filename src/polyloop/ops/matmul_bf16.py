@@ -75,7 +75,7 @@ def matmul_bf16(a: Tensor, b: Tensor, *, bias: Tensor | None = None, out_dtype: 
 
 def schedule_matmul_bf16(y: Tensor, *, intrin: TensorIntrin | str | None = None,
                          rows: int | None = None, cols: int | None = None,
-                         parallel: bool = True) -> Schedule:
+                         panels: int | None = None, parallel: bool = True) -> Schedule:
     """The schedule of ``y = matmul_bf16(...)``: ``schedule_matmul_int8``'s recipe on the
     host's best ``bf16`` tile (``intrin``, or ``rows x cols`` of it).
 
@@ -87,7 +87,7 @@ def schedule_matmul_bf16(y: Tensor, *, intrin: TensorIntrin | str | None = None,
     True
     """
     return tile.schedule_product(y, "bf16", intrin=intrin, rows=rows, cols=cols,
-                                 parallel=parallel, who="schedule_matmul_bf16")
+                                 parallel=parallel, who="schedule_matmul_bf16", panels=panels)
 
 
 __all__ = ["matmul_bf16", "schedule_matmul_bf16"]

@@ -188,7 +188,7 @@ def _column_sums(b: Tensor, k_len: Expr, shift: int) -> Tensor:
 
 def schedule_matmul_int8(y: Tensor, *, intrin: TensorIntrin | str | None = None,
                          rows: int | None = None, cols: int | None = None,
-                         parallel: bool = True) -> Schedule:
+                         panels: int | None = None, parallel: bool = True) -> Schedule:
     """The schedule of ``y = matmul_int8(...)`` on a dot-product tile (``intrin``; default the
     host's best ``u8s8`` tile, ``rows x cols`` of it): ``B_g`` is stored in panels of
     ``cols`` columns, each packed by the thread that owns it; each ``rows x cols`` tile of
@@ -204,7 +204,7 @@ def schedule_matmul_int8(y: Tensor, *, intrin: TensorIntrin | str | None = None,
     True
     """
     return tile.schedule_product(y, "u8s8", intrin=intrin, rows=rows, cols=cols,
-                                 parallel=parallel, who="schedule_matmul_int8")
+                                 parallel=parallel, who="schedule_matmul_int8", panels=panels)
 
 
 __all__ = ["matmul_int8", "matmul_int8_packed", "pack_int8_weight", "schedule_matmul_int8"]
