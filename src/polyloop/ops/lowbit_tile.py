@@ -72,13 +72,7 @@ def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | Non
     if "C" not in found or y.name == "C" or not _right_operand(found):
         raise ScheduleError(f"{who}: expected the result of a low-bit matmul builder "
                             f"(stages B_g or packed panels, C and an output), got {y!r}")
-    if intrin is None:
-        it = host_intrin(family, rows, cols)
-    else:
-        it = lookup(intrin)
-        if rows or cols:
-            raise ScheduleError(f"{who}: rows and cols are the intrinsic's; pass one or the "
-                                "other")
+    it = _chosen(family, intrin, rows, cols, who)
     program = y.to_program()
     if family == "u8s8":
         program = _length_limit(program, found, who)
@@ -102,6 +96,16 @@ def _right_operand(found: dict[str, Tensor]) -> str | None:
     return next((t.name for t in c.inputs if t.is_placeholder and t.ndim == 4), None)
 
 
+def _chosen(family: str, intrin: TensorIntrin | str | None, rows: int | None,
+            cols: int | None, who: str) -> TensorIntrin:
+    """``intrin``, or the host's best ``family`` tile (``rows x cols`` of it)."""
+    if intrin is None:
+        return host_intrin(family, rows, cols)
+    if rows or cols:
+        raise ScheduleError(f"{who}: rows and cols are the intrinsic's; pass one or the other")
+    return lookup(intrin)
+
+
 def _length_limit(program, found: dict[str, Tensor], who: str):
     """The program assuming a symbolic k no longer than the int32 sum holds exactly (packed
     panels have a constant k, which the builder checked)."""
@@ -111,12 +115,19 @@ def _length_limit(program, found: dict[str, Tensor], who: str):
     k_len: Expr = b.shape[-2]
     if isinstance(k_len, Const):
         return program        # the builder checked it
-    sums = "A_sum" in found or "B_sum" in found
-    limit = accumulation_limit(255, 255) if sums else accumulation_limit(255, 128)
+    return _limited(program, k_len, "A_sum" in found or "B_sum" in found, who)
+
+
+def _limited(program, length: Expr, zero_points: bool, who: str):
+    """The program assuming a reduction ``length`` within the int32 bound (products of up to
+    255 x 255 with zero points or offsets, else 255 x 128); a constant one was checked."""
+    if isinstance(length, Const):
+        return program
+    limit = accumulation_limit(255, 255) if zero_points else accumulation_limit(255, 128)
     try:
-        return with_upper_bound(program, k_len, limit)
+        return with_upper_bound(program, length, limit)
     except NotAffine:
-        raise ScheduleError(f"{who}: the reduction length {k_len} is not affine in the sizes, "
+        raise ScheduleError(f"{who}: the reduction length {length} is not affine in the sizes, "
                             "so its int32 bound cannot be checked; give it a constant or "
                             "affine extent") from None
 
@@ -151,7 +162,7 @@ def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str, parallel
     c = sch.get_block(block)
     *outer, i, j, g, t = sch.get_loops(c)
     if panels is None:
-        panels = panel_block(sch, block, _panel_bytes(sch, c, cols), cols)
+        panels = panel_block(sch, block, _panel_bytes(sch, c), cols)
     check_knobs("tile_product", panels=panels)
     i0, i1 = sch.split(i, [None, rows])
     jo, ji, j1 = sch.split(j, [None, panels, cols])
@@ -167,15 +178,18 @@ def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str, parallel
     return jo.id, i0.id
 
 
-def _panel_bytes(sch: Schedule, c, cols: int) -> int | None:
-    """Bytes of one panel of the right operand: k (in groups) x cols, when k is constant."""
+def _panel_bytes(sch: Schedule, c, dims: int = 3) -> int | None:
+    """Bytes of one panel of the right operand (its ``dims`` last dimensions: k in groups,
+    the panel's columns, the group), when they are constants."""
     stmt = next(s for s in sch.program.statements if s.block_name == c.name and not s.is_init)
     right = loads(stmt.value)[-1]
     buf = sch.program.buffer(right.buffer)
-    kg, group = buf.shape[-3], buf.shape[-1]
-    if not (isinstance(kg, Const) and isinstance(group, Const)):
-        return None
-    return kg.value * group.value * cols * buf.dtype.itemsize
+    size = buf.dtype.itemsize
+    for d in buf.shape[-dims:]:
+        if not isinstance(d, Const):
+            return None
+        size *= d.value
+    return size
 
 
 def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool,
@@ -207,3 +221,49 @@ def _panel_order(sch: Schedule, cols: int) -> None:
     *_, g, j, t = sch.get_loops("B_g")
     jp, jj = sch.split(j, [None, cols])
     sch.reorder(jp, g, jj, t)
+
+
+def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None,
+                    rows: int | None, cols: int | None, panels: int | None, parallel: bool,
+                    who: str) -> Schedule:
+    """The schedule of a low-bit convolution ``y`` (stages ``X_g``, ``W_g``, ``C``; see
+    ``conv_lowbit``): ``jo > n > y (parallel) > x0 > ji > r > s > [tile]``."""
+    found = stages(y)
+    if not {"C", "X_g", "W_g"} <= set(found) or y.name == "C":
+        raise ScheduleError(f"{who}: expected the result of a low-bit conv2d builder (stages "
+                            f"X_g, W_g, C and an output), got {y!r}")
+    it = _chosen(family, intrin, rows, cols, who)
+    rows, cols = tile_of(it)
+    program = y.to_program()
+    w_g = found["W_g"]
+    if family == "u8s8":
+        r_ext, s_ext, cg, _, group = w_g.shape
+        program = _limited(program, cg * group * r_ext * s_ext, "A_sum" in found
+                           or "B_sum" in found, who)
+    sch = Schedule(program)
+    sch.transform_layout("C", "W_g", lambda r, s, g, k, t: (k // cols, r, s, g, k % cols, t))
+    write_back = sch.cache_write("C", "local")
+    sch.transform_layout("C", "C_local", lambda n, k, y, x: (n, y, x, k))   # pixel-major
+    c = sch.get_block("C")
+    n, k, yy, x, r, s, g, t = sch.get_loops(c)
+    if panels is None:
+        panels = panel_block(sch, "C", _panel_bytes(sch, c, dims=5), cols)
+    check_knobs(who, panels=panels)
+    x0, x1 = sch.split(x, [None, rows])
+    jo, ji, j1 = sch.split(k, [None, panels, cols])
+    sch.reorder(jo, n, yy, x0, ji, r, s, g, x1, j1, t)
+    sch.decompose_reduction(c, r)
+    sch.tensorize(g, it)
+    sch.reverse_compute_inline(sch.get_block(y.name))
+    sch.reverse_compute_at(write_back, ji)
+    # the weights panel by panel (each written in order), the panels in parallel
+    r, s, g, k, t = sch.get_loops("W_g")
+    kp, kk = sch.split(k, [None, cols])
+    sch.reorder(kp, r, s, g, kk, t)
+    if parallel:
+        sch.parallel(yy)
+        sch.parallel(kp)
+        for name in ("X_g", "A_sum"):
+            if name in found:
+                sch.parallel(sch.get_loops(name)[1])
+    return sch
