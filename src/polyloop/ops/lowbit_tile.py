@@ -144,23 +144,33 @@ def panel_block(sch: Schedule, block: str, packed_bytes: int | None, cols: int) 
     return count
 
 
-def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str, parallel: bool,
-                 block: str = "C", packed: str | None = "B_g",
-                 panels: int | None = None) -> tuple[int, ...]:
+def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str | None, parallel: bool,
+                 block: str = "C", packed: str | None = "B_g", panels: int | None = None,
+                 group: int | None = None) -> tuple[int, ...]:
     """``block``'s ``rows x cols`` tiles summed locally by ``intrin`` and written back through
-    ``epilogue``; ``packed`` stored in panels of ``cols`` columns (None: it came packed).
+    ``epilogue`` (None: the elementwise consumers that can be); ``packed`` stored in panels of
+    ``cols`` columns (None: it came packed). With ``group`` the block sums over one plain k
+    (a user's ``A[i, k] * B[k, j]``): k is split into groups and ``packed`` (2-D) stored at
+    ``(j // cols, k // group, j % cols, k % group)``.
 
     The loops: ``[batch] > jo > i0 > ji > [tile]``: a block of ``panels`` panels (``jo``) is
     summed against every row tile (``i0``), panel by panel (``ji``): a row tile of the left
     operand stays in L1 and the block of panels in L2. Returns the ids of the loops ``jo`` and
     ``i0``."""
     rows, cols = tile_of(intrin)
-    if packed is not None:
+    if packed is not None and group is not None:
+        sch.transform_layout(block, packed, lambda k, j: (j // cols, k // group, j % cols,
+                                                          k % group))
+    elif packed is not None:
         sch.transform_layout(block, packed, lambda *x: (
             *x[:-3], x[-2] // cols, x[-3], x[-2] % cols, x[-1]))
     write_back = sch.cache_write(block, "local")
     c = sch.get_block(block)
-    *outer, i, j, g, t = sch.get_loops(c)
+    if group is not None:
+        *outer, i, j, k = sch.get_loops(c)
+        g, t = sch.split(k, [None, group])
+    else:
+        *outer, i, j, g, t = sch.get_loops(c)
     if panels is None:
         panels = panel_block(sch, block, _panel_bytes(sch, c), cols)
     check_knobs("tile_product", panels=panels)
@@ -169,7 +179,14 @@ def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str, parallel
     sch.reorder(*outer, jo, i0, ji, g, i1, j1, t)
     sch.decompose_reduction(c, g)
     sch.tensorize(g, intrin)
-    sch.reverse_compute_inline(sch.get_block(epilogue))
+    consumers = [epilogue] if epilogue is not None else [b.name for b in sch.get_consumers(
+        write_back)]
+    for name in consumers:
+        try:
+            sch.reverse_compute_inline(sch.get_block(name))
+        except ScheduleError:
+            if epilogue is not None:
+                raise
     sch.reverse_compute_at(write_back, ji)
     *_, last = sch.get_loops(write_back)
     sch.vectorize(last)
