@@ -21,8 +21,9 @@ FAMILIES = {"u8s8": ("uint8", "int8", "int32"), "bf16": ("bfloat16", "bfloat16",
 
 
 def isas():
-    """Both families on one body per test (one build): the host's AVX-512 ones, the portable."""
-    for isa in ("avx512", "portable"):
+    """Both families on one body per test (one build): AMX and AVX-512 where the host runs
+    them, the portable bodies everywhere."""
+    for isa in ("amx", "avx512", "portable"):
         runs = all(lowbit.host_runs(family, isa) for family in FAMILIES)
         marks = [] if runs else [pytest.mark.skip(reason=f"the host does not run {isa} bodies")]
         yield pytest.param(isa, marks=marks, id=isa)
@@ -67,7 +68,7 @@ def operands(family: str, m: int, n: int, k: int, rng):
 @pytest.mark.parametrize("isa", list(isas()))
 def test_tensorized_matmuls_match_numpy(isa, rng):
     pytest.importorskip("ml_dtypes")
-    k_len = 44
+    k_len = 76   # AMX: 16 groups per step and a remainder, for both families
     sch = pl.Schedule(matmul("u8s8", k_len), matmul("bf16", k_len))
     intrins = {family: lowbit.lowbit_intrin(family, isa) for family in FAMILIES}
     for family, intrin in intrins.items():
