@@ -63,7 +63,10 @@ def ort_matmul_integer(a: np.ndarray, b: np.ndarray, threads: int, initializer: 
 def torch_quantized_linear(a: np.ndarray, b: np.ndarray, scale: float):
     """uint8 a (zero point 0, scale 1) times int8 b (scale 1): a uint8 result ``round(acc *
     scale)``, as oneDNN computes it; returns the call and its result."""
+    import warnings
     import torch
+    # quantized tensors are deprecated in PyTorch 2.13, still the way to reach oneDNN's int8
+    warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
     torch.backends.quantized.engine = "onednn"
     lin = torch.ao.nn.quantized.Linear(b.shape[0], b.shape[1], bias_=False)
     w = torch.quantize_per_tensor(torch.from_numpy(b.T.astype(np.float32).copy()), 1.0, 0,
