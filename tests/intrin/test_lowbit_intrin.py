@@ -14,7 +14,6 @@ import polyloop as pl
 from polyloop import config
 from polyloop.errors import ArgumentError, ScheduleError
 from polyloop.intrin import lowbit
-from polyloop.intrin.lowbit_sources import source
 from polyloop.util.isa import host_isa, lowbit_body
 
 FAMILIES = {"u8s8": ("uint8", "int8", "int32"), "bf16": ("bfloat16", "bfloat16", "float32")}
@@ -97,11 +96,13 @@ def test_amx_and_avx512_bodies_compile_for_any_x86(tmp_path):
     calls = []
     text = []
     for family in FAMILIES:
-        for rows, cols in lowbit.TILES["amx"][:1]:
-            text.append(source(family, "amx", rows, cols))
-            calls.append(f"    {lowbit.lowbit_intrin(family, 'amx', rows=rows, cols=cols).name}"
-                         "((void *)p, (void *)(p + 65536), (void *)(p + 131072), s[0], s[1], "
-                         "s[2], s[3], s[4], s[5], s[6], s[7]);")
+        rows, cols = lowbit.TILES["amx"][0]
+        for window in (False, True):
+            intrin = lowbit.lowbit_intrin(family, "amx", rows=rows, cols=cols, window=window)
+            text.append(intrin.source)
+            sizes = ", ".join(f"s[{q}]" for q in range(14 if window else 8))
+            calls.append(f"    {intrin.name}((void *)p, (void *)(p + 65536), (void *)(p + 131072),"
+                         f" {sizes});")
     c_file = tmp_path / "amx.c"
     c_file.write_text("\n".join(text) + "\nvoid use(char *p, const int64_t *s) {\n"
                       + "\n".join(calls) + "\n}\n")

@@ -44,9 +44,10 @@ FAMILIES = ("u8s8", "bf16")
 ISAS = ("amx", "avx512", "portable")
 # (rows, cols) per ISA: avx512 keeps rows * cols / 16 accumulators plus cols / 16 vectors of b
 # and one broadcast in its 32 zmm registers; amx holds 16 x 16 tiles in its 8 tile registers
-TILES = {"avx512": ((6, 32), (8, 32), (14, 32), (4, 64), (6, 64)),
+TILES = {"avx512": ((6, 32), (7, 32), (8, 32), (14, 32), (4, 64), (6, 64)),
          "amx": ((32, 32), (16, 16)),
-         "portable": ((6, 32), (8, 32), (14, 32), (4, 64), (6, 64), (32, 32), (16, 16))}
+         "portable": ((6, 32), (7, 32), (8, 32), (14, 32), (4, 64), (6, 64), (32, 32),
+                      (16, 16))}
 _TYPES = {"u8s8": ("uint8", "int8", "int32"), "bf16": ("bfloat16", "bfloat16", "float32")}
 
 
@@ -84,30 +85,42 @@ def _check_family(family: str) -> None:
                             f"{', '.join(FAMILIES)}")
 
 
-def lowbit_description(family: str) -> te.Tensor:
+def lowbit_description(family: str, window: bool = False) -> te.Tensor:
     """``c[i, j] += sum_{g, t} a[i, g, t] * b[g, j, t]`` widened to the accumulator type, on
     an ``m x n`` block of c (any size: a body covers it tile by tile), over ``kg`` groups of
-    ``group_size(family)`` elements."""
+    ``group_size(family)`` elements. ``window``: also over the ``kr x ks`` taps of a
+    convolution's window, ``a[i, r, s, g, t] * b[r, s, g, j, t]`` (the tile stays in
+    registers over all the taps)."""
     a_type, b_type, acc = _TYPES[family]
     group = group_size(family)
     m, n, kg = te.var("m"), te.var("n"), te.var("kg")
-    a = te.placeholder((m, kg, group), a_type, name="a")
-    b = te.placeholder((kg, n, group), b_type, name="b")
     g = te.reduce_axis((0, kg), name="g")
     t = te.reduce_axis((0, group), name="t")
+    if not window:
+        a = te.placeholder((m, kg, group), a_type, name="a")
+        b = te.placeholder((kg, n, group), b_type, name="b")
+        return te.compute((m, n), lambda i, j: te.sum(
+            a[i, g, t].astype(acc) * b[g, j, t].astype(acc), axis=[g, t]), name="c")
+    kr, ks = te.var("kr"), te.var("ks")
+    aw = te.placeholder((m, kr, ks, kg, group), a_type, name="a")
+    bw = te.placeholder((kr, ks, kg, n, group), b_type, name="b")
+    r = te.reduce_axis((0, kr), name="r")
+    s = te.reduce_axis((0, ks), name="s")
     return te.compute((m, n), lambda i, j: te.sum(
-        a[i, g, t].astype(acc) * b[g, j, t].astype(acc), axis=[g, t]), name="c")
+        aw[i, r, s, g, t].astype(acc) * bw[r, s, g, j, t].astype(acc), axis=[r, s, g, t]),
+        name="c")
 
 
 @functools.cache
 def lowbit_intrin(family: str, isa: str | None = None, *, rows: int | None = None,
-                  cols: int | None = None) -> TensorIntrin:
+                  cols: int | None = None, window: bool = False) -> TensorIntrin:
     """The ``family`` dot-product tile (``"u8s8"`` or ``"bf16"``) for ``isa`` (``"amx"``,
     ``"avx512"``, ``"portable"``; None: the best the host runs). ``rows x cols`` must be one of
     ``TILES[isa]``; the default is the first (6 x 32 for avx512, 32 x 32 for amx). The
     intrinsic takes any ``m x n`` block (its extents are symbolic) and runs it tile by tile; a
     schedule splits the rows by ``rows`` and the columns by ``cols`` so that each call is one
-    tile, the edges a smaller one.
+    tile, the edges a smaller one. ``window=True``: the description also sums over the taps of
+    a convolution's window (``lowbit_description``).
 
     >>> t = lowbit_intrin("bf16", "avx512", rows=14, cols=32)
     >>> t.name, t.operands
@@ -123,8 +136,9 @@ def lowbit_intrin(family: str, isa: str | None = None, *, rows: int | None = Non
     if shape not in TILES[kind]:
         raise ArgumentError(f"no {kind} {family} tile of {shape[0]} x {shape[1]}; available: "
                             f"{', '.join(f'{r}x{c}' for r, c in TILES[kind])}")
-    return TensorIntrin(lowbit_description(family),
-                        src.source(family, kind, *shape), name=src.name(family, kind, *shape))
+    return TensorIntrin(lowbit_description(family, window),
+                        src.source(family, kind, *shape, window),
+                        name=src.name(family, kind, *shape, window))
 
 
 def tile_of(intrin: TensorIntrin) -> tuple[int, int]:
@@ -160,7 +174,8 @@ def bf16_intrin(isa: str | None = None, *, rows: int | None = None,
     return lowbit_intrin("bf16", isa, rows=rows, cols=cols)
 
 
-_NAME = re.compile(r"pl_lowbit_(?P<f>u8s8|bf16)_(?P<isa>[a-z0-9]+)_(?P<r>\d+)x(?P<c>\d+)\Z")
+_NAME = re.compile(r"pl_lowbit_(?P<f>u8s8|bf16)_(?P<isa>[a-z0-9]+)_(?P<r>\d+)x(?P<c>\d+)"
+                   r"(?P<w>_win)?\Z")
 
 
 def builtin_lowbit(name: str) -> TensorIntrin:
@@ -172,9 +187,11 @@ def builtin_lowbit(name: str) -> TensorIntrin:
     m = _NAME.match(name)
     if m is None:
         raise ScheduleError(f"tensorize: unknown intrinsic {name!r}: low-bit intrinsics are named "
-                            f"pl_lowbit_<u8s8|bf16>_<isa>_<rows>x<cols> (isa: {', '.join(ISAS)})")
+                            f"pl_lowbit_<u8s8|bf16>_<isa>_<rows>x<cols>[_win] (isa: "
+                            f"{', '.join(ISAS)})")
     try:
-        return lowbit_intrin(m["f"], m["isa"], rows=int(m["r"]), cols=int(m["c"]))
+        return lowbit_intrin(m["f"], m["isa"], rows=int(m["r"]), cols=int(m["c"]),
+                             window=m["w"] is not None)
     except ArgumentError as e:
         raise ScheduleError(f"tensorize: intrinsic {name!r} names no built-in low-bit "
                             f"kernel: {e}") from None

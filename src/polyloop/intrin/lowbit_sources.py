@@ -75,31 +75,52 @@ static inline float pl_lowbit_bf16_f32(uint16_t h) {
 #endif"""
 
 
-def name(family: str, isa: str, rows: int, cols: int) -> str:
-    """``pl_lowbit_<family>_<isa>_<rows>x<cols>``."""
-    return f"{PREFIX}{family}_{isa}_{rows}x{cols}"
+def name(family: str, isa: str, rows: int, cols: int, window: bool = False) -> str:
+    """``pl_lowbit_<family>_<isa>_<rows>x<cols>`` (``_win``: the window variant)."""
+    return f"{PREFIX}{family}_{isa}_{rows}x{cols}" + ("_win" if window else "")
 
 
-def _head(family: str, isa: str, rows: int, cols: int, attribute: str = "",
-          suffix: str = "", counts: str = "int64_t m, int64_t n, ") -> str:
+# the stride parameters: a plain tile (a[i, g, t], b[g, j, t]) and a window tile (a[i, r, s,
+# g, t], b[r, s, g, j, t]: a convolution's taps summed in the call)
+_STRIDES = {False: ("lda_i", "lda_g", "ldb_g", "ldb_j"),
+            True: ("lda_i", "lda_r", "lda_s", "lda_g", "ldb_r", "ldb_s", "ldb_g", "ldb_j")}
+_COUNTS = {False: ("kg",), True: ("kr", "ks", "kg")}
+
+
+def _head(family: str, isa: str, rows: int, cols: int, window: bool, attribute: str = "",
+          suffix: str = "", sizes: tuple[str, ...] = ("m", "n")) -> str:
     f = FAMILIES[family]
-    return (f"static inline {attribute}void {name(family, isa, rows, cols)}{suffix}("
+    params = ", ".join(f"int64_t {p}" for p in ("ldc", *_STRIDES[window], *sizes,
+                                               *_COUNTS[window]))
+    return (f"static inline {attribute}void {name(family, isa, rows, cols, window)}{suffix}("
             f"{f.c_type} *restrict c, const {f.a_type} *restrict a, const {f.b_type} *restrict b, "
-            "int64_t ldc, int64_t lda_i, int64_t lda_g, int64_t ldb_g, int64_t ldb_j, "
-            f"{counts}int64_t kg) {{")
+            f"{params}) {{")
 
 
-def _loops(family: str, first_group: str = "0") -> list[str]:
+def _taps(window: bool) -> tuple[list[str], list[str], str, str]:
+    """The loops over a window's taps (none for a plain tile), their closing braces, and the
+    offsets of a tap in a and b."""
+    if not window:
+        return [], [], "", ""
+    return (["    for (int64_t r = 0; r < kr; r++)", "    for (int64_t s = 0; s < ks; s++) {"],
+            ["    }"], " + r * lda_r + s * lda_s", " + r * ldb_r + s * ldb_s")
+
+
+def _loops(family: str, window: bool, first_group: str = "0") -> list[str]:
     """The ``m x n`` sums as plain loops over the groups ``first_group`` .. ``kg - 1``."""
     f = FAMILIES[family]
-    a = f.widen_a.format(x="a[i * lda_i + g * lda_g + t]")
-    b = f.widen_b.format(x="b[g * ldb_g + j * ldb_j + t]")
+    _, _, at, bt = _taps(window)
+    a = f.widen_a.format(x=f"a[i * lda_i{at} + g * lda_g + t]")
+    b = f.widen_b.format(x=f"b[g * ldb_g{bt} + j * ldb_j + t]")
+    taps = ["for (int64_t r = 0; r < kr; r++)", "for (int64_t s = 0; s < ks; s++)"] \
+        if window else []
+    inner = [f"for (int64_t g = {first_group}; g < kg; g++)",
+             f"for (int64_t t = 0; t < {f.group}; t++) acc += {a} * {b};"]
+    body = [" " * (12 + 4 * d) + line for d, line in enumerate(taps + inner)]
     return ["    for (int64_t i = 0; i < m; i++)",
             "        for (int64_t j = 0; j < n; j++) {",
-            f"            {f.c_type} s = c[i * ldc + j];",
-            f"            for (int64_t g = {first_group}; g < kg; g++)",
-            f"                for (int64_t t = 0; t < {f.group}; t++) s += {a} * {b};",
-            "            c[i * ldc + j] = s;",
+            f"            {f.c_type} acc = c[i * ldc + j];", *body,
+            "            c[i * ldc + j] = acc;",
             "        }"]
 
 
@@ -108,20 +129,20 @@ def _prelude(family: str, *includes: str) -> list[str]:
     return lines + ([_BF16_WIDEN] if family == "bf16" else [])
 
 
-def portable_source(family: str, rows: int, cols: int) -> str:
+def portable_source(family: str, rows: int, cols: int, window: bool = False) -> str:
     """Plain C loops: the same sums on any CPU."""
-    return "\n".join(_prelude(family) + [_head(family, "portable", rows, cols)]
-                      + _loops(family) + ["}"])
+    return "\n".join(_prelude(family) + [_head(family, "portable", rows, cols, window)]
+                      + _loops(family, window) + ["}"])
 
 
-def _avx512_rows(family: str, rows: int, cols: int, r: int, attribute: str) -> list[str]:
+def _avx512_rows(family: str, rows: int, cols: int, r: int, attribute: str,
+                 window: bool) -> list[str]:
     """The kernel for ``r`` rows (of at most ``rows``) and ``n <= cols`` columns: the last
     vectors of a row are masked (loads and stores of c and b), so nothing past column ``n``
-    is read or written."""
+    is read or written. A window kernel keeps the tile in registers over all the taps."""
     f = FAMILIES[family]
     nv = cols // 16
-    suffix = "_rows" + str(r)
-    lines = [_head(family, "avx512", rows, cols, attribute, suffix, "int64_t n, ")]
+    lines = [_head(family, "avx512", rows, cols, window, attribute, f"_rows{r}", ("n",))]
     for q in range(nv):
         lines.append(f"    const __mmask16 k{q} = n >= {16 * (q + 1)} ? (__mmask16)0xFFFF : n <= "
                      f"{16 * q} ? (__mmask16)0 : (__mmask16)((1u << (n - {16 * q})) - 1u);")
@@ -130,19 +151,22 @@ def _avx512_rows(family: str, rows: int, cols: int, r: int, attribute: str) -> l
     for i in range(r):
         decl = ", ".join(f"c{i}_{q} = {load}(k{q}, c + {i} * ldc + {16 * q})" for q in range(nv))
         lines.append(f"    {f.acc_vector} {decl};")
+    open_taps, close_taps, at, bt = _taps(window)
+    lines += open_taps
     lines += ["    #pragma GCC unroll 4", "    for (int64_t g = 0; g < kg; g++) {"]
     for q in range(nv):
-        lines.append(f"        const __m512i b{q} = _mm512_maskz_loadu_epi32(k{q}, b + g * ldb_g "
-                     f"+ {16 * f.group * q});")
+        lines.append(f"        const __m512i b{q} = _mm512_maskz_loadu_epi32(k{q}, b{bt} + "
+                     f"g * ldb_g + {16 * f.group * q});")
     for i in range(r):
         lines += ["        {",
                   "            int32_t v;",
-                  f"            memcpy(&v, a + {i} * lda_i + g * lda_g, 4);",
+                  f"            memcpy(&v, a + {i} * lda_i{at} + g * lda_g, 4);",
                   "            const __m512i ar = _mm512_set1_epi32(v);"]
         for q in range(nv):
             lines.append(f"            c{i}_{q} = {f.dot}(c{i}_{q}, {f.operand}ar, {f.operand}b{q});")
         lines.append("        }")
     lines.append("    }")
+    lines += close_taps
     for i in range(r):
         for q in range(nv):
             lines.append(f"    {store}(c + {i} * ldc + {16 * q}, k{q}, c{i}_{q});")
@@ -150,7 +174,7 @@ def _avx512_rows(family: str, rows: int, cols: int, r: int, attribute: str) -> l
     return lines
 
 
-def avx512_source(family: str, rows: int, cols: int) -> str:
+def avx512_source(family: str, rows: int, cols: int, window: bool = False) -> str:
     """A register tile of AVX-512 VNNI (``u8s8``) or AVX-512 BF16 (``bf16``) dot products for
     up to ``rows x cols`` elements of c; larger ``m x n`` are covered tile by tile."""
     f = FAMILIES[family]
@@ -159,11 +183,12 @@ def avx512_source(family: str, rows: int, cols: int) -> str:
     attribute = f'__attribute__((target("{f.avx512_target}"))) '
     lines = _prelude(family, "#include <immintrin.h>")
     for r in range(1, rows + 1):
-        lines += _avx512_rows(family, rows, cols, r, attribute)
-    base = name(family, "avx512", rows, cols)
-    lines += [_head(family, "avx512", rows, cols, attribute),
+        lines += _avx512_rows(family, rows, cols, r, attribute, window)
+    base = name(family, "avx512", rows, cols, window)
+    args = ", ".join(("ldc", *_STRIDES[window], "nr", *_COUNTS[window]))
+    lines += [_head(family, "avx512", rows, cols, window, attribute),
               f"    if (ldb_j != {f.group}) {{  /* the columns of a group are not contiguous */"]
-    lines += ["    " + x for x in _loops(family)]
+    lines += ["    " + x for x in _loops(family, window)]
     lines += ["        return;", "    }",
               f"    for (int64_t i0 = 0; i0 < m; i0 += {rows})",
               f"        for (int64_t j0 = 0; j0 < n; j0 += {cols}) {{",
@@ -173,8 +198,7 @@ def avx512_source(family: str, rows: int, cols: int) -> str:
               f"            const {f.b_type} *bt = b + j0 * ldb_j;",
               f"            switch (m - i0 < {rows} ? m - i0 : {rows}) {{"]
     for r in range(rows, 0, -1):
-        lines.append(f"            case {r}: {base}_rows{r}(ct, at, bt, ldc, lda_i, lda_g, ldb_g, "
-                     "ldb_j, nr, kg); break;")
+        lines.append(f"            case {r}: {base}_rows{r}(ct, at, bt, {args}); break;")
     lines += ["            }", "        }", "}"]
     return "\n".join(lines)
 
@@ -200,13 +224,15 @@ typedef struct {
 #endif"""
 
 
-def amx_source(family: str, rows: int, cols: int) -> str:
+def amx_source(family: str, rows: int, cols: int, window: bool = False) -> str:
     """AMX tiles: a full ``rows x cols`` block of c as (rows / 16) x (cols / 16) tiles of
     16 x 16, with one tile of a per 16 rows and one of b per 16 columns (8 tile registers at
     most), 16 groups of k per step. Smaller blocks, the groups past a multiple of 16 and
     operands that are not contiguous along the groups run the AVX-512 kernel (every CPU with
     AMX has AVX-512 VNNI and BF16)."""
     f = FAMILIES[family]
+    if window:
+        return _amx_window(family, rows, cols)
     if rows % 16 or cols % 16 or (rows // 16) * (cols // 16) + rows // 16 + cols // 16 > 8:
         raise ValueError(f"amx {family} tile {rows} x {cols}: 16 x 16 tiles of c plus one of a "
                          "per 16 rows and one of b per 16 columns must fit in 8 tile registers")
@@ -219,7 +245,7 @@ def amx_source(family: str, rows: int, cols: int) -> str:
     rest = name(family, "avx512", *AMX_REST)
     lines = [source(family, "avx512", *AMX_REST), "#include <unistd.h>",
              "#include <sys/syscall.h>", _AMX_SETUP]
-    lines += [_head(family, "amx", rows, cols, attribute),
+    lines += [_head(family, "amx", rows, cols, False, attribute),
               "    int64_t done = 0;   /* groups summed on the tiles */",
               f"    if (m == {rows} && n == {cols} && lda_g == {f.group} && ldb_j == {f.group} "
               "&& kg >= 16 && pl_lowbit_amx_permitted()) {",
@@ -253,12 +279,25 @@ def amx_source(family: str, rows: int, cols: int) -> str:
 # the AVX-512 tile that sums what the AMX tiles do not
 AMX_REST = (6, 32)
 
+
+def _amx_window(family: str, rows: int, cols: int) -> str:
+    """The window variant of an AMX body: the plain body once per tap (c through memory)."""
+    f = FAMILIES[family]
+    attribute = f'__attribute__((target("{f.amx_target},{f.avx512_target}"))) '
+    return "\n".join([source(family, "amx", rows, cols), _head(family, "amx", rows, cols, True,
+                                                              attribute),
+                      "    for (int64_t r = 0; r < kr; r++)",
+                      "        for (int64_t s = 0; s < ks; s++)",
+                      f"            {name(family, 'amx', rows, cols)}(c, a + r * lda_r + s * lda_s, "
+                      "b + r * ldb_r + s * ldb_s, ldc, lda_i, lda_g, ldb_g, ldb_j, m, n, kg);",
+                      "}"])
+
 _SOURCES = {"avx512": avx512_source, "amx": amx_source, "portable": portable_source}
 
 
-def source(family: str, isa: str, rows: int, cols: int) -> str:
+def source(family: str, isa: str, rows: int, cols: int, window: bool = False) -> str:
     """The C source of the ``family`` kernel for ``isa`` on a ``rows x cols`` tile (guarded:
     a program may hold it twice, an AMX body includes its AVX-512 one)."""
-    guard = name(family, isa, rows, cols).upper() + "_DEFINED"
-    return "\n".join([f"#ifndef {guard}", f"#define {guard}", _SOURCES[isa](family, rows, cols),
-                      "#endif"])
+    guard = name(family, isa, rows, cols, window).upper() + "_DEFINED"
+    return "\n".join([f"#ifndef {guard}", f"#define {guard}",
+                      _SOURCES[isa](family, rows, cols, window), "#endif"])

@@ -227,16 +227,16 @@ def schedule_conv2d_int8(y: Tensor, *, intrin: TensorIntrin | str | None = None,
                          rows: int | None = None, cols: int | None = None,
                          panels: int | None = None, parallel: bool = True) -> Schedule:
     """The schedule of ``y = conv2d_int8(...)``: tiles of ``rows`` output pixels of one row by
-    ``cols`` output channels summed in a local buffer, one call of the dot-product tile per
-    tap of the window (over all channel groups), the epilogue applied as the tile is written
-    to ``y``; blocks of ``panels`` weight panels outermost, the output rows in parallel; the
+    ``cols`` output channels summed in a local buffer by one call of the window variant of the
+    dot-product tile (all taps and channel groups; a plain tile is called once per tap), the
+    epilogue applied as the tile is written to ``y``; blocks of ``panels`` weight panels outermost, the output rows in parallel; the
     padded input made whole first, in parallel.
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 8, 9, 9), "uint8", name="X")
     >>> W = pl.placeholder((16, 8, 3, 3), "int8", name="W")
-    >>> sch = schedule_conv2d_int8(conv2d_int8(X, W), intrin="pl_lowbit_u8s8_portable_6x32")
-    >>> "tensorize=pl_lowbit_u8s8_portable_6x32" in str(sch)
+    >>> sch = schedule_conv2d_int8(conv2d_int8(X, W), intrin="pl_lowbit_u8s8_portable_6x32_win")
+    >>> "tensorize=pl_lowbit_u8s8_portable_6x32_win" in str(sch)
     True
     """
     return tile.schedule_window(y, "u8s8", intrin=intrin, rows=rows, cols=cols, panels=panels,

@@ -28,6 +28,9 @@ from .quantized import accumulation_limit
 
 # the default tile of each body (rows x cols of the sum)
 DEFAULT_TILES = {"avx512": (6, 32), "amx": (32, 32), "portable": (6, 32)}
+# tile heights for a convolution's rows of output pixels, best first: one that divides the
+# row leaves no short tile at its end (whose few accumulators wait on the instruction latency)
+ROW_HEIGHTS = (8, 7, 6)
 
 
 def default_tile(family: str) -> tuple[int, int]:
@@ -35,17 +38,20 @@ def default_tile(family: str) -> tuple[int, int]:
     return DEFAULT_TILES[lowbit_body(host_isa(config.CONFIG.cc), family)]
 
 
-def host_intrin(family: str, rows: int | None = None, cols: int | None = None) -> TensorIntrin:
-    """The built-in ``family`` ("u8s8" or "bf16") tile of the best body the host runs."""
+def host_intrin(family: str, rows: int | None = None, cols: int | None = None,
+                window: bool = False) -> TensorIntrin:
+    """The built-in ``family`` ("u8s8" or "bf16") tile of the best body the host runs (its
+    window variant for a convolution)."""
     kind = lowbit_body(host_isa(config.CONFIG.cc), family)
     r, c = DEFAULT_TILES[kind]
-    return lookup(f"pl_lowbit_{family}_{kind}_{rows or r}x{cols or c}")
+    return lookup(f"pl_lowbit_{family}_{kind}_{rows or r}x{cols or c}"
+                  + ("_win" if window else ""))
 
 
 def tile_of(intrin: TensorIntrin) -> tuple[int, int]:
     """The ``rows x cols`` tile a low-bit intrinsic computes per call (its name ends with it:
     ``pl_lowbit_u8s8_avx512_6x32``)."""
-    m = re.search(r"_(\d+)x(\d+)\Z", intrin.name)
+    m = re.search(r"_(\d+)x(\d+)(_win)?\Z", intrin.name)
     if m is None or intrin.extents[:2] != (None, None):
         raise ScheduleError(f"intrinsic {intrin.name!r} is not a low-bit dot-product tile "
                             "(polyloop.intrin.lowbit_intrin)")
@@ -97,10 +103,10 @@ def _right_operand(found: dict[str, Tensor]) -> str | None:
 
 
 def _chosen(family: str, intrin: TensorIntrin | str | None, rows: int | None,
-            cols: int | None, who: str) -> TensorIntrin:
+            cols: int | None, who: str, window: bool = False) -> TensorIntrin:
     """``intrin``, or the host's best ``family`` tile (``rows x cols`` of it)."""
     if intrin is None:
-        return host_intrin(family, rows, cols)
+        return host_intrin(family, rows, cols, window)
     if rows or cols:
         raise ScheduleError(f"{who}: rows and cols are the intrinsic's; pass one or the other")
     return lookup(intrin)
@@ -249,10 +255,16 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     if not {"C", "X_g", "W_g"} <= set(found) or y.name == "C":
         raise ScheduleError(f"{who}: expected the result of a low-bit conv2d builder (stages "
                             f"X_g, W_g, C and an output), got {y!r}")
-    it = _chosen(family, intrin, rows, cols, who)
+    if intrin is None and rows is None and isinstance(y.shape[3], Const) \
+            and lowbit_body(host_isa(config.CONFIG.cc), family) != "amx":
+        rows = next((h for h in ROW_HEIGHTS if y.shape[3].value % h == 0), None)
+    w_g = found["W_g"]
+    # a 1 x 1 window has nothing for the window variant to sum over
+    taps = not (isinstance(w_g.shape[0], Const) and isinstance(w_g.shape[1], Const)
+                and w_g.shape[0].value * w_g.shape[1].value == 1)
+    it = _chosen(family, intrin, rows, cols, who, window=taps)
     rows, cols = tile_of(it)
     program = y.to_program()
-    w_g = found["W_g"]
     if family == "u8s8":
         r_ext, s_ext, cg, _, group = w_g.shape
         program = _limited(program, cg * group * r_ext * s_ext, "A_sum" in found
@@ -270,7 +282,7 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     jo, ji, j1 = sch.split(k, [None, panels, cols])
     sch.reorder(jo, n, yy, x0, ji, r, s, g, x1, j1, t)
     sch.decompose_reduction(c, r)
-    sch.tensorize(g, it)
+    sch.tensorize(r if it.name.endswith("_win") else g, it)
     sch.reverse_compute_inline(sch.get_block(y.name))
     sch.reverse_compute_at(write_back, ji)
     # the weights panel by panel (each written in order), the panels in parallel
