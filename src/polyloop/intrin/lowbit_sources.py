@@ -163,7 +163,8 @@ def _avx512_rows(family: str, rows: int, cols: int, r: int, attribute: str,
                   f"            memcpy(&v, a + {i} * lda_i{at} + g * lda_g, 4);",
                   "            const __m512i ar = _mm512_set1_epi32(v);"]
         for q in range(nv):
-            lines.append(f"            c{i}_{q} = {f.dot}(c{i}_{q}, {f.operand}ar, {f.operand}b{q});")
+            acc = f"c{i}_{q}"
+            lines.append(f"            {acc} = {f.dot}({acc}, {f.operand}ar, {f.operand}b{q});")
         lines.append("        }")
     lines.append("    }")
     lines += close_taps
@@ -284,12 +285,13 @@ def _amx_window(family: str, rows: int, cols: int) -> str:
     """The window variant of an AMX body: the plain body once per tap (c through memory)."""
     f = FAMILIES[family]
     attribute = f'__attribute__((target("{f.amx_target},{f.avx512_target}"))) '
-    return "\n".join([source(family, "amx", rows, cols), _head(family, "amx", rows, cols, True,
-                                                              attribute),
+    plain = name(family, "amx", rows, cols)
+    return "\n".join([source(family, "amx", rows, cols),
+                      _head(family, "amx", rows, cols, True, attribute),
                       "    for (int64_t r = 0; r < kr; r++)",
                       "        for (int64_t s = 0; s < ks; s++)",
-                      f"            {name(family, 'amx', rows, cols)}(c, a + r * lda_r + s * lda_s, "
-                      "b + r * ldb_r + s * ldb_s, ldc, lda_i, lda_g, ldb_g, ldb_j, m, n, kg);",
+                      f"            {plain}(c, a + r * lda_r + s * lda_s, b + r * ldb_r + s * "
+                      "ldb_s, ldc, lda_i, lda_g, ldb_g, ldb_j, m, n, kg);",
                       "}"])
 
 _SOURCES = {"avx512": avx512_source, "amx": amx_source, "portable": portable_source}

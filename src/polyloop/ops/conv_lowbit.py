@@ -83,14 +83,16 @@ def conv2d_int8(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
     w_g = grouped_weight(w, 4, "int8", lambda v: q.shifted(v, off.shift_b, "int8"))
     c = _window_products(x_g, w_g, shape, stride, "int32")
 
+    za = off.a_zero(Const(0, DType.INT64))      # one zero point for the whole input
+
     def result(b: Expr, k: Expr, y: Expr, xx: Expr) -> Expr:
         acc = c[b, k, y, xx]
         if a_sum is not None:
             acc = acc - off.b_zero(k) * a_sum[b, y, xx]
         if b_sum is not None:
-            acc = acc - off.a_zero(Const(0, DType.INT64)) * b_sum[k]
+            acc = acc - za * b_sum[k]
         if a_sum is not None and b_sum is not None:
-            acc = acc + cast(DType.INT32, terms) * off.a_zero(Const(0, DType.INT64)) * off.b_zero(k)
+            acc = acc + cast(DType.INT32, terms) * za * off.b_zero(k)
         return epilogue.apply(acc, k)
     return te.compute((shape[0], k_out, shape[1], shape[2]), result, name=name)
 
@@ -229,8 +231,9 @@ def schedule_conv2d_int8(y: Tensor, *, intrin: TensorIntrin | str | None = None,
     """The schedule of ``y = conv2d_int8(...)``: tiles of ``rows`` output pixels of one row by
     ``cols`` output channels summed in a local buffer by one call of the window variant of the
     dot-product tile (all taps and channel groups; a plain tile is called once per tap), the
-    epilogue applied as the tile is written to ``y``; blocks of ``panels`` weight panels outermost, the output rows in parallel; the
-    padded input made whole first, in parallel.
+    epilogue applied as the tile is written to ``y``; blocks of ``panels`` weight panels
+    outermost, the output rows in parallel; the padded input made whole first, in parallel.
+    ``rows`` defaults to a tile height that divides the output rows (8, 7 or 6).
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 8, 9, 9), "uint8", name="X")

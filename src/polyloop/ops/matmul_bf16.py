@@ -11,7 +11,8 @@ rounding, not bit for bit.
 
 >>> import numpy as np, polyloop as pl, ml_dtypes
 >>> from polyloop import ops
->>> A = pl.placeholder((5, 6), "bfloat16", name="A"); B = pl.placeholder((6, 3), "bfloat16", name="B")
+>>> A = pl.placeholder((5, 6), "bfloat16", name="A")
+>>> B = pl.placeholder((6, 3), "bfloat16", name="B")
 >>> mod = pl.build(ops.schedule_matmul_bf16(ops.matmul_bf16(A, B)))
 >>> a = np.full((5, 6), 0.5, ml_dtypes.bfloat16); b = np.full((6, 3), 2, ml_dtypes.bfloat16)
 >>> float(mod(a, b)[4, 2])
