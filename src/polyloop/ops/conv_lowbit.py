@@ -36,6 +36,7 @@ from ..ir.expr import Const, Expr, cast, const
 from ..schedule import Schedule
 from ..schedule.intrin_registry import TensorIntrin
 from . import lowbit_tile as tile
+from .grouped import group_count
 from . import quantized as q
 from .conv import check_conv, conv_output_size
 
@@ -155,7 +156,7 @@ def grouped_input(x: Tensor, padding: int, group: int, dtype: str, convert, pad_
     """``X_g[n, y, x, g, t]``: ``convert(x[n, group g + t, y - pad, x - pad])``, ``pad_value``
     outside the image, zero past the channels."""
     n, c_in, h, wd = x.shape
-    cg = (c_in + group - 1) // group
+    cg = group_count(c_in, group)
     p = padding
 
     def body(b: Expr, y: Expr, xx: Expr, g: Expr, t: Expr) -> Expr:
@@ -174,7 +175,7 @@ def grouped_input(x: Tensor, padding: int, group: int, dtype: str, convert, pad_
 def grouped_weight(w: Tensor, group: int, dtype: str, convert) -> Tensor:
     """``W_g[r, s, g, k, t] = convert(w[k, group g + t, r, s])``, zero past the channels."""
     k_out, c_in, r_ext, s_ext = w.shape
-    cg = (c_in + group - 1) // group
+    cg = group_count(c_in, group)
 
     def body(r: Expr, s: Expr, g: Expr, k: Expr, t: Expr) -> Expr:
         ch = group * g + t

@@ -17,9 +17,20 @@ import numpy as np
 
 from ..frontend import te
 from ..frontend.te import Tensor
-from ..ir.dtypes import as_dtype
+from ..ir.dtypes import INDEX, as_dtype
 from ..ir.elementwise import where
 from ..ir.expr import Const, Expr, const
+
+
+def group_count(k_len: Expr, group: int) -> Expr:
+    """``ceil(k / group)``: a constant when k is one.
+
+    >>> group_count(Const(5, INDEX, weak=True), 4)
+    <Const 2>
+    """
+    if isinstance(k_len, Const):
+        return Const(-(-k_len.value // group), INDEX, weak=True)
+    return (k_len + group - 1) // group
 
 
 def whole_groups(k_len: Expr, group: int) -> bool:
@@ -39,7 +50,7 @@ def grouped_a(a: Tensor, k_len: Expr, group: int, dtype: str,
     ``A_g[..., i, g, t] = convert(a[..., i, group * g + t])`` (``dtype``, zero past k)."""
     if convert is None and whole_groups(k_len, group):
         return a
-    kg = (k_len + group - 1) // group
+    kg = group_count(k_len, group)
 
     def body(*ix: Expr) -> Expr:
         *lead, g, t = ix
@@ -52,7 +63,7 @@ def grouped_a(a: Tensor, k_len: Expr, group: int, dtype: str,
 def grouped_b(b: Tensor, k_len: Expr, group: int, dtype: str,
               convert: Callable[[Expr], Expr] | None = None) -> Tensor:
     """``B_g[..., g, j, t] = convert(b[..., group * g + t, j])`` (``dtype``, zero past k)."""
-    kg = (k_len + group - 1) // group
+    kg = group_count(k_len, group)
 
     def body(*ix: Expr) -> Expr:
         *lead, g, j, t = ix
