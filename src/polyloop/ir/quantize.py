@@ -20,7 +20,7 @@ The NumPy reference of ``requantize`` is
 >>> str(pl.saturate(C[0], "int8"))
 'int8(min(max(C[0], -128), 127))'
 >>> str(pl.requantize(C[0], 0.5, 3, "uint8"))
-'uint8(min(max(round(float32(C[0]) * 0.5) + 3.0, 0.0), 255.0))'
+'uint8(where(round(float32(C[0]) * 0.5) + 3.0 < 0.0, 0.0, where(round(float32(C[0]) * 0.5) + 3.0 > 255.0, 255.0, round(float32(C[0]) * 0.5) + 3.0)))'
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import DTypeError
 from .dtypes import DType, as_dtype
 from .nodes import (BinOpKind, Const, Expr, ExprLike, UnaryKind, as_expr, binop, cast, const,
-                    unary)
+                    select, unary)
 
 
 def _int_target(dtype: object, who: str) -> DType:
@@ -46,7 +46,7 @@ def saturate(x: ExprLike, dtype: object) -> Expr:
     >>> import polyloop as pl
     >>> A = pl.placeholder((4,), "float32", name="A")
     >>> str(pl.saturate(A[0], "uint8"))
-    'uint8(min(max(A[0], 0.0), 255.0))'
+    'uint8(where(A[0] < 0.0, 0.0, where(A[0] > 255.0, 255.0, A[0])))'
     """
     d = _int_target(dtype, "saturate")
     e = as_expr(x)
@@ -55,9 +55,11 @@ def saturate(x: ExprLike, dtype: object) -> Expr:
     if e.dtype is DType.BOOL:
         return cast(d, e)
     if e.dtype.is_float:
-        lo_f, hi_f = _float_bounds(e.dtype, lo, hi)
-        return cast(d, binop(BinOpKind.MIN, binop(BinOpKind.MAX, e, const(lo_f, e.dtype)),
-                             const(hi_f, e.dtype)))
+        # compares and selects, not min / max: those carry NaN through at a cost in every
+        # lane, and a NaN has no integer value either way
+        low, high = (const(v, e.dtype) for v in _float_bounds(e.dtype, lo, hi))
+        return cast(d, select(binop(BinOpKind.LT, e, low), low,
+                              select(binop(BinOpKind.GT, e, high), high, e)))
     own = np.iinfo(e.dtype.numpy)
     if lo > own.min:
         e = binop(BinOpKind.MAX, e, const(lo, e.dtype))
@@ -100,8 +102,7 @@ def requantize(x: ExprLike, scale: ExprLike, zero_point: ExprLike = 0,
     d = _int_target(dtype, "requantize")
     scaled = unary(UnaryKind.ROUND, binop(BinOpKind.MUL, _float32(x, "requantize: x"),
                                           _float32(scale, "requantize: scale")))
-    return saturate(binop(BinOpKind.ADD, scaled, _float32(zero_point, "requantize: zero_point")),
-                    d)
+    return saturate(_plus(scaled, _float32(zero_point, "requantize: zero_point")), d)
 
 
 def quantize_linear(x: ExprLike, scale: ExprLike, zero_point: ExprLike = 0,
@@ -117,8 +118,14 @@ def quantize_linear(x: ExprLike, scale: ExprLike, zero_point: ExprLike = 0,
     d = _int_target(dtype, "quantize_linear")
     scaled = unary(UnaryKind.ROUND, binop(BinOpKind.DIV, _float32(x, "quantize_linear: x"),
                                           _float32(scale, "quantize_linear: scale")))
-    return saturate(binop(BinOpKind.ADD, scaled,
-                          _float32(zero_point, "quantize_linear: zero_point")), d)
+    return saturate(_plus(scaled, _float32(zero_point, "quantize_linear: zero_point")), d)
+
+
+def _plus(value: Expr, zero_point: Expr) -> Expr:
+    """``value + zero_point``, or ``value`` for a zero point of 0."""
+    if isinstance(zero_point, Const) and zero_point.value == 0:
+        return value
+    return binop(BinOpKind.ADD, value, zero_point)
 
 
 def dequantize_linear(q: ExprLike, scale: ExprLike, zero_point: ExprLike = 0) -> Expr:
