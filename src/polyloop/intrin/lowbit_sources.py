@@ -89,10 +89,15 @@ _COUNTS = {False: ("kg",), True: ("kr", "ks", "kg")}
 
 def _head(family: str, isa: str, rows: int, cols: int, window: bool, attribute: str = "",
           suffix: str = "", sizes: tuple[str, ...] = ("m", "n")) -> str:
+    """The function's first line. The entry points are never inlined: a schedule calls one
+    from several copies of a nest (full and partial tiles), and one copy of the unrolled
+    tiles is enough (a call costs nothing next to a tile's work); the row kernels a dispatcher
+    calls are inlined into it."""
     f = FAMILIES[family]
     params = ", ".join(f"int64_t {p}" for p in ("ldc", *_STRIDES[window], *sizes,
                                                *_COUNTS[window]))
-    return (f"static inline {attribute}void {name(family, isa, rows, cols, window)}{suffix}("
+    linkage = "static inline " if suffix else "static __attribute__((noinline)) "
+    return (f"{linkage}{attribute}void {name(family, isa, rows, cols, window)}{suffix}("
             f"{f.c_type} *restrict c, const {f.a_type} *restrict a, const {f.b_type} *restrict b, "
             f"{params}) {{")
 

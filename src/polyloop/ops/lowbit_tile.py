@@ -16,7 +16,7 @@ import re
 from .. import config
 from ..errors import ScheduleError
 from ..frontend.te import Tensor
-from ..ir.expr import Const, Expr, loads
+from ..ir.expr import Const, Expr, Select, loads, walk
 from ..poly.assumptions import with_upper_bound
 from ..poly.isl_util import NotAffine
 from ..schedule import Schedule
@@ -91,6 +91,7 @@ def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | Non
     tile_product(sch, it, epilogue=y.name, parallel=parallel,
                  packed="B_g" if packed == "B_g" else None, panels=panels)
     place_packing(sch, found, parallel=parallel, cols=tile_of(it)[1])
+    roll_padded_groups(sch)
     return sch
 
 
@@ -237,6 +238,18 @@ def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool,
     _panel_order(sch, cols)
 
 
+def roll_padded_groups(sch: Schedule) -> None:
+    """Keep the group loop (innermost) of each grouping stage that pads with zeros a loop for
+    gcc: unrolled, its conditional loads send gcc 12's vectorizer into tens of seconds of
+    compile time for a few dozen statements (a constant k of 37 in groups of 4)."""
+    for block in ("A_g", "B_g", "X_g", "W_g"):
+        if not sch.program.has_buffer(block):
+            continue
+        stmt = next((st for st in sch.program.statements if st.block_name == block), None)
+        if stmt is not None and any(isinstance(e, Select) for e in walk(stmt.value)):
+            sch.unroll(sch.get_loops(block)[-1], 1)
+
+
 def _panel_order(sch: Schedule, cols: int) -> None:
     """The packing loops panel by panel: ``g > j > t`` becomes ``panel > g > column > t``, so
     that each panel is written in order and its index needs no division (gcc vectorizes the
@@ -295,4 +308,5 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
         for name in ("X_g", "A_sum"):
             if name in found:
                 sch.parallel(sch.get_loops(name)[1])
+    roll_padded_groups(sch)
     return sch
