@@ -26,7 +26,7 @@ most that size, edges included. Bodies:
 The x86 bodies carry ``target`` attributes, so they compile with any x86 ``-march``; the
 intrinsic that a schedule calls is chosen by the host's CPU flags (``polyloop.intrin.lowbit``).
 
->>> print(source("u8s8", "portable", 2, 4).splitlines()[4][:72])
+>>> print(source("u8s8", "portable", 2, 4).splitlines()[4][:73])
 static __attribute__((noinline)) void pl_lowbit_u8s8_portable_2x4(int32_t
 """
 from __future__ import annotations
