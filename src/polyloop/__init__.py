@@ -26,6 +26,7 @@ from .ir.dtypes import DType
 from .ir.elementwise import (abs, const, exp, log, maximum, minimum, sqrt, tanh,  # noqa: A004
                              where)
 from .ir.program import Buffer, BufferRole, MemScope, Program, Statement
+from .ir.quantize import dequantize_linear, quantize_linear, requantize, saturate
 from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.analysis import dependences
 from .schedule.auto import auto_schedule
@@ -61,6 +62,7 @@ __all__ += ["prioritize_loops", "set_temporary_address_space"]
 __all__ += ["extract_subst", "precompute"]
 __all__ += ["ceil", "cos", "erf", "floor", "fmod", "isnan", "pow", "round", "sigmoid", "sin",
             "tan"]
+__all__ += ["dequantize_linear", "quantize_linear", "requantize", "saturate"]
 
 
 def __getattr__(name: str):

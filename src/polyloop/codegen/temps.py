@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..ir.expr import Expr, loads
-from ..ir.loops import Block, For, If, Kernel, Node, Store
+from ..ir.loops import Block, Call, For, If, Kernel, Node, Region, Store
 from ..ir.program import Buffer, MemScope
 
 
@@ -139,6 +139,13 @@ def _accesses(node: Node, path: tuple[For, ...]) -> Iterator[tuple[tuple[For, ..
     elif isinstance(node, Store):
         yield path, node.buffer
         exprs = [node.value, *node.indices]
+    elif isinstance(node, Call):     # a tensorized nest: its operands are regions of buffers
+        for arg in node.args:
+            if isinstance(arg, Region):
+                yield path, arg.buffer
+                exprs.extend(arg.indices)
+            else:
+                exprs.append(arg)
     for e in exprs:
         for load in loads(e):
             yield path, load.buffer

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Built-in tensor intrinsics for ``Schedule.tensorize``: matmul register tiles and a dot
-product, for AVX-512, AVX2 (FMA) and portable C; ``isa=None`` picks what the host supports.
+product, for AVX-512, AVX2 (FMA) and portable C; int8 and bfloat16 dot-product tiles (AVX-512
+VNNI / BF16, AMX, portable: ``lowbit``); ``isa=None`` picks what the host supports.
 
 >>> from polyloop.intrin import gemm_intrin
 >>> g = gemm_intrin("portable")
@@ -17,7 +18,8 @@ from ..errors import ArgumentError, ScheduleError
 from ..frontend import te
 from ..schedule.intrin_registry import BUILTIN_PREFIX, TensorIntrin, register_factory
 from ..util.isa import host_isa
-from . import sources, tensorcore
+from . import lowbit, sources, tensorcore
+from .lowbit import bf16_intrin, lowbit_intrin, vnni_intrin
 from .tensorcore import wmma_intrin
 
 # (rows, cols) each ISA supports: cols is a whole number of vectors, and rows * cols / lanes
@@ -148,5 +150,7 @@ def builtin(name: str) -> TensorIntrin:
 
 register_factory(BUILTIN_PREFIX, builtin)
 register_factory(tensorcore.PREFIX, tensorcore.builtin_wmma)
+register_factory(lowbit.PREFIX, lowbit.builtin_lowbit)
 
-__all__ = ["ISAS", "TILES", "builtin", "dot_intrin", "gemm_intrin", "host_kind", "wmma_intrin"]
+__all__ = ["ISAS", "TILES", "bf16_intrin", "builtin", "dot_intrin", "gemm_intrin", "host_kind",
+           "lowbit_intrin", "vnni_intrin", "wmma_intrin"]
