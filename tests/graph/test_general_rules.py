@@ -94,3 +94,25 @@ def test_strided_depthwise_runs_the_depthwise_recipe(kernel, stride):
     out = np.full(ref.shape, np.nan, np.float32)
     ex(xv, out=(out,))
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
+def test_depthwise_bias_and_silu_run_on_each_row_in_one_kernel(stride):
+    c = 21
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((c, 1, 3, 3)).astype("float32")
+    bias = rng.standard_normal(c).astype("float32")
+    b = pl.graph.GraphBuilder("g")
+    x = b.input("x", ("n", c, 17, 23))
+    y = b.emit(Op.CONV2D, x, b.constant(w, "w"), b.constant(bias, "b"), stride=stride,
+               padding=(1, 1), dilation=(1, 1), groups=c)
+    ex = pl.graph.build(b.build(b.emit(Op.MUL, y, b.emit(Op.SIGMOID, y))))
+    kernels = [kc for kc in ex.graph.bindings if isinstance(kc, pl.graph.KernelCall)]
+    assert len(kernels) == 1
+    assert [str(cl.op) for cl in kernels[0].kernel.body][-2:] == ["sigmoid", "mul"]
+    xv = rng.standard_normal((2, c, 17, 23)).astype("float32") * 40    # SiLU's tails too
+    ref = F.silu(F.conv2d(torch.from_numpy(xv), torch.from_numpy(w), torch.from_numpy(bias),
+                          stride, 1, 1, c)).numpy()
+    out = np.full(ref.shape, np.nan, np.float32)
+    ex(xv, out=(out,))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

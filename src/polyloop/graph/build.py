@@ -18,8 +18,9 @@ from ..errors import PolyloopError
 from ..runtime import cache
 from ..runtime.compiler import (BASE_FLAGS, Library, compile_c_units, compile_unit,
                                 compiler_version)
-from ..runtime.records import Database
+from ..runtime.records import Database, workload_key
 from ..runtime.target import HOST, Target
+from .canonical import canonical_call
 from .cross import CrossModel
 from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
@@ -100,7 +101,9 @@ def kernel_schedule(kc: KernelCall) -> Schedule:
     """The schedule the rules give a kernel of an optimized graph: the operator library's
     recipe (convolutions, matrix products, attention and their fused forms), else the default
     schedule; serial when the kernel is small (``schedule.serial_if_small``). It is what an
-    untuned build runs and the first candidate ``pl.graph.tune`` measures."""
+    untuned build runs and the first candidate ``pl.graph.tune`` measures. The kernel's values
+    are renamed by position first (``canonical_call``): equal layers give equal programs."""
+    kc = canonical_call(kc)
     library = _library_schedule(kc)
     sch = library if library is not None else default_schedule(lower_kernel(kc.kernel))
     return serial_if_small(sch, kc.kernel.body)
@@ -301,15 +304,21 @@ def _generate(g: Graph, database: Database | None,
     segments: list[Segment] = []
     steps: list[Step] = []
     labels: list[str] = []
+    made: dict[str, tuple[str, tuple[str, ...]]] = {}  # schedule -> function, size params
     with ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         compiling = []
         for b in g.bindings:
             if isinstance(b, KernelCall):
-                kernel, source, extra, _ = driver.c_kernel(_schedule(b, database, target),
-                                                           name=b.kernel.name, target=target)
-                units.append((source, extra))
-                compiling.append(pool.submit(compile_unit, source, extra, target))
-                steps.append(Step(kernel.name, (*b.inputs, *b.outputs), tuple(kernel.params)))
+                sch = _schedule(b, database, target)
+                key = workload_key(sch.original, str(target)) + sch.trace.to_json()
+                if key not in made:     # a kernel equal to an earlier one calls its function
+                    kernel, source, extra, _ = driver.c_kernel(sch, name=b.kernel.name,
+                                                               target=target)
+                    units.append((source, extra))
+                    compiling.append(pool.submit(compile_unit, source, extra, target))
+                    made[key] = (kernel.name, tuple(kernel.params))
+                function, params = made[key]
+                steps.append(Step(function, (*b.inputs, *b.outputs), params))
                 labels.append(b.kernel.name)
             elif isinstance(b, ExternCall):
                 if steps:

@@ -14,6 +14,7 @@ from ..ir.expr import Const, Load, Reduce, ReduceKind, Var, walk
 from ..ops.knobs import default_lanes
 from ..schedule import Schedule, Trace
 from .lower import LoweredKernel
+from .schedule_reduce import vector_reduction
 
 # A vector loop shorter than this is left scalar (its remainder would dominate).
 _MIN_VECTOR = 4
@@ -139,11 +140,17 @@ def _schedule_matrix(sch: Schedule, t: Tensor, parallel: bool) -> bool:
     return True
 
 
-def _schedule_reduction(sch: Schedule, t: Tensor, parallel: bool) -> None:
+def _schedule_reduction(sch: Schedule, t: Tensor, parallel: bool) -> Schedule:
+    """``sch`` with reduction ``t`` scheduled: vectorized over its innermost axes when those
+    read contiguously (``schedule_reduce``), else over its outputs when a read's last index
+    moves with them; the schedule returned may be a new one."""
+    vectors = vector_reduction(sch, t, parallel=parallel)
+    if vectors is not None:
+        return vectors
     width = _extent(t, t.ndim - 1)
     friendly = _vector_friendly(t) and (width is None or width >= _MIN_VECTOR)
     if t.ndim == 2 and friendly and _schedule_matrix(sch, t, parallel):
-        return
+        return sch
     _parallel_outer(sch, t, sch.get_loops(t.name), parallel)
     loops = sch.get_loops(t.name)
     n_red = len(t.body.axes) if isinstance(t.body, Reduce) else 0
@@ -153,6 +160,7 @@ def _schedule_reduction(sch: Schedule, t: Tensor, parallel: bool) -> None:
         if _try(sch.decompose_reduction, t.name, sch.get_loops(t.name)[spatial - 1]) \
                 is not _REFUSED:
             _try(sch.vectorize, sch.get_loops(t.name)[-1])
+    return sch
 
 
 def _schedule_injective(sch: Schedule, t: Tensor, parallel: bool) -> None:
@@ -189,7 +197,7 @@ def default_schedule(lk: LoweredKernel) -> Schedule:
         if t in rows:
             continue
         if t in reductions:
-            _schedule_reduction(sch, t, parallel)
+            sch = _schedule_reduction(sch, t, parallel)
         elif not (t.name in results and reductions and _epilogue(sch, t, reductions[-1])):
             _schedule_injective(sch, t, parallel)
     for t in rows:

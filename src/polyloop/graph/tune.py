@@ -1,23 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """``pl.graph.tune``: tune a whole model's kernels, spending trials where its time is.
 
-The optimized graph's kernels are grouped into *tasks*, one per distinct program (kernels of
-the same program are one task called several times; a program names its arguments after the
-graph's values, so two layers of equal shapes on different values are two tasks today). Each task's first candidate is the
-schedule the rules give it (what ``pl.graph.build`` runs untuned), so a tuned model is never
-slower than the untuned one. Then a task scheduler gives rounds of trials to the task whose
-share of the model's estimated time (calls x best measured seconds) is largest, discounted by
-the trials it already had (diminishing returns, as Ansor's scheduler estimates them); each
-round updates the estimate. Every candidate goes to ``work_dir/records.sqlite``, which
-``pl.graph.build(g, database=work_dir)`` reads; a second run resumes from the records.
+The optimized graph's kernels are grouped into *tasks*, one per distinct program: a kernel's
+values are renamed by position (``canonical_call``), so two layers of equal shapes on
+different values are one task called twice (and, once built, one compiled function). Each
+task's first candidate is the schedule the rules give it (what ``pl.graph.build`` runs
+untuned), so a tuned model is never slower than the untuned one. Then a task scheduler gives
+rounds of trials to the task whose share of the model's estimated time (calls x best measured
+seconds) is largest, discounted by the trials it already had (diminishing returns, as Ansor's
+scheduler estimates them); each round updates the estimate. The tasks share one builder, one
+runner and one cost model (which learns from every task's measurements, each relative to its
+task's best), and each keeps its search between rounds. Every candidate goes to
+``work_dir/records.sqlite``, which ``pl.graph.build(g, database=work_dir)`` reads; a second run
+resumes from the records.
 
 >>> import numpy as np, polyloop as pl
 >>> from polyloop.graph.tune import extract_tasks
 >>> b = pl.graph.GraphBuilder("m"); x = b.input("x", (4, 16)); Op = pl.graph.Op
 >>> w = b.constant(np.ones((16, 16), "float32"), "w")
 >>> y = b.emit(Op.RELU, b.emit(Op.MATMUL, b.emit(Op.RELU, b.emit(Op.MATMUL, x, w)), w))
->>> [(t.name, t.calls) for t in extract_tasks(b.build(y))]
-[('m_k0_matmul', 1), ('m_k1_matmul', 1)]
+>>> [(t.name, t.calls) for t in extract_tasks(b.build(y))]    # two equal layers: one task
+[('m_k0_matmul', 2)]
 """
 from __future__ import annotations
 
@@ -27,9 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import PolyloopError
-from ..runtime.records import workload_key
+from ..runtime.records import Database, workload_key
 from ..schedule import Schedule
-from ..tune import tune as tune_kernel
+from ..tune.cost_model import CostModel
+from ..tune.tuner import TaskTuner, close_measurers, measurers
 from .build import kernel_schedule, optimize
 from .ir import Graph, KernelCall
 
@@ -49,8 +53,10 @@ class Task:
 
 @dataclass(slots=True)
 class TaskState:
-    """What the scheduler knows of a task: trials spent and the best seconds measured."""
+    """What the scheduler knows of a task: its tuner, trials spent and the best seconds
+    measured."""
     task: Task
+    tuner: Any = None
     trials: int = 0
     best: float = math.inf
 
@@ -101,7 +107,8 @@ def tune(g: Graph, trials: int = 1000, *, work_dir: str, sizes: dict[str, int] |
     rules' schedule), recording to ``work_dir``; then ``pl.graph.build(g,
     database=work_dir)`` runs the best of each. ``sizes`` gives the symbolic sizes to measure
     at (default 1 each, a batch of one); ``runner`` is ``pl.tune``'s (``"local"`` worker
-    processes or ``"ray"``); ``progress(done, total, task_name)`` is called after each round.
+    processes or ``"ray"``, or a runner object); ``progress(done, total, task_name)`` is
+    called after each round.
 
     >>> import polyloop as pl
     >>> b = pl.graph.GraphBuilder("m"); x = b.input("x", (4, 16))
@@ -112,29 +119,52 @@ def tune(g: Graph, trials: int = 1000, *, work_dir: str, sizes: dict[str, int] |
         raise PolyloopError(f"pl.graph.tune: trials must be a positive int, got {trials!r}")
     if not isinstance(work_dir, str) or not work_dir:
         raise PolyloopError(f"pl.graph.tune: work_dir must name a directory, got {work_dir!r}")
-    states = [TaskState(t) for t in extract_tasks(g, winograd=winograd)]
-    options = dict(work_dir=work_dir, runner=runner, seed=seed, timeout=timeout, repeat=repeat)
+    tasks = extract_tasks(g, winograd=winograd)
+    _check_runner(runner)
+    db = Database(work_dir)
+    build_, run_ = measurers(runner, None, timeout, repeat)
+    model = CostModel(seed)
+    try:
+        states = [TaskState(t, TaskTuner(
+            t.schedule, db, build_, run_, seed=seed, sizes=_sizes(t.schedule, sizes),
+            seeds=[t.schedule], model=model, auto_seeds=False)) for t in tasks]
+        history = _schedule_rounds(states, trials, progress)
+    finally:
+        close_measurers(build_, run_)
+    return GraphTuneResult(work_dir, tuple(s.task for s in states),
+                           tuple(s.trials for s in states), tuple(s.best for s in states),
+                           tuple(history))
+
+
+def _check_runner(runner: str | Any) -> None:
+    if isinstance(runner, str) and runner not in ("local", "ray"):
+        raise PolyloopError(f"pl.graph.tune: runner must be 'local', 'ray' or a runner object, "
+                            f"got {runner!r}")
+
+
+def _schedule_rounds(states: list[TaskState], trials: int,
+                     progress: Callable[[int, int, str], None] | None) -> list[str]:
+    """Give the ``trials`` to the tasks: one each first (the rules' schedule), then rounds
+    of ``ROUND`` to the task of highest priority; returns one line per round."""
     spent, history = 0, []
+    live = list(states)
     pending = list(states)          # first, each task's rule schedule is measured
-    while spent < trials and states:
-        state = pending.pop(0) if pending else max(states, key=TaskState.priority)
+    while spent < trials and live:
+        state = pending.pop(0) if pending else max(live, key=TaskState.priority)
         if not math.isfinite(state.best) and state.trials:
-            states.remove(state)    # it builds or runs no candidate: nothing to tune
+            live.remove(state)      # it builds or runs no candidate: nothing to tune
             continue
         count = 1 if not state.trials else min(ROUND, trials - spent)
-        res = tune_kernel(state.task.schedule, trials=count, seeds=[state.task.schedule],
-                          sizes=_sizes(state.task.schedule, sizes), **options)
+        best = state.tuner.run(count)
         state.trials += count
         spent += count
-        if res.seconds is not None and math.isfinite(res.seconds):
-            state.best = min(state.best, res.seconds)
+        if best is not None and math.isfinite(best):
+            state.best = min(state.best, best)
         history.append(f"{state.task.name}: {count} trials, best {state.best:.3g} s")
         log.info("%s", history[-1])
         if progress is not None:
             progress(spent, trials, state.task.name)
-    return GraphTuneResult(work_dir, tuple(s.task for s in states),
-                           tuple(s.trials for s in states), tuple(s.best for s in states),
-                           tuple(history))
+    return history
 
 
 def _sizes(sch: Schedule, sizes: dict[str, int] | None) -> dict[str, int] | None:

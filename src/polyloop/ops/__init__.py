@@ -21,7 +21,8 @@ from .conv_pool_overlap import (conv2d_bias_relu_maxpool_overlap_nchw,
 from .conv_pool_dense import conv_pool_dense_nchw, schedule_conv_pool_dense_nchw
 from .dense_split import dense_split_k, schedule_dense_split_k
 from .conv_packed import conv2d_channel_block, conv2d_nchw_packed, pack_conv2d_weight
-from .conv_epilogue import schedule_conv2d_epilogue
+from .conv_pixels import conv2d_pixels, schedule_conv2d_pixels
+from .conv_epilogue import schedule_conv2d_epilogue, schedule_depthwise_conv2d_epilogue
 from .conv_winograd import conv2d_winograd, schedule_conv2d_winograd, winograd_weight
 from .matmul import (batch_matmul_relu, matmul, matmul_relu, schedule_batch_matmul_relu,
                      schedule_matmul, schedule_matmul_relu)
@@ -45,7 +46,8 @@ __all__ += ["conv2d_nchw", "depthwise_conv2d_nchw", "schedule_conv2d_nchw",
 __all__ += ["conv2d_bias_relu_maxpool_nchw", "schedule_conv2d_bias_relu_maxpool_nchw"]
 __all__ += ["dense_split_k", "schedule_dense_split_k"]
 __all__ += ["conv2d_channel_block", "conv2d_nchw_packed", "pack_conv2d_weight"]
-__all__ += ["schedule_conv2d_epilogue"]
+__all__ += ["conv2d_pixels", "schedule_conv2d_pixels"]
+__all__ += ["schedule_conv2d_epilogue", "schedule_depthwise_conv2d_epilogue"]
 __all__ += ["conv2d_winograd", "schedule_conv2d_winograd", "winograd_weight"]
 __all__ += ["MATMUL_GPU_LADDER", "depthwise_conv2d_gpu", "depthwise_conv2d_gpu_kernel",
             "depthwise_conv2d_gpu_shared",

@@ -94,14 +94,18 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, in
 
 def _phases(data: Tensor, ph: int, pw: int, sw: int, columns: int) -> Tensor:
     """The padded input split by column phase: ``[n, c, row, phase, q]`` is padded column
-    ``q * sw + phase`` (zeros outside the image)."""
+    ``q * sw + phase`` (zeros outside the image). It reads a padded stage ``<data>_pad`` of
+    ``columns * sw`` columns: the padding's conditions are on contiguous elements there, and
+    the split is a plain strided copy (both vectorize; a strided read under a condition does
+    not)."""
     n, c, h, w = data.shape
-
-    def value(b, ch, y, p, q):
-        x = q * sw + p - pw
-        return where((y >= ph) & (y < h + ph) & (x >= 0) & (x < w),
-                     data[b, ch, y - ph, q * sw + p - pw], 0.0)
-    return te.compute((n, c, h + 2 * ph, sw, columns), value, name=f"{data.name}_phases")
+    width = columns * sw
+    padded = te.compute((n, c, h + 2 * ph, width), lambda b, ch, y, x: where(
+        (y >= ph) & (y < h + ph) & (x >= pw) & (x < w + pw), data[b, ch, y - ph, x - pw], 0.0),
+        name=f"{data.name}_pad")
+    return te.compute((n, c, h + 2 * ph, sw, columns),
+                      lambda b, ch, y, p, q: padded[b, ch, y, q * sw + p],
+                      name=f"{data.name}_phases")
 
 
 def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
@@ -135,22 +139,38 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
     >>> [loop.name for loop in sch.get_loops("dwconv_wide")]
     ['b', 'ch', 'y', 'x_0', 'ry', 'rx', 'x_1', 'x_2']
     """
-    who = "schedule_depthwise_conv2d_nchw"
-    wide = out.inputs[0] if isinstance(out, Tensor) and len(out.inputs) == 1 else None
+    sch = Schedule(out)
+    depthwise_rows(sch, out, out, "schedule_depthwise_conv2d_nchw", lanes=lanes,
+                   x_vectors=x_vectors, pad_in_channel=pad_in_channel, inline_pad=inline_pad,
+                   stream=stream)
+    return sch
+
+
+def depthwise_rows(sch: Schedule, out: Tensor, dw: Tensor, who: str, *,
+                   lanes: int | None = None, x_vectors: int | None = None,
+                   pad_in_channel: bool | None = None, inline_pad: bool | None = None,
+                   stream: bool = False) -> None:
+    """The recipe of ``schedule_depthwise_conv2d_nchw`` applied to ``dw =
+    depthwise_conv2d_nchw(...)`` inside ``sch``: ``out`` is ``dw`` itself or an elementwise
+    stage reading it (every stage between them inlined into it already), computed on each
+    output row right after the row is summed."""
+    wide = dw.inputs[0] if isinstance(dw, Tensor) and len(dw.inputs) == 1 else None
     if wide is None or wide.name != "dwconv_wide":
         raise ScheduleError(f"{who}: expected the result of depthwise_conv2d_nchw(data, weight), "
-                            f"got {out!r}")
-    _, _, padded = operands(wide, who, "depthwise_conv2d_nchw")
+                            f"got {dw!r}")
+    src = wide.inputs[0] if len(wide.inputs) == 2 else None
+    if src is not None and src.ndim == 5:       # column phases, read from a padded stage
+        padded = src
+    else:
+        _, _, padded = operands(wide, who, "depthwise_conv2d_nchw")
     lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
     if x_vectors is None:
         x_vectors = _row_vectors(wide.shape[3], lanes)
     check_knobs(who, lanes=lanes, x_vectors=x_vectors)
-    sch = Schedule(out)
     c = _row_sums(sch, out, wide, lanes, x_vectors, stream)
     if padded is not None:
         _padding(sch, who, out, wide, padded, c, lanes, pad_in_channel=pad_in_channel,
                  inline_pad=inline_pad)
-    return sch
 
 
 def _row_sums(sch: Schedule, out: Tensor, wide: Tensor, lanes: int, x_vectors: int,
@@ -202,7 +222,16 @@ def _padding(sch: Schedule, who: str, out: Tensor, wide: Tensor, padded: Tensor,
         plane = sch.cache_read(wide.name, padded.name, "local")
         sch.compute_inline(padded.name)
         sch.compute_at(plane, c)
-        sch.vectorize(sch.split(sch.get_loops(plane)[-1], factors=[None, lanes])[1])
+        if padded.ndim == 5:
+            # a strided copy, which the C compiler vectorizes with permutes: one whole loop
+            sch.vectorize(sch.get_loops(plane)[-1])
+            # the phases of a row are split from that padded row, made right before
+            row = sch.cache_read(plane, padded.inputs[0].name, "local")
+            sch.compute_inline(padded.inputs[0].name)
+            sch.compute_at(row, sch.get_loops(plane)[-4])
+            sch.vectorize(sch.split(sch.get_loops(row)[-1], factors=[None, lanes])[1])
+        else:
+            sch.vectorize(sch.split(sch.get_loops(plane)[-1], factors=[None, lanes])[1])
     else:
         sch.parallel(sch.get_loops(padded.name)[1])
 

@@ -31,6 +31,7 @@ from ..frontend.te import Tensor
 from ..ir.nodes import Reduce
 from ..schedule import Schedule
 from .conv import conv_tiles
+from .conv_depthwise import depthwise_rows
 
 
 def epilogue_chain(out: Tensor, conv: Tensor) -> list[Tensor]:
@@ -89,4 +90,34 @@ def schedule_conv2d_epilogue(out: Tensor, conv: Tensor, *, lanes: int | None = N
     # the rows are still in L1, and the chain's loop is along the output's contiguous axis
     sch.reverse_compute_at(out.name, row)
     sch.vectorize(sch.get_loops(out.name)[-1])
+    return sch
+
+
+def schedule_depthwise_conv2d_epilogue(out: Tensor, dw: Tensor, *, lanes: int | None = None,
+                                       x_vectors: int | None = None,
+                                       pad_in_channel: bool | None = None,
+                                       inline_pad: bool | None = None) -> Schedule:
+    """The schedule of ``out``, an elementwise chain over ``dw = depthwise_conv2d_nchw(...)``
+    (a bias, an activation): ``dw`` in the rows of ``schedule_depthwise_conv2d_nchw`` (same
+    knobs), the chain applied to each output row right after it is summed, in vectors, while
+    the row is in L1 (no second pass over the output).
+
+    >>> import numpy as np, polyloop as pl
+    >>> from polyloop.ops import depthwise_conv2d_nchw
+    >>> X = pl.placeholder((1, 4, 9, 9), name="X"); W = pl.placeholder((4, 1, 3, 3), name="W")
+    >>> dw = depthwise_conv2d_nchw(X, W)
+    >>> out = pl.compute(dw.shape, lambda n, c, y, x: pl.maximum(dw[n, c, y, x] - 5.0, 0.0),
+    ...                  name="out")
+    >>> mod = pl.build(schedule_depthwise_conv2d_epilogue(out, dw))
+    >>> y = mod(np.ones((1, 4, 9, 9), "float32"), np.ones((4, 1, 3, 3), "float32"))
+    >>> float(y[0, 0, 0, 0]), float(y[0, 3, 4, 4])
+    (0.0, 4.0)
+    """
+    stages = epilogue_chain(out, dw)
+    sch = Schedule(out)
+    sch.compute_inline(dw.name)
+    for stage in stages[:-1]:
+        sch.compute_inline(stage.name)
+    depthwise_rows(sch, out, dw, "schedule_depthwise_conv2d_epilogue", lanes=lanes,
+                   x_vectors=x_vectors, pad_in_channel=pad_in_channel, inline_pad=inline_pad)
     return sch

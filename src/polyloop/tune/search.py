@@ -84,6 +84,7 @@ class EvolutionarySearch(RandomSearch):
         super().__init__(program, space, rng, sizes)
         self.model = model or CostModel(rng.randrange(2**31))
         self._features: dict[str, list[float]] = {}   # by trace: ranked, then learned from
+        self._group = f"{program.name}@{id(self):x}"   # this search's times, in a shared model
 
     def _features_of(self, c: Candidate) -> list[float]:
         if c.trace not in self._features:
@@ -124,4 +125,4 @@ class EvolutionarySearch(RandomSearch):
     def observe(self, candidates: Sequence[Candidate], seconds: Sequence[float | None]) -> None:
         ok = [(self._features_of(c), t) for c, t in zip(candidates, seconds) if t]
         if ok:
-            self.model.update([x for x, _ in ok], [t for _, t in ok])
+            self.model.update([x for x, _ in ok], [t for _, t in ok], group=self._group)

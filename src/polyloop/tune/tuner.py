@@ -36,6 +36,7 @@ from ..testing.oracle import random_inputs
 from .measure import BuildJob, BuildResult, LocalBuilder, LocalRunner, RunResult
 from .ray_runner import RayMeasurer
 from .result import Progress, TuneResult
+from .cost_model import CostModel
 from .search import STRATEGIES, Candidate, EvolutionarySearch, RandomSearch
 from .rules_gpu import GPU_TARGETS, gpu_space
 from .space import SpaceFn, auto_schedule_seed, generated_space
@@ -77,30 +78,72 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     """
     target = _runner_target(runner, target)
     _check_options(target, trials, strategy, runner)
-    program = _program(obj)
-    key = workload_key(program, target)
     db = Database(work_dir if work_dir is not None else tempfile.mkdtemp(prefix="polyloop-tune-"))
-    sizes = _sizes(program, sizes)
-    rng = random.Random(seed)
-    inputs = random_inputs(program, np.random.default_rng(seed), sizes)
-    build_, run_ = _measurers(runner, builder, timeout, repeat)
-    run_.set_inputs(inputs, sizes)
+    build_, run_ = measurers(runner, builder, timeout, repeat)
     try:
-        reference = _reference(program, target, build_, run_)
-        search_cls = EvolutionarySearch if strategy == "evolutionary" else RandomSearch
-        default = gpu_space if target in GPU_TARGETS else generated_space
-        search = search_cls(program, space or default, rng, sizes)
-        loop = _Loop(program, key, target, db, reference, build_, run_, search, progress,
-                     _flops(program, sizes))
-        given = [Candidate(sch, sch.trace.to_json(), tuple(decisions_of(sch.trace)))
-                 for sch in _same_program(program, seeds)]
-        auto = parse_target(target)[0] == "c" and space is None
-        first = given + (_seeds(program) if auto else [])
-        loop.run(trials, batch or max(1, min(16, trials)), first)
+        task = TaskTuner(obj, db, build_, run_, target=target, strategy=strategy, seed=seed,
+                         space=space, sizes=sizes, progress=progress, seeds=seeds)
+        task.run(trials, batch)
     finally:
-        for m in {id(build_): build_, id(run_): run_}.values():
-            getattr(m, "close", lambda: None)()
-    return _result(program, target, db, key, loop.history)
+        close_measurers(build_, run_)
+    return task.result()
+
+
+def close_measurers(build_: Any, run_: Any) -> None:
+    """Stop the worker processes of a builder and a runner (once when they are one)."""
+    for m in {id(build_): build_, id(run_): run_}.values():
+        getattr(m, "close", lambda: None)()
+
+
+class TaskTuner:
+    """One program's tuning kept between rounds of trials: its inputs and reference outputs,
+    its search (with a cost model, which several tasks may share) and its records. ``pl.tune``
+    runs one; ``pl.graph.tune`` runs one per distinct kernel of a model, all on one builder
+    and runner (``build_``, ``run_``: ``pl.tune``'s measurers). ``auto_seeds``: the
+    auto-scheduler's and the plain loops' schedules are measured first too (as ``pl.tune``
+    does for the C target when no space is given); ``seeds`` always are."""
+
+    def __init__(self, obj: Any, db: Database, build_: Any, run_: Any, *, target: str = "c",
+                 strategy: str = "evolutionary", seed: int = 0, space: SpaceFn | None = None,
+                 sizes: dict[str, int] | None = None,
+                 progress: Callable[[Progress], None] | None = None,
+                 seeds: Sequence[Schedule] = (), model: CostModel | None = None,
+                 auto_seeds: bool = True) -> None:
+        program = _program(obj)
+        self.program, self.target, self.db = program, target, db
+        self.key = workload_key(program, target)
+        self.sizes = _sizes(program, sizes)
+        self.inputs = random_inputs(program, np.random.default_rng(seed), self.sizes)
+        self.build_, self.run_ = build_, run_
+        rng = random.Random(seed)
+        default = gpu_space if target in GPU_TARGETS else generated_space
+        self.search = EvolutionarySearch(program, space or default, rng, self.sizes, model) \
+            if strategy == "evolutionary" else RandomSearch(program, space or default, rng,
+                                                            self.sizes)
+        self.progress = progress
+        self.first = [Candidate(sch, sch.trace.to_json(), tuple(decisions_of(sch.trace)))
+                      for sch in _same_program(program, seeds)]
+        if auto_seeds and parse_target(target)[0] == "c" and space is None:
+            self.first += _seeds(program)
+        self.loop: _Loop | None = None
+
+    def run(self, trials: int, batch: int | None = None) -> float | None:
+        """Measure ``trials`` more candidates (the seeds first); the best seconds so far."""
+        self.run_.set_inputs(self.inputs, self.sizes)
+        if self.loop is None:
+            reference = _reference(self.program, self.target, self.build_, self.run_)
+            self.loop = _Loop(self.program, self.key, self.target, self.db, reference,
+                              self.build_, self.run_, self.search, self.progress,
+                              _flops(self.program, self.sizes))
+        done = len(self.loop.history)
+        self.loop.run(done + trials, batch or max(1, min(16, trials)), self.first)
+        self.first = []
+        return self.loop.best[0][0] if self.loop.best else None
+
+    def result(self) -> TuneResult:
+        """The best schedule recorded (this run's or an earlier one's)."""
+        return _result(self.program, self.target, self.db, self.key,
+                       self.loop.history if self.loop is not None else [])
 
 
 def _check_options(target: str, trials: int, strategy: str, runner: Any) -> None:
@@ -206,7 +249,8 @@ def _seeds(program: Program) -> list[Candidate]:
     return out
 
 
-def _measurers(runner: Any, builder: Any, timeout: float, repeat: int) -> tuple[Any, Any]:
+def measurers(runner: Any, builder: Any, timeout: float, repeat: int) -> tuple[Any, Any]:
+    """The builder and runner of ``pl.tune``'s ``runner`` and ``builder`` options."""
     if runner == "ray":
         ray = RayMeasurer(timeout=timeout, repeat=repeat)
         return builder or ray, ray

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A library convolution takes the elementwise kernel after it back in: bias, residual add and
-ReLU are applied to each register tile as it is stored (``polyloop.ops.
-schedule_conv2d_epilogue``) instead of in a second pass over the whole output.
+activation are applied to each register tile as it is stored (``polyloop.ops.
+schedule_conv2d_epilogue``; a depthwise convolution's, to each output row as it is summed:
+``schedule_depthwise_conv2d_epilogue``) instead of in a second pass over the whole output.
 
 ``use_library_kernels`` splits a convolution out of its fused kernel so that the recipe can
 schedule it; ``fuse_into_consumers`` may then move the elementwise rest into a following
@@ -21,10 +22,11 @@ from .library import library_conv, packed_conv
 from .merge import merge_into_next
 
 
-def _packed_conv(call: Call) -> bool:
-    """Whether ``call`` is a library conv2d on packed weights."""
-    return library_conv(call) == "conv2d" and len(call.inputs) == 2 \
-        and len(call.inputs[1].type.shape) == 5
+def _foldable_conv(call: Call) -> bool:
+    """Whether ``call`` is a library conv2d on packed weights, or a library depthwise one."""
+    kind = library_conv(call)
+    return len(call.inputs) == 2 and (
+        kind == "depthwise" or kind == "conv2d" and len(call.inputs[1].type.shape) == 5)
 
 
 def _epilogue_of(conv: Call, kc: KernelCall) -> bool:
@@ -57,7 +59,7 @@ def fold_conv_epilogues(g: Graph) -> Graph:
     """
     def merged_name(first: KernelCall, rest: KernelCall) -> str | None:
         conv = first.kernel.body[0]
-        if len(first.kernel.body) != 1 or not (_packed_conv(conv) and _epilogue_of(conv, rest)):
+        if len(first.kernel.body) != 1 or not (_foldable_conv(conv) and _epilogue_of(conv, rest)):
             return None
         return first.kernel.name.removesuffix("_ops")
     return merge_into_next(g, merged_name)
@@ -65,13 +67,13 @@ def fold_conv_epilogues(g: Graph) -> Graph:
 
 def conv_epilogue_schedule(kc: KernelCall) -> Schedule | None:
     """``ops.schedule_conv2d_epilogue`` of a kernel that ``fold_conv_epilogues`` made (a library
-    conv2d on packed weights, then elementwise calls), else None; its arguments are the
-    kernel's parameters, then the result."""
+    conv2d on packed weights, or a depthwise one, then elementwise calls), else None; its
+    arguments are the kernel's parameters, then the result."""
     body = kc.kernel.body
     if len(body) < 2 or len(kc.outputs) != 1 or not isinstance(body[0], Call):
         return None
     conv_call = body[0]
-    if not _packed_conv(conv_call):
+    if not _foldable_conv(conv_call):
         return None
     # one placeholder per parameter, made in the kernel's parameter order: the schedule's
     # arguments are the placeholders in order
@@ -79,7 +81,10 @@ def conv_epilogue_schedule(kc: KernelCall) -> Schedule | None:
            for v in kc.kernel.params}
     x, w = (env[v.name] for v in conv_call.inputs)
     raw = conv_call.outputs[0]
-    conv = packed_conv(conv_call, x, w)
+    depthwise = library_conv(conv_call) == "depthwise"
+    conv = ops.depthwise_conv2d_nchw(x, w, conv_call.attr("padding"),
+                                     stride=conv_call.attr("stride")) if depthwise \
+        else packed_conv(conv_call, x, w)
     env[raw.name] = conv
     for call in body[1:]:
         out = call.outputs[0]
@@ -89,6 +94,8 @@ def conv_epilogue_schedule(kc: KernelCall) -> Schedule | None:
         except PolyloopError as e:
             raise PolyloopError(f"lowering {call.op} '{out.name}' of kernel "
                                 f"{kc.kernel.name}: {e}") from None
+    if depthwise:
+        return ops.schedule_depthwise_conv2d_epilogue(env[kc.outputs[0].name], conv)
     if conv_call.attr("winograd"):
         return ops.schedule_conv2d_winograd(env[kc.outputs[0].name], conv)
     return ops.schedule_conv2d_epilogue(env[kc.outputs[0].name], conv)
