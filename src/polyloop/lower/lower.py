@@ -24,6 +24,7 @@ from .barriers import explicit_barriers
 from .storage import place_temporaries
 from ..ir.simplify import simplify
 from .names import kernel_name
+from .normalize import normalize_loops
 from .prefetch import apply_prefetch, mark_paths
 from .promote import promote_registers
 from .strength import canonical_divisions
@@ -119,6 +120,7 @@ STEPS: tuple[Step[Lowering], ...] = (
     Step("flatten", _on_body(_flatten)),
     Step("tensorize", lambda s: replace(s, body=apply_tensorize(s.program, s.root, s.body))),
     Step("prefetch", lambda s: replace(s, body=apply_prefetch(s.program, s.root, s.body))),
+    Step("normalize loops", _on_body(normalize_loops)),
     Step("promote registers", lambda s: _promote(s)),
 )
 
