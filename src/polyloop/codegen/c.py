@@ -26,7 +26,7 @@ from .profile import ProfileRegion, emit_profile_prelude, emit_timed
 from .size_checks import emit_size_check_call, emit_size_checks
 from .vector import VectorLoopWriter
 from .vector_lib import VectorLibrary
-from .vector_plan import NotVectorized, plan_vector_loop, simd_accumulation
+from .vector_plan import NotVectorized, plan_vector_loop, short_scalar_loop, simd_accumulation
 from .vector_stream import StreamScopes
 from .writer import CodeWriter
 
@@ -78,9 +78,11 @@ class CPrinter(CFamilyPrinter):
         plan = plan_vector_loop(loop, self.buffers, self.vectors.isa,
                                 has_local_temps=bool(self.local_temps.get(id(loop))))
         if isinstance(plan, NotVectorized):
+            short = short_scalar_loop(loop)
+            how = f"unrolled ({short} iterations)" if short else "#pragma omp simd"
             w.comment(f"loop {loop.var}: no explicit vector code ({plan.reason}); "
-                      "left to the C compiler")
-            super().emit_for(w, loop)
+                      f"left to the C compiler, {how}")
+            super().emit_for(w, loop)     # loop_pragmas: unrolled when short
             return
         for text in self.annotation_lines(loop):
             w.comment(text)
@@ -94,6 +96,9 @@ class CPrinter(CFamilyPrinter):
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.UNROLLED:
             return [f"#pragma GCC unroll {unroll_count(loop)}"]
+        short = short_scalar_loop(loop) if loop.kind is LoopKind.VECTORIZED else None
+        if short:       # a vectorized loop that is not explicit vector code (_emit_for)
+            return [f"#pragma GCC unroll {short}"]
         if simd_accumulation(loop, self.buffers, self.vectors.isa):
             # gcc would unroll the short row completely and vectorize the pieces poorly; kept
             # a loop, its vectorizer makes it one vector kept in a register across the loops

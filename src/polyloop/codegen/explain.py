@@ -14,7 +14,7 @@ from ..ir.expr import Const
 from ..ir.loops import For, Kernel, LoopKind, iter_nodes
 from ..util.isa import ISA, host_isa
 from .temps import local_temp_homes
-from .vector_plan import NotVectorized, plan_vector_loop, simd_accumulation
+from .vector_plan import NotVectorized, plan_vector_loop, short_scalar_loop, simd_accumulation
 
 
 def explain_kernel(kernel: Kernel, isa: ISA | None = None) -> tuple[str, ...]:
@@ -29,9 +29,10 @@ def explain_kernel(kernel: Kernel, isa: ISA | None = None) -> tuple[str, ...]:
         if node.kind is LoopKind.VECTORIZED:
             plan = plan_vector_loop(node, buffers, isa, has_local_temps=bool(homes.get(id(node))))
             if isinstance(plan, NotVectorized):
+                short = short_scalar_loop(node)
+                how = (f"unrolled, {short} iterations" if short else "#pragma omp simd")
                 lines.append(f"loop '{node.var}' is marked vectorized but is not explicit vector "
-                             f"code: {plan.reason}; it is left to the C compiler "
-                             "(#pragma omp simd)")
+                             f"code: {plan.reason}; it is left to the C compiler ({how})")
             else:
                 lines.append(f"loop '{node.var}': explicit vectors of {plan.lanes} lanes "
                              f"({isa.name}), remainder {plan.epilogue.value}")

@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TVM's CPU tutorials and the MLC course's schedules, as the tutorials write them, timed in
+polyloop and in Apache TVM 0.27 in one run; Loo.py's tutorial kernels against Loo.py.
+
+    python benchmarks/tvm_tutorials/run.py                       # everything, 1 and 2 threads
+    python benchmarks/tvm_tutorials/run.py --tutorials opt_gemm --threads 1 --rounds 5
+    python benchmarks/tvm_tutorials/run.py --small --no-time     # build and check every port
+    python benchmarks/tvm_tutorials/run.py --tutorials loopy --loopy-python /path/to/python
+
+Every result (both tools) is checked against NumPy on poisoned outputs before it is timed.
+Figures: the least of ``--repeat`` timings per round (wall clock, or with ``--clock cpu`` the
+calling thread's CPU time, which leaves out waiting for a core on a loaded machine; one thread
+only), the best of ``--rounds`` rounds that visit every row in turn, so both tools of a row are
+measured close together. ``ratio`` is the reference's time over polyloop's: >= 1 means polyloop
+is at least as fast. TVM's thread pool is sized and left unpinned as in
+``benchmarks/schedule_parity.py``. Loo.py needs islpy < 2026, which polyloop cannot share a
+process with: its kernels run in a separate Python (``--loopy-python``, by default
+``$POLYLOOP_LOOPY_PYTHON``) driven over a pipe (``loopy_worker.py``).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):      # run as a script: make the package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    __package__ = "tvm_tutorials"   # noqa: A001
+
+import polyloop as pl   # noqa: E402
+from polyloop.bench.peers import aligned_copy, load_tvm, time_call   # noqa: E402
+from polyloop.bench.tvm_ref import tvm_target   # noqa: E402
+from polyloop.runtime.module import apply_thread_count   # noqa: E402
+
+from tvm_tutorials.common import Port, as_list, check, poisoned   # noqa: E402
+
+TUTORIALS = ("opt_gemm", "templates", "conv2d", "reduction", "scan", "extern", "tensorize",
+             "intrin_math", "mlc_ch2", "mlc_ch3", "mlc_ch4")
+
+
+def load_ports(names: list[str], small: bool) -> list[Port]:
+    """The ports of the tutorials ``names``, at the tutorial's sizes or (``small``) at small
+    sizes that do not divide the tiles where the tutorial allows it."""
+    out: list[Port] = []
+    for name in names:
+        mod = importlib.import_module(f"tvm_tutorials.{name}")
+        out.extend(mod.small_ports() if small else mod.ports())
+    return out
+
+
+# -- building and checking --------------------------------------------------------------------
+
+@dataclass
+class Built:
+    """A compiled port: ``call()`` runs it on its inputs, ``outputs()`` reads the results."""
+    call: Callable[[], object]
+    outputs: Callable[[], list[np.ndarray]]
+    set_threads: Callable[[int], None]
+
+
+def build_polyloop(port: Port, inputs: list[np.ndarray]) -> Built:
+    mod = pl.build(port.polyloop())
+    outs = [aligned_copy(o) for o in poisoned(port.outputs)]
+    args = [aligned_copy(a) for a in inputs]
+    lib = ctypes.CDLL(str(mod.library.path)) if getattr(mod, "library", None) else None
+    mod(*args, *outs)
+
+    def threads(t: int) -> None:
+        if lib is not None:
+            apply_thread_count(lib, t)
+    return Built(lambda: mod(*args, *outs), lambda: [o.copy() for o in outs], threads)
+
+
+def build_tvm(tvm: Any, port: Port, inputs: list[np.ndarray], threads: int) -> Built:
+    assert port.tvm is not None
+    made = port.tvm(tvm)
+    if callable(made) and not hasattr(made, "script"):    # the port runs TVM itself
+        runner = made(threads)
+        return Built(runner[0], runner[1], lambda t: None)
+    lib = tvm.compile(made, target=tvm_target(threads))
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(aligned_copy(a), dev) for a in inputs]
+    outs = [tvm.runtime.tensor(o, dev) for o in poisoned(port.outputs)]
+    lib(*args, *outs)
+    pool = tvm.get_global_func("runtime.config_threadpool")
+    return Built(lambda: lib(*args, *outs), lambda: [o.numpy() for o in outs],
+                 lambda t: pool(1, t))
+
+
+# -- timing -----------------------------------------------------------------------------------
+
+def thread_cpu_time(fn: Callable[[], object], *, repeat: int, min_time: float = 0.05) -> float:
+    """Least CPU seconds of the calling thread per ``fn()`` (one-thread kernels run there)."""
+    fn()
+    number, start = 0, time.thread_time()
+    while number == 0 or time.thread_time() - start < min_time:
+        fn()
+        number += 1
+    best = math.inf
+    for _ in range(repeat):
+        start = time.thread_time()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.thread_time() - start) / number)
+    return best
+
+
+def measure(built: Built, threads: int, repeat: int, clock: str) -> float:
+    built.set_threads(threads)
+    if clock == "cpu":
+        return thread_cpu_time(built.call, repeat=repeat)
+    return time_call(built.call, repeat=repeat, warmup=1, min_time=0.02, stat="min")
+
+
+@dataclass
+class Row:
+    tutorial: str
+    name: str
+    threads: int
+    reference: str
+    ours: Built
+    theirs: Built | str
+    best: dict[str, float] = field(default_factory=lambda: {"ours": math.inf, "theirs": math.inf})
+
+
+def rows_for(ports: list[Port], threads: list[int], tvm: Any, tvm_why: str,
+             rng: np.random.Generator) -> list[Row]:
+    rows = []
+    for port in ports:
+        inputs = port.inputs(rng)
+        ours = build_polyloop(port, inputs)
+        check(port, "polyloop", ours.outputs(), inputs)
+        for t in threads:
+            theirs: Built | str = tvm_why if tvm is None else "-"
+            if tvm is not None and port.tvm is not None:
+                theirs = build_tvm(tvm, port, inputs, t)
+                check(port, "TVM", theirs.outputs(), inputs)
+            rows.append(Row(port.tutorial, port.name, t, "TVM", ours, theirs))
+    return rows
+
+
+def time_rows(rows: list[Row], rounds: int, repeat: int, clock: str) -> None:
+    for _ in range(rounds):
+        for row in rows:
+            row.best["ours"] = min(row.best["ours"], measure(row.ours, row.threads, repeat, clock))
+            if isinstance(row.theirs, Built):
+                row.best["theirs"] = min(row.best["theirs"],
+                                         measure(row.theirs, row.threads, repeat, clock))
+
+
+def table(rows: list[Row], markdown: bool) -> str:
+    head = ("tutorial", "step", "threads", "polyloop ms", "reference ms", "ratio")
+    lines = []
+    for r in rows:
+        ours = r.best["ours"] * 1e3
+        if isinstance(r.theirs, Built):
+            theirs = r.best["theirs"] * 1e3
+            cells = (f"{theirs:.3f} ({r.reference})", f"{theirs / ours:.2f}x")
+        else:
+            cells = (r.theirs, "")
+        lines.append((r.tutorial, r.name, str(r.threads), f"{ours:.3f}", *cells))
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(c) + " |" for c in lines]
+        return "\n".join(out)
+    widths = [max(len(x[k]) for x in [head, *lines]) for k in range(len(head))]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([fmt(head), *(fmt(c) for c in lines)])
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tutorials", nargs="*", default=[*TUTORIALS, "loopy"])
+    p.add_argument("--threads", type=int, nargs="*", default=[1, 2])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    p.add_argument("--small", action="store_true", help="small sizes (what the test checks)")
+    p.add_argument("--no-time", action="store_true", help="build and check only")
+    p.add_argument("--markdown", action="store_true")
+    p.add_argument("--loopy-python", default=None,
+                   help="a Python with loopy 2025.2 (islpy < 2026) for the Loo.py kernels")
+    args = p.parse_args(argv)
+    if args.clock == "cpu" and args.threads != [1]:
+        p.error("--clock cpu measures the calling thread only: use it with --threads 1")
+    rng = np.random.default_rng(0)
+    peer = load_tvm(max(args.threads))
+    names = [t for t in args.tutorials if t != "loopy"]
+    rows = rows_for(load_ports(names, args.small), args.threads,
+                    peer.module if peer.available else None, peer.version, rng)
+    if "loopy" in args.tutorials:
+        from tvm_tutorials.loopy_ports import loopy_rows
+        rows += loopy_rows(args.threads, args.small, args.loopy_python, rng)
+    if args.no_time:
+        print(f"{len(rows)} rows built and checked against NumPy")
+        return
+    time_rows(rows, args.rounds, args.repeat, args.clock)
+    print(f"TVM {peer.version}; {args.clock} clock, best of {args.rounds} interleaved rounds of "
+          f"the least of {args.repeat} timings; ratio = reference time / polyloop time")
+    print(table(rows, args.markdown))
+
+
+if __name__ == "__main__":
+    main()
