@@ -85,3 +85,41 @@ def poisoned(outs: Sequence[Out]) -> Arrays:
         fill = np.nan if dt.kind == "f" else np.iinfo(dt).min
         out.append(np.full(o.shape, fill, dt))
     return out
+
+
+def fastest(candidates: Sequence[Any], seconds: Callable[[Any], float]) -> Any:
+    """The candidate with the least ``seconds(candidate)`` (one measurement each): the search a
+    tuning tutorial runs over its space, done the same way for both tools."""
+    timed = [(seconds(c), k) for k, c in enumerate(candidates)]
+    return candidates[min(timed)[1]]
+
+
+def polyloop_seconds(sch: Any, inputs: Arrays, repeat: int = 2) -> float:
+    """Least time of a few calls of ``pl.build(sch)`` on ``inputs``."""
+    import time
+    import polyloop as pl
+    mod = pl.build(sch)
+    mod(*inputs)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        mod(*inputs)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def tvm_seconds(tvm: Any, module: Any, inputs: Arrays, outputs: Sequence[Out],
+                repeat: int = 2) -> float:
+    """Least time of a few calls of TVM's build of ``module`` (one thread) on ``inputs``."""
+    import time
+    from polyloop.bench.tvm_ref import tvm_target
+    lib = tvm.compile(module, target=tvm_target(1))
+    args = [tvm.runtime.tensor(a) for a in inputs] + [
+        tvm.runtime.tensor(np.zeros(o.shape, o.dtype)) for o in outputs]
+    lib(*args)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        lib(*args)
+        best = min(best, time.perf_counter() - start)
+    return best

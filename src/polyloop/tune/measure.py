@@ -168,11 +168,16 @@ def _poisoned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     return np.zeros(shape, dtype)
 
 
+# the most seconds a new worker process may take to start (import polyloop) before the time-out
+# of its first build begins
+STARTUP_SECONDS = 120.0
+
+
 class LocalBuilder:
     """Compile candidates in ``workers`` processes (default: the CPU count), each a
     ``python -m polyloop.tune.worker`` (``workers.py``: the user's script is not run again).
     Each candidate has ``timeout`` seconds from the moment a worker takes it (isl can take
-    very long on some schedules): one that takes longer is a failed candidate
+    very long on some schedules; a new worker's start-up is not counted): one that takes longer is a failed candidate
     (``Status.TIMEOUT``) and its worker is ended and started again; the other workers go on.
     A worker that dies fails its candidate with the reason (``WorkerProcess.death``)."""
 
@@ -192,8 +197,8 @@ class LocalBuilder:
                     started = self._send(jobs[k])
                     if isinstance(started, BuildResult):
                         results[k] = started
-                    else:
-                        busy[started] = (k, time.monotonic() + self.timeout)
+                    else:       # the time-out counts once the worker takes the job
+                        busy[started] = (k, time.monotonic() + self.timeout + STARTUP_SECONDS)
                 if busy:
                     self._collect(busy, results)
         finally:
@@ -227,7 +232,11 @@ class LocalBuilder:
         for w in ready(busy, max(0.0, first - time.monotonic())):
             k, _ = busy.pop(w)
             try:
-                results[k] = w.recv()
+                answer = w.recv()
+                if answer == ("started",):
+                    busy[w] = (k, time.monotonic() + self.timeout)
+                    continue
+                results[k] = answer
                 self._idle.append(w)
             except (EOFError, OSError):
                 results[k] = BuildResult(None, Status.BUILD_ERROR, w.death("build"))

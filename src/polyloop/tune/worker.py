@@ -5,7 +5,8 @@ Started by ``workers.WorkerProcess`` with one end of a socket pair as file descr
 It receives ``sys.path``, then the settings and the registered tensor intrinsics, then serves
 requests until told to stop (or the connection closes):
 
-- ``("build", BuildJob)`` -> ``BuildResult`` (replay the trace, compile);
+- ``("build", BuildJob)`` -> ``("started",)``, then a ``BuildResult`` (replay the trace,
+  compile);
 - ``("inputs", inputs, sizes)`` -> ``("ok",)`` (kept for the runs that follow);
 - ``("run", kernel_spec, repeat)`` -> ``RunResult`` (one checked call, then timings).
 """
@@ -30,6 +31,7 @@ def serve(conn: Connection) -> None:
         except EOFError:
             return
         if message[0] == "build":
+            conn.send(("started",))     # the build's time-out counts from here
             conn.send(build_one(message[1]))
         elif message[0] == "inputs":
             inputs, sizes = message[1], message[2]
