@@ -8,10 +8,13 @@ polyloop and in Apache TVM 0.27 in one run; Loo.py's tutorial kernels against Lo
     python benchmarks/tvm_tutorials/run.py --tutorials loopy --loopy-python /path/to/python
 
 Every result (both tools) is checked against NumPy on poisoned outputs before it is timed.
-Figures: the least of ``--repeat`` timings per round (wall clock, or with ``--clock cpu`` the
-calling thread's CPU time, which leaves out waiting for a core on a loaded machine; one thread
-only), the best of ``--rounds`` rounds that visit every row in turn, so both tools of a row are
-measured close together. ``ratio`` is the reference's time over polyloop's: >= 1 means polyloop
+Figures: the least of ``--repeat`` timings per round, the best of ``--rounds`` rounds that visit
+every row in turn, so both tools of a row are measured close together. A timing is enough
+calls to last 20 ms, by default in each tool's own native loop (the C loop polyloop's
+``Module.benchmark`` runs, TVM's ``time_evaluator``: as the tutorials time, without Python's
+call; ``--calls python`` calls from Python, argument checks included), by the wall clock or
+(``--clock cpu``, one thread) the calling thread's CPU time, which leaves out waiting for a
+core on a loaded machine. ``ratio`` is the reference's time over polyloop's: >= 1 means polyloop
 is at least as fast. TVM's thread pool is sized and left unpinned as in
 ``benchmarks/schedule_parity.py``. Loo.py needs islpy < 2026, which polyloop cannot share a
 process with: its kernels run in a separate Python (``--loopy-python``, by default
@@ -37,7 +40,7 @@ if __package__ in (None, ""):      # run as a script: make the package importabl
     __package__ = "tvm_tutorials"   # noqa: A001
 
 import polyloop as pl   # noqa: E402
-from polyloop.bench.peers import aligned_copy, load_tvm, time_call   # noqa: E402
+from polyloop.bench.peers import aligned_copy, load_tvm   # noqa: E402
 from polyloop.bench.tvm_ref import tvm_target   # noqa: E402
 from polyloop.runtime.module import apply_thread_count   # noqa: E402
 
@@ -61,10 +64,14 @@ def load_ports(names: list[str], small: bool) -> list[Port]:
 
 @dataclass
 class Built:
-    """A compiled port: ``call()`` runs it on its inputs, ``outputs()`` reads the results."""
+    """A compiled port: ``call()`` runs it once from Python, ``outputs()`` reads the results,
+    ``loop(n)`` runs it ``n`` times in a native loop (polyloop's C loop that
+    ``Module.benchmark`` times, TVM's ``time_evaluator``): what the tutorials time, without
+    Python's call."""
     call: Callable[[], object]
     outputs: Callable[[], list[np.ndarray]]
     set_threads: Callable[[int], None]
+    loop: Callable[[int], object] | None = None
 
 
 def build_polyloop(port: Port, inputs: list[np.ndarray]) -> Built:
@@ -77,7 +84,25 @@ def build_polyloop(port: Port, inputs: list[np.ndarray]) -> Built:
     def threads(t: int) -> None:
         if lib is not None:
             apply_thread_count(lib, t)
-    return Built(lambda: mod(*args, *outs), lambda: [o.copy() for o in outs], threads)
+    return Built(lambda: mod(*args, *outs), lambda: [o.copy() for o in outs], threads,
+                 _native_loop(mod, lib, args + outs))
+
+
+def _native_loop(mod: Any, lib: Any, arrays: list[np.ndarray]) -> Callable[[int], object] | None:
+    """``n`` calls of a C module's kernel in its C loop (``pl_repeat_<entry>``, which
+    ``Module.benchmark`` uses), on arrays already checked by a call (its sizes:
+    ``_last_params``)."""
+    repeat = getattr(lib, f"pl_repeat_{getattr(mod, 'entry', '')}", None) if lib else None
+    if repeat is None:
+        return None
+    repeat.restype = ctypes.c_int32
+    pointers = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+    params = mod._last_params      # noqa: SLF001 - the sizes of the checked call above
+
+    def loop(n: int) -> None:
+        if repeat(pointers, params, ctypes.c_int64(n)):
+            raise RuntimeError(f"{mod.entry} failed")
+    return loop
 
 
 def build_tvm(tvm: Any, port: Port, inputs: list[np.ndarray], threads: int) -> Built:
@@ -92,33 +117,53 @@ def build_tvm(tvm: Any, port: Port, inputs: list[np.ndarray], threads: int) -> B
     outs = [tvm.runtime.tensor(o, dev) for o in poisoned(port.outputs)]
     lib(*args, *outs)
     pool = tvm.get_global_func("runtime.config_threadpool")
+    module = lib.jit()
+    timers: dict[int, Any] = {}
+
+    def loop(n: int) -> None:
+        # time_evaluator calls the function once more before the ``number`` it times
+        if n not in timers:
+            timers[n] = module.time_evaluator(module.entry_name or "main", dev,
+                                              number=max(1, n - 1), repeat=1, min_repeat_ms=0)
+        timers[n](*args, *outs)
     return Built(lambda: lib(*args, *outs), lambda: [o.numpy() for o in outs],
-                 lambda t: pool(1, t))
+                 lambda t: pool(1, t), loop)
 
 
 # -- timing -----------------------------------------------------------------------------------
 
-def thread_cpu_time(fn: Callable[[], object], *, repeat: int, min_time: float = 0.05) -> float:
-    """Least CPU seconds of the calling thread per ``fn()`` (one-thread kernels run there)."""
-    fn()
-    number, start = 0, time.thread_time()
-    while number == 0 or time.thread_time() - start < min_time:
-        fn()
-        number += 1
+MIN_TIME = 0.02      # seconds of calls per timing
+
+
+def per_call(loop: Callable[[int], object], call: Callable[[], object], repeat: int,
+             clock: str) -> float:
+    """Least seconds per call over ``repeat`` timings of ``loop(n)``, ``n`` calls lasting at
+    least ``MIN_TIME`` (counted from calls of ``call``, then run once untimed: a native loop's
+    first run may cost more); ``clock`` "cpu": the calling thread's CPU time (one-thread
+    kernels run in the caller: time spent waiting for a core is left out)."""
+    timer = time.thread_time if clock == "cpu" else time.perf_counter
+    call()
+    n, elapsed = 0, 0.0
+    while elapsed < MIN_TIME / 4 and n < 1 << 20:
+        start = timer()
+        call()
+        elapsed += timer() - start
+        n += 1
+    n = max(2, min(1 << 22, math.ceil(MIN_TIME / max(elapsed / n, 1e-9))))
+    loop(n)
     best = math.inf
     for _ in range(repeat):
-        start = time.thread_time()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.thread_time() - start) / number)
+        start = timer()
+        loop(n)
+        best = min(best, (timer() - start) / n)
     return best
 
 
-def measure(built: Built, threads: int, repeat: int, clock: str) -> float:
+def measure(built: Built, threads: int, repeat: int, clock: str, calls: str) -> float:
     built.set_threads(threads)
-    if clock == "cpu":
-        return thread_cpu_time(built.call, repeat=repeat)
-    return time_call(built.call, repeat=repeat, warmup=1, min_time=0.02, stat="min")
+    loop = built.loop if calls == "native" and built.loop is not None else \
+        (lambda n: [built.call() for _ in range(n)])
+    return per_call(loop, built.call, repeat, clock)
 
 
 @dataclass
@@ -151,13 +196,14 @@ def rows_for(ports: list[Port], threads: list[int], tvm: Any, tvm_why: str,
     return rows
 
 
-def time_rows(rows: list[Row], rounds: int, repeat: int, clock: str) -> None:
+def time_rows(rows: list[Row], rounds: int, repeat: int, clock: str, calls: str) -> None:
     for _ in range(rounds):
         for row in rows:
-            row.best["ours"] = min(row.best["ours"], measure(row.ours, row.threads, repeat, clock))
+            row.best["ours"] = min(row.best["ours"],
+                                   measure(row.ours, row.threads, repeat, clock, calls))
             if isinstance(row.theirs, Built):
                 row.best["theirs"] = min(row.best["theirs"],
-                                         measure(row.theirs, row.threads, repeat, clock))
+                                         measure(row.theirs, row.threads, repeat, clock, calls))
 
 
 def table(rows: list[Row], markdown: bool) -> str:
@@ -186,7 +232,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, nargs="*", default=[1, 2])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="cpu: the calling thread's CPU time (--threads 1 only)")
+    p.add_argument("--calls", choices=["native", "python"], default="native",
+                   help="native: each tool's own loop of calls (its timer's); python: calls "
+                        "from Python, argument checks included")
     p.add_argument("--small", action="store_true", help="small sizes (what the test checks)")
     p.add_argument("--no-time", action="store_true", help="build and check only")
     p.add_argument("--markdown", action="store_true")
@@ -206,8 +256,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.no_time:
         print(f"{len(rows)} rows built and checked against NumPy")
         return
-    time_rows(rows, args.rounds, args.repeat, args.clock)
-    print(f"TVM {peer.version}; {args.clock} clock, best of {args.rounds} interleaved rounds of "
+    time_rows(rows, args.rounds, args.repeat, args.clock, args.calls)
+    print(f"TVM {peer.version}; {args.calls} calls, {args.clock} clock, best of {args.rounds} interleaved rounds of "
           f"the least of {args.repeat} timings; ratio = reference time / polyloop time")
     print(table(rows, args.markdown))
 

@@ -36,6 +36,16 @@ DEFAULT_UNROLL = 8
 MAX_UNROLL = 65534              # gcc's limit for #pragma GCC unroll
 INCLUDES = ("math.h", "stdbool.h", "stdint.h", "stdlib.h")
 ENTRY_SIGNATURE = "int32_t {name}(void **args, const int64_t *params)"
+REPEAT_SIGNATURE = "int32_t {name}(void **args, const int64_t *params, int64_t number)"
+
+
+def repeat_symbol(entry: str) -> str:
+    """The function that calls ``entry`` ``number`` times (``Module.benchmark``).
+
+    >>> repeat_symbol("C_kernel")
+    'pl_repeat_C_kernel'
+    """
+    return f"pl_repeat_{entry}"
 C_LOOP_PRAGMAS = {LoopKind.PARALLEL: "#pragma omp parallel for schedule(static)",
                   LoopKind.VECTORIZED: "#pragma omp simd"}
 
@@ -161,6 +171,14 @@ class CPrinter(CFamilyPrinter):
                 w.statement(self.pointer_declaration(b, f"args[{i}]"))
             names = [self.param(p) for p in k.params] + [self.buffer_name(b.name) for b in k.args]
             w.statement(f"return {body_name}({', '.join(names)})")
+        w.blank()
+        # ``number`` calls in one: Module.benchmark times the kernel without a Python call per
+        # run (as TVM's time_evaluator does)
+        with w.block(self.kernel_prefix + REPEAT_SIGNATURE.format(name=repeat_symbol(k.name))):
+            w.statement("int32_t status = 0")
+            with w.block("for (int64_t k = 0; k < number && !status; k++)"):
+                w.statement(f"status = {k.name}(args, params)")
+            w.statement("return status")
 
     def pointer_parameter(self, buffer: Buffer) -> str:
         """``float (*restrict A)[n]``: the declaration of ``pointer_declaration`` as a
