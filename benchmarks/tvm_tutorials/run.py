@@ -75,7 +75,10 @@ class Built:
 
 
 def build_polyloop(port: Port, inputs: list[np.ndarray]) -> Built:
-    mod = pl.build(port.polyloop())
+    made = port.polyloop()
+    if callable(made) and not isinstance(made, (pl.Tensor, pl.Program)):
+        return _graph(made, inputs)         # a built graph (pl.graph.build): call it
+    mod = pl.build(made)
     outs = [aligned_copy(o) for o in poisoned(port.outputs)]
     args = [aligned_copy(a) for a in inputs]
     lib = ctypes.CDLL(str(mod.library.path)) if getattr(mod, "library", None) else None
@@ -86,6 +89,23 @@ def build_polyloop(port: Port, inputs: list[np.ndarray]) -> Built:
             apply_thread_count(lib, t)
     return Built(lambda: mod(*args, *outs), lambda: [o.copy() for o in outs], threads,
                  _native_loop(mod, lib, args + outs))
+
+
+def _graph(executor: Any, inputs: list[np.ndarray]) -> Built:
+    """A graph executor: called on the inputs, it returns its outputs."""
+    args = [aligned_copy(a) for a in inputs]
+    last: list[Any] = [executor(*args)]
+
+    library = getattr(executor, "library", None)
+    lib = ctypes.CDLL(str(library.path)) if library is not None else None
+
+    def call() -> None:
+        last[0] = executor(*args)
+
+    def threads(t: int) -> None:
+        if lib is not None:
+            apply_thread_count(lib, t)
+    return Built(call, lambda: [np.array(o) for o in as_list(last[0])], threads)
 
 
 def _native_loop(mod: Any, lib: Any, arrays: list[np.ndarray]) -> Callable[[int], object] | None:

@@ -247,6 +247,8 @@ def build(graph: Graph, target: str = "c", *, database: object = None,
             s.entry = g.name if n_entries == 1 else f"{g.name}_s{k}"
             units.append((entry_source(s.entry, g, plan, list(s.steps), path, offsets), ()))
             k += 1
+    if not units:       # only extern calls: a library with nothing to run
+        units.append((f"/* {g.name}: extern calls only */\nint pl_no_kernels;\n", ()))
     library = compile_c_units(units, name=g.name)
     ex = Executor(g, plan, library, segments, blob_path=path)
     _remember(key, ex)
