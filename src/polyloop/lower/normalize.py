@@ -26,12 +26,11 @@ for i0 in range(8):
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 from ..ir.dtypes import INDEX
 from ..ir.expr import BinOp, BinOpKind, Const, Expr, Load, Select, Var, binop, walk
-from ..ir.loops import Block, Call, For, If, LoopKind, Node, Prefetch, Region, Store
+from ..ir.loops import Block, For, If, LoopKind, Node, map_exprs
 from ..ir.simplify import simplify
 from ..ir.traverse import free_vars, substitute
 
@@ -44,7 +43,7 @@ def normalize_loops(node: Node, outer: frozenset[str] = frozenset()) -> Node:
         if node.kind is LoopKind.THREAD or not _rebased(node.start, outer):
             return replace(node, body=body)
         shifted = simplify(binop(BinOpKind.ADD, Var(node.var, dtype=INDEX), node.start))
-        body = map_node_exprs(body, lambda e: simplify(substitute(e, {node.var: shifted})))
+        body = map_exprs(body, lambda e: simplify(substitute(e, {node.var: shifted})))
         return replace(node, start=Const(0, INDEX, True),
                        stop=simplify(binop(BinOpKind.SUB, node.stop, node.start)), body=body)
     if isinstance(node, If):
@@ -64,26 +63,7 @@ def _rebased(start: Expr, outer: frozenset[str]) -> bool:
             return False
         if isinstance(e, BinOp) and e.op in (BinOpKind.MIN, BinOpKind.MAX):
             return False
+        if isinstance(e, BinOp) and e.op in (BinOpKind.FLOORDIV, BinOpKind.MOD) and \
+                not isinstance(e.rhs, Const):       # a fused loop's recovered iterator
+            return False
     return True
-
-
-def map_node_exprs(node: Node, fn: Callable[[Expr], Expr]) -> Node:
-    """``node`` with ``fn`` applied to every expression in it: loop bounds, conditions, stored
-    indices and values, the operands of intrinsic calls and prefetches."""
-    if isinstance(node, For):
-        return replace(node, start=fn(node.start), stop=fn(node.stop),
-                       body=map_node_exprs(node.body, fn))
-    if isinstance(node, If):
-        return If(fn(node.cond), map_node_exprs(node.then, fn),
-                  None if node.otherwise is None else map_node_exprs(node.otherwise, fn))
-    if isinstance(node, Block):
-        return Block(tuple(map_node_exprs(c, fn) for c in node.body))
-    if isinstance(node, Store):
-        return replace(node, indices=tuple(fn(i) for i in node.indices), value=fn(node.value))
-    if isinstance(node, Call):
-        return replace(node, args=tuple(
-            Region(a.buffer, tuple(fn(i) for i in a.indices)) if isinstance(a, Region)
-            else fn(a) for a in node.args))
-    if isinstance(node, Prefetch):
-        return replace(node, indices=tuple(fn(i) for i in node.indices), count=fn(node.count))
-    return node

@@ -237,6 +237,26 @@ def _prefix_map(params: tuple[str, ...], domain_text: str, exprs: tuple[LoopExpr
     return m.intersect_domain(set_(with_params(params, domain_text)))
 
 
+def rectangular(program: Program, exprs: dict[str, Sequence[LoopExpr]]) -> bool:
+    """Do the loops with these expressions (per statement, outermost first) run a rectangle
+    of values, for every value of the sizes: is the set of value tuples the product of the
+    values each loop takes? (``j < i`` is a triangle: no.)"""
+    values = None
+    for stmt, es in exprs.items():
+        r = prefix_map(program, stmt, es).range()
+        values = r if values is None else values.union(r.align_params(values.get_space()))
+    assert values is not None
+    values = values.coalesce()
+    n = values.dim(isl.dim_type.set)
+    box = None
+    for d in range(n):
+        one = values.project_out(isl.dim_type.set, d + 1, n - d - 1).project_out(
+            isl.dim_type.set, 0, d)
+        box = one if box is None else box.flat_product(one)
+    assert box is not None
+    return bool(values.is_equal(box.align_params(values.get_space())))
+
+
 def fixed_by(program: Program, stmt: str, outer: Sequence[LoopExpr], expr: LoopExpr) -> bool:
     """Is the loop expression single-valued once the ``outer`` loop expressions are fixed (a
     loop of one iteration, which isl leaves out of the code)?"""
