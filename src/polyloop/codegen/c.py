@@ -176,7 +176,7 @@ class CPrinter(CFamilyPrinter):
         # run (as TVM's time_evaluator does)
         with w.block(self.kernel_prefix + REPEAT_SIGNATURE.format(name=repeat_symbol(k.name))):
             w.statement("int32_t status = 0")
-            with w.block("for (int64_t k = 0; k < number && !status; k++)"):
+            with w.block("for (int64_t pl_k = 0; pl_k < number && !status; pl_k++)"):
                 w.statement(f"status = {k.name}(args, params)")
             w.statement("return status")
 

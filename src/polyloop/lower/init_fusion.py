@@ -147,7 +147,8 @@ def _spatial_path(program: Program, second: LoopNode, update: Statement, init: S
     while isinstance(node, LoopNode) and \
             affine.depends_only_on(program, update.name, node.expr(update.name), spatial):
         e = affine.retarget(program, node.expr(update.name), update.name, init.name, arg_map)
-        if not affine.depends_only_on(program, init.name, e, init.iters):
+        if not (affine.depends_only_on(program, init.name, e, init.iters)
+                and affine.defined_everywhere(program, init.name, e)):
             break
         path.append(node)
         exprs.append(e)

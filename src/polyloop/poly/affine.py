@@ -162,6 +162,13 @@ def depends_only_on(program: Program, stmt: str, expr: LoopExpr, iters: Sequence
     return proj.reverse().apply_range(m).is_single_valued()
 
 
+def defined_everywhere(program: Program, stmt: str, expr: LoopExpr) -> bool:
+    """Does the loop expression give a value for every instance of the statement?"""
+    dom = domain(program, program.statement(stmt))
+    m = map_in(program.params, expr)
+    return bool(dom.is_subset(m.domain().align_params(dom.get_space())))
+
+
 def determined_by(program: Program, stmt: str, exprs: Sequence[LoopExpr | str],
                   value: LoopExpr | str) -> bool:
     """Is the value of loop expression ``value`` fixed once the values of ``exprs`` are (over
