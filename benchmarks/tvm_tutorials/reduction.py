@@ -16,8 +16,10 @@ Steps (sizes: ``n = 4096, m = 1024``; the convolution on ``1026 x 1026``):
 Where polyloop's spelling differs from the tutorial's, and why:
 - ``s.rfactor(B, ki)`` is ``sch.rfactor(ki)`` (the loop names its block), and it returns the
   partial-sum block "B_rf" (TVM's TE names it "B.rf");
-- ``compute_at`` keeps the loops the block has (BF's ``ko, ki``, in that order), where TVM makes
-  new ones per block iterator (``ki, ko``): polyloop needs no ``reorder`` before vectorizing ki;
+- ``compute_at`` makes a block's loops again over its iterators, as TVM's does; polyloop's
+  rfactor block iterates over the original ``k`` (its partial sum is ``BF[k % 16, i]``), where
+  TVM's has two iterators (``ki``, ``ko``): so polyloop splits ``k`` by 16 again after
+  ``compute_at`` (TVM reorders its two loops instead) and vectorizes the inner part;
 - ``te.comm_reducer(lambda x, y: x * y, lambda t: tvm.tir.const(1, dtype=t))`` is
   ``pl.comm_reducer(lambda x, y: x * y, lambda t: pl.const(1, t))``.
 TVM 0.27 runs the same primitives through TensorIR (``rfactor(loop, factor_axis=0)``). Its
@@ -63,7 +65,7 @@ def rowsum_polyloop(step: str) -> pl.Schedule:
     xo, xi = s.split(i, factor=32)
     s.parallel(xo)
     s.compute_at(BF, xi)
-    kko, r = s.get_loops(BF)[-2:]       # compute_at keeps BF's split loops (ko, ki)
+    kko, r = s.split(s.get_loops(BF)[-1], factor=16)    # BF's loop over k, split again
     s.vectorize(r)
     return s
 

@@ -302,6 +302,14 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None,
         float *restrict B = (float *)args[1];
         return pl_double_it_body(n, A, B);
     }
+    <BLANKLINE>
+    int32_t pl_repeat_double_it(void **args, const int64_t *params, int64_t number) {
+        int32_t status = 0;
+        for (int64_t pl_k = 0; pl_k < number && !status; pl_k++) {
+            status = double_it(args, params);
+        }
+        return status;
+    }
     """
     return generate_c_unit(kernel, isa=isa, profile=profile)[0]
 

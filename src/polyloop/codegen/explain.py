@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """What code generation made of a kernel's loop annotations, in words: which vectorized loops
 became explicit vector code and why the others did not, which unrolled loops have no constant
-trip count, and lowering's notes (temporaries sized to a loop, registers kept across a loop).
+trip count, where each temporary lives and why (sized to a loop, or whole and the reason; registers kept
+across a loop; the arguments are the caller's arrays), and lowering's other notes.
 
 >>> from polyloop.ir.loops import Block, Kernel
 >>> explain_kernel(Kernel("k", (), (), (), Block(())))

@@ -89,34 +89,13 @@ def _place(state: State, stmts: list[Statement], path: list[LoopNode],
     for k, loop in enumerate(path):
         additions[loop.id] = tuple((s.name, placements[s.name][k]) for s in stmts)
     root = add_exprs(root, additions, parts)
-    nests, nid = own_nests(state, stmts, state.next_id)
+    nid = state.next_id
+    nests = []
+    for s in stmts:
+        nest, nid = fresh_nest(state, s, nid)
+        nests.append(nest)
     root = insert_children(root, parent.id if parent else None, tuple(nests), index=index)
     return state.with_root(root, nid)
-
-
-def own_nests(state: State, stmts: list[Statement], nid: int) -> tuple[list[Node], int]:
-    """The nests a moved block takes along: for each statement, the outermost loop around it
-    that holds only the block's statements, with everything done to those loops (split,
-    reorder, vectorize: an ``rfactor``'s partial sums keep the split of their reduction, as
-    TVM's rfactor block keeps its split iterators); a statement that shares every loop with
-    other blocks gets identity loops over its iterators (``fresh_nest``)."""
-    names = {s.name for s in stmts}
-    placed = set(statements_under(state.root))
-    out: list[Node] = []
-    seen: set[int] = set()
-    for s in stmts:
-        top = None
-        for n in reversed(state.stmt_path(s.name) if s.name in placed else []):
-            if not set(statements_under(n)) <= names:
-                break
-            top = n
-        if top is None:
-            nest, nid = fresh_nest(state, s, nid)
-            out.append(nest)
-        elif top.id not in seen:
-            seen.add(top.id)
-            out.append(top)
-    return out, nid
 
 
 def compute_at(state: State, block: str, loop: LoopNode) -> State:
