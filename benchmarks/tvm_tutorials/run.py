@@ -264,16 +264,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--small", action="store_true", help="small sizes (what the test checks)")
     p.add_argument("--no-time", action="store_true", help="build and check only")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument("--no-tvm", action="store_true", help="polyloop only (no reference)")
     p.add_argument("--loopy-python", default=None,
                    help="a Python with loopy 2025.2 (islpy < 2026) for the Loo.py kernels")
     args = p.parse_args(argv)
     if args.clock == "cpu" and args.threads != [1]:
         p.error("--clock cpu measures the calling thread only: use it with --threads 1")
     rng = np.random.default_rng(0)
-    peer = load_tvm(max(args.threads))
+    peer = load_tvm(max(args.threads)) if not args.no_tvm else None
     names = [t for t in args.tutorials if t != "loopy"]
     rows = rows_for(load_ports(names, args.small), args.threads,
-                    peer.module if peer.available else None, peer.version, rng)
+                    peer.module if peer is not None and peer.available else None,
+                    peer.version if peer is not None else "not asked for", rng)
     if "loopy" in args.tutorials:
         from tvm_tutorials.loopy_ports import loopy_rows
         rows += loopy_rows(args.threads, args.small, args.loopy_python, rng)
@@ -281,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{len(rows)} rows built and checked against NumPy")
         return
     time_rows(rows, args.rounds, args.repeat, args.clock, args.calls)
-    print(f"TVM {peer.version}; {args.calls} calls, {args.clock} clock, best of {args.rounds} interleaved rounds of "
+    print(f"TVM {peer.version if peer is not None else '-'}; {args.calls} calls, {args.clock} clock, best of {args.rounds} interleaved rounds of "
           f"the least of {args.repeat} timings; ratio = reference time / polyloop time")
     print(table(rows, args.markdown))
 

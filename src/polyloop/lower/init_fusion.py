@@ -14,7 +14,7 @@ is exact by construction:
   whose values depend only on the element it updates (``i``, ``j``, a tile of them, a fused
   and parallel ``b * C + c``: not on a reduction iterator) around the update are the loops the
   initialisation joins, right before the first loop that does (as ``decompose_reduction`` at
-  that loop);
+  that loop), or that carries an annotation (a tensorized loop stays one perfect nest);
 - the update reads the buffer only at the element it writes.
 
 Then each element is initialised in the iteration of those loops that reduces into it, before
@@ -144,7 +144,7 @@ def _spatial_path(program: Program, second: LoopNode, update: Statement, init: S
     path: list[LoopNode] = []
     exprs: list[LoopExpr] = []
     node: Node = second
-    while isinstance(node, LoopNode) and \
+    while isinstance(node, LoopNode) and not node.annotations and \
             affine.depends_only_on(program, update.name, node.expr(update.name), spatial):
         e = affine.retarget(program, node.expr(update.name), update.name, init.name, arg_map)
         if not (affine.depends_only_on(program, init.name, e, init.iters)
