@@ -20,6 +20,13 @@ from .index_checks import needs_check
 from .tables import CONDITIONAL, HELPER_OPERATORS, MULTIPLICATIVE, POSTFIX, UNARY
 
 
+_NARROW_INTS = frozenset({DType.INT8, DType.UINT8, DType.INT16})
+# operators whose result can leave a narrow integer type's range (min, max and comparisons
+# cannot)
+_WRAPPING = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL, BinOpKind.FLOORDIV,
+                       BinOpKind.MOD, UnaryKind.NEG, UnaryKind.ABS})
+
+
 class CExpressions:
     """The expression half of ``CFamilyPrinter``."""
 
@@ -56,9 +63,9 @@ class CExpressions:
                 return f"{cond} ? {self.element(e.buffer, e.indices)} : {zero}", CONDITIONAL
             return self.element(e.buffer, e.indices), POSTFIX
         if isinstance(e, BinOp):
-            return self._binary(e)
+            return self._wrapped(e, *self._binary(e))
         if isinstance(e, Unary):
-            return self._unary(e)
+            return self._wrapped(e, *self._unary(e))
         if isinstance(e, Cast):
             return self._cast(e)
         if isinstance(e, Extern):
@@ -71,6 +78,14 @@ class CExpressions:
             raise BuildError(f"reduction {e} reached code generation; lowering turns "
                              "reductions into an init and an update statement")
         raise BuildError(f"cannot print expression node {type(e).__name__}")
+
+    def _wrapped(self, e: BinOp | Unary, text: str, prec: int) -> tuple[str, int]:
+        """C computes a narrow integer's arithmetic in ``int``; NumPy wraps each result to the
+        operand type (``int8(100) * int8(3)`` is 44): the result is converted back to it."""
+        if e.dtype not in _NARROW_INTS or e.op not in _WRAPPING:
+            return text, prec
+        inner = f"({text})" if prec < UNARY else text
+        return f"({self.type_name(e.dtype)}){inner}", UNARY
 
     def _cast(self, e: Cast) -> tuple[str, int]:
         src, dst = e.value.dtype, e.dtype

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..ir.expr import Expr, loads
-from ..ir.loops import Block, For, If, Kernel, Node, Store
+from ..ir.loops import Block, Call, For, If, Kernel, Node, Region, Store
 from ..ir.program import Buffer, MemScope
 
 
@@ -66,9 +66,10 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
     for p in paths[1:]:
         common = _common_prefix(common, p)
     if b.home_loops and all(f.var != b.home for f in common):
-        # the home loop is not one loop around every access (isl dropped it somewhere)
-        around = _toward_home(common, b.home_loops)
-        return ([around[-1]], False) if around else _loops_toward_home(b, paths)
+        # the home loop is not one loop around every access (isl dropped it somewhere, or
+        # emitted a loop around it as several: a parallel loop over full tiles and a serial
+        # remainder, where a declaration above both would be shared by the threads)
+        return _loops_toward_home(b, paths)
     if common:
         return [common[-1]], False
     copies: dict[int, For] = {}
@@ -84,20 +85,26 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
 
 def _loops_toward_home(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For], bool]:
     """Each access's declaring loop: the deepest loop of its path that is the home loop or
-    encloses it. isl's AST generation drops a loop of one iteration, and may drop it in one
-    copy of a nest only (the remainder of a split): one iteration of the nearest enclosing loop
-    left then holds exactly one iteration of the home loop. Declaring deeper than the home
-    loop would lose values that pass between iterations of the deeper loop; declaring at
-    function scope while a parallel loop encloses the home loop would share one copy between
-    threads."""
-    chosen: dict[int, For] = {}
-    outside = False
+    encloses it, unless a loop chosen for another access encloses it (that one declares it for
+    both: they may pass values within one iteration of the home loop). isl's AST generation
+    drops a loop of one iteration, and may drop it in one copy of a nest only (the remainder of
+    a split): one iteration of the nearest enclosing loop left then holds exactly one iteration
+    of the home loop. Declaring deeper than the home loop would lose values that pass between
+    iterations of the deeper loop; declaring at function scope, or above the copies of a loop
+    split into a parallel loop and a remainder, would share one copy between threads."""
+    picks: list[tuple[tuple[For, ...], For | None]] = []
     for p in paths:
         toward = _toward_home(p, b.home_loops)
-        if toward:
-            chosen[id(toward[-1])] = toward[-1]
-        else:
+        picks.append((p, toward[-1] if toward else None))
+    ids = {id(c) for _, c in picks if c is not None}
+    chosen: dict[int, For] = {}
+    outside = False
+    for p, c in picks:
+        if c is None:
             outside = True      # every loop around the home loop was dropped on this path
+            continue
+        outer = next(f for f in p if id(f) in ids)
+        chosen[id(outer)] = outer
     return list(chosen.values()), outside
 
 
@@ -132,6 +139,13 @@ def _accesses(node: Node, path: tuple[For, ...]) -> Iterator[tuple[tuple[For, ..
     elif isinstance(node, Store):
         yield path, node.buffer
         exprs = [node.value, *node.indices]
+    elif isinstance(node, Call):     # a tensorized nest: its operands are regions of buffers
+        for arg in node.args:
+            if isinstance(arg, Region):
+                yield path, arg.buffer
+                exprs.extend(arg.indices)
+            else:
+                exprs.append(arg)
     for e in exprs:
         for load in loads(e):
             yield path, load.buffer

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..errors import DTypeError, ParseError, PolyloopError
 from ..ir.dtypes import DType, as_dtype
+from ..ir import quantize as qz
 from ..ir.expr import (BinOpKind, Const, Expr, Load, ReduceKind, UnaryKind, Var, VarKind, binop,
                        cast, const, select, unary)
 from .kernel_lines import SubstRule
@@ -25,7 +26,12 @@ _REDUCTIONS = {"sum": ReduceKind.SUM, "max": ReduceKind.MAX, "min": ReduceKind.M
 # rules calling rules: deeper than this is a rule that calls itself
 _MAX_EXPANSION = 32
 _CASTS = {"float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64"}
-FUNCTIONS = sorted(set(_UNARY_FUNCTIONS) | set(_REDUCTIONS) | _CASTS | {"where", "if"})
+# the quantization helpers: name -> (function, value arguments, of which required); a dtype
+# name (int8, uint8, ...) follows the values where the function takes one
+_QUANTIZE = {"saturate": (qz.saturate, 1, 1), "requantize": (qz.requantize, 3, 2),
+             "quantize_linear": (qz.quantize_linear, 3, 2)}
+FUNCTIONS = sorted(set(_UNARY_FUNCTIONS) | set(_REDUCTIONS) | _CASTS | set(_QUANTIZE)
+                   | {"where", "if", "dequantize_linear"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,12 +203,31 @@ class Converter:
         if fn in _CASTS:
             _arity(s, 1)
             return cast(as_dtype(fn), self.expr(args[0]))
+        if fn in _QUANTIZE:
+            return self.quantize(s)
+        if fn == "dequantize_linear":
+            if len(args) not in (2, 3):
+                raise SyntaxErrorAt(s.col, "dequantize_linear(q, scale[, zero_point]) takes 2 "
+                                    f"or 3 arguments, got {len(args)}")
+            return qz.dequantize_linear(*(self.expr(a) for a in args))
         if fn == "sum":
             raise SyntaxErrorAt(s.col, "sum(k, expr) reduces over iname(s) k; the first "
                                 "argument must be an iname or a tuple of inames")
         rules = f"; substitution rules: {', '.join(self.names.rules)}" if self.names.rules else ""
         raise SyntaxErrorAt(s.col, f"unknown function '{fn}'; functions: {', '.join(FUNCTIONS)}"
                             + rules)
+
+    def quantize(self, s: Syntax) -> Expr:
+        """``saturate(x, int8)``, ``requantize(x, scale, zero_point, uint8)``: values, then
+        the name of an integer dtype."""
+        fn, values, required = _QUANTIZE[s.text]
+        *vals, last = s.args if s.args else (None,)
+        if last is None or last.kind != "name" or last.text not in _CASTS \
+                or not required <= len(vals) <= values:
+            raise SyntaxErrorAt(s.col, f"{s.text}() takes {required} to {values} values and "
+                                "the name of an integer type, like "
+                                f"{s.text}(x{', 0.5, 3' if values > 1 else ''}, int8)")
+        return fn(*(self.expr(a) for a in vals), dtype=last.text)
 
     def expand(self, rule: SubstRule, s: Syntax) -> Expr:
         """A call of a substitution rule: its body with the parameters bound to the arguments

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..ir import elementwise as ew
+from ..ir import quantize as qz
 from ..ir.expr import Expr
 
 
@@ -54,7 +55,20 @@ _register([ew.sigmoid], "sigmoid", ew.sigmoid, 1, 1)
 _register([math.isnan, np.isnan, ew.isnan], "isnan", ew.isnan, 1, 1)
 _register([math.fmod, np.fmod, ew.fmod], "fmod", ew.fmod, 2, 2)
 _register([np.where, ew.where], "where", ew.where, 3, 3)
+_register([qz.dequantize_linear], "dequantize_linear", qz.dequantize_linear, 2, 3)
 POW_FUNCTIONS = (builtins.pow, math.pow, np.power, ew.pow)
+
+# NumPy's scalar types convert a value as ``astype`` does: ``np.int32(A[i, k])``
+NUMPY_CASTS: dict[int, str] = {id(t): np.dtype(t).name for t in (
+    np.int8, np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64)}
+
+# functions whose last argument is a dtype (a string or a NumPy type): name -> (function,
+# number of value arguments before it, of which the trailing ones may be left out)
+DTYPE_FUNCTIONS: dict[int, tuple[str, Callable[..., Expr], int, int]] = {
+    id(qz.saturate): ("saturate", qz.saturate, 1, 1),
+    id(qz.requantize): ("requantize", qz.requantize, 3, 2),
+    id(qz.quantize_linear): ("quantize_linear", qz.quantize_linear, 3, 2),
+}
 
 
 def constant_exponent(node: ast.expr) -> int | float | None:

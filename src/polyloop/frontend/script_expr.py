@@ -23,7 +23,8 @@ from ..ir.expr import (BinOpKind, Const, Expr, UnaryKind, Var, VarKind, binop, c
                        unary)
 from ..ir.program import Buffer
 from ..poly.isl_util import NotAffine, expr_to_isl
-from .script_calls import FUNCTIONS, POW_FUNCTIONS, constant_exponent, helper_body, int_power
+from .script_calls import (DTYPE_FUNCTIONS, FUNCTIONS, NUMPY_CASTS, POW_FUNCTIONS,
+                           constant_exponent, helper_body, int_power)
 
 # isl keywords cannot name loop variables or sizes (they would not parse in a domain)
 _MAX_INLINE_DEPTH = 16
@@ -170,7 +171,18 @@ class ExprParser:
         return buf[tuple(idx)]
 
     def _Call(self, node: ast.Call) -> Expr:
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype":
+            if len(node.args) != 1 or node.keywords:
+                raise self.fail(node, "astype() takes one argument, the dtype: "
+                                      "x.astype(np.int32) or x.astype('int32')")
+            return cast(self.dtype_argument(node.args[0]), self.value(node.func.value))
         fn = self.resolve(node.func)
+        if id(fn) in NUMPY_CASTS:
+            if len(node.args) != 1 or node.keywords:
+                raise self.fail(node, f"{ast.unparse(node.func)}() takes one argument")
+            return cast(as_dtype(NUMPY_CASTS[id(fn)]), self.value(node.args[0]))
+        if id(fn) in DTYPE_FUNCTIONS:
+            return self._dtype_call(node, *DTYPE_FUNCTIONS[id(fn)])
         if any(fn is p for p in POW_FUNCTIONS):
             if len(node.args) != 2 or node.keywords:
                 raise self.fail(node, "pow() takes two arguments: pow(x, 2)")
@@ -197,6 +209,37 @@ class ExprParser:
             want = f"{lo}" if lo == hi else f"at least {lo}"
             raise self.fail(node, f"{name}() takes {want} arguments, got {n}")
         return builder(*[self.value(a) for a in node.args])
+
+    def _dtype_call(self, node: ast.Call, name: str, fn: Callable[..., Expr], values: int,
+                    required: int) -> Expr:
+        """``saturate(x, "int8")``, ``requantize(x, scale, zero_point, dtype=np.uint8)``: the
+        value arguments, then the dtype (positional or ``dtype=``)."""
+        args, dtype = list(node.args), None
+        for kw in node.keywords:
+            if kw.arg != "dtype":
+                raise self.fail(node, f"{name}() takes the keyword dtype= only")
+            dtype = kw.value
+        if dtype is None and len(args) == values + 1:
+            dtype = args.pop()
+        if dtype is None or not required <= len(args) <= values:
+            raise self.fail(node, f"{name}() takes {required} to {values} values and a dtype, "
+                                  f"like {name}(x{', 0.5, 3' if values > 1 else ''}, 'int8')")
+        return fn(*[self.value(a) for a in args], dtype=self.dtype_argument(dtype))
+
+    def dtype_argument(self, node: ast.expr) -> Any:
+        """A dtype written as a string (``"int8"``) or a NumPy type (``np.int8``)."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            found = self.resolve(node)
+            if id(found) not in NUMPY_CASTS:
+                raise self.fail(node, f"{ast.unparse(node)} is not a dtype; write 'int8' or "
+                                      "np.int8")
+            text = NUMPY_CASTS[id(found)]
+        try:
+            return as_dtype(text)
+        except PolyloopError as e:
+            raise self.fail(node, str(e)) from None
 
     def _inline(self, node: ast.Call, fn: types.FunctionType) -> Expr:
         """A helper of the module (PolyBench's macros): its arguments are computed here and

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Built-in tensor intrinsics for ``Schedule.tensorize``: matmul register tiles and a dot
-product, for AVX-512, AVX2 (FMA) and portable C; ``isa=None`` picks what the host supports.
+product, for AVX-512, AVX2 (FMA) and portable C; int8 and bfloat16 dot-product tiles (AVX-512
+VNNI / BF16, AMX, portable: ``lowbit``); ``isa=None`` picks what the host supports.
 
 >>> from polyloop.intrin import gemm_intrin
 >>> g = gemm_intrin("portable")
@@ -17,7 +18,8 @@ from ..errors import ArgumentError, ScheduleError
 from ..frontend import te
 from ..schedule.intrin_registry import BUILTIN_PREFIX, TensorIntrin, register_factory
 from ..util.isa import host_isa
-from . import sources, tensorcore
+from . import lowbit, sources, tensorcore
+from .lowbit import bf16_intrin, lowbit_intrin, vnni_intrin
 from .tensorcore import wmma_intrin
 
 # (rows, cols) each ISA supports: cols is a whole number of vectors, and rows * cols / lanes
@@ -26,6 +28,8 @@ TILES = {"avx512": ((6, 32), (14, 32), (8, 32), (4, 64)),
          "avx2": ((6, 16), (4, 24)),
          "portable": ((6, 16), (4, 8), (6, 32), (14, 32))}
 ISAS = tuple(TILES)
+# the compiler macros each family's C needs; a target without them gets the portable kernel
+REQUIRES = {"avx512": ("__AVX512F__",), "avx2": ("__AVX2__", "__FMA__"), "portable": ()}
 
 
 def host_kind() -> str:
@@ -79,9 +83,18 @@ def gemm_intrin(isa: str | None = None, *, rows: int | None = None, cols: int | 
     if shape not in TILES[kind]:
         raise ArgumentError(f"no {kind} gemm micro-kernel of {shape[0]} x {shape[1]}; "
                             f"available: {', '.join(f'{r}x{c}' for r, c in TILES[kind])}")
-    return TensorIntrin(gemm_description(*shape, packed_a=packed_a),
-                        sources.gemm_source(kind, *shape, packed_a=packed_a),
-                        name=sources.gemm_name(kind, *shape, packed_a=packed_a))
+    return _gemm(kind, *shape, packed_a=packed_a,
+                 fallback=None if kind == "portable" else _gemm("portable", *shape,
+                                                                packed_a=packed_a))
+
+
+def _gemm(kind: str, rows: int, cols: int, *, packed_a: bool,
+          fallback: TensorIntrin | None = None) -> TensorIntrin:
+    """The ``kind`` gemm kernel of that shape (the portable one has any shape)."""
+    return TensorIntrin(gemm_description(rows, cols, packed_a=packed_a),
+                        sources.gemm_source(kind, rows, cols, packed_a=packed_a),
+                        name=sources.gemm_name(kind, rows, cols, packed_a=packed_a),
+                        requires=REQUIRES[kind], fallback=fallback)
 
 
 def dot_description() -> te.Tensor:
@@ -103,7 +116,9 @@ def dot_intrin(isa: str | None = None) -> TensorIntrin:
     ('k',)
     """
     kind = _isa(isa)
-    return TensorIntrin(dot_description(), sources.dot_source(kind), name=sources.dot_name(kind))
+    return TensorIntrin(dot_description(), sources.dot_source(kind), name=sources.dot_name(kind),
+                        requires=REQUIRES[kind],
+                        fallback=None if kind == "portable" else dot_intrin("portable"))
 
 
 _GEMM_NAME = re.compile(r"pl_ukr_gemm_(?P<isa>[a-z0-9]+)_(?P<rows>\d+)x(?P<cols>\d+)(?P<pa>_pa)?\Z")
@@ -135,5 +150,7 @@ def builtin(name: str) -> TensorIntrin:
 
 register_factory(BUILTIN_PREFIX, builtin)
 register_factory(tensorcore.PREFIX, tensorcore.builtin_wmma)
+register_factory(lowbit.PREFIX, lowbit.builtin_lowbit)
 
-__all__ = ["ISAS", "TILES", "builtin", "dot_intrin", "gemm_intrin", "host_kind", "wmma_intrin"]
+__all__ = ["ISAS", "TILES", "bf16_intrin", "builtin", "dot_intrin", "gemm_intrin", "host_kind",
+           "lowbit_intrin", "vnni_intrin", "wmma_intrin"]

@@ -92,6 +92,9 @@ def _call_or_loops(loop: For, m: Match) -> Node:
     conds: list[Expr] = []
     symbolic: dict[int, Expr] = {a: Const(1, INDEX, weak=True) for a in missing
                                  if m.intrin.extents[a] is None}
+    # a test only on symbolic trip counts being positive: where it fails, a loop of the
+    # nest runs no iteration, so the loops have nothing to do
+    only_nonempty = True
     for trip, axis in zip(trips, [m.axis_of_loop[t] for t in present]):
         want = extents[axis]
         if want is None:
@@ -100,6 +103,7 @@ def _call_or_loops(loop: For, m: Match) -> Node:
             if (trip.value > 0) if want is None else (trip.value == want):
                 continue
             return _loops_only(loop, "loops (no full tile)")
+        only_nonempty = only_nonempty and want is None
         conds.append(binop(BinOpKind.GT, trip, 0) if want is None
                      else binop(BinOpKind.EQ, trip, want))
     generated = function_kernel(m.intrin) if m.intrin.generated else None
@@ -110,6 +114,8 @@ def _call_or_loops(loop: For, m: Match) -> Node:
     test = conds[0]
     for c in conds[1:]:
         test = binop(BinOpKind.AND, test, c)
+    if only_nonempty:
+        return If(simplify(test), call, None)
     return If(simplify(test), call, _loops_only(loop, "partial tiles"))
 
 

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 import islpy as isl
 
 from ..ir.assumption import Assumption, conjuncts
-from ..ir.expr import Const
+from ..ir.expr import Const, Expr
 from ..ir.program import Program
 from .isl_ast import ast_expr
-from .isl_util import params_prefix, set_
+from .isl_util import expr_to_isl, params_prefix, set_
 
 
 def assumption_checks(program: Program) -> tuple[Assumption, ...]:
@@ -69,3 +69,19 @@ def sizes_satisfying(program: Program, wanted: Mapping[str, int]) -> dict[str, i
                  for k, name in enumerate(names)}
         return {p: found.get(p, wanted[p]) for p in wanted}
     return dict(wanted)
+
+
+def with_upper_bound(program: Program, extent: Expr, bound: int) -> Program:
+    """``program`` assuming also ``extent <= bound`` (an affine expression of its size
+    parameters), so that every call checks it; raises ``NotAffine`` for another expression.
+
+    >>> from polyloop.ir.program import Program, param
+    >>> p = with_upper_bound(Program("f", (), (), ("k",), ()), param("k") * 4, 100)
+    >>> [str(a) for a in assumption_checks(p)]
+    ['k <= 25']
+    """
+    pre = params_prefix(program.params)
+    limit = set_(f"{pre}{{ : {expr_to_isl(extent)} <= {bound} }}")
+    if program.assumptions:
+        limit = limit.intersect(set_(program.assumptions).align_params(limit.get_space()))
+    return program.replace(assumptions=str(limit.remove_redundancies()))

@@ -4,8 +4,9 @@
 ``generated_space`` is the space polyloop builds from any program by rules over its blocks
 (``rules``): auto-inline elementwise producers, then one drawn strategy: register tiling of
 the reduction blocks (SSRS-style loops with packing and a local tile), a built-in gemm
-micro-kernel for matmul-like blocks, or ``pl.auto_schedule`` with its fusion and tiling
-drawn. A user's space is any function ``space(sch) -> Schedule | None`` (None: ``sch``
+micro-kernel for matmul-like blocks, a low-bit dot-product tile (VNNI / BF16 / AMX) for int8
+and bfloat16 matmul-like blocks (``rules_lowbit``), or ``pl.auto_schedule`` with its fusion
+and tiling drawn. A user's space is any function ``space(sch) -> Schedule | None`` (None: ``sch``
 itself, changed in place).
 
 >>> import polyloop as pl
@@ -27,13 +28,13 @@ from ..ir.program import Program
 from ..schedule import Schedule
 from ..schedule.auto import FUSIONS, auto_schedule
 from ..schedule.sampling import with_decisions
-from . import rules
+from . import rules, rules_lowbit
 
 log = logging.getLogger("polyloop.tune")
 
 SpaceFn = Callable[[Schedule], "Schedule | None"]
 
-STRATEGIES = ("tile", "micro_kernel", "polyhedral")
+STRATEGIES = ("tile", "micro_kernel", "lowbit", "polyhedral")
 
 
 def generated_space(sch: Schedule) -> Schedule:
@@ -48,11 +49,17 @@ def generated_space(sch: Schedule) -> Schedule:
         if len(tiled) == 1 and rules.matmul_like(sch, tiled[0]):
             choices.append("micro_kernel")
             weights.append(1.5)
+        family = rules_lowbit.lowbit_family(sch, tiled[0]) if len(tiled) == 1 else None
+        if family is not None:
+            choices.append("lowbit")
+            weights.append(4.0)
     strategy = sch.sample_categorical(choices, weights)
     if strategy == "polyhedral":
         return rules.polyhedral(sch)
     if strategy == "micro_kernel":
         rules.micro_kernel(sch, tiled[0])
+    elif strategy == "lowbit":
+        rules_lowbit.lowbit_tile(sch, tiled[0], family)
     else:
         for shape in tiled:
             sch = rules.separate_nest(sch, shape)

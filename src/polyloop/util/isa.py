@@ -47,6 +47,29 @@ class ISA:
 
 GENERIC = ISA("generic", 16, False, frozenset())
 
+# The low-bit dot-product bodies (``polyloop.intrin.lowbit``) and the compiler macros that let a
+# host run each one, best first: int8 ("u8s8": vpdpbusd / tdpbusd) and bfloat16 ("bf16":
+# vdpbf16ps / tdpbf16ps). "portable" runs anywhere.
+LOWBIT_BODIES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "u8s8": (("amx", ("__AMX_TILE__", "__AMX_INT8__")),
+             ("avx512", ("__AVX512F__", "__AVX512VNNI__")), ("portable", ())),
+    "bf16": (("amx", ("__AMX_TILE__", "__AMX_BF16__")),
+             ("avx512", ("__AVX512F__", "__AVX512BF16__")), ("portable", ())),
+}
+
+
+def lowbit_body(isa: ISA, family: str) -> str:
+    """The best low-bit dot-product body of ``family`` ("u8s8" or "bf16") that ``isa`` runs:
+    "amx", "avx512" or "portable".
+
+    >>> lowbit_body(GENERIC, "u8s8")
+    'portable'
+    >>> lowbit_body(classify(frozenset({"__AVX512F__", "__AVX512VNNI__"})), "u8s8")
+    'avx512'
+    """
+    return next(body for body, macros in LOWBIT_BODIES[family]
+                if all(isa.has(m) for m in macros))
+
 
 def classify(macros: frozenset[str]) -> ISA:
     """The ISA implied by a set of predefined macro names."""
@@ -64,12 +87,22 @@ def classify(macros: frozenset[str]) -> ISA:
     return ISA("generic", 16, False, macros)
 
 
-@functools.cache
 def host_isa(cc: str = "gcc") -> ISA:
     """The vector ISA ``cc -march=native`` targets (``GENERIC`` if the compiler cannot say).
 
     Callers pass ``config.CONFIG.cc`` so that ``POLYLOOP_CC`` is honoured."""
-    command = [cc, "-march=native", "-dM", "-E", "-x", "c", "/dev/null"]
+    return compiler_isa(cc, ("-march=native",))
+
+
+@functools.cache
+def compiler_isa(cc: str, flags: tuple[str, ...]) -> ISA:
+    """The vector ISA ``cc`` targets with the architecture ``flags`` (``-march=native`` for
+    this machine, ``-mcpu=cortex-a76`` for a device; ``GENERIC`` if the compiler cannot say).
+
+    >>> compiler_isa("gcc", ("-march=x86-64",)).name in ("sse", "generic", "neon")
+    True
+    """
+    command = [cc, *flags, "-dM", "-E", "-x", "c", "/dev/null"]
     try:
         done = run_limited(command, timeout=30)
     except (OSError, ProcessTimeout):
