@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Lowering that does not depend on how a schedule is spelled: loops counted from zero (a stage
-computed at a tile), a reduction's initialisation in its update's loops. Each checked on the code and against NumPy at
-sizes that do not divide, outputs poisoned."""
+computed at a tile), a reduction's initialisation in its update's loops. Each checked on the
+code and against NumPy at sizes that do not divide, outputs poisoned."""
 from __future__ import annotations
 
 import numpy as np
