@@ -47,6 +47,15 @@ def test_vector_add_reads_like_hand_written_c():
         "    const float *restrict B = (const float *)args[1];",
         "    float *restrict C = (float *)args[2];",
         "    return pl_vadd_body(n, A, B, C);",
+        "}",
+        "",
+        # the loop of calls Module.benchmark times
+        "int32_t pl_repeat_vadd(void **args, const int64_t *params, int64_t number) {",
+        "    int32_t status = 0;",
+        "    for (int64_t pl_k = 0; pl_k < number && !status; pl_k++) {",
+        "        status = vadd(args, params);",
+        "    }",
+        "    return status;",
         "}"]
 
 

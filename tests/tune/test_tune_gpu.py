@@ -100,7 +100,7 @@ class SabotagingBuilder:
 
     def _break(self, k: OpenCLKernelSpec, kind: int) -> OpenCLKernelSpec:
         assert isinstance(k, OpenCLKernelSpec)
-        head = k.source.index("{", k.source.index("__kernel void")) + 1
+        head = k.source.index("{", k.source.index("__kernel ")) + 1
         body = ("((__global volatile float *)B)[1L << 40] = 1.0f;" if kind == 1
                 else "this is not OpenCL;")
         return dataclasses.replace(k, source=k.source[:head] + body + k.source[head:])

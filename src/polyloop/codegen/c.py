@@ -31,7 +31,7 @@ from .profile import ProfileRegion, emit_profile_prelude, emit_timed
 from .size_checks import emit_size_check_call, emit_size_checks
 from .vector import VectorLoopWriter
 from .vector_lib import VectorLibrary
-from .vector_plan import NotVectorized, plan_vector_loop, simd_accumulation
+from .vector_plan import NotVectorized, plan_vector_loop, short_scalar_loop, simd_accumulation
 from .vector_stream import StreamScopes
 from .writer import CodeWriter
 
@@ -41,6 +41,16 @@ DEFAULT_UNROLL = 8
 MAX_UNROLL = 65534              # gcc's limit for #pragma GCC unroll
 INCLUDES = ("math.h", "stdbool.h", "stdint.h", "stdlib.h")
 ENTRY_SIGNATURE = "int32_t {name}(void **args, const int64_t *params)"
+REPEAT_SIGNATURE = "int32_t {name}(void **args, const int64_t *params, int64_t number)"
+
+
+def repeat_symbol(entry: str) -> str:
+    """The function that calls ``entry`` ``number`` times (``Module.benchmark``).
+
+    >>> repeat_symbol("C_kernel")
+    'pl_repeat_C_kernel'
+    """
+    return f"pl_repeat_{entry}"
 C_LOOP_PRAGMAS = {LoopKind.PARALLEL: "#pragma omp parallel for schedule(static)",
                   LoopKind.VECTORIZED: "#pragma omp simd"}
 
@@ -83,9 +93,11 @@ class CPrinter(CFamilyPrinter):
         plan = plan_vector_loop(loop, self.buffers, self.vectors.isa,
                                 has_local_temps=bool(self.local_temps.get(id(loop))))
         if isinstance(plan, NotVectorized):
+            short = short_scalar_loop(loop)
+            how = f"unrolled ({short} iterations)" if short else "#pragma omp simd"
             w.comment(f"loop {loop.var}: no explicit vector code ({plan.reason}); "
-                      "left to the C compiler")
-            super().emit_for(w, loop)
+                      f"left to the C compiler, {how}")
+            super().emit_for(w, loop)     # loop_pragmas: unrolled when short
             return
         for text in self.annotation_lines(loop):
             w.comment(text)
@@ -99,6 +111,9 @@ class CPrinter(CFamilyPrinter):
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.UNROLLED:
             return [f"#pragma GCC unroll {unroll_count(loop)}"]
+        short = short_scalar_loop(loop) if loop.kind is LoopKind.VECTORIZED else None
+        if short:       # a vectorized loop that is not explicit vector code (_emit_for)
+            return [f"#pragma GCC unroll {short}"]
         if simd_accumulation(loop, self.buffers, self.vectors.isa):
             # gcc would unroll the short row completely and vectorize the pieces poorly; kept
             # a loop, its vectorizer makes it one vector kept in a register across the loops
@@ -201,6 +216,14 @@ class CPrinter(CFamilyPrinter):
                 w.statement(self.pointer_declaration(b, f"args[{i}]"))
             names = [self.param(p) for p in k.params] + [self.buffer_name(b.name) for b in k.args]
             w.statement(f"return {body_name}({', '.join(names)})")
+        w.blank()
+        # ``number`` calls in one: Module.benchmark times the kernel without a Python call per
+        # run (as TVM's time_evaluator does)
+        with w.block(self.kernel_prefix + REPEAT_SIGNATURE.format(name=repeat_symbol(k.name))):
+            w.statement("int32_t status = 0")
+            with w.block("for (int64_t pl_k = 0; pl_k < number && !status; pl_k++)"):
+                w.statement(f"status = {k.name}(args, params)")
+            w.statement("return status")
 
     def pointer_parameter(self, buffer: Buffer) -> str:
         """``float (*restrict A)[n]``: the declaration of ``pointer_declaration`` as a
@@ -323,6 +346,14 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None,
         const float *restrict A = (const float *)args[0];
         float *restrict B = (float *)args[1];
         return pl_double_it_body(n, A, B);
+    }
+    <BLANKLINE>
+    int32_t pl_repeat_double_it(void **args, const int64_t *params, int64_t number) {
+        int32_t status = 0;
+        for (int64_t pl_k = 0; pl_k < number && !status; pl_k++) {
+            status = double_it(args, params);
+        }
+        return status;
     }
     """
     return generate_c_unit(kernel, isa=isa, profile=profile)[0]

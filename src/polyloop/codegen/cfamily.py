@@ -12,7 +12,7 @@ from typing import Mapping
 from ..errors import BuildError
 from ..ir.dtypes import INDEX, DType
 from ..ir.expr import (BinOp, BinOpKind, Const, Expr, Load, ReduceKind, UnaryKind, Var, VarKind,
-                       binop)
+                       binop, same)
 from ..ir.extern import ExternFunction
 from ..ir.loops import Barrier, Block, Call, For, If, Kernel, LoopKind, Node, Prefetch, Store
 from ..ir.program import Buffer, BufferRole
@@ -301,6 +301,13 @@ class CFamilyPrinter(CExpressions):
         if loop.kind is LoopKind.THREAD:
             self.emit_thread_loop(w, loop)
             return
+        if loop.kind in (LoopKind.SERIAL, LoopKind.UNROLLED) and _one_iteration(loop):
+            # a value bound for the body (a fused loop's recovered iterator): no loop
+            var = self.names.ident(NameKind.ITERATOR, loop.var)
+            with w.block(""):
+                w.statement(f"const {self.type_name(INDEX)} {var} = {self.index_expr(loop.start)}")
+                self.emit_loop_body(w, loop, var)
+            return
         w.lines(self.loop_pragmas(loop))
         start, stop = self.index_expr(loop.start), self.index_expr(loop.stop)
         var = self.names.ident(NameKind.ITERATOR, loop.var)
@@ -382,3 +389,8 @@ class CFamilyPrinter(CExpressions):
             fn = self.use_helper(REDUCTION_HELPERS[node.reduction], self.buffers[node.buffer].dtype)
             w.statement(f"{target} = {fn}({target}, {value})")
 
+
+def _one_iteration(loop: For) -> bool:
+    """Does ``loop`` run exactly once (``range(e, e + 1)``), whatever the sizes?"""
+    return loop.step == 1 and same(simplify(binop(BinOpKind.SUB, loop.stop, loop.start)),
+                                   Const(1, INDEX, True))

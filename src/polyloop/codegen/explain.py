@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """What code generation made of a kernel's loop annotations, in words: which vectorized loops
 became explicit vector code and why the others did not, which unrolled loops have no constant
-trip count, and lowering's notes (temporaries sized to a loop, registers kept across a loop).
+trip count, where each temporary lives and why (sized to a loop, or whole and the reason; registers kept
+across a loop; the arguments are the caller's arrays), and lowering's other notes.
 
 >>> from polyloop.ir.loops import Block, Kernel
 >>> explain_kernel(Kernel("k", (), (), (), Block(())))
@@ -14,7 +15,7 @@ from ..ir.expr import Const
 from ..ir.loops import For, Kernel, LoopKind, iter_nodes
 from ..util.isa import ISA, host_isa
 from .temps import local_temp_homes
-from .vector_plan import NotVectorized, plan_vector_loop, simd_accumulation
+from .vector_plan import NotVectorized, plan_vector_loop, short_scalar_loop, simd_accumulation
 
 
 def explain_kernel(kernel: Kernel, isa: ISA | None = None) -> tuple[str, ...]:
@@ -29,9 +30,10 @@ def explain_kernel(kernel: Kernel, isa: ISA | None = None) -> tuple[str, ...]:
         if node.kind is LoopKind.VECTORIZED:
             plan = plan_vector_loop(node, buffers, isa, has_local_temps=bool(homes.get(id(node))))
             if isinstance(plan, NotVectorized):
+                short = short_scalar_loop(node)
+                how = (f"unrolled, {short} iterations" if short else "#pragma omp simd")
                 lines.append(f"loop '{node.var}' is marked vectorized but is not explicit vector "
-                             f"code: {plan.reason}; it is left to the C compiler "
-                             "(#pragma omp simd)")
+                             f"code: {plan.reason}; it is left to the C compiler ({how})")
             else:
                 lines.append(f"loop '{node.var}': explicit vectors of {plan.lanes} lanes "
                              f"({isa.name}), remainder {plan.epilogue.value}")

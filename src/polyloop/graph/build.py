@@ -273,6 +273,8 @@ def compile_graph(g: Graph, *, database: Database | None = None,
             s.entry = g.name if n_entries == 1 else f"{g.name}_s{k}"
             units.append((entry_source(s.entry, g, plan, list(s.steps), path, offsets), ()))
             k += 1
+    if not units:       # only extern calls: a library with nothing to run
+        units.append((f"/* {g.name}: extern calls only */\nint pl_no_kernels;\n", ()))
     library = compile_c_units(units, name=g.name, target=target)
     if not target.runs_here:
         if len(segments) != 1 or segments[0].entry is None:

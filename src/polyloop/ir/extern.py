@@ -41,6 +41,12 @@ class ExternFunction:
     source: str = ""          # C text defining the function, emitted once per module
     python: Callable[..., Any] | None = field(default=None, compare=False)
 
+    def __reduce__(self) -> tuple:
+        # pickled without ``python`` (a lambda or a function of the main script does not load
+        # in another process, e.g. a tuning worker, which only compiles the C function)
+        return (ExternFunction, (self.name, self.dtype, self.arg_dtypes, self.header,
+                                 self.source))
+
     def include_line(self) -> str:
         if not self.header:
             return ""

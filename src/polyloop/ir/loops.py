@@ -145,3 +145,25 @@ def iter_nodes(n: Node):
     elif isinstance(n, Block):
         for c in n.body:
             yield from iter_nodes(c)
+
+
+def map_exprs(node: Node, fn: Callable[[Expr], Expr]) -> Node:
+    """``node`` with ``fn`` applied to every expression in it: loop bounds, conditions, stored
+    indices and values, the operands of intrinsic calls and prefetches."""
+    if isinstance(node, For):
+        return replace(node, start=fn(node.start), stop=fn(node.stop),
+                       body=map_exprs(node.body, fn))
+    if isinstance(node, If):
+        return If(fn(node.cond), map_exprs(node.then, fn),
+                  None if node.otherwise is None else map_exprs(node.otherwise, fn))
+    if isinstance(node, Block):
+        return Block(tuple(map_exprs(c, fn) for c in node.body))
+    if isinstance(node, Store):
+        return replace(node, indices=tuple(fn(i) for i in node.indices), value=fn(node.value))
+    if isinstance(node, Call):
+        return replace(node, args=tuple(
+            Region(a.buffer, tuple(fn(i) for i in a.indices)) if isinstance(a, Region)
+            else fn(a) for a in node.args))
+    if isinstance(node, Prefetch):
+        return replace(node, indices=tuple(fn(i) for i in node.indices), count=fn(node.count))
+    return node

@@ -3,8 +3,9 @@
 (``expr.expr_to_str``, ``program.program_to_str``)."""
 from __future__ import annotations
 
-from .expr import expr_to_str
+from .expr import BinOpKind, Const, binop, expr_to_str
 from .loops import Barrier, Block, Call, For, If, Prefetch, Region, Store
+from .simplify import simplify
 
 
 def loops_to_str(node: object, indent: int = 0) -> str:
@@ -34,6 +35,9 @@ def _loop_lines(node: object, indent: int, out: list[str]) -> None:
     if isinstance(node, Block):
         for c in node.body:
             _loop_lines(c, indent, out)
+    elif isinstance(node, For) and _binds_one_value(node):
+        out.append(f"{pad}{node.var} = {expr_to_str(node.start)}")
+        _loop_lines(node.body, indent, out)
     elif isinstance(node, For):
         notes = "".join(f"  # {k}={v}" for k, v in node.annotations)
         out.append(f"{pad}for {node.var} in {_range_text(node)}:{notes}")
@@ -65,3 +69,12 @@ def _loop_lines(node: object, indent: int, out: list[str]) -> None:
                    f"write={node.write}, locality={node.locality})")
     else:
         raise TypeError(f"unknown loop AST node {type(node).__name__}")
+
+
+def _binds_one_value(n: For) -> bool:
+    """A serial loop of exactly one iteration whatever the sizes (a fused loop's recovered
+    iterator): printed as the assignment it is."""
+    if n.kind.value != "serial" or n.step != 1 or n.annotations:
+        return False
+    d = simplify(binop(BinOpKind.SUB, n.stop, n.start))
+    return isinstance(d, Const) and d.value == 1

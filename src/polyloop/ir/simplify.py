@@ -3,7 +3,7 @@
 ``min``/``max`` (``min(a, b) + 1`` -> ``min(a + 1, b + 1)``). Integer expressions only."""
 from __future__ import annotations
 
-from .expr import BinOp, BinOpKind, Const, Expr, Var, binop, rewrite
+from .expr import BinOp, BinOpKind, Const, Expr, Var, binop, free_vars, rewrite
 from .linear import SumRules, add_constant, add_term, read_sum
 
 Linear = tuple[dict[str, tuple[Expr, int]], int]   # atom key -> (atom, coefficient), constant
@@ -18,7 +18,9 @@ def _atom(e: Expr) -> Linear:
         return {}, e.value
     if isinstance(e, Var):
         return {e.name: (e, 1)}, 0
-    return {f"#{id(e)}": (e, 1)}, 0   # an opaque atom (floor division, min, load, ...)
+    # an opaque atom (floor division, min, load, ...), keyed by its text: two equal quotients
+    # of a loop (``2 * (f // 14) - 2 * (f // 14)``) cancel
+    return {f"#{e}": (e, 1)}, 0
 
 
 def _factor(e: Expr) -> int | None:
@@ -67,8 +69,12 @@ def _step(e: Expr) -> Expr | None:
                 return binop(mm.op, simplify(binop(BinOpKind.ADD, mm.lhs, k)),
                              simplify(binop(BinOpKind.ADD, mm.rhs, k)))
     lin = _linear(e)
-    if lin is None or (len(lin[0]) == 1 and next(iter(lin[0])).startswith("#") and not lin[1]):
+    if lin is None:
         return None
+    if len(lin[0]) == 1 and not lin[1]:
+        atom, c = next(iter(lin[0].values()))
+        if c == 1 and atom is e:     # an opaque atom alone: nothing to rewrite
+            return None
     return _from_linear(lin)
 
 
@@ -110,3 +116,27 @@ def affine_form(e: Expr) -> tuple[dict[str, int], int] | None:
     if lin is None or any(not isinstance(atom, Var) for atom, _ in lin[0].values()):
         return None
     return {key: c for key, (_, c) in lin[0].items()}, lin[1]
+
+
+def split_terms(e: Expr, names: set[str]) -> tuple[Expr, Expr] | None:
+    """``e`` as ``a + b`` where ``a`` mentions only the variables ``names`` (and constants
+    folded into ``b``) and ``b`` none of them, or None when a term of the sum mixes both
+    (``(i + j) // 4`` with ``names = {"j"}``).
+
+    >>> from polyloop.ir.expr import Var
+    >>> f, u = Var("f"), Var("u")
+    >>> [str(x) for x in split_terms(2 * (f // 14) + u // 2 + 1, {"u"})]
+    ['u // 2', '2 * (f // 14) + 1']
+    """
+    lin = _linear(e)
+    if lin is None:
+        return None
+    mine: Linear = ({}, 0)
+    rest: Linear = ({}, lin[1])
+    for key, (atom, c) in lin[0].items():
+        used = free_vars(atom)
+        if used & names and used - names:
+            return None
+        side = mine if used & names else rest
+        side[0][key] = (atom, c)
+    return _from_linear(mine), _from_linear(rest)

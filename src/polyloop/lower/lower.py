@@ -23,7 +23,9 @@ from ..ir.barriers import barrier_scope
 from .barriers import explicit_barriers
 from .storage import place_temporaries
 from ..ir.simplify import simplify
+from .init_fusion import fuse_reduction_inits
 from .names import kernel_name
+from .normalize import normalize_loops
 from .prefetch import apply_prefetch, mark_paths
 from .promote import promote_registers
 from .strength import canonical_divisions
@@ -73,12 +75,21 @@ class Lowering:
         return str(self.program) if self.body is None else loops_to_str(self.body)
 
 
+def _fuse_inits(s: Lowering) -> Lowering:
+    """A reduction's initialisation nest written into its update's loops (``init_fusion``);
+    CPU code only (a GPU launch per top-level nest keeps its own structure)."""
+    if s.gpu or s.hardware:
+        return s
+    root, notes = fuse_reduction_inits(s.program, s.root)
+    return replace(s, root=root, notes=s.notes + notes)
+
+
 def _place_temporaries(s: Lowering) -> Lowering:
     if not s.compact:   # the caller placed them already
         temps = tuple(b for b in s.program.buffers if b.role is BufferRole.TEMP)
         return replace(s, temps=temps)
     program, temps, notes = place_temporaries(s.program, s.root)
-    return replace(s, program=program, temps=tuple(temps), notes=tuple(notes))
+    return replace(s, program=program, temps=tuple(temps), notes=s.notes + tuple(notes))
 
 
 def _build_ast(s: Lowering) -> Lowering:
@@ -109,6 +120,7 @@ class Step(Generic[S]):
 # In order. tensorize runs after simplify (it reads isl's loop bounds); prefetch after
 # tensorize (its nests stay intact).
 STEPS: tuple[Step[Lowering], ...] = (
+    Step("fuse reduction inits", lambda s: _fuse_inits(s)),
     Step("place temporaries", _place_temporaries),
     Step("build loop AST", _build_ast),
     Step("explicit barriers", lambda s: replace(
@@ -119,6 +131,7 @@ STEPS: tuple[Step[Lowering], ...] = (
     Step("flatten", _on_body(_flatten)),
     Step("tensorize", lambda s: replace(s, body=apply_tensorize(s.program, s.root, s.body))),
     Step("prefetch", lambda s: replace(s, body=apply_prefetch(s.program, s.root, s.body))),
+    Step("normalize loops", _on_body(normalize_loops)),
     Step("promote registers", lambda s: _promote(s)),
 )
 
@@ -159,8 +172,8 @@ def lower(program: Program, root: Root, *, name: str | None = None,
     >>> print(loops_to_str(lower(sch.program, sch.state.root).body))
     for i in range(10):
         B[i] = A[i] + 1.0
-    >>> [step.name for step in STEPS][:2]
-    ['place temporaries', 'build loop AST']
+    >>> [step.name for step in STEPS][:3]
+    ['fuse reduction inits', 'place temporaries', 'build loop AST']
     """
     done = run_steps(Lowering(program, root, compact, hardware, gpu), STEPS)
     program = done.program

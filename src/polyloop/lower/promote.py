@@ -27,6 +27,8 @@ cannot reach the promoted element.
 """
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, replace
 
 from ..ir.dtypes import INDEX
@@ -35,7 +37,10 @@ from ..ir.expr import (BinOp, BinOpKind, Const, Expr, Load, Var, binop, free_var
 from ..ir.loops import (Barrier, Block, Call, For, If, LoopKind, Node, Store, iter_nodes,
                         map_children)
 from ..ir.program import Buffer, BufferRole, MemScope
-from ..ir.simplify import affine_form, simplify
+from ..ir.shapes import evaluate
+from ..ir.simplify import affine_form, simplify, split_terms
+from ..ir.traverse import substitute
+from ..errors import PolyloopError
 
 # the most elements one promotion keeps in registers (AVX-512 has 32 registers of 16 floats)
 MAX_ELEMENTS = 256
@@ -211,8 +216,41 @@ def _register_loops(loop: For, accesses: list[_Access]) -> tuple[For, ...] | Non
 
 
 def _injective(indices: tuple[Expr, ...], regs: tuple[For, ...]) -> bool:
-    """Does each register loop variable appear affinely in exactly one index dimension, with at
-    most one of them per dimension (so distinct registers hold distinct elements)?"""
+    """Do distinct registers hold distinct elements? Yes when each register loop variable
+    appears affinely in exactly one index dimension, with at most one of them per dimension;
+    otherwise (a fused register loop indexed by ``f // 4`` and ``f % 4``) when every index is a
+    part in the register loops alone plus a part in none of them, and the parts give distinct
+    tuples over all register iterations (counted: there are at most ``MAX_ELEMENTS``)."""
+    return _affine_injective(indices, regs) or _enumerated_injective(indices, regs)
+
+
+def _enumerated_injective(indices: tuple[Expr, ...], regs: tuple[For, ...]) -> bool:
+    names = {r.var for r in regs}
+    parts = []
+    for ix in indices:
+        split = split_terms(ix, names)
+        if split is None:
+            return False
+        parts.append(split[0])
+    ranges = []
+    for r in regs:
+        n = _extent_bound(r)
+        if not isinstance(r.start, Const) or n is None:
+            return False
+        ranges.append(range(r.start.value, r.start.value + n))
+    if math.prod(len(x) for x in ranges) > MAX_ELEMENTS:
+        return False
+    seen = set()
+    for point in itertools.product(*ranges):
+        env = {r.var: Const(v, INDEX, True) for r, v in zip(regs, point)}
+        try:
+            seen.add(tuple(evaluate(substitute(p, env), {}) for p in parts))
+        except PolyloopError:
+            return False
+    return len(seen) == math.prod(len(x) for x in ranges)
+
+
+def _affine_injective(indices: tuple[Expr, ...], regs: tuple[For, ...]) -> bool:
     names = {r.var for r in regs}
     seen: set[str] = set()
     for ix in indices:

@@ -47,6 +47,8 @@ def place_temporaries(program: Program, root: Root, *, size_global: bool = True
             continue
         if b.scope is MemScope.GLOBAL and not size_global:
             temps.append(b)
+            notes.append(f"temporary {b.name} (scope global) is stored whole in global memory "
+                         "for the launch (GPU scratch memory the host allocates)")
             continue
         if b.scope is MemScope.GLOBAL:
             program, temp, note = _place_global(program, root, b)
@@ -88,18 +90,27 @@ def _refuse_one_copy(program: Program, root: Root, b: Buffer, why: str) -> None:
 
 def _place_global(program: Program, root: Root, b: Buffer
                   ) -> tuple[Program, Buffer, tuple[str, ...]]:
-    """A global temporary sized to its stage's loop, or kept whole (see the module docstring)."""
+    """A global temporary sized to its stage's loop, or kept whole (see the module docstring),
+    with the note that says which and why."""
+    whole = f"temporary {b.name} (scope global) is stored whole for the call"
     if any(n.thread is not None for n in loops(root)):
-        return program, b, ()
+        return program, b, (f"{whole}: the program runs on a GPU, where a work-item's memory "
+                            "is not global memory",)
     result = compact(program, root, b.name)
-    if isinstance(result, str) or result.home is None:
-        return program, b, ()
+    if isinstance(result, str):
+        return program, b, (f"{whole}: {result}",)
+    if result.home is None:
+        return program, b, (f"{whole}: its stage is computed at the root (no loop encloses all "
+                            "its uses; compute_at a loop to give it a smaller home)",)
     keep = tuple(d for d, n in enumerate(result.shape) if n > 1)
     elements = 1
     for n in result.shape:
         elements *= n
     if elements * b.dtype.itemsize > MAX_LOOP_BYTES:
-        return program, b, ()
+        return program, b, (f"{whole}: one iteration of loop '{result.home}' uses "
+                            f"{'x'.join(str(n) for n in result.shape)} elements "
+                            f"({elements * b.dtype.itemsize} bytes), more than the "
+                            f"{MAX_LOOP_BYTES // 1024} KiB a thread's stack holds",)
     # declared in the home loop's body, one copy per iteration (and so per thread)
     small = replace(b, shape=tuple(Const(result.shape[d], INDEX, True) for d in keep),
                     scope=MemScope.LOCAL, home=result.home,
@@ -108,7 +119,8 @@ def _place_global(program: Program, root: Root, b: Buffer
     what = (f"holds the {'x'.join(str(result.shape[d]) for d in keep)} elements used"
             if keep else "is the one element used")
     return program, small, (f"temporary {b.name} (scope global) {what} in one iteration of "
-                            f"loop '{result.home}'",)
+                            f"loop '{result.home}', declared in that loop's body (one per "
+                            "iteration, and so per thread)",)
 
 
 def _placed_note(root: Root, b: Buffer, small: Buffer, result: Compaction,
@@ -121,7 +133,8 @@ def _placed_note(root: Root, b: Buffer, small: Buffer, result: Compaction,
         return (f"{head} is {result.stages} boxes of {inner} elements, used in turn by the "
                 f"iterations of loop '{result.home}' (double buffering)")
     if _same_shape(small.shape, b.shape):
-        return None
+        return (f"{head} keeps its whole shape: one iteration of {where[4:] if result.home else 'the program'} "
+                "uses all of it")
     if keep:
         box = "x".join(str(result.shape[d]) for d in keep)
         return f"{head} holds the {box} elements used in {where}"

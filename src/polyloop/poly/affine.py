@@ -162,6 +162,13 @@ def depends_only_on(program: Program, stmt: str, expr: LoopExpr, iters: Sequence
     return proj.reverse().apply_range(m).is_single_valued()
 
 
+def defined_everywhere(program: Program, stmt: str, expr: LoopExpr) -> bool:
+    """Does the loop expression give a value for every instance of the statement?"""
+    dom = domain(program, program.statement(stmt))
+    m = map_in(program.params, expr)
+    return bool(dom.is_subset(m.domain().align_params(dom.get_space())))
+
+
 def determined_by(program: Program, stmt: str, exprs: Sequence[LoopExpr | str],
                   value: LoopExpr | str) -> bool:
     """Is the value of loop expression ``value`` fixed once the values of ``exprs`` are (over
@@ -235,6 +242,26 @@ def _prefix_map(params: tuple[str, ...], domain_text: str, exprs: tuple[LoopExpr
         m = piece if m is None else m.flat_range_product(piece)
     assert m is not None
     return m.intersect_domain(set_(with_params(params, domain_text)))
+
+
+def rectangular(program: Program, exprs: dict[str, Sequence[LoopExpr]]) -> bool:
+    """Do the loops with these expressions (per statement, outermost first) run a rectangle
+    of values, for every value of the sizes: is the set of value tuples the product of the
+    values each loop takes? (``j < i`` is a triangle: no.)"""
+    values = None
+    for stmt, es in exprs.items():
+        r = prefix_map(program, stmt, es).range()
+        values = r if values is None else values.union(r.align_params(values.get_space()))
+    assert values is not None
+    values = values.coalesce()
+    n = values.dim(isl.dim_type.set)
+    box = None
+    for d in range(n):
+        one = values.project_out(isl.dim_type.set, d + 1, n - d - 1).project_out(
+            isl.dim_type.set, 0, d)
+        box = one if box is None else box.flat_product(one)
+    assert box is not None
+    return bool(values.is_equal(box.align_params(values.get_space())))
 
 
 def fixed_by(program: Program, stmt: str, outer: Sequence[LoopExpr], expr: LoopExpr) -> bool:

@@ -21,6 +21,7 @@ from ..ir.simplify import simplify
 from .access_indices import AccessIndices
 from .isl_ast import ast_expr, statements_in
 from .isl_schedule import collapsed
+from .symbolic_fuse import collapse_nest
 from .tree import LoopNode
 
 
@@ -59,7 +60,11 @@ class Converter:
             loop = self.info[int(n.mark_get_id().get_name()[1:])]
             if collapsed(loop, self.plain):
                 return self.collapse(n.mark_get_node(), names, loop)
-            return self.node(n.mark_get_node(), names, marks + (loop,))
+            built = self.node(n.mark_get_node(), names, marks + (loop,))
+            if loop.fused is not None:   # loops of symbolic extents fused in the code
+                return collapse_nest(built, len(loop.fused.inners), loop.fused.factor,
+                                     loop.fused.names)
+            return built
         if t == isl.ast_node_type.for_:
             return self.for_(n, self.local_names(n, names), marks)
         if t == isl.ast_node_type.if_:

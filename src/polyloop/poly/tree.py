@@ -47,6 +47,21 @@ class Collapse:
 
 
 @dataclass(frozen=True, slots=True)
+class SymbolicFuse:
+    """Nested loops of symbolic extents fused into one loop ``f`` that the code makes, not isl
+    (``f = i * m + j`` is no affine expression when ``m`` is a size): the loop tree keeps the
+    loops (isl builds them, legality reads them), and code generation runs them as one loop
+    over the product of their extents, recovering each with ``//`` and ``%``
+    (``poly.symbolic_fuse``). The loop node carrying this is the outermost of them and stands
+    for ``f`` (or, once ``f`` is split, its outer part); ``inners`` are the ids of the loops
+    fused into it, outermost first; ``factor``, once ``f`` is split, the extent of its inner
+    part, which the innermost of them then stands for."""
+    inners: tuple[int, ...]
+    factor: int | None = None
+    names: tuple[str, ...] = ()        # the fused loops' own names: the code binds them
+
+
+@dataclass(frozen=True, slots=True)
 class LoopNode:
     id: int
     name: str
@@ -57,6 +72,7 @@ class LoopNode:
     thread: ThreadAxis | None = None
     annotations: tuple[tuple[str, object], ...] = ()   # values: str or a loop_notes type
     collapse: Collapse | None = None
+    fused: SymbolicFuse | None = None
 
     def expr(self, statement: str) -> LoopExpr:
         for s, e in self.exprs:
@@ -69,7 +85,7 @@ class LoopNode:
                 a is b for a, b in zip(children, self.children)):
             return self     # immutable: an unchanged subtree is shared
         return LoopNode(self.id, self.name, self.exprs, children, self.kind, self.unroll_factor,
-                        self.thread, self.annotations, self.collapse)
+                        self.thread, self.annotations, self.collapse, self.fused)
 
 
 @dataclass(frozen=True, slots=True)

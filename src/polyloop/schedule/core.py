@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from ..errors import PolyloopError, ScheduleError
 from ..ir.program import Program
 from ..poly.tree import LoopNode
-from . import blocks, state as st
+from . import blocks, state as st, symbolic_fuse
 from . import verdicts as vd
 from .trace import BlockHandle, LoopHandle, Step, Trace, encode
 
@@ -95,6 +95,17 @@ class ScheduleCore:
             raise ScheduleError(f"{primitive}: loop '{loop.name}' is no longer in the schedule "
                                 "(a primitive replaced it, e.g. split or fuse); use the loops "
                                 "that primitive returned")
+        top = symbolic_fuse.hidden(self._state, node)
+        if top is not None:
+            raise ScheduleError(f"{primitive}: loop '{loop.name}' was fused into loop "
+                                f"'{top.name}'; use the loop fuse returned")
+        if symbolic_fuse.group(self._state, node) is not None and \
+                primitive not in symbolic_fuse.ALLOWED:
+            raise ScheduleError(
+                f"{primitive}: loop '{loop.name}' is a fused loop of symbolic extent, which the "
+                "code makes from the loops it fused (isl cannot express n * m iterations): "
+                "split, parallel, vectorize and unroll apply to it; apply other primitives "
+                "before fusing, or to the loops inside it")
         return node
 
     def _block(self, block: BlockHandle | str, primitive: str) -> str:
@@ -145,7 +156,8 @@ class ScheduleCore:
         """
         name = self._block(block, "get_loops")
         main = blocks.main_statement(self._state, name)
-        result = [self._handle(n) for n in self._state.stmt_path(main.name)]
+        result = [self._handle(n) for n in self._state.stmt_path(main.name)
+                  if symbolic_fuse.hidden(self._state, n) is None]
         self._record("get_loops", (BlockHandle(name),), {}, tuple(result))
         return result
 

@@ -183,6 +183,17 @@ BUILTIN_PREFIX = "pl_ukr_"
 _FACTORIES: dict[str, Callable[[str], "TensorIntrin"]] = {}
 
 
+def registered_intrinsics() -> tuple["TensorIntrin", ...]:
+    """The intrinsics registered by name in this process (made with ``TensorIntrin(...)``)."""
+    return tuple(_REGISTRY.values())
+
+
+def register_intrinsic(intrin: "TensorIntrin") -> None:
+    """Register ``intrin`` under its name (another process's intrinsic, sent to a tuning
+    worker, so that a trace naming it replays there)."""
+    _REGISTRY[intrin.name] = intrin
+
+
 def register_factory(prefix: str, factory: Callable[[str], "TensorIntrin"]) -> None:
     """Let ``lookup`` rebuild intrinsics whose names start with ``prefix`` with ``factory``."""
     _FACTORIES[prefix] = factory

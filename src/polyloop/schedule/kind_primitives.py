@@ -11,7 +11,7 @@ from ..ir.loop_notes import NoteKey
 from ..ir.loops import LoopKind
 from ..ir.program import BufferRole
 from ..ir.thread_axis import ThreadAxis, parse_thread_axis
-from . import arguments as arg, copy_placement, cross_thread, loops, state as st
+from . import arguments as arg, copy_placement, cross_thread, loops, state as st, symbolic_fuse
 from . import verdicts as vd
 from .core import ScheduleCore, _with_hint
 from .trace import LoopHandle
@@ -50,6 +50,10 @@ class KindPrimitives(ScheduleCore):
                 B[i, j] = A[i, j] * 2.0
         """
         node = self._loop(loop, "parallelize")
+        if symbolic_fuse.group(self._state, node) is not None:
+            self._apply(symbolic_fuse.set_kind(self._state, node, LoopKind.PARALLEL,
+                                               "parallelize"), "parallel", (loop,), {})
+            return
         for anc in self._state.path(node.id)[:-1]:
             if anc.kind is LoopKind.PARALLEL:
                 raise ScheduleError(f"cannot parallelize loop {st.loop_label(self._state, node)}: "
@@ -72,6 +76,10 @@ class KindPrimitives(ScheduleCore):
                 B[i, j] = A[i, j] * 2.0
         """
         node = self._loop(loop, "vectorize")
+        if symbolic_fuse.group(self._state, node) is not None:
+            self._apply(symbolic_fuse.set_kind(self._state, node, LoopKind.VECTORIZED,
+                                               "vectorize"), "vectorize", (loop,), {})
+            return
         inner = st.inner_loops(self._state, node)
         if inner:
             raise ScheduleError(f"cannot vectorize loop {st.loop_label(self._state, node)}: "

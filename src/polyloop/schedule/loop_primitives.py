@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import ScheduleError
-from . import arguments as arg, fusion, hints, loops, state as st
+from . import arguments as arg, fusion, hints, loops, state as st, symbolic_fuse
 from .core import ScheduleCore, _broken, _with_hint
 from .trace import LoopHandle
 
@@ -54,6 +54,12 @@ class LoopPrimitives(ScheduleCore):
         node = self._loop(loop, "split")
         factors = arg.factor_list("split", factors)
         names = arg.loop_names("split", names)
+        if symbolic_fuse.group(self._state, node) is not None:
+            new, nodes = symbolic_fuse.split(self._state, node, factors, names)
+            result = [self._handle(n) for n in nodes]
+            kw = {"factors": list(factors)} | ({"names": list(names)} if names else {})
+            self._apply(new, "split", (loop,), kw, tuple(result))
+            return result
         if nparts is not None and _symbolic(self._state, node):
             new, nodes = loops.split_blocks(self._state, node, nparts, names)
             result = [self._handle(n) for n in nodes]

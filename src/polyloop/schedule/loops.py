@@ -12,6 +12,7 @@ from ..ir.loops import LoopKind
 from ..poly import affine
 from ..poly.tree import Collapse, LoopNode
 from . import state as st
+from . import symbolic_fuse
 from . import verdicts as vd
 from .state import State
 from ..poly.tree_edits import replace_node
@@ -181,6 +182,9 @@ def fuse(state: State, nodes: Sequence[LoopNode], name: str | None) -> tuple[Sta
                             + ", ".join(n.name for n in seg))
     stmts = [s for s, _ in seg[0].exprs]
     ranges = _common_ranges(state, seg, stmts)
+    if any(lo is None or hi is None for lo, hi in ranges[1:]):
+        # an inner extent is a size: the fused loop is made in the code (symbolic_fuse)
+        return symbolic_fuse.fuse(state, seg, name or "_".join(n.name for n in seg) + "_fused")
     # the parts of already fused loops are fused again directly (flattening is associative)
     parts = {s: [p for n in seg for p in _parts(n, s)] for s in stmts}
     part_ranges = [r for n, rng in zip(seg, ranges) for r in _part_ranges(n, rng)]
@@ -205,14 +209,6 @@ def _common_ranges(state: State, seg: Sequence[LoopNode], stmts: list[str]
         los, his = [lo for lo, _ in found], [hi for _, hi in found]
         lo = None if None in los else min(los)  # type: ignore[type-var]
         hi = None if None in his else max(his)  # type: ignore[type-var]
-        if k > 0 and (lo is None or hi is None):
-            raise ScheduleError(
-                f"fuse: loop {st.loop_label(state, n)} has a symbolic extent; the fused loop would "
-                "compute its "
-                f"iterators as f // extent and f % extent, a division by a size that is not "
-                f"affine. Fuse loops whose inner extents are constants (split '{n.name}' by a "
-                "constant first and fuse the outer parts, or pl.fix_parameters in a kernel), "
-                "or parallelize the outer loop alone")
         out.append((lo, hi))
     return out
 

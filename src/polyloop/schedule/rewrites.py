@@ -5,6 +5,8 @@ the state is rebased: later primitives are checked against the rewritten program
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import Callable, Sequence
 
 from ..errors import PolyloopError, ScheduleError
@@ -258,8 +260,7 @@ def _rename_statement(root: Root, old: str, new: str) -> Root:
         if isinstance(n, StmtNode):
             return StmtNode(new) if n.statement == old else n
         exprs = tuple((new, e.renamed(old, new)) if s == old else (s, e) for s, e in n.exprs)
-        return LoopNode(n.id, n.name, exprs, tuple(go(c) for c in n.children), n.kind,
-                        n.unroll_factor, n.thread, n.annotations)
+        return replace(n, exprs=exprs, children=tuple(go(c) for c in n.children))
     return Root(tuple(go(c) for c in root.children))
 
 

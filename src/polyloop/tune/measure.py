@@ -2,7 +2,8 @@
 """Measuring candidates away from the tuner's process.
 
 A builder turns (program, trace) jobs into compiled kernels: ``LocalBuilder`` replays and
-compiles them in parallel worker processes. A compiled kernel travels between processes as a
+compiles them in parallel worker processes (``python -m polyloop.tune.worker``: polyloop's own
+module, so the user's script is never run again there, see ``workers.py``). A compiled kernel travels between processes as a
 spec: the C target's shared library, or the GPU targets' source (and PTX for CUDA) with their
 launches, built again on the device of the process that runs it (``OpenCLKernelSpec``,
 ``CudaKernelSpec``; PyOpenCL's binary cache makes the OpenCL rebuild cheap). A runner runs one
@@ -17,18 +18,14 @@ other.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import time
 import traceback
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from .. import config
 from ..driver import build
 from ..errors import PolyloopError
 from ..ir.program import BufferRole, Program
@@ -39,6 +36,7 @@ from ..runtime.cuda import CudaModule
 from ..runtime.opencl import OpenCLModule
 from ..runtime.records import Status
 from ..schedule import Schedule
+from .workers import WorkerProcess, ready
 
 
 @dataclass(frozen=True)
@@ -170,148 +168,145 @@ def _poisoned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     return np.zeros(shape, dtype)
 
 
-def _use_config(settings: config.Config) -> None:
-    config.CONFIG = settings
+# the most seconds a new worker process may take to start (import polyloop) before the time-out
+# of its first build begins
+STARTUP_SECONDS = 120.0
 
 
 class LocalBuilder:
-    """Compile candidates in ``workers`` processes (default: the CPU count). Each candidate
-    has ``timeout`` seconds from the moment a worker takes it (isl can take very long on some
-    schedules): one that takes longer is a failed candidate (``Status.TIMEOUT``), the workers
-    are started again, and the candidates they were building are built again; a slow build
-    costs one time-out, never the whole batch's."""
+    """Compile candidates in ``workers`` processes (default: the CPU count), each a
+    ``python -m polyloop.tune.worker`` (``workers.py``: the user's script is not run again).
+    Each candidate has ``timeout`` seconds from the moment a worker takes it (isl can take
+    very long on some schedules; a new worker's start-up is not counted): one that takes longer is a failed candidate
+    (``Status.TIMEOUT``) and its worker is ended and started again; the other workers go on.
+    A worker that dies fails its candidate with the reason (``WorkerProcess.death``)."""
 
     def __init__(self, workers: int | None = None, timeout: float = 120.0):
         self.workers = workers or os.cpu_count() or 1
         self.timeout = timeout
-        self._pool: ProcessPoolExecutor | None = None
+        self._idle: list[WorkerProcess] = []
 
     def build(self, jobs: Sequence[BuildJob]) -> list[BuildResult]:
         results: dict[int, BuildResult] = {}
         waiting = list(range(len(jobs)))
-        running: dict[Future, tuple[int, float]] = {}     # future -> (job, deadline)
-        while waiting or running:
-            pool = self._started()
-            # no more jobs in flight than workers: each starts as it is submitted
-            while waiting and len(running) < self.workers:
-                k = waiting.pop(0)
-                running[pool.submit(build_one, jobs[k])] = (k, time.monotonic() + self.timeout)
-            first = min(deadline for _, deadline in running.values())
-            done, _ = wait(running, timeout=max(0.0, first - time.monotonic()),
-                           return_when=FIRST_COMPLETED)
-            if self._collect(done, running, results):
-                waiting[:0] = [k for k, _ in running.values()]    # their worker is gone
-                running.clear()
-                self._kill()
+        busy: dict[WorkerProcess, tuple[int, float]] = {}      # worker -> (job, deadline)
+        try:
+            while waiting or busy:
+                while waiting and (self._idle or len(busy) < self.workers):
+                    k = waiting.pop(0)
+                    started = self._send(jobs[k])
+                    if isinstance(started, BuildResult):
+                        results[k] = started
+                    else:       # the time-out counts once the worker takes the job
+                        busy[started] = (k, time.monotonic() + self.timeout + STARTUP_SECONDS)
+                if busy:
+                    self._collect(busy, results)
+        finally:
+            for w in busy:          # interrupted: their answers would come to nobody
+                w.kill()
         return [results[k] for k in range(len(jobs))]
 
-    def _collect(self, done: set, running: dict, results: dict[int, BuildResult]) -> bool:
-        """Move the finished and the late builds from ``running`` to ``results``; whether the
-        workers must be stopped (a build is late, or a worker died)."""
-        stop = False
-        for f in done:
-            k, _ = running.pop(f)
+    def _send(self, job: BuildJob) -> WorkerProcess | BuildResult:
+        """A worker now building ``job``, or the result when it could not be sent."""
+        worker = self._idle.pop() if self._idle else None
+        try:
+            worker = worker or WorkerProcess()
+            worker.send(("build", job))
+        except (OSError, EOFError) as e:
+            if worker is None:
+                return BuildResult(None, Status.BUILD_ERROR, "could not start a build worker "
+                                   f"process ({type(e).__name__}: {e})")
+            error = worker.death("build")
+            worker.kill()
+            return BuildResult(None, Status.BUILD_ERROR, error)
+        except Exception as e:  # noqa: BLE001 - pickling a program can raise anything
+            self._idle.append(worker)
+            return BuildResult(None, Status.BUILD_ERROR, _unsendable(job, e))
+        return worker
+
+    def _collect(self, busy: dict[WorkerProcess, tuple[int, float]],
+                 results: dict[int, BuildResult]) -> None:
+        """Wait for the first answer or deadline; move what finished (or is late) from
+        ``busy`` to ``results``."""
+        first = min(deadline for _, deadline in busy.values())
+        for w in ready(busy, max(0.0, first - time.monotonic())):
+            k, _ = busy.pop(w)
             try:
-                results[k] = f.result()
-            except BrokenProcessPool:
-                results[k] = BuildResult(None, Status.BUILD_ERROR, "the build worker died")
-                stop = True
+                answer = w.recv()
+                if answer == ("started",):
+                    busy[w] = (k, time.monotonic() + self.timeout)
+                    continue
+                results[k] = answer
+                self._idle.append(w)
+            except (EOFError, OSError):
+                results[k] = BuildResult(None, Status.BUILD_ERROR, w.death("build"))
+                w.kill()
         now = time.monotonic()
-        for f in [f for f, (_, deadline) in running.items() if deadline <= now]:
-            k, _ = running.pop(f)
+        for w in [w for w, (_, deadline) in busy.items() if deadline <= now]:
+            k, _ = busy.pop(w)
             results[k] = BuildResult(None, Status.TIMEOUT,
                                      f"the build took more than {self.timeout:g} s")
-            stop = True
-        return stop
-
-    def _started(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            # the workers compile with this process's settings (its kernel cache, its compiler)
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                             initializer=_use_config, initargs=(config.CONFIG,))
-        return self._pool
-
-    def _kill(self) -> None:
-        """Stop the workers now (a stuck build never returns to be cancelled)."""
-        if self._pool is None:
-            return
-        # the executor offers no way to stop a running task: end its processes
-        for proc in list(getattr(self._pool, "_processes", {}).values()):
-            proc.kill()
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = None
+            w.kill()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-            self._pool = None
+        for w in self._idle:
+            w.close()
+        self._idle = []
 
 
-def _serve(conn: Any, settings: config.Config) -> None:
-    """The runner worker: keep the inputs, run kernels on them, answer each request."""
-    # the tuner's settings: an OpenCL kernel is built again here, through the same caches
-    _use_config(settings)
-    inputs: dict[str, np.ndarray] = {}
-    sizes: dict[str, int] = {}
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return
-        if message[0] == "inputs":
-            inputs, sizes = message[1], message[2]
-            conn.send(("ok",))
-        elif message[0] == "run":
-            conn.send(run_one(message[1], inputs, sizes, message[2]))
-        else:
-            return
+def _unsendable(job: BuildJob, error: Exception) -> str:
+    return (f"the program '{job.program.name}' cannot be sent to a build worker process "
+            f"({type(error).__name__}: {error}); tuning needs a program made of polyloop's own "
+            "objects and of classes a module defines (not the main script): define such classes "
+            "in a module the script imports")
 
 
 class LocalRunner:
-    """Run kernels one at a time in a worker process, with a time-out per kernel."""
+    """Run kernels one at a time in a worker process (``workers.py``), with a time-out per
+    kernel. A kernel that crashes the worker is a failed candidate whose error says how the
+    worker died; the next kernel gets a new worker."""
 
     def __init__(self, timeout: float = 30.0, repeat: int = 5):
         self.timeout, self.repeat = timeout, repeat
-        self._proc: Any = None
-        self._conn: Any = None
+        self._worker: WorkerProcess | None = None
         self._inputs: tuple[dict, dict] = ({}, {})
 
     def set_inputs(self, inputs: dict[str, np.ndarray], sizes: dict[str, int]) -> None:
         self._inputs = (inputs, sizes)
         self.close()
 
-    def _start(self) -> None:
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, config.CONFIG), daemon=True)
-        self._proc.start()
-        child.close()
-        self._conn.send(("inputs", *self._inputs))
-        if not self._conn.poll(120.0):
-            raise PolyloopError("the tuning runner's worker process did not start")
-        self._conn.recv()
+    def _start(self) -> WorkerProcess:
+        worker = WorkerProcess()
+        try:
+            worker.send(("inputs", *self._inputs))
+            if worker.poll(120.0):
+                worker.recv()
+                return worker
+        except (EOFError, OSError):
+            pass
+        error = worker.death("run")
+        worker.kill()
+        raise PolyloopError(f"the tuning runner's worker process did not start: {error}")
 
     def run(self, kernel: AnyKernel, repeat: int | None = None) -> RunResult:
         """Outputs and times of ``kernel`` (``repeat=0``: outputs only)."""
-        if self._proc is None or not self._proc.is_alive():
-            self._start()
+        if self._worker is None or not self._worker.alive():
+            self.close()
+            self._worker = self._start()
+        worker = self._worker
         try:
-            self._conn.send(("run", kernel, self.repeat if repeat is None else repeat))
-            if self._conn.poll(self.timeout):
-                return self._conn.recv()
+            worker.send(("run", kernel, self.repeat if repeat is None else repeat))
+            if worker.poll(self.timeout):
+                return worker.recv()
             self.close()
             return RunResult(Status.TIMEOUT, error=f"no result after {self.timeout:g} s")
-        except (EOFError, OSError, BrokenPipeError):
-            code = self._proc.exitcode if self._proc is not None else None
+        except (EOFError, OSError):
+            error = worker.death("run")
             self.close()
-            return RunResult(Status.RUN_ERROR, error=f"the kernel crashed its worker process "
-                                                     f"(exit code {code})")
+            return RunResult(Status.RUN_ERROR, error=f"the kernel crashed its worker process: "
+                                                     f"{error}")
 
     def close(self) -> None:
-        if self._proc is not None:
-            if self._proc.is_alive():
-                self._proc.kill()
-            self._proc.join(5.0)
-        if self._conn is not None:
-            self._conn.close()
-        self._proc = self._conn = None
+        if self._worker is not None:
+            self._worker.kill()
+        self._worker = None

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Lowering that does not depend on how a schedule is spelled: loops counted from zero (a stage
+computed at a tile), a reduction's initialisation in its update's loops. Each checked on the
+code and against NumPy at sizes that do not divide, outputs poisoned."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyloop as pl
+
+
+def _gemm(n: int):
+    A = pl.placeholder((n, n), "float32", name="A")
+    B = pl.placeholder((n, n), "float32", name="B")
+    k = pl.reduce_axis((0, n), name="k")
+    return pl.compute((n, n), lambda i, j: pl.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+def _write_cache(n: int, spelling: str) -> pl.Schedule:
+    """TVM's write-cache step: TE (compute_at of the computing block into the write-back's
+    tile), TensorIR (reverse_compute_at of the write-back), or scope "local"."""
+    s = pl.Schedule(_gemm(n))
+    if spelling == "compute_at":
+        wb = s.cache_write("C", "global")
+        mo, no, mi, ni = s.tile(*s.get_loops(wb), 32, 32)
+        s.compute_at("C", no)
+        mc, nc, kk = s.get_loops("C")[-3:]
+        ko, ki = s.split(kk, factor=4)
+        s.reorder(ko, mc, ki, nc)
+    else:
+        wb = s.cache_write("C", "global" if spelling == "reverse" else "local")
+        x, y, kk = s.get_loops("C")
+        mo, no, mc, nc = s.tile(x, y, 32, 32)
+        ko, ki = s.split(kk, factor=4)
+        s.reorder(ko, mc, ki, nc)
+        s.reverse_compute_at(wb, no)
+        s.decompose_reduction("C", ko)
+    s.vectorize(nc)
+    s.unroll(ki)
+    return s
+
+
+def _run(mod, *arrays, out_shape):
+    out = np.full(out_shape, np.nan, np.float32)
+    mod(*arrays, out)
+    assert not np.isnan(out).any()
+    return out
+
+
+@pytest.mark.parametrize("spelling", ["compute_at", "reverse", "local"])
+def test_every_spelling_of_the_write_cache_keeps_the_tile_in_registers(rng, spelling):
+    mod = pl.build(_write_cache(64, spelling))
+    notes = mod.explain()
+    assert "holds the 32x32 elements used in one iteration" in notes
+    assert "32 element(s) kept in registers" in notes
+    body = mod.source[mod.source.index("_body("):]
+    # loops of the tile counted from zero: the register row is indexed by the vector loop alone
+    assert "_reg[j" in body or "_reg[ni" in body or "_reg[y" in body or "reg[nc" in body, body
+    assert " - 32 * " not in body
+    a, b = (rng.standard_normal((64, 64), dtype="float32") for _ in range(2))
+    np.testing.assert_allclose(_run(mod, a, b, out_shape=(64, 64)), a @ b, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_the_write_cache_spellings_compute_alike_at_a_size_the_tiles_do_not_divide(rng):
+    a, b = (rng.standard_normal((70, 70), dtype="float32") for _ in range(2))
+    for spelling in ("compute_at", "reverse", "local"):
+        mod = pl.build(_write_cache(70, spelling))
+        np.testing.assert_allclose(_run(mod, a, b, out_shape=(70, 70)), a @ b, rtol=1e-4,
+                                   atol=1e-4)
+
+
+def _conv2d_reduction():
+    n = pl.var("n")
+    X = pl.placeholder((n, n), "float32", name="X")
+    F = pl.placeholder((3, 3), "float32", name="F")
+    di = pl.reduce_axis((0, 3), name="di")
+    dj = pl.reduce_axis((0, 3), name="dj")
+    return pl.compute((n - 2, n - 2), lambda i, j: pl.sum(X[i + di, j + dj] * F[di, dj],
+                                                          axis=[di, dj]), name="Y")
+
+
+def test_a_default_reduction_initialises_each_element_in_its_own_loops(rng):
+    mod = pl.build(_conv2d_reduction())
+    assert "the initialisation Y_init runs in the loops of its reduction" in mod.explain()
+    body = mod.source[mod.source.index("_body("):]
+    assert body.count("for (int64_t i = 0;") == 1        # one nest: no separate zeroing pass
+    for n in (3, 4, 19):
+        x = rng.standard_normal((n, n), dtype="float32")
+        f = rng.standard_normal((3, 3), dtype="float32")
+        want = sum(x[di:di + n - 2, dj:dj + n - 2] * f[di, dj]
+                   for di in range(3) for dj in range(3))
+        np.testing.assert_allclose(_run(mod, x, f, out_shape=(n - 2, n - 2)), want,
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_an_empty_reduction_still_initialises_at_symbolic_sizes(rng):
+    n, m = pl.var("n"), pl.var("m")
+    A = pl.placeholder((n, m), "float32", name="A")
+    k = pl.reduce_axis((0, m), name="k")
+    mod = pl.build(pl.compute((n,), lambda i: pl.sum(A[i, k], axis=k), name="S"))
+    for shape in ((13, 7), (5, 0), (0, 3), (3, 1), (101, 37)):
+        a = rng.standard_normal(shape, dtype="float32")
+        out = _run(mod, a, out_shape=(shape[0],))
+        np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_benchmark_times_the_kernel_in_its_own_loop_of_calls(rng):
+    A = pl.placeholder((64,), "float32", name="A")
+    mod = pl.build(pl.compute((64,), lambda i: A[i] + 1.0, name="B"))
+    assert "pl_repeat_B_kernel" in mod.source
+    assert 0 < mod.benchmark(np.ones(64, np.float32), repeat=2) < 1e-3
