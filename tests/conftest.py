@@ -36,3 +36,14 @@ def rng(request) -> np.random.Generator:
     """Fresh random data per test, reproducible from the test's name."""
     seed = zlib.crc32(request.node.nodeid.encode())
     return np.random.default_rng(seed)
+
+
+@pytest.fixture(autouse=True)
+def extern_routes():
+    """Extern functions a test registers (``pl.graph.register_extern`` routes every later call
+    of that operator) end with the test: the next test's graphs compile their own kernels."""
+    from polyloop.graph import extern
+    saved = dict(extern._REGISTRY)
+    yield
+    extern._REGISTRY.clear()
+    extern._REGISTRY.update(saved)
