@@ -117,6 +117,19 @@ class GraphBuilder:
         self._bindings.append(ExternCall((out,), extern, tuple(inputs)))
         return out
 
+    def emit_foreign(self, reference: object, inputs: tuple[Value, ...],
+                     out_types: tuple[TensorType, ...], name: str | None = None
+                     ) -> tuple[Value, ...]:
+        """Append a call the graph IR has no operator for, typed by the importer
+        (``reference``: a ``graph.foreign.Reference``); ``build(fallback=...)`` runs it through
+        the reference's implementation or refuses it."""
+        hint = name or reference.op.split(".")[1 if reference.op.count(".") else 0]
+        outs = tuple(Value(self.fresh(hint if k == 0 else f"{hint}_{k}"), t)
+                     for k, t in enumerate(out_types))
+        self._bindings.append(Call(outs, Op.FOREIGN, tuple(inputs),
+                                   (("op", reference.op), ("reference", reference))))
+        return outs
+
     def build(self, *outputs: Value) -> Graph:
         """The graph returning ``outputs``."""
         params: list[str] = []

@@ -52,6 +52,7 @@ class Op(enum.Enum):
     COPY = "copy"
     SELECT = "select"
     TE = "te"
+    FOREIGN = "foreign"     # an imported call with no lowering (graph.foreign.Reference)
 
     def __str__(self) -> str:
         return self.value

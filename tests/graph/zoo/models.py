@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The model zoo: torchvision classification models and Hugging Face transformers, built with
+random weights (no download), each with example inputs.
+
+``zoo(size)`` gives one ``ZooModel`` per model: ``size="ci"`` is small (64 x 64 images, two
+layers of width 32 for the transformers), ``size="full"`` the published architecture (224 x 224
+images, Inception-v3 at 299; the transformers' default configurations). ``dynamic`` names the
+input dimensions that may vary (batch, sequence length) for ``pl.graph.from_torch(dynamic=)``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from .torchvision_ops import import_torchvision
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """A model of the zoo: ``make()`` builds it (eval mode, random weights), ``inputs(batch)``
+    the example inputs; ``dynamic`` maps each input's name to its dimensions that may vary."""
+
+    name: str
+    family: str                     # "vision" or "text"
+    make: Callable[[], torch.nn.Module]
+    inputs: Callable[[int], tuple]
+    input_names: tuple[str, ...] = ("x",)
+    dynamic: dict = field(default_factory=dict)
+
+
+def _image(side: int, channels: int = 3):
+    def inputs(batch: int):
+        return (torch.randn(batch, channels, side, side),)
+    return inputs
+
+
+def _tokens(vocab: int, seq: int, *, mask: bool = False):
+    def inputs(batch: int, length: int = seq):
+        ids = torch.randint(0, vocab, (batch, length))
+        return (ids, torch.ones(batch, length, dtype=torch.int64)) if mask else (ids,)
+    return inputs
+
+
+class Logits(torch.nn.Module):
+    """A Hugging Face model returning its first output tensor (the last hidden state)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args):
+        out = self.model(*args)
+        return out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
+
+
+def _seeded(fn):
+    def make():
+        torch.manual_seed(0)
+        return fn().eval()
+    return make
+
+
+VISION = ("resnet50", "resnext50_32x4d", "mobilenet_v2", "mobilenet_v3_large",
+          "efficientnet_b0", "convnext_tiny", "vit_b_16", "swin_t", "densenet121",
+          "squeezenet1_1", "shufflenet_v2_x1_0", "regnet_y_400mf", "googlenet", "inception_v3",
+          "alexnet", "vgg11")
+
+
+def _vision(name: str, size: str) -> ZooModel:
+    tv = import_torchvision()
+    side = (299 if name == "inception_v3" else 224) if size == "full" else \
+        (80 if name == "inception_v3" else 64)
+    kwargs: dict = {"weights": None}
+    if name in ("googlenet", "inception_v3"):
+        kwargs.update(aux_logits=False, init_weights=True)
+    if name == "vit_b_16":
+        kwargs["image_size"] = side
+    if size == "ci" and name == "vit_b_16":
+        kwargs.update(num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64)
+    ctor = getattr(tv.models, name)
+    return ZooModel(name, "vision", _seeded(lambda: ctor(**kwargs)), _image(side),
+                    dynamic={"x": {0: "batch"}})
+
+
+def _hf_configs(size: str) -> dict:
+    small = size == "ci"
+    width = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=64) if small else {}
+    return {
+        "bert": ("BertModel", "BertConfig", dict(width, vocab_size=100) if small else {}),
+        "distilbert": ("DistilBertModel", "DistilBertConfig",
+                       dict(dim=32, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=100)
+                       if small else {}),
+        "roberta": ("RobertaModel", "RobertaConfig", dict(width, vocab_size=100) if small else {}),
+        "gpt2": ("GPT2Model", "GPT2Config",
+                 dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100) if small else {}),
+        "llama": ("LlamaModel", "LlamaConfig",
+                  dict(width, num_key_value_heads=2, vocab_size=100) if small else
+                  dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8,
+                       num_key_value_heads=2, intermediate_size=1376, vocab_size=1000)),
+        "vit": ("ViTModel", "ViTConfig", dict(width, image_size=64, patch_size=16)
+                if small else {}),
+        "t5_encoder": ("T5EncoderModel", "T5Config",
+                       dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                            vocab_size=100) if small else dict(vocab_size=32128)),
+        "whisper_encoder": ("WhisperEncoder", "WhisperConfig",
+                            dict(d_model=32, encoder_layers=2, encoder_attention_heads=4,
+                                 encoder_ffn_dim=64, num_mel_bins=16, max_source_positions=32,
+                                 vocab_size=100) if small else {}),
+    }
+
+
+TEXT = ("bert", "distilbert", "roberta", "gpt2", "llama", "vit", "t5_encoder", "whisper_encoder")
+
+
+def _text(name: str, size: str) -> ZooModel:
+    import_torchvision()           # transformers imports torchvision when it is installed
+    import transformers
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+    model_cls, config_cls, kwargs = _hf_configs(size)[name]
+    config = getattr(transformers, config_cls)(**kwargs)
+    config._attn_implementation = "sdpa"
+    cls = WhisperEncoder if model_cls == "WhisperEncoder" else getattr(transformers, model_cls)
+    make = _seeded(lambda: Logits(cls(config)))
+    if name == "vit":
+        return ZooModel(name, "text", make, _image(config.image_size),
+                        input_names=("pixel_values",), dynamic={"pixel_values": {0: "batch"}})
+    if name == "whisper_encoder":
+        frames = 2 * config.max_source_positions
+        return ZooModel(name, "text", make, _image_like(config.num_mel_bins, frames),
+                        input_names=("input_features",),
+                        dynamic={"input_features": {0: "batch"}})
+    seq = 7 if size == "ci" else 128
+    return ZooModel(name, "text", make, _tokens(config.vocab_size, seq),
+                    input_names=("input_ids",), dynamic={"input_ids": {0: "batch", 1: "seq"}})
+
+
+def _image_like(bins: int, frames: int):
+    def inputs(batch: int):
+        return (torch.randn(batch, bins, frames),)
+    return inputs
+
+
+def zoo(size: str = "ci") -> dict[str, ZooModel]:
+    """Every model of the zoo by name (``size``: "ci" or "full")."""
+    models = {name: _vision(name, size) for name in VISION}
+    models.update({name: _text(name, size) for name in TEXT})
+    return models
