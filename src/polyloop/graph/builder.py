@@ -8,7 +8,8 @@ import re
 import numpy as np
 
 from ..errors import PolyloopError
-from .ir import Binding, Call, Constant, Dim, ExternCall, Graph, Op, TensorType, Value
+from .ir import (Binding, Call, Constant, Dim, ExternCall, Graph, Op, SizeRule, TensorType,
+                 Value)
 from .oplib.custom import call_te, te_dim
 from .shapes import infer
 
@@ -50,6 +51,7 @@ class GraphBuilder:
         self._constants: list[Constant] = []
         self._bindings: list[Binding] = []
         self._names: set[str] = set()
+        self._rules: dict[str, SizeRule] = {}
 
     def fresh(self, hint: str) -> str:
         base = clean_name(hint)
@@ -130,10 +132,24 @@ class GraphBuilder:
                                    (("op", reference.op), ("reference", reference))))
         return outs
 
+    def size_rule(self, rule: SizeRule) -> None:
+        """Bound a size parameter, or define a derived one (see ``SizeRule``): a derived
+        size's terms may only use sizes of the inputs or sizes derived before it."""
+        if not _NAME.fullmatch(rule.name):
+            raise PolyloopError(f"size parameter {rule.name!r} is not an identifier")
+        known = {p for v in self._inputs for p in v.type.params} | set(self._rules)
+        unknown = {n for _, names in rule.terms for n in names} - known
+        if unknown:
+            raise PolyloopError(f"derived size {rule.name!r} uses {sorted(unknown)}, which no "
+                                "input's shape or earlier derived size defines")
+        self._rules[rule.name] = rule
+
     def build(self, *outputs: Value) -> Graph:
         """The graph returning ``outputs``."""
         params: list[str] = []
         for v in self._inputs:
             params += [p for p in v.type.params if p not in params]
+        params += [name for name, r in self._rules.items() if r.terms and name not in params]
         return Graph(self.name, tuple(self._inputs), tuple(self._constants),
-                     tuple(self._bindings), tuple(outputs), tuple(params))
+                     tuple(self._bindings), tuple(outputs), tuple(params),
+                     tuple(self._rules.values()))

@@ -133,11 +133,26 @@ class Executor:
                 if expected != n or n < 1:
                     raise ArgumentError(f"input '{v.name}': expected shape {v.type} "
                                         f"(sizes {sizes}), got {a.shape}")
+        self._apply_size_rules(sizes)
         params = [sizes.get(p, 0) for p in g.params]
         ws = self._workspace(sizes)
         return _Shapes(sizes, tuple((v.type.concrete(sizes), np.dtype(v.type.dtype))
                                     for v in g.outputs),
                        ws, ws.ctypes.data, (ctypes.c_int64 * max(len(params), 1))(*params))
+
+    def _apply_size_rules(self, sizes: dict[str, int]) -> None:
+        """Compute the derived sizes and check every size against its range."""
+        for rule in self.graph.size_rules:
+            if rule.terms:
+                sizes[rule.name] = rule.value(sizes)
+            n = sizes.get(rule.name)
+            if n is None:
+                continue
+            if n < rule.low or (rule.high is not None and n > rule.high):
+                given = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != rule.name)
+                raise ArgumentError(f"model '{self.graph.name}': size {rule.name} = {n} (inputs "
+                                    f"give {given}) is outside what the model was imported "
+                                    f"for: {rule}")
 
     def _check_indices(self, arrays: list[np.ndarray]) -> None:
         by_name = {v.name: a for v, a in zip(self.graph.inputs, arrays)}

@@ -219,4 +219,6 @@ def from_torch(module, example_inputs, *, batch: str | None = None,
                                     f"({where_in_model(n)}): {e}") from None
         elif n.op == "output":
             outputs = [imp.output(imp.resolve(a)) for a in n.args[0] if a is not None]
+    for rule in sizes.rules():
+        imp.b.size_rule(rule)
     return imp.b.build(*outputs)

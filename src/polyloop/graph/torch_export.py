@@ -7,28 +7,64 @@ import inspect
 import re
 
 from ..errors import PolyloopError
-from .ir import Dim
+from .ir import Dim, SizeRule
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class SizeNames:
-    """``torch.export``'s size symbols (``s0``...) and the size parameters they stand for."""
+    """``torch.export``'s size symbols (``s0``...) and the size parameters they stand for; a
+    size computed from them (``s0*s1`` after a reshape) becomes a derived size parameter."""
 
-    def __init__(self, names: dict[str, str]) -> None:
+    def __init__(self, names: dict[str, str], ranges: dict[str, tuple[int, int | None]]) -> None:
         self.names = names
+        self.ranges = ranges
+        self.derived: dict[str, SizeRule] = {}
+        self._by_expr: dict[str, str] = {}
 
     def dim(self, d: object) -> Dim:
         """A dimension of the graph (an int or a size parameter) from an int or a SymInt."""
         if isinstance(d, (int, str)):
             return d
-        expr = d.node.expr
+        expr = d.node.expr if hasattr(d, "node") else d
         if expr.is_number:
             return int(expr)
         if expr.is_Symbol and str(expr) in self.names:
             return self.names[str(expr)]
-        raise PolyloopError(f"the size {expr} ({_describe(expr, self.names)}) is not one of "
-                            "the named sizes; only sizes named in dynamic= (or batch=) may vary")
+        return self._derive(expr)
+
+    def _derive(self, expr) -> str:
+        import sympy
+        key = str(expr)
+        if key in self._by_expr:
+            return self._by_expr[key]
+        symbols = sorted(expr.free_symbols, key=str)
+        text = _describe(expr, self.names)
+        if any(str(s) not in self.names for s in symbols):
+            raise PolyloopError(f"the size {text} depends on a size that is not named; only "
+                                "sizes named in dynamic= (or batch=) may vary")
+        try:
+            poly = sympy.Poly(expr, *symbols)
+        except sympy.PolynomialError:
+            poly = None
+        if poly is None or any(not c.is_Integer for c in poly.coeffs()):
+            raise PolyloopError(f"the size {text} is not a polynomial with integer "
+                                "coefficients of the named sizes; polyloop cannot follow it")
+        terms = tuple((int(c), tuple(self.names[str(s)] for s, e in zip(symbols, m)
+                                     for _ in range(e)))
+                      for m, c in poly.terms())
+        name = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]", "_", text.replace("*", "_x_")
+                                         .replace("+", "_p_").replace("-", "_m_"))).strip("_")
+        while name in self.derived or name in self.names.values():
+            name += "_"
+        self.derived[name] = SizeRule(name, 1, None, terms)
+        self._by_expr[key] = name
+        return name
+
+    def rules(self) -> list[SizeRule]:
+        """The ranges of the named sizes, then the derived sizes, in the order they appeared."""
+        named = [SizeRule(name, lo, hi) for name, (lo, hi) in self.ranges.items()]
+        return named + list(self.derived.values())
 
 
 def _describe(expr, names: dict[str, str]) -> str:
@@ -64,12 +100,19 @@ def _dynamic_shapes(module, example_inputs: tuple, batch: str | None, dynamic: d
         for d, name in dims.items():
             if not isinstance(name, str) or not _NAME.fullmatch(name):
                 raise PolyloopError(f"from_torch: the size name {name!r} is not an identifier")
-    if not wanted:
-        return None, wanted
-    objects = {name: torch.export.Dim(name) for dims in wanted.values() for name in dims.values()}
-    spec = tuple({d: objects[n] for d, n in wanted[k].items()} if k in wanted else None
-                 for k in range(len(example_inputs)))
-    return spec, wanted
+    return wanted
+
+
+def _spec(wanted: dict[int, dict[int, str]], count: int, *, named: bool):
+    """``torch.export``'s ``dynamic_shapes``: one ``Dim`` per name, at least 1 (``named``), or
+    ``Dim.DYNAMIC`` everywhere, whose range torch infers from the model (a model that only
+    works up to 512 tokens, or that branches on a size of 1, needs that)."""
+    import torch
+    Dim = torch.export.Dim
+    objects = {name: Dim(name, min=1) if named else Dim.DYNAMIC
+               for dims in wanted.values() for name in dims.values()}
+    return tuple({d: objects[n] for d, n in wanted[k].items()} if k in wanted else None
+                 for k in range(count))
 
 
 def _decomposition_table(keep_whole: tuple[str, ...]):
@@ -96,10 +139,17 @@ def export_program(module, example_inputs: tuple, *, batch: str | None, dynamic:
     except ImportError:
         raise PolyloopError("from_torch needs PyTorch: pip install 'polyloop[graph]'") from None
     module = module.eval()
-    spec, wanted = _dynamic_shapes(module, example_inputs, batch, dynamic)
+    wanted = _dynamic_shapes(module, example_inputs, batch, dynamic)
     try:
         with torch.no_grad():
-            ep = torch.export.export(module, example_inputs, dynamic_shapes=spec)
+            try:
+                ep = torch.export.export(module, example_inputs, dynamic_shapes=_spec(
+                    wanted, len(example_inputs), named=True) if wanted else None)
+            except torch._dynamo.exc.UserError:
+                if not wanted:
+                    raise
+                ep = torch.export.export(module, example_inputs, dynamic_shapes=_spec(
+                    wanted, len(example_inputs), named=False))
         ep = ep.run_decompositions(_decomposition_table(keep_whole))
     except PolyloopError:
         raise
@@ -120,4 +170,14 @@ def export_program(module, example_inputs: tuple, *, batch: str | None, dynamic:
                 raise PolyloopError(f"from_torch: sizes {names[str(expr)]!r} and {name!r} are "
                                     "always equal in this model; give them one name")
             names[str(expr)] = name
-    return ep, SizeNames(names)
+    ranges: dict[str, tuple[int, int | None]] = {}
+    for sym, vr in ep.range_constraints.items():
+        name = names.get(str(sym))
+        if name is None:
+            continue
+        lo = int(vr.lower) if vr.lower.is_finite else 1
+        hi = int(vr.upper) if vr.upper.is_finite else None
+        old_lo, old_hi = ranges.get(name, (1, None))
+        ranges[name] = (max(lo, old_lo), hi if old_hi is None else
+                        (old_hi if hi is None else min(hi, old_hi)))
+    return ep, SizeNames(names, ranges)

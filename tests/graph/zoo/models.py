@@ -77,9 +77,11 @@ def _vision(name: str, size: str) -> ZooModel:
         kwargs.update(aux_logits=False, init_weights=True)
     if name == "vit_b_16":
         kwargs["image_size"] = side
-    if size == "ci" and name == "vit_b_16":
-        kwargs.update(num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64)
     ctor = getattr(tv.models, name)
+    if size == "ci" and name == "vit_b_16":       # ViT-B/16's code, two narrow layers
+        ctor = tv.models.VisionTransformer
+        kwargs = dict(image_size=side, patch_size=16, num_layers=2, num_heads=2, hidden_dim=32,
+                      mlp_dim=64)
     return ZooModel(name, "vision", _seeded(lambda: ctor(**kwargs)), _image(side),
                     dynamic={"x": {0: "batch"}})
 
