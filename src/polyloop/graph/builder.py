@@ -11,10 +11,11 @@ from ..errors import PolyloopError
 from .ir import (Binding, Call, Constant, Dim, ExternCall, Graph, Op, SizeRule, TensorType,
                  Value)
 from .oplib.custom import call_te, te_dim
+from .reference import evaluate
 from .shapes import infer
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-DTYPES = ("float32", "float64", "int32", "int64")
+DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8", "int16", "float16")
 
 
 def _freeze(v: object) -> object:
@@ -35,6 +36,8 @@ def clean_name(name: str) -> str:
 
 class GraphBuilder:
     """Build a ``Graph``: inputs, constants and operator calls, each result typed on the spot.
+    With ``fold=True`` a call whose inputs are all constants is computed now (when NumPy can:
+    ``graph.reference``) and becomes a constant.
 
     >>> import numpy as np, polyloop as pl
     >>> b = pl.graph.GraphBuilder("mlp")
@@ -45,13 +48,15 @@ class GraphBuilder:
     float32[batch, 2]
     """
 
-    def __init__(self, name: str = "main") -> None:
+    def __init__(self, name: str = "main", *, fold: bool = False) -> None:
         self.name = clean_name(name)
+        self.fold = fold
         self._inputs: list[Value] = []
         self._constants: list[Constant] = []
         self._bindings: list[Binding] = []
         self._names: set[str] = set()
         self._rules: dict[str, SizeRule] = {}
+        self._data: dict[str, np.ndarray] = {}
 
     def fresh(self, hint: str) -> str:
         base = clean_name(hint)
@@ -78,17 +83,26 @@ class GraphBuilder:
         arr = np.asarray(data)
         if arr.dtype == np.float64 and not isinstance(data, np.ndarray):
             arr = arr.astype(np.float32)
-        if arr.dtype == np.bool_ or arr.dtype.name not in DTYPES:
+        if arr.dtype.name not in DTYPES:
             arr = arr.astype(np.int64 if arr.dtype.kind in "iub" else np.float32)
         arr = np.ascontiguousarray(arr)
         v = Value(self.fresh(name), TensorType(tuple(int(d) for d in arr.shape), arr.dtype.name))
         self._constants.append(Constant(v, arr))
+        self._data[v.name] = arr
         return v
+
+    def data(self, v: Value) -> np.ndarray | None:
+        """The array of a constant value, else None."""
+        return self._data.get(v.name)
 
     def emit(self, op: Op, *inputs: Value, name: str | None = None, **attrs: object) -> Value:
         """Append ``op(*inputs, **attrs)``; returns its (typed) result."""
         frozen = {k: _freeze(v) for k, v in attrs.items()}
         out_type = infer(op, tuple(v.type for v in inputs), frozen)
+        if self.fold and inputs and all(v.name in self._data for v in inputs):
+            value = evaluate(op, [self._data[v.name] for v in inputs], frozen, out_type)
+            if value is not None:
+                return self.constant(value, name or str(op))
         out = Value(self.fresh(name or str(op)), out_type)
         self._bindings.append(Call((out,), op, tuple(inputs), tuple(sorted(frozen.items()))))
         return out

@@ -18,7 +18,44 @@ Dim = int | str
 
 
 class Op(enum.Enum):
-    """The operators of the graph IR (see ``graph.oplib`` for their tensor expressions)."""
+    """The operators of the graph IR (see ``graph.oplib`` for their tensor expressions).
+
+    The first group are the specific operators the fast recipes and fusion passes match on.
+    The general operators below them are what importers map most of a model onto; their
+    attributes (``graph.kinds`` holds the enums):
+
+    - ``UNARY(x; fn: UnaryFn, alpha, beta, gamma, lo, hi, ...)``: an elementwise function.
+    - ``BINARY(a, b; fn: BinaryFn)``: NumPy broadcasting, one dtype (comparisons give bool).
+    - ``WHERE(cond, a, b)``: broadcast select; ``CAST(x; dtype)``: C conversion (float to
+      integer truncates toward zero, to bool is ``x != 0``).
+    - ``REDUCE(x; fn: ReduceFn, axes, keepdims)``; ``ARG_REDUCE(x; largest, axis, keepdims,
+      last)``: int64 index of the max/min, the last of ties when ``last``;
+      ``CUMSUM(x; axis, exclusive, reverse)``.
+    - ``SLICE(x; begin, step)``: ``out[i] = x[begin + i * step]`` per axis, the result's
+      shape says how many; ``PAD(x; pads, mode: PadMode, value)``: ``pads`` = begins then
+      ends, negative ones crop; ``BROADCAST_TO(x; shape)``; ``TILE(x; repeats)``.
+    - ``GATHER(x, idx; axis)``, ``GATHER_ELEMENTS(x, idx; axis)``, ``GATHER_ND(x, idx;
+      batch_dims)``: negative indices count from the end; an index out of range is refused
+      before the run when it is an input or a constant, and clamped into range otherwise.
+    - ``ONE_HOT(idx, values; depth, axis)``: ``values[1]`` at the index, ``values[0]``
+      elsewhere; ``TRILU(x; upper, k)``: the upper/lower triangle of the two last axes.
+    - ``CONV(x, w[, b]; strides, pads, dilations, groups)``: 1-D to 3-D, ``pads`` begins then
+      ends; ``CONV_TRANSPOSE(x, w[, b]; strides, pads, dilations, groups)``: its adjoint, the
+      output size as the result's shape says (``output_padding`` widens it).
+    - ``POOL(x; fn: PoolFn, kernel, strides, pads, dilations, count_include_pad, p,
+      storage_order)``: windows over the axes after the two first, the output size as the
+      result's shape says (ceil mode gives one more window that starts inside the input or
+      its begin padding). Padding never enters a max; an average divides by the window's
+      elements inside the input, or inside input and pads with ``count_include_pad``.
+    - ``NORMALIZE(x[, scale[, bias]]; axes, eps, rms)``: ``(x - mean) / sqrt(var + eps)`` over
+      ``axes`` (``x / sqrt(mean(x^2) + eps)`` with ``rms``), then ``* scale + bias``
+      broadcast to x.
+    - ``LRN(x; size, alpha, beta, bias)``: across channels (axis 1).
+    - ``EINSUM(*xs; equation)``: the equation in explicit form, ``ij,jk->ik``.
+    - ``RESIZE(x; mode: ResizeMode, coordinates: CoordinateMode, nearest: NearestMode, scales,
+      cubic_a, exclude_outside, roi, extrapolation)``: output size per axis from the result's
+      shape, the coordinate transform from the per-axis ``scales``.
+    """
 
     CONV2D = "conv2d"
     LINEAR = "linear"
@@ -53,6 +90,29 @@ class Op(enum.Enum):
     SELECT = "select"
     TE = "te"
     FOREIGN = "foreign"     # an imported call with no lowering (graph.foreign.Reference)
+    UNARY = "unary"
+    BINARY = "binary"
+    WHERE = "where"
+    CAST = "cast"
+    REDUCE = "reduce"
+    ARG_REDUCE = "arg_reduce"
+    CUMSUM = "cumsum"
+    SLICE = "slice"
+    PAD = "pad"
+    BROADCAST_TO = "broadcast_to"
+    TILE = "tile"
+    GATHER = "gather"
+    GATHER_ELEMENTS = "gather_elements"
+    GATHER_ND = "gather_nd"
+    ONE_HOT = "one_hot"
+    TRILU = "trilu"
+    CONV = "conv"
+    CONV_TRANSPOSE = "conv_transpose"
+    POOL = "pool"
+    NORMALIZE = "normalize"
+    LRN = "lrn"
+    EINSUM = "einsum"
+    RESIZE = "resize"
 
     def __str__(self) -> str:
         return self.value
@@ -61,7 +121,8 @@ class Op(enum.Enum):
 # Operators computed element by element from their inputs (each output element reads inputs at
 # the same or broadcast index): fusion appends them to the kernel of their producer.
 INJECTIVE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.RELU, Op.GELU, Op.GELU_TANH,
-                       Op.SIGMOID, Op.TANH, Op.SQRT, Op.EXP, Op.NEG, Op.ERF, Op.COPY, Op.BATCH_NORM})
+                       Op.SIGMOID, Op.TANH, Op.SQRT, Op.EXP, Op.NEG, Op.ERF, Op.COPY, Op.BATCH_NORM,
+                       Op.UNARY, Op.BINARY, Op.WHERE, Op.CAST})
 # Operators that only reinterpret a contiguous buffer: no kernel, the output aliases the input.
 VIEWS = frozenset({Op.RESHAPE})
 

@@ -39,10 +39,12 @@ ROWS = "_rows"
 def stages(results: tuple[Tensor, ...]) -> list[Tensor]:
     """The computed tensors reachable from ``results``, producers first."""
     seen: dict[str, Tensor] = {}
+    visiting: set[str] = set()     # the outputs of a tuple reduction read each other
 
     def visit(t: Tensor) -> None:
-        if t.is_placeholder or t.name in seen:
+        if t.is_placeholder or t.name in seen or t.name in visiting:
             return
+        visiting.add(t.name)
         for p in t.inputs:
             visit(p)
         seen[t.name] = t
@@ -64,6 +66,8 @@ def _try(step, *args) -> object:
 
 def _vector_friendly(t: Tensor) -> bool:
     """Whether a read's last index moves with the last spatial iterator (contiguous lanes)."""
+    if not t.iters:
+        return False
     last = t.iters[-1]
     for node in walk(t.body):
         if isinstance(node, Load) and node.indices and any(
@@ -73,6 +77,8 @@ def _vector_friendly(t: Tensor) -> bool:
 
 
 def _extent(t: Tensor, axis: int) -> int | None:
+    if not 0 <= axis < t.ndim:      # a scalar has no last axis
+        return None
     d = t.shape[axis]
     return d.value if isinstance(d, Const) else None
 
@@ -196,6 +202,8 @@ def _row_reductions(sch: Schedule, kept: list[Tensor], parallel: bool) -> Schedu
     reduced and written by one thread in one parallel loop. None when the kernel is not of
     that form, or a step refuses (on a copy of ``sch``)."""
     *reductions, result = kept
+    if result.ndim < 2:
+        return None
     lead = [str(d) for d in result.shape[:-1]]
     width = _extent(result, result.ndim - 1)
     if not reductions or width is None or width > SHORT_ROW or result.ndim < 2 \

@@ -6,27 +6,10 @@ from collections.abc import Callable
 
 from ..errors import PolyloopError
 from .ir import Dim, Op, TensorType
+from .shape_util import _fail, broadcast
+from .shapes_general import GENERAL_RULES
 
 Attrs = dict[str, object]
-
-
-def _fail(op: Op, types: tuple[TensorType, ...], rule: str) -> PolyloopError:
-    got = ", ".join(str(t) for t in types)
-    return PolyloopError(f"{op}({got}): {rule}")
-
-
-def broadcast(op: Op, types: tuple[TensorType, ...]) -> tuple[Dim, ...]:
-    """NumPy broadcasting of the shapes; a size parameter matches itself or 1."""
-    ndim = max(len(t.shape) for t in types)
-    out: list[Dim] = []
-    for k in range(ndim):
-        dims = {t.shape[k - ndim + len(t.shape)] for t in types if k - ndim + len(t.shape) >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            raise _fail(op, types, f"dimension {k} cannot be broadcast ({sorted(map(str, dims))}"
-                        "); sizes must be equal or 1")
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
 
 
 def _elementwise(op: Op, types, attrs) -> TensorType:
@@ -147,6 +130,7 @@ RULES: dict[Op, Callable[[Op, tuple, Attrs], TensorType]] = {
 }
 for _op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):
     RULES[_op] = _elementwise
+RULES.update(GENERAL_RULES)
 for _op in (Op.RELU, Op.GELU, Op.GELU_TANH, Op.SIGMOID, Op.TANH, Op.SQRT, Op.EXP, Op.NEG, Op.ERF):
     RULES[_op] = _first
 

@@ -6,10 +6,18 @@ te tensors ``inputs``.
 """
 from ..ir import Op
 from .custom import CUSTOM
+from .einsum import EINSUM
 from .elementwise import ELEMENTWISE
+from .math import MATH
+from .movement import MOVEMENT
 from .nn import NN
+from .norm import NORM
+from .reduce import REDUCE
+from .resize import RESIZE
 from .tensor import TENSOR
+from .window import WINDOW
 
-LOWERINGS = {Op(k): v for table in (ELEMENTWISE, NN, TENSOR, CUSTOM) for k, v in table.items()}
+LOWERINGS = {Op(k): v for table in (ELEMENTWISE, NN, TENSOR, CUSTOM, MATH, REDUCE, MOVEMENT,
+                                    WINDOW, NORM, EINSUM, RESIZE) for k, v in table.items()}
 
 __all__ = ["LOWERINGS"]
