@@ -87,6 +87,18 @@ class _Importer:
             return self.b.constant(np.asarray(v, dtype=dtype), "scalar")
         raise PolyloopError(f"cannot use {v!r} as a tensor")
 
+    def result_type(self, args: list) -> str:
+        """The dtype PyTorch's type promotion gives for ``args`` (values, constant tensors,
+        numbers)."""
+        torch = self.torch
+
+        def dummy(a):
+            if isinstance(a, Value):
+                return torch.empty([1] * len(a.type.shape), dtype=getattr(torch, a.type.dtype))
+            return a
+        return str(torch.result_type(*[dummy(a) for a in args])).replace("torch.", "") \
+            if len(args) == 2 else str(dummy(args[0]).dtype).replace("torch.", "")
+
     def dim_of(self, d: object) -> Dim:
         return self.sizes.dim(d)
 

@@ -19,14 +19,6 @@ def view(c: Call) -> Value:
 _IDENTITY = {"clone", "alias", "detach", "contiguous", "lift_fresh_copy", "dropout"}
 
 
-def to_copy(c: Call) -> Value:
-    """``_to_copy`` / ``to``: a copy, possibly to another dtype (casts need the graph's cast)."""
-    x = c.value(0)
-    if c.out_type().dtype != x.type.dtype:
-        raise Unsupported(f"a cast from {x.type.dtype} to {c.out_type().dtype}")
-    return x
-
-
 def permute(c: Call) -> Value:
     x = c.value(0)
     rank = len(x.type.shape)
@@ -74,18 +66,10 @@ def unbind(c: Call) -> tuple:
                  for k in range(size))
 
 
-def slice_(c: Call) -> Value:
-    """``slice(x, dim, start, end, step)``: the whole axis is the input itself."""
-    x = c.value(0)
-    if c.out_type().shape == x.type.shape:
-        return x
-    raise Unsupported("a strided slice (the graph has no slice yet)")
-
-
 SHAPE = {
     **{name: view for name in ("view", "_unsafe_view", "reshape", "squeeze", "unsqueeze",
                                "flatten", "unflatten", "clone", "alias", "detach",
                                "contiguous", "lift_fresh_copy", "dropout", "expand_as")},
-    "_to_copy": to_copy, "to": to_copy, "permute": permute, "transpose": permute, "t": permute,
-    "cat": cat, "select": select, "unbind": unbind, "slice": slice_,
+    "permute": permute, "transpose": permute, "t": permute,
+    "cat": cat, "select": select, "unbind": unbind,
 }
