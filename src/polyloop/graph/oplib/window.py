@@ -111,7 +111,10 @@ def _window(x, attrs, o, rs):
     nd = x.ndim - 2
     strides, pads, dil = attrs["strides"], attrs["pads"], attrs["dilations"]
     pos = [o[t] * strides[t] + rs[t] * dil[t] - pads[t] for t in range(nd)]
-    return pos, _inside(pos, tuple(x.shape[2:]), pads)
+    # ceil mode's last window may reach past the end even where nothing pads it
+    guard = tuple(pads[:nd]) + tuple(max(p, 1) if attrs.get("ceil_mode") else p
+                                     for p in pads[nd:])
+    return pos, _inside(pos, tuple(x.shape[2:]), guard)
 
 
 def lower_pool(inputs, attrs, shape, name):
