@@ -125,6 +125,14 @@ def _decomposition_table(keep_whole: tuple[str, ...]):
     return table
 
 
+def _bound(b) -> int | None:
+    """A finite bound of a size's range as an int (None: unbounded)."""
+    try:
+        return int(b) if b.is_number and b.is_finite else None
+    except (TypeError, AttributeError, ValueError):
+        return None
+
+
 def _trace_error(e: Exception) -> PolyloopError:
     text = str(e).strip().splitlines()
     head = "\n".join(text[:12])
@@ -175,8 +183,7 @@ def export_program(module, example_inputs: tuple, *, batch: str | None, dynamic:
         name = names.get(str(sym))
         if name is None:
             continue
-        lo = int(vr.lower) if vr.lower.is_finite else 1
-        hi = int(vr.upper) if vr.upper.is_finite else None
+        lo, hi = _bound(vr.lower) or 1, _bound(vr.upper)
         old_lo, old_hi = ranges.get(name, (1, None))
         ranges[name] = (max(lo, old_lo), hi if old_hi is None else
                         (old_hi if hi is None else min(hi, old_hi)))

@@ -50,8 +50,8 @@ class Logits(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, *args):
-        out = self.model(*args)
+    def forward(self, x):
+        out = self.model(x)
         return out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
 
 
@@ -122,21 +122,24 @@ def _text(name: str, size: str) -> ZooModel:
     import transformers
     from transformers.models.whisper.modeling_whisper import WhisperEncoder
     model_cls, config_cls, kwargs = _hf_configs(size)[name]
+    if size == "ci":             # special tokens inside the small vocabulary
+        kwargs.update(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        if name == "whisper_encoder":
+            kwargs.update(decoder_start_token_id=3)
     config = getattr(transformers, config_cls)(**kwargs)
     config._attn_implementation = "sdpa"
     cls = WhisperEncoder if model_cls == "WhisperEncoder" else getattr(transformers, model_cls)
     make = _seeded(lambda: Logits(cls(config)))
     if name == "vit":
         return ZooModel(name, "text", make, _image(config.image_size),
-                        input_names=("pixel_values",), dynamic={"pixel_values": {0: "batch"}})
+                        dynamic={"x": {0: "batch"}})
     if name == "whisper_encoder":
         frames = 2 * config.max_source_positions
         return ZooModel(name, "text", make, _image_like(config.num_mel_bins, frames),
-                        input_names=("input_features",),
-                        dynamic={"input_features": {0: "batch"}})
+                        dynamic={"x": {0: "batch"}})
     seq = 7 if size == "ci" else 128
     return ZooModel(name, "text", make, _tokens(config.vocab_size, seq),
-                    input_names=("input_ids",), dynamic={"input_ids": {0: "batch", 1: "seq"}})
+                    dynamic={"x": {0: "batch", 1: "seq"}})
 
 
 def _image_like(bins: int, frames: int):

@@ -30,6 +30,8 @@ def slice_(c: Call) -> Value:
     size, step = x.type.shape[axis], int(c.arg(4, "step", 1))
     start = c.arg(2, "start")
     start = 0 if start is None else start
+    if isinstance(size, int) and isinstance(start, int) and not isinstance(out[axis], int):
+        return _symbolic_slice(c, x, axis, start, step, out)
     if not isinstance(size, int) or not isinstance(start, int) or not isinstance(out[axis], int):
         raise Unsupported("a slice of a symbolic axis that is not the whole axis")
     start = min(max(start + size if start < 0 else start, 0), size)
@@ -37,6 +39,24 @@ def slice_(c: Call) -> Value:
     steps = [1] * rank
     begin[axis], steps[axis] = start, step
     return c.emit(Op.SLICE, x, begin=tuple(begin), step=tuple(steps), size=out)
+
+
+def _symbolic_slice(c: Call, x: Value, axis: int, start: int, step: int, out) -> Value:
+    """A slice of symbolic length of a fixed-size axis (the first ``seq`` rows of a position
+    table): a gather at ``start + step * arange(length)`` (the length's range, checked at
+    call time, keeps it inside the axis)."""
+    size = x.type.shape[axis]
+    start = min(max(start + size if start < 0 else start, 0), size)
+    ones = c.emit(Op.BROADCAST_TO, c.constant([1], "int64"), shape=(out[axis],),
+                  name=f"{c.name}_1")
+    idx = c.emit(Op.CUMSUM, ones, axis=0, exclusive=True, name=f"{c.name}_count")
+    if step != 1:
+        idx = c.emit(Op.BINARY, idx, c.constant(step, "int64"), fn=BinaryFn.MUL,
+                     name=f"{c.name}_step")
+    if start:
+        idx = c.emit(Op.BINARY, idx, c.constant(start, "int64"), fn=BinaryFn.ADD,
+                     name=f"{c.name}_start")
+    return c.emit(Op.GATHER, x, idx, axis=axis)
 
 
 def split(c: Call) -> tuple:

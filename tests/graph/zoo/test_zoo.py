@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The model zoo through ``pl.graph.from_torch`` and through ONNX, built with no fallback and
+compared with PyTorch eager (max error <= 1e-3 of the output's scale, outputs poisoned).
+
+CI runs a slice that covers every class of operator the zoo uses: convolutions with batch
+norm and residual adds, depthwise and grouped convolution with clamp/hardswish/hardsigmoid and
+squeeze-excitation (MobileNetV3, with POLYLOOP_ZOO=all), pooling in ceil mode with
+concatenation (SqueezeNet), attention with masks, GELU, layer norm and embeddings (BERT),
+rotary embeddings, RMSNorm, grouped-query heads and SiLU gating (Llama); the ONNX route and
+the other models with ``POLYLOOP_ZOO=all`` (builds of minutes each on two cores).
+``POLYLOOP_ZOO=all`` runs every model (``benchmarks/bench_zoo.py`` runs them at full size).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the model zoo needs torch (extra 'test')")
+
+import polyloop as pl  # noqa: E402
+
+from .torchvision_ops import import_torchvision  # noqa: E402
+
+try:
+    import_torchvision()        # first: transformers imports torchvision
+except ImportError:
+    pytest.skip("the model zoo needs torchvision (extra 'test')", allow_module_level=True)
+pytest.importorskip("transformers", reason="the model zoo needs transformers (extra 'test')")
+
+from .harness import run  # noqa: E402
+from .models import TEXT, VISION, zoo  # noqa: E402
+
+CI_TORCH = ("squeezenet1_1", "bert", "llama")
+ALL = os.environ.get("POLYLOOP_ZOO") == "all"
+
+
+@pytest.fixture(scope="module")
+def models():
+    return zoo("ci")
+
+
+def _check(models, name: str, route: str, **kwargs) -> None:
+    out = run(models[name], route, **kwargs)
+    assert out.ok, f"{name} via {route}: stopped after '{out.stage}': {out.error}"
+
+
+@pytest.mark.parametrize("name", VISION + TEXT if ALL else CI_TORCH)
+def test_zoo_model_through_torch_matches_pytorch(models, name):
+    _check(models, name, "torch")
+
+
+@pytest.mark.skipif(not ALL, reason="the ONNX route of the whole zoo runs with POLYLOOP_ZOO=all")
+@pytest.mark.parametrize("name", VISION + TEXT)
+def test_zoo_model_through_onnx_matches_pytorch(models, name):
+    _check(models, name, "onnx")
+
+
+def test_transformer_built_once_runs_at_any_batch_and_sequence_length(models):
+    """BERT with ``dynamic={"x": {0: "batch", 1: "seq"}}``: one build, three shapes; a
+    sequence longer than its position table is refused at call time, and so is a batch of
+    one (torch.export verified this model for batches of 2 or more)."""
+    out = run(models["bert"], "torch", batches=(2,), dynamic=True)
+    assert out.ok, out.error
+    ex = out.executor
+    assert ex.graph.inputs[0].type.shape == ("batch", "seq")
+    model = models["bert"].make()
+    for batch, length in ((3, 5), (4, 11)):
+        ids = torch.randint(0, 100, (batch, length))
+        with torch.no_grad():
+            want = model(ids).numpy()
+        got = ex(ids.numpy())
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(pl.ArgumentError, match="seq = 600"):
+        ex(np.zeros((2, 600), "int64"))
+    with pytest.raises(pl.ArgumentError, match="batch = 1"):
+        ex(np.zeros((1, 5), "int64"))
