@@ -19,6 +19,7 @@ from ..ir.program import Buffer
 from ..util.isa import ISA, host_isa
 from .cfamily import CFamilyPrinter
 from .function import InlineFunction
+from .guarded_loads import NO_IF_CONVERSION, needs_no_if_conversion
 from .helpers import HelperKind
 from .index_checks import FAULT_WORDS, INDEX_FAULT_STATUS, IndexSite, fault_symbol
 from .names import NameKind, is_c_identifier
@@ -144,7 +145,9 @@ class CPrinter(CFamilyPrinter):
         body_name = f"pl_{k.name}_body"
         params = [f"const int64_t {self.param(p)}" for p in k.params]
         params += [self.pointer_parameter(b) for b in k.args]
-        with w.block(f"static __attribute__((noinline)) int32_t {body_name}("
+        attributes = ", ".join(["noinline"] + ([NO_IF_CONVERSION] if needs_no_if_conversion(k)
+                                               else []))
+        with w.block(f"static __attribute__(({attributes})) int32_t {body_name}("
                      f"{', '.join(params) or 'void'})"):
             self.emit_body(w)
         w.blank()
