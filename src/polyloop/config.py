@@ -17,6 +17,7 @@ class Config:
     compile_timeout: float = 300.0
     fuzz_examples: int | None = None    # POLYLOOP_FUZZ_EXAMPLES: inputs per fuzz test
     cflags: tuple[str, ...] = ()        # POLYLOOP_CFLAGS: appended to the C compiler's flags
+    onnx_backend_test: bool = False     # POLYLOOP_ONNX_BACKEND_TEST=1: run ONNX's BackendTest
 
     @property
     def threads(self) -> int:
@@ -88,6 +89,7 @@ def load() -> Config:
         compile_timeout=_timeout("POLYLOOP_COMPILE_TIMEOUT", DEFAULT_COMPILE_TIMEOUT),
         fuzz_examples=_positive_int("POLYLOOP_FUZZ_EXAMPLES"),
         cflags=tuple(os.environ.get("POLYLOOP_CFLAGS", "").split()),
+        onnx_backend_test=os.environ.get("POLYLOOP_ONNX_BACKEND_TEST", "") not in ("", "0"),
     )
 
 

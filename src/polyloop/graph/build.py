@@ -32,6 +32,7 @@ from .passes import (conv_epilogue_schedule, conv_pool_schedule, dense_split_sch
                      fuse_operators, library_conv, library_matmul, packed_columns,
                      remove_dead_code, use_library_kernels)
 from .schedule import default_schedule
+from .verify import verify
 
 
 def materialize_outputs(g: Graph) -> Graph:
@@ -53,14 +54,15 @@ def materialize_outputs(g: Graph) -> Graph:
 def optimize(g: Graph, *, winograd: bool = True, fallback: str = "error") -> Graph:
     """The graph passes of ``build``, in order (print the result to see the fused kernels);
     ``winograd=False``: no convolution runs as Winograd; ``fallback``: see ``build``."""
-    g = apply_fallback(g, fallback)
-    g = materialize_outputs(g)
-    g = remove_dead_code(fold_constants(g))
-    g = route_externs(g)
-    g = use_library_kernels(fuse_operators(g), winograd=winograd)
-    g = fuse_conv_pool(fuse_into_consumers(g))
-    g = fuse_conv_pool_dense(fold_conv_epilogues(g))
-    return remove_dead_code(pad_dense_columns(g))
+    steps = [functools.partial(apply_fallback, fallback=fallback), materialize_outputs,
+             fold_constants, remove_dead_code, route_externs,
+             fuse_operators, functools.partial(use_library_kernels, winograd=winograd),
+             fuse_into_consumers, fuse_conv_pool, fold_conv_epilogues, fuse_conv_pool_dense,
+             pad_dense_columns, remove_dead_code]
+    verify(g, where="before the passes")
+    for step in steps:     # every pass keeps the graph's invariants, or the build stops here
+        g = verify(step(g), where=f"after {getattr(step, 'func', step).__name__}")
+    return g
 
 
 def _library_schedule(kc: KernelCall):

@@ -85,7 +85,7 @@ class GraphBuilder:
             arr = arr.astype(np.float32)
         if arr.dtype.name not in DTYPES:
             arr = arr.astype(np.int64 if arr.dtype.kind in "iub" else np.float32)
-        arr = np.ascontiguousarray(arr)
+        arr = np.require(arr, requirements="C")     # keeps a 0-d array 0-d
         v = Value(self.fresh(name), TensorType(tuple(int(d) for d in arr.shape), arr.dtype.name))
         self._constants.append(Constant(v, arr))
         self._data[v.name] = arr
@@ -99,6 +99,8 @@ class GraphBuilder:
         """Append ``op(*inputs, **attrs)``; returns its (typed) result."""
         frozen = {k: _freeze(v) for k, v in attrs.items()}
         out_type = infer(op, tuple(v.type for v in inputs), frozen)
+        if self.fold and 0 in out_type.shape:      # no elements: nothing to compute
+            return self.constant(np.zeros(out_type.shape, out_type.dtype), name or str(op))
         if self.fold and inputs and all(v.name in self._data for v in inputs):
             value = evaluate(op, [self._data[v.name] for v in inputs], frozen, out_type)
             if value is not None:

@@ -55,6 +55,12 @@ class Op(enum.Enum):
     - ``RESIZE(x; mode: ResizeMode, coordinates: CoordinateMode, nearest: NearestMode, scales,
       cubic_a, exclude_outside, roi, extrapolation)``: output size per axis from the result's
       shape, the coordinate transform from the per-axis ``scales``.
+    - ``GRID_SAMPLE(x, grid; mode: ResizeMode, padding: SamplePadding, align_corners)``: x
+      (N, C, spatial...) sampled at the normalised coordinates ``grid[n, out..., :]`` (in
+      [-1, 1], the last spatial axis first), as ONNX's GridSample.
+    - ``SCATTER_ELEMENTS(x, idx, updates; axis, fn: ScatterFn)``: x with ``updates[u]`` put
+      at u's position with axis replaced by ``idx[u]``; ``SCATTER_ND(x, idx, updates; fn)``:
+      ``updates[q, ...]`` put at ``x[idx[q, 0], ..., idx[q, k-1], ...]``. Indices as GATHER's.
     """
 
     CONV2D = "conv2d"
@@ -113,6 +119,9 @@ class Op(enum.Enum):
     LRN = "lrn"
     EINSUM = "einsum"
     RESIZE = "resize"
+    GRID_SAMPLE = "grid_sample"
+    SCATTER_ELEMENTS = "scatter_elements"
+    SCATTER_ND = "scatter_nd"
 
     def __str__(self) -> str:
         return self.value

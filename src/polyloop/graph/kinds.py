@@ -171,3 +171,23 @@ class NearestMode(_Kind):
     ROUND_PREFER_CEIL = "round_prefer_ceil"
     FLOOR = "floor"
     CEIL = "ceil"
+
+
+class SamplePadding(_Kind):
+    """What ``Op.GRID_SAMPLE`` reads outside the input."""
+
+    ZEROS = "zeros"              # zero
+    BORDER = "border"            # the nearest edge element
+    REFLECTION = "reflection"    # the element mirrored at the border
+
+
+class ScatterFn(_Kind):
+    """How ``Op.SCATTER_ELEMENTS`` / ``Op.SCATTER_ND`` combine an update with the data:
+    NONE replaces it (the last update of a position wins); the others fold every update of
+    a position into the data."""
+
+    NONE = "none"
+    ADD = "add"
+    MUL = "mul"
+    MAX = "max"
+    MIN = "min"

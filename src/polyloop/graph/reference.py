@@ -55,7 +55,12 @@ _UNARY: dict[UnaryFn, Callable] = {
     UnaryFn.ISNAN: np.isnan,
 }
 _REDUCE = {ReduceFn.SUM: np.sum, ReduceFn.PROD: np.prod, ReduceFn.MAX: np.max,
-           ReduceFn.MIN: np.min, ReduceFn.MEAN: np.mean}
+           ReduceFn.MIN: np.min, ReduceFn.MEAN: np.mean,
+           ReduceFn.L1: lambda x, **k: np.sum(np.abs(x), **k),
+           ReduceFn.L2: lambda x, **k: np.sqrt(np.sum(x * x, **k)),
+           ReduceFn.SUM_SQUARE: lambda x, **k: np.sum(x * x, **k),
+           ReduceFn.LOG_SUM: lambda x, **k: np.log(np.sum(x, **k)),
+           ReduceFn.LOG_SUM_EXP: lambda x, **k: np.log(np.sum(np.exp(x), **k))}
 
 
 def _unary(a, attrs, t):
@@ -80,6 +85,14 @@ def _reduce(a, attrs, t):
     axes = tuple(attrs.get("axes", ()))
     if f is None or not axes:
         return None if f is None else a[0]
+    if a[0].size == 0 and attrs["fn"] in (ReduceFn.MAX, ReduceFn.MIN):
+        info = np.finfo(a[0].dtype) if a[0].dtype.kind == "f" else np.iinfo(a[0].dtype)
+        fill = -np.inf if a[0].dtype.kind == "f" else info.min
+        if attrs["fn"] is ReduceFn.MIN:
+            fill = np.inf if a[0].dtype.kind == "f" else info.max
+        shape = [1 if k in axes else d for k, d in enumerate(a[0].shape)]
+        out = np.full(shape, fill, a[0].dtype)
+        return out if attrs.get("keepdims") else out.reshape(t.shape)
     return f(a[0], axis=axes, keepdims=bool(attrs.get("keepdims", False)))
 
 
@@ -142,9 +155,12 @@ def evaluate(op: Op, arrays: list[np.ndarray], attrs: dict, out_type: TensorType
     form = _FORMS.get(op)
     if form is None or out_type.params:
         return None
-    with np.errstate(all="ignore"):
-        out = form(arrays, attrs, out_type)
+    try:
+        with np.errstate(all="ignore"):
+            out = form(arrays, attrs, out_type)
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None     # NumPy has no answer here (a maximum of nothing): not folded
     if out is None:
         return None
     out = np.asarray(out).astype(out_type.dtype, copy=False)
-    return np.ascontiguousarray(out.reshape(out_type.shape))
+    return np.require(out.reshape(out_type.shape), requirements="C")

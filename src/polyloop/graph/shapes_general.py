@@ -221,10 +221,35 @@ def _trilu(op: Op, types, attrs) -> TensorType:
     return types[0]
 
 
+def _scatter_elements(op: Op, types, attrs) -> TensorType:
+    x, idx, upd = types
+    _index_type(op, types, idx)
+    axis = normalize_axis(op, types, attrs.get("axis", 0), len(x.shape))
+    if idx.shape != upd.shape or len(idx.shape) != len(x.shape) or upd.dtype != x.dtype or any(
+            not isinstance(u, int) or not isinstance(d, int) or (k != axis and u > d)
+            for k, (u, d) in enumerate(zip(idx.shape, x.shape))):
+        raise _fail(op, types, "scatter_elements needs indices and updates of one constant "
+                    "shape, the data's rank, within the data on every other axis")
+    return x
+
+
+def _scatter_nd(op: Op, types, attrs) -> TensorType:
+    x, idx, upd = types
+    _index_type(op, types, idx)
+    k = idx.shape[-1] if idx.shape else None
+    if not isinstance(k, int) or k > len(x.shape) or upd.dtype != x.dtype \
+            or upd.shape != idx.shape[:-1] + x.shape[k:] \
+            or not all(isinstance(d, int) for d in idx.shape + x.shape):
+        raise _fail(op, types, "scatter_nd needs indices (..., k) and updates of shape "
+                    "indices.shape[:-1] + data.shape[k:], all constant")
+    return x
+
+
 GENERAL_RULES: dict[Op, Callable[[Op, tuple, Attrs], TensorType]] = {
     Op.UNARY: _unary, Op.BINARY: _binary, Op.WHERE: _where, Op.CAST: _cast,
     Op.REDUCE: _reduce, Op.ARG_REDUCE: _arg_reduce, Op.CUMSUM: _cumsum, Op.SLICE: _slice,
     Op.PAD: _pad, Op.BROADCAST_TO: _broadcast_to, Op.TILE: _tile, Op.GATHER: _gather,
     Op.GATHER_ELEMENTS: _gather_elements, Op.GATHER_ND: _gather_nd, Op.ONE_HOT: _one_hot,
-    Op.TRILU: _trilu, **NN_RULES,
+    Op.TRILU: _trilu, Op.SCATTER_ELEMENTS: _scatter_elements, Op.SCATTER_ND: _scatter_nd,
+    **NN_RULES,
 }

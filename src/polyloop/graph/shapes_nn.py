@@ -206,7 +206,20 @@ def _resize(op: Op, types, attrs) -> TensorType:
     return TensorType(shape, x.dtype)
 
 
+def _grid_sample(op: Op, types, attrs) -> TensorType:
+    x, grid = types
+    nd = len(x.shape) - 2
+    if nd < 1 or x.dtype not in _FLOATS or grid.dtype != x.dtype or len(grid.shape) != nd + 2 \
+            or grid.shape[-1] != nd or grid.shape[0] != x.shape[0]:
+        raise _fail(op, types, "grid_sample takes float (N, C, spatial...) data and a grid "
+                    "(N, out..., spatial rank) of the same dtype")
+    for k, d in enumerate(x.shape[2:]):
+        static(op, types, d, f"spatial axis {k}")
+    return TensorType(x.shape[:2] + grid.shape[1:-1], x.dtype)
+
+
 NN_RULES: dict[Op, Callable[[Op, tuple, Attrs], TensorType]] = {
     Op.CONV: _conv, Op.CONV_TRANSPOSE: _conv_transpose, Op.POOL: _pool,
     Op.NORMALIZE: _normalize, Op.LRN: _lrn, Op.EINSUM: _einsum, Op.RESIZE: _resize,
+    Op.GRID_SAMPLE: _grid_sample,
 }

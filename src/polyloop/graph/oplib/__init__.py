@@ -14,10 +14,13 @@ from .nn import NN
 from .norm import NORM
 from .reduce import REDUCE
 from .resize import RESIZE
+from .sample import SAMPLE
+from .scatter import SCATTER
 from .tensor import TENSOR
 from .window import WINDOW
 
 LOWERINGS = {Op(k): v for table in (ELEMENTWISE, NN, TENSOR, CUSTOM, MATH, REDUCE, MOVEMENT,
-                                    WINDOW, NORM, EINSUM, RESIZE) for k, v in table.items()}
+                                    WINDOW, NORM, EINSUM, RESIZE, SAMPLE,
+                                    SCATTER) for k, v in table.items()}
 
 __all__ = ["LOWERINGS"]

@@ -12,7 +12,7 @@ import numpy as np
 from ...frontend import te
 from ...frontend.te_reducer import comm_reducer
 from ...ir.dtypes import DType
-from ...ir.elementwise import abs as abs_, maximum, pow as pow_, sqrt, where
+from ...ir.elementwise import abs as abs_, maximum, minimum, pow as pow_, sqrt, where
 from ...ir.expr import Expr, const
 from ..kinds import PoolFn
 from .nn import const_int
@@ -27,14 +27,16 @@ def _all(conds: list) -> Expr | None:
     return out
 
 
-def _inside(pos: list, sizes: tuple, pads: tuple) -> Expr | None:
-    """The condition that each position is inside its axis (only where padding can leave)."""
+def _inside(pos: list, sizes: tuple, pads: tuple, last: tuple | None = None) -> Expr | None:
+    """The condition that each position is inside its axis (only where a window can leave
+    it: padding, or the extra window of ceil mode; ``last`` is each axis's largest position
+    when known)."""
     nd = len(pos)
     conds = []
     for t, p in enumerate(pos):
         if pads[t] > 0:
             conds.append(p >= 0)
-        if pads[nd + t] > 0:
+        if pads[nd + t] > 0 or last is None or last[t] >= const_int(sizes[t], "a size"):
             conds.append(p < sizes[t])
     return _all(conds)
 
@@ -55,12 +57,15 @@ def lower_conv(inputs, attrs, shape, name):
     rc = te.reduce_axis((0, cg), name="rc")
     rs = [te.reduce_axis((0, w.shape[2 + t]), name=f"r{t}") for t in range(nd)]
     sizes = tuple(x.shape[2:])
+    last = tuple((const_int(shape[2 + t], "a conv output size") - 1) * strides[t]
+                 + (const_int(w.shape[2 + t], "a kernel size") - 1) * dil[t] - pads[t]
+                 for t in range(nd))
 
     def body(*i):
         n, k, o = i[0], i[1], i[2:]
         c = rc if groups == 1 else (k // kg) * cg + rc
         pos = [o[t] * strides[t] + rs[t] * dil[t] - pads[t] for t in range(nd)]
-        v = _guarded(x, (n, c, *pos), _inside(pos, sizes, pads), const(0, x.dtype))
+        v = _guarded(x, (n, c, *pos), _inside(pos, sizes, pads, last), const(0, x.dtype))
         return te.sum(v * w[(k, rc, *rs)], axis=[rc, *rs])
     conv = te.compute(shape, body, name=name if len(inputs) == 2 else f"{name}_conv")
     if len(inputs) == 2:
@@ -106,15 +111,15 @@ def _lowest(d: DType) -> Expr:
     return const(int(np.iinfo(d.numpy).min), d)
 
 
-def _window(x, attrs, o, rs):
+def _window(x, attrs, o, rs, shape):
     """Positions of window element ``rs`` of output ``o`` and whether each is in the input."""
     nd = x.ndim - 2
-    strides, pads, dil = attrs["strides"], attrs["pads"], attrs["dilations"]
+    strides, pads, dil, kernel = attrs["strides"], attrs["pads"], attrs["dilations"], \
+        attrs["kernel"]
     pos = [o[t] * strides[t] + rs[t] * dil[t] - pads[t] for t in range(nd)]
-    # ceil mode's last window may reach past the end even where nothing pads it
-    guard = tuple(pads[:nd]) + tuple(max(p, 1) if attrs.get("ceil_mode") else p
-                                     for p in pads[nd:])
-    return pos, _inside(pos, tuple(x.shape[2:]), guard)
+    last = tuple((const_int(shape[2 + t], "a pooled size") - 1) * strides[t]
+                 + (kernel[t] - 1) * dil[t] - pads[t] for t in range(nd))
+    return pos, _inside(pos, tuple(x.shape[2:]), pads, last)
 
 
 def lower_pool(inputs, attrs, shape, name):
@@ -129,7 +134,7 @@ def lower_pool(inputs, attrs, shape, name):
     if fn is PoolFn.MAX:
         def body(*i):
             n, c, o = i[0], i[1], i[2:]
-            pos, cond = _window(x, attrs, o, rs)
+            pos, cond = _window(x, attrs, o, rs, shape)
             return te.max(_guarded(x, (n, c, *pos), cond, _lowest(x.dtype)), axis=rs)
         return te.compute(shape, body, name=name)
     p = attrs.get("p", 2)
@@ -141,7 +146,7 @@ def lower_pool(inputs, attrs, shape, name):
 
     def total(*i):
         n, c, o = i[0], i[1], i[2:]
-        pos, cond = _window(x, attrs, o, rs)
+        pos, cond = _window(x, attrs, o, rs, shape)
         return te.sum(term(_guarded(x, (n, c, *pos), cond, const(0, x.dtype))), axis=rs)
     s = te.compute(shape, total, name=f"{name}_sum")
     if fn is PoolFn.LP:
@@ -154,24 +159,25 @@ def lower_pool(inputs, attrs, shape, name):
 
 def _window_count(x, attrs, shape, name):
     """How many elements each window averages: those inside the input, or inside input and
-    explicit padding with ``count_include_pad`` (never the extra room of ceil mode)."""
+    explicit padding with ``count_include_pad`` (never the extra room of ceil mode); at
+    least 1. Per axis, the taps ``r`` with ``lo <= o * s + r * d - pad < hi`` are a range."""
     nd = x.ndim - 2
-    kernel, pads = attrs["kernel"], attrs["pads"]
+    kernel, strides, pads, dil = attrs["kernel"], attrs["strides"], attrs["pads"], \
+        attrs["dilations"]
     include = bool(attrs.get("count_include_pad", False))
-    rs = [te.reduce_axis((0, kernel[t]), name=f"q{t}") for t in range(nd)]
-    sizes = tuple(x.shape[2:])
+    sizes = [const_int(d, "a pooled size") for d in x.shape[2:]]
 
     def body(*o):
-        pos, cond = _window(x, attrs, o, rs)
-        if include:
-            cond = _all([(p >= -pads[t]) & (p < sizes[t] + pads[nd + t])
-                         for t, p in enumerate(pos)])
-        one = const(1, x.dtype)
-        v = one if cond is None else where(cond, one, const(0, x.dtype))
-        return te.sum(v, axis=rs)
-    counted = te.compute(tuple(shape[2:]), body, name=f"{name}_count")
-    return te.compute(tuple(shape[2:]), lambda *o: maximum(counted[o], const(1, x.dtype)),
-                      name=f"{name}_divisor")
+        total = None
+        for t in range(nd):
+            base = o[t] * strides[t] - pads[t]
+            lo, hi = (-pads[t], sizes[t] + pads[nd + t]) if include else (0, sizes[t])
+            first = maximum(-((base - lo) // dil[t]), 0)            # ceil((lo - base) / d)
+            last = minimum((hi - 1 - base) // dil[t], kernel[t] - 1)
+            n = maximum(last - first + 1, 1)
+            total = n if total is None else total * n
+        return total.astype(str(x.dtype))
+    return te.compute(tuple(shape[2:]), body, name=f"{name}_count")
 
 
 def _argmax_pool(x, attrs, shape, name, rs):
@@ -191,7 +197,7 @@ def _argmax_pool(x, attrs, shape, name, rs):
 
     def body(*i):
         n, c, o = i[0], i[1], i[2:]
-        pos, cond = _window(x, attrs, o, rs)
+        pos, cond = _window(x, attrs, o, rs, shape)
         flat = pos[1] * sizes[0] + pos[0] if column_major and nd == 2 else \
             _row_major(pos, sizes)
         index = (n * channels + c) * plane + flat

@@ -28,7 +28,7 @@ class _Folder:
         while name in self.names:
             name, k = f"{hint}_{k}", k + 1
         self.names.add(name)
-        arr = np.ascontiguousarray(arr)
+        arr = np.require(arr, requirements="C")
         v = Value(name, TensorType(tuple(arr.shape), arr.dtype.name))
         self.data[name] = arr
         self.new.append(Constant(v, arr))
@@ -97,7 +97,7 @@ def fold_constants(g: Graph) -> Graph:
             if value is not None:
                 out = b.outputs[0]
                 f.data[out.name] = value
-                f.new.append(Constant(out, np.ascontiguousarray(value)))
+                f.new.append(Constant(out, np.require(value, requirements="C")))
                 continue
             if b.op is Op.BATCH_NORM and _bn_into_conv(f, b, bindings):
                 continue
