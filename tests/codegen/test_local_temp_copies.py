@@ -141,3 +141,37 @@ def test_an_inner_loop_named_like_a_loop_above_the_home_loop():
     out = np.full((6, 12), np.nan, np.float32)
     mod(a, w, out)
     np.testing.assert_allclose(out, w @ a, rtol=1e-5, atol=1e-5)
+
+
+def test_copies_of_the_parallel_loop_inside_a_serial_loop_declare_their_own_tiles():
+    """The parallel panels ``j_0`` and their remainder are two loops inside the serial batch
+    loop ``b``, the tile's home loop ``i_1`` inside each: the accesses share only loop ``b``,
+    and the tile declared there was shared by the threads of the parallel copy (a race that
+    gave a convolution of 1,000 channels, 31 panels of 32 and a remainder, wrong values)."""
+    A = pl.placeholder((2, 20, 30), "float32", name="A")
+    B = pl.placeholder((30, 90), "float32", name="B")
+    k = pl.reduce_axis((0, 30), name="k")
+    C = pl.compute((2, 20, 90), lambda b, i, j: pl.sum(A[b, i, k] * B[k, j], axis=k), name="C")
+    sch = pl.Schedule(C)
+    tile = sch.cache_write("C", "local")
+    c = sch.get_block("C")
+    b, i, j, kk = sch.get_loops(c)
+    i0, i1, i2 = sch.split(i, factors=[None, 2, 2])
+    j0, j1, j2 = sch.split(j, factors=[None, 1, 16])
+    sch.reorder(b, j0, i0, i1, kk, i2, j1, j2)
+    sch.parallel(j0)
+    sch.unroll(i2)
+    sch.vectorize(j2)
+    sch.decompose_reduction(c, kk)
+    sch.reverse_compute_at(tile, i1)
+    mod = pl.build(sch)
+    body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):]
+    assert "C_local" not in body[:body.index("#pragma omp parallel")]
+    assert len(re.findall(r"float C_local\[", body)) == 2
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        a = rng.standard_normal((2, 20, 30), dtype=np.float32)
+        w = rng.standard_normal((30, 90), dtype=np.float32)
+        out = np.full((2, 20, 90), np.nan, np.float32)
+        mod(a, w, out)
+        np.testing.assert_allclose(out, a @ w, rtol=1e-4, atol=1e-4)

@@ -66,9 +66,9 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
     for p in paths[1:]:
         common = _common_prefix(common, p)
     if b.home_loops and all(f.var != b.home for f in common):
-        # the home loop is not one loop around every access (isl dropped it somewhere)
-        around = _toward_home(common, b.home_loops)
-        return ([around[-1]], False) if around else _loops_toward_home(b, paths)
+        # the home loop is not one loop around every access: isl dropped it somewhere, or
+        # emitted a loop toward it as several loops
+        return _loops_toward_home(b, paths)
     if common:
         return [common[-1]], False
     copies: dict[int, For] = {}
@@ -83,22 +83,34 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
 
 
 def _loops_toward_home(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For], bool]:
-    """Each access's declaring loop: the deepest loop of its path that is the home loop or
-    encloses it. isl's AST generation drops a loop of one iteration, and may drop it in one
-    copy of a nest only (the remainder of a split): one iteration of the nearest enclosing loop
-    left then holds exactly one iteration of the home loop. Declaring deeper than the home
-    loop would lose values that pass between iterations of the deeper loop; declaring at
-    function scope while a parallel loop encloses the home loop would share one copy between
-    threads."""
-    chosen: dict[int, For] = {}
-    outside = False
-    for p in paths:
-        toward = _toward_home(p, b.home_loops)
-        if toward:
-            chosen[id(toward[-1])] = toward[-1]
-        else:
-            outside = True      # every loop around the home loop was dropped on this path
-    return list(chosen.values()), outside
+    """The loops declaring ``b`` when its home loop is not one loop around every access.
+
+    isl's AST generation drops a loop of one iteration, and may drop it in one copy of a nest
+    only (the remainder of a split), and emits a loop as several loops over disjoint ranges (a
+    parallel loop over the full tiles and a serial remainder). Where the accesses' loops toward
+    the home loop part into different loops, the accesses lie in different iterations of the
+    home loop: each part declares its own copy (one declaration above them would be shared by
+    the threads of a parallel part). Where an access's loops toward the home loop stop while
+    another's go on, both may lie in one iteration of the deepest loop they share there: that
+    loop declares it (declaring deeper would lose values that pass between iterations of the
+    deeper loop). An access with no loop toward the home loop sees the function's copy."""
+    towards = [_toward_home(p, b.home_loops) for p in paths]
+    declaring: list[For] = []
+    _split_toward_home([t for t in towards if t], 0, declaring)
+    return declaring, any(not t for t in towards)
+
+
+def _split_toward_home(towards: list[list[For]], level: int, declaring: list[For]) -> None:
+    """Declaring loops for ``towards`` (non-empty lists of loops toward the home loop, the
+    same ``level`` first ones in each), appended to ``declaring``."""
+    if level and any(len(t) == level for t in towards):
+        declaring.append(towards[0][level - 1])
+        return
+    parts: dict[int, list[list[For]]] = {}
+    for t in towards:
+        parts.setdefault(id(t[level]), []).append(t)
+    for part in parts.values():
+        _split_toward_home(part, level + 1, declaring)
 
 
 def _toward_home(path: tuple[For, ...], home_loops: tuple[str, ...]) -> list[For]:
