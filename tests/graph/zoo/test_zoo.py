@@ -46,20 +46,7 @@ def _check(models, name: str, route: str, **kwargs) -> None:
     assert out.ok, f"{name} via {route}: stopped after '{out.stage}': {out.error}"
 
 
-# Wrong answers found by the zoo and not yet fixed (imports and builds, values differ):
-# between kernels of the built model, each block alone matches. Strict: a fix makes the test
-# fail here, to be removed.
-WRONG = {"squeezenet1_1": "max error 0.75 of the output's scale after the whole model",
-         "mobilenet_v2": "max error 0.32; features[4:6] wrong with Winograd, right without"}
-
-
-def _expect(name: str):
-    if name in WRONG:
-        return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=WRONG[name]))
-    return name
-
-
-@pytest.mark.parametrize("name", [_expect(n) for n in (VISION + TEXT if ALL else CI_TORCH)])
+@pytest.mark.parametrize("name", VISION + TEXT if ALL else CI_TORCH)
 def test_zoo_model_through_torch_matches_pytorch(models, name):
     _check(models, name, "torch")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...frontend import te
-from ...ir.elementwise import maximum, minimum, sqrt, where
+from ...ir.elementwise import sqrt, where
 from .nn import const_int
 
 
@@ -69,18 +69,12 @@ def concat(inputs, attrs, shape, name):
         starts.append(pos)
         pos += const_int(t.shape[axis], "a concatenated axis")
 
-    sizes = [const_int(t.shape[axis], "a concatenated axis") for t in inputs]
-
     def body(*i):
-        # each read's index is clamped into its input even where the select does not take
-        # it: a vectorizing C compiler may load both sides of the select (gcc 12 with
-        # -O3 -march=native turned an unclamped form into wrong results)
-        def read(k):
-            pos = minimum(maximum(i[axis] - starts[k], 0), sizes[k] - 1)
-            return inputs[k][i[:axis] + (pos,) + i[axis + 1:]]
-        expr = read(len(inputs) - 1)
+        def read(t, start):
+            return t[i[:axis] + (i[axis] - start,) + i[axis + 1:]]
+        expr = read(inputs[-1], starts[-1])
         for k in range(len(inputs) - 2, -1, -1):
-            expr = where(i[axis] < starts[k + 1], read(k), expr)
+            expr = where(i[axis] < starts[k + 1], read(inputs[k], starts[k]), expr)
         return expr
     return te.compute(shape, body, name=name)
 
