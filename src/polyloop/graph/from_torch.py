@@ -16,10 +16,12 @@ import numpy as np
 
 from ..errors import PolyloopError
 from .aten import ASSERTS, CONVERTERS, KEEP_WHOLE, Call, Unsupported
+from .aten.numpy_refs import NUMPY_REFERENCES
 from .builder import GraphBuilder
 from .foreign import Reference, unsupported_error
 from .ir import Dim, Graph, TensorType, Value
-from .torch_export import SizeNames, export_program
+from .torch_export import export_program
+from .torch_sizes import SizeNames
 
 __all__ = ["from_torch", "unsupported_error"]
 
@@ -126,7 +128,9 @@ class _Importer:
         val = node.meta.get("val")
         if name == "getitem":
             return self.resolve(node.args[0])[node.args[1]]
-        if isinstance(val, (int, self.torch.SymInt)) and not isinstance(val, bool):
+        if isinstance(val, (bool, self.torch.SymBool)):
+            return None     # a condition on sizes, read from its assertion by export_program
+        if isinstance(val, (int, self.torch.SymInt)):
             return self.dim_of(val)
         if name in ASSERTS:
             return None
@@ -143,7 +147,8 @@ class _Importer:
             return self.foreign(node, args, kwargs, str(e))
 
     def foreign(self, node, args, kwargs, reason: str) -> object:
-        """Keep ``node`` as a typed foreign call run by PyTorch under ``fallback="torch"``."""
+        """Keep ``node`` as a typed foreign call run by PyTorch under ``fallback="torch"``, and
+        by NumPy under ``fallback="numpy"`` where ``aten.numpy_refs`` has the operator."""
         types = self.result_types(node)
         if any(t is None for t in types):
             raise PolyloopError(f"{node.name} = {node.target}: {reason}, and its results are "
@@ -176,9 +181,12 @@ class _Importer:
                 out = target(*fill(targs, arrays), **{k: fill(v, arrays) for k, v in tkwargs.items()})
             outs = out if isinstance(out, (list, tuple)) else (out,)
             return tuple(o.detach().numpy() for o in outs)
+        impls = {"torch": run_torch}
+        numpy_ref = NUMPY_REFERENCES.get(_op_name(node))
+        if numpy_ref is not None:
+            impls["numpy"] = _numpy_call(numpy_ref, node, targs, tkwargs)
         shown = ", ".join([repr(a) for a in targs] + [f"{k}={v!r}" for k, v in tkwargs.items()])
-        ref = Reference(str(target), f"{target}({shown})", reason, where_in_model(node),
-                        {"torch": run_torch})
+        ref = Reference(str(target), f"{target}({shown})", reason, where_in_model(node), impls)
         outs = self.b.emit_foreign(ref, tuple(inputs), tuple(types), name=node.name)
         return outs if several else outs[0]
 
@@ -188,6 +196,24 @@ class _Importer:
         if self.is_constant(a):
             return self.as_value(a)
         raise PolyloopError(f"a model output is {a!r}, not a tensor")
+
+
+def _numpy_call(ref, node, targs: tuple, tkwargs: dict):
+    """``ref`` (a NumPy reference) called with the foreign call's arguments by schema name."""
+    names = [a.name for a in node.target._schema.arguments]
+
+    def fill(a, arrays):
+        if isinstance(a, _Slot):
+            return arrays[a.k]
+        if isinstance(a, (list, tuple)):
+            return type(a)(fill(x, arrays) for x in a)
+        return a
+
+    def run_numpy(*arrays):
+        named = {names[k]: fill(a, arrays) for k, a in enumerate(targs)}
+        named.update({k: fill(v, arrays) for k, v in tkwargs.items()})
+        return ref(**named)
+    return run_numpy
 
 
 def _bind_inputs(imp: _Importer, ep) -> None:

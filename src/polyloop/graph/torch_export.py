@@ -1,77 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """Run ``torch.export`` on a module with the user's symbolic sizes, decompose the program to
-functional core ATen, and name its size symbols after the user's size names."""
+functional core ATen, and name its size symbols after the user's size names (``torch_sizes``)."""
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 
 from ..errors import PolyloopError
-from .ir import Dim, SizeRule
+from .torch_sizes import SizeNames
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class SizeNames:
-    """``torch.export``'s size symbols (``s0``...) and the size parameters they stand for; a
-    size computed from them (``s0*s1`` after a reshape) becomes a derived size parameter."""
-
-    def __init__(self, names: dict[str, str], ranges: dict[str, tuple[int, int | None]]) -> None:
-        self.names = names
-        self.ranges = ranges
-        self.derived: dict[str, SizeRule] = {}
-        self._by_expr: dict[str, str] = {}
-
-    def dim(self, d: object) -> Dim:
-        """A dimension of the graph (an int or a size parameter) from an int or a SymInt."""
-        if isinstance(d, (int, str)):
-            return d
-        expr = d.node.expr if hasattr(d, "node") else d
-        if expr.is_number:
-            return int(expr)
-        if expr.is_Symbol and str(expr) in self.names:
-            return self.names[str(expr)]
-        return self._derive(expr)
-
-    def _derive(self, expr) -> str:
-        import sympy
-        key = str(expr)
-        if key in self._by_expr:
-            return self._by_expr[key]
-        symbols = sorted(expr.free_symbols, key=str)
-        text = _describe(expr, self.names)
-        if any(str(s) not in self.names for s in symbols):
-            raise PolyloopError(f"the size {text} depends on a size that is not named; only "
-                                "sizes named in dynamic= (or batch=) may vary")
-        try:
-            poly = sympy.Poly(expr, *symbols)
-        except sympy.PolynomialError:
-            poly = None
-        if poly is None or any(not c.is_Integer for c in poly.coeffs()):
-            raise PolyloopError(f"the size {text} is not a polynomial with integer "
-                                "coefficients of the named sizes; polyloop cannot follow it")
-        terms = tuple((int(c), tuple(self.names[str(s)] for s, e in zip(symbols, m)
-                                     for _ in range(e)))
-                      for m, c in poly.terms())
-        name = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]", "_", text.replace("*", "_x_")
-                                         .replace("+", "_p_").replace("-", "_m_"))).strip("_")
-        while name in self.derived or name in self.names.values():
-            name += "_"
-        self.derived[name] = SizeRule(name, 1, None, terms)
-        self._by_expr[key] = name
-        return name
-
-    def rules(self) -> list[SizeRule]:
-        """The ranges of the named sizes, then the derived sizes, in the order they appeared."""
-        named = [SizeRule(name, lo, hi) for name, (lo, hi) in self.ranges.items()]
-        return named + list(self.derived.values())
-
-
-def _describe(expr, names: dict[str, str]) -> str:
-    text = str(expr)
-    for sym, name in names.items():
-        text = re.sub(rf"\b{sym}\b", name, text)
-    return text
 
 
 def _dynamic_shapes(module, example_inputs: tuple, batch: str | None, dynamic: dict | None):
@@ -103,15 +42,13 @@ def _dynamic_shapes(module, example_inputs: tuple, batch: str | None, dynamic: d
     return wanted
 
 
-def _spec(wanted: dict[int, dict[int, str]], count: int, *, named: bool):
-    """``torch.export``'s ``dynamic_shapes``: one ``Dim`` per name, at least 1 (``named``), or
-    ``Dim.DYNAMIC`` everywhere, whose range torch infers from the model (a model that only
-    works up to 512 tokens, or that branches on a size of 1, needs that)."""
+def _spec(wanted: dict[int, dict[int, str]], count: int):
+    """``torch.export``'s ``dynamic_shapes``: ``Dim.DYNAMIC`` for every named dimension, whose
+    range torch infers from the model (a model that only works up to 512 tokens, or that
+    branches on a size of 1, needs that); what a range cannot say torch records as a run-time
+    assertion (``prefer_deferred_runtime_asserts_over_guards``), read by ``export_program``."""
     import torch
-    Dim = torch.export.Dim
-    objects = {name: Dim(name, min=1) if named else Dim.DYNAMIC
-               for dims in wanted.values() for name in dims.values()}
-    return tuple({d: objects[n] for d, n in wanted[k].items()} if k in wanted else None
+    return tuple({d: torch.export.Dim.DYNAMIC for d in wanted[k]} if k in wanted else None
                  for k in range(count))
 
 
@@ -139,34 +76,45 @@ def _trace_error(e: Exception) -> PolyloopError:
     return PolyloopError(f"torch.export could not trace the model ({type(e).__name__}): {head}")
 
 
-def export_program(module, example_inputs: tuple, *, batch: str | None, dynamic: dict | None,
-                   keep_whole: tuple[str, ...]):
-    """The exported, decomposed program of ``module`` and its size names."""
+@contextlib.contextmanager
+def _size_oblivious(on: bool):
+    """Trace with sizes that may be 1: by default ``torch.export`` assumes a dynamic size is
+    neither 0 nor 1 (its "0/1 specialization") and the program it returns is checked for
+    sizes of 2 or more only. Traced size-obliviously, a size may be 1 unless the model's code
+    branches on it being 1 (then torch records the guard and the range starts at 2)."""
+    import torch.fx.experimental._config as fx_config
+    if not on or not hasattr(fx_config, "backed_size_oblivious"):
+        yield
+        return
+    with fx_config.patch(backed_size_oblivious=True):
+        yield
+
+
+def _export(module, example_inputs: tuple, wanted: dict, keep_whole: tuple[str, ...]):
+    import torch
+    options = {}
+    if wanted and "prefer_deferred_runtime_asserts_over_guards" in \
+            inspect.signature(torch.export.export).parameters:
+        options["prefer_deferred_runtime_asserts_over_guards"] = True
     try:
-        import torch
-    except ImportError:
-        raise PolyloopError("from_torch needs PyTorch: pip install 'polyloop[graph]'") from None
-    module = module.eval()
-    wanted = _dynamic_shapes(module, example_inputs, batch, dynamic)
-    try:
-        with torch.no_grad():
-            try:
-                ep = torch.export.export(module, example_inputs, dynamic_shapes=_spec(
-                    wanted, len(example_inputs), named=True) if wanted else None)
-            except torch._dynamo.exc.UserError:
-                if not wanted:
-                    raise
-                ep = torch.export.export(module, example_inputs, dynamic_shapes=_spec(
-                    wanted, len(example_inputs), named=False))
-        ep = ep.run_decompositions(_decomposition_table(keep_whole))
+        with torch.no_grad(), _size_oblivious(bool(wanted)):
+            ep = torch.export.export(module, example_inputs, dynamic_shapes=_spec(
+                wanted, len(example_inputs)) if wanted else None, **options)
+            return ep.run_decompositions(_decomposition_table(keep_whole))
     except PolyloopError:
         raise
     except Exception as e:  # torch.export raises many kinds (UserError, constraint violations)
         raise _trace_error(e) from None
+
+
+def _size_symbols(ep, wanted: dict) -> tuple[dict[str, str], dict[str, int]]:
+    """torch's symbol -> the user's size name, and each symbol's traced value."""
+    import torch
     users = [n for n in ep.graph.nodes if n.op == "placeholder"
              and n.name in {s.arg.name for s in ep.graph_signature.input_specs
                             if s.kind.name == "USER_INPUT"}]
     names: dict[str, str] = {}
+    examples: dict[str, int] = {}
     for k, dims in wanted.items():
         val = users[k].meta["val"]
         for d, name in dims.items():
@@ -178,13 +126,30 @@ def export_program(module, example_inputs: tuple, *, batch: str | None, dynamic:
                 raise PolyloopError(f"from_torch: sizes {names[str(expr)]!r} and {name!r} are "
                                     "always equal in this model; give them one name")
             names[str(expr)] = name
-    ranges: dict[str, tuple[int, int | None]] = {}
+            examples[str(expr)] = int(val.shape[d].node.hint)
+    return names, examples
+
+
+def export_program(module, example_inputs: tuple, *, batch: str | None, dynamic: dict | None,
+                   keep_whole: tuple[str, ...]):
+    """The exported, decomposed program of ``module`` and its sizes (``SizeNames``): their
+    ranges from torch's, narrowed by the conditions torch recorded as run-time assertions."""
+    try:
+        import torch
+    except ImportError:
+        raise PolyloopError("from_torch needs PyTorch: pip install 'polyloop[graph]'") from None
+    module = module.eval()
+    wanted = _dynamic_shapes(module, example_inputs, batch, dynamic)
+    ep = _export(module, example_inputs, wanted, keep_whole)
+    names, examples = _size_symbols(ep, wanted)
+    sizes = SizeNames(names, {}, examples)
     for sym, vr in ep.range_constraints.items():
-        name = names.get(str(sym))
-        if name is None:
-            continue
-        lo, hi = _bound(vr.lower) or 1, _bound(vr.upper)
-        old_lo, old_hi = ranges.get(name, (1, None))
-        ranges[name] = (max(lo, old_lo), hi if old_hi is None else
-                        (old_hi if hi is None else min(hi, old_hi)))
-    return ep, SizeNames(names, ranges)
+        if str(sym) in names:
+            sizes.bound(names[str(sym)], low=max(_bound(vr.lower) or 1, 1),
+                        high=_bound(vr.upper))
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.aten._assert_scalar.default:
+            condition = n.args[0].meta["val"]
+            if isinstance(condition, torch.SymBool):
+                sizes.require(condition.node.expr, "torch.export found it while tracing")
+    return ep, sizes

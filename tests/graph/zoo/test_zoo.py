@@ -58,15 +58,14 @@ def test_zoo_model_through_onnx_matches_pytorch(models, name):
 
 
 def test_transformer_built_once_runs_at_any_batch_and_sequence_length(models):
-    """BERT with ``dynamic={"x": {0: "batch", 1: "seq"}}``: one build, three shapes; a
-    sequence longer than its position table is refused at call time, and so is a batch of
-    one (torch.export verified this model for batches of 2 or more)."""
+    """BERT with ``dynamic={"x": {0: "batch", 1: "seq"}}``: one build, three shapes, a batch
+    of one among them; a sequence longer than its position table is refused at call time."""
     out = run(models["bert"], "torch", batches=(2,), dynamic=True)
     assert out.ok, out.error
     ex = out.executor
     assert ex.graph.inputs[0].type.shape == ("batch", "seq")
     model = models["bert"].make()
-    for batch, length in ((3, 5), (4, 11)):
+    for batch, length in ((1, 5), (4, 11)):
         ids = torch.randint(0, 100, (batch, length))
         with torch.no_grad():
             want = model(ids).numpy()
@@ -75,5 +74,3 @@ def test_transformer_built_once_runs_at_any_batch_and_sequence_length(models):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     with pytest.raises(pl.ArgumentError, match="seq = 600"):
         ex(np.zeros((2, 600), "int64"))
-    with pytest.raises(pl.ArgumentError, match="batch = 1"):
-        ex(np.zeros((1, 5), "int64"))

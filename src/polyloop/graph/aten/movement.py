@@ -43,10 +43,11 @@ def slice_(c: Call) -> Value:
 
 def _symbolic_slice(c: Call, x: Value, axis: int, start: int, step: int, out) -> Value:
     """A slice of symbolic length of a fixed-size axis (the first ``seq`` rows of a position
-    table): a gather at ``start + step * arange(length)`` (the length's range, checked at
-    call time, keeps it inside the axis)."""
+    table): a gather at ``start + step * arange(length)``; the length may be at most what the
+    axis holds from ``start`` (checked at call time)."""
     size = x.type.shape[axis]
     start = min(max(start + size if start < 0 else start, 0), size)
+    c.importer.sizes.bound(out[axis], high=-(-(size - start) // step))
     ones = c.emit(Op.BROADCAST_TO, c.constant([1], "int64"), shape=(out[axis],),
                   name=f"{c.name}_1")
     idx = c.emit(Op.CUMSUM, ones, axis=0, exclusive=True, name=f"{c.name}_count")
