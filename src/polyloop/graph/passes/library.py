@@ -68,13 +68,18 @@ def _dense(call: Call) -> bool:
         and not (len(x.shape) == 2 and unpacked_dense(x.shape[0], call.inputs[1].type.shape[-1]))
 
 
-def _as_matrix(v: Value, views: list) -> Value:
-    """``v`` viewed as a matrix (leading axes merged): a reshape binding, no copy."""
+def _as_matrix(v: Value, views: list, made: dict[str, Value] | None = None) -> Value:
+    """``v`` viewed as a matrix (leading axes merged): a reshape binding, no copy; one view
+    per value (``made``: the views made so far), however many products read it."""
     if len(v.type.shape) == 2:
         return v
+    if made is not None and v.name in made:
+        return made[v.name]
     rows = int(np.prod(v.type.shape[:-1]))
     m = Value(f"{v.name}_2d", TensorType((rows, v.type.shape[-1]), v.type.dtype))
     views.append(Call((m,), Op.RESHAPE, (v,), (("shape", m.type.shape),)))
+    if made is not None:
+        made[v.name] = m
     return m
 
 
@@ -117,7 +122,7 @@ def _columns(dense: Call) -> tuple:
 
 
 def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant],
-           winograd: bool = True) -> list:
+           winograd: bool = True, made: dict[str, Value] | None = None) -> list:
     conv, rest = kc.kernel.body[0], kc.kernel.body[1:]
     if len(conv.inputs) == 3 and conv.inputs[2].name not in data:
         return [kc]
@@ -129,7 +134,7 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant],
     views: list = []
     operands = conv.inputs[:2]
     if op is Op.MATMUL and len(out.type.shape) != 2:
-        operands = (_as_matrix(conv.inputs[0], views), conv.inputs[1])
+        operands = (_as_matrix(conv.inputs[0], views, made), conv.inputs[1])
         raw2d = _as_matrix(raw, [])
         first = Call((raw2d,), op, operands, attrs)
         views_after = [Call((raw,), Op.RESHAPE, (raw2d,), (("shape", raw.type.shape),))]
@@ -147,7 +152,7 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant],
     else:
         calls.append(Call((out,), Op.COPY, (raw,)))
     calls += rest
-    if not rest and len(conv.inputs) == 2 and not views:
+    if not rest and len(conv.inputs) == 2 and not views_after:
         return [KernelCall(kc.outputs, Kernel(kc.kernel.name, conv.inputs, kc.outputs,
                                               (Call(conv.outputs, op, conv.inputs,
                                                     first.attrs),)), conv.inputs)]
@@ -165,10 +170,11 @@ def use_library_kernels(g: Graph, *, winograd: bool = True) -> Graph:
     data = g.constant_data()
     new: list[Constant] = []
     bindings: list = []
+    made: dict[str, Value] = {}
     for b in g.bindings:
         first = b.kernel.body[0] if isinstance(b, KernelCall) else None
         if first is not None and (library_conv(first) is not None or _dense(first)):
-            bindings += _split(b, data, new, winograd)
+            bindings += _split(b, data, new, winograd, made)
         elif first is not None and library_attention(first):
             bindings += split_attention(b)
         else:
