@@ -87,13 +87,12 @@ def _loops_toward_home(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[Fo
 
     isl's AST generation drops a loop of one iteration, and may drop it in one copy of a nest
     only (the remainder of a split), and emits a loop as several loops over disjoint ranges (a
-    parallel loop over the full tiles and a serial remainder). Where the accesses' loops toward
-    the home loop part into different loops, the accesses lie in different iterations of the
-    home loop: each part declares its own copy (one declaration above them would be shared by
-    the threads of a parallel part). Where an access's loops toward the home loop stop while
-    another's go on, both may lie in one iteration of the deepest loop they share there: that
-    loop declares it (declaring deeper would lose values that pass between iterations of the
-    deeper loop). An access with no loop toward the home loop sees the function's copy."""
+    parallel loop over the full tiles and a serial remainder). Accesses whose loops toward the
+    home loop part, into different loops or into a loop and its dropped copy, lie in different
+    iterations of the home loop (a loop toward the home loop encloses every access of one of
+    its iterations): each part declares its own copy, the deepest loop toward the home loop
+    they share, so the threads of a parallel part never share one. An access with no loop
+    toward the home loop sees the function's copy."""
     towards = [_toward_home(p, b.home_loops) for p in paths]
     declaring: list[For] = []
     _split_toward_home([t for t in towards if t], 0, declaring)
@@ -102,13 +101,14 @@ def _loops_toward_home(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[Fo
 
 def _split_toward_home(towards: list[list[For]], level: int, declaring: list[For]) -> None:
     """Declaring loops for ``towards`` (non-empty lists of loops toward the home loop, the
-    same ``level`` first ones in each), appended to ``declaring``."""
+    same ``level`` first ones in each), appended to ``declaring``: the last shared loop for
+    the accesses that go no deeper, and each deeper loop's own for the others."""
     if level and any(len(t) == level for t in towards):
         declaring.append(towards[0][level - 1])
-        return
     parts: dict[int, list[list[For]]] = {}
     for t in towards:
-        parts.setdefault(id(t[level]), []).append(t)
+        if len(t) > level:
+            parts.setdefault(id(t[level]), []).append(t)
     for part in parts.values():
         _split_toward_home(part, level + 1, declaring)
 
