@@ -152,3 +152,32 @@ def test_rebuilding_a_model_loads_it_from_the_cache(cnn):
     assert STATS.compiles == compiles and again.library.path == first.library.path
     x = np.random.default_rng(0).standard_normal((2, 1, 28, 28)).astype("float32")
     np.testing.assert_array_equal(again(x), first(x))
+
+
+class Repeated(torch.nn.Module):
+    """Three equal blocks (convolution, batch norm, ReLU) with weights of their own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.Sequential(*[torch.nn.Sequential(
+            torch.nn.Conv2d(6, 6, 3, padding=1), torch.nn.BatchNorm2d(6), torch.nn.ReLU())
+            for _ in range(3)])
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+def test_equal_layers_share_one_compiled_kernel():
+    torch.manual_seed(3)
+    model = Repeated().eval()
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 6, 9, 9)
+    ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
+    steps = [s for seg in ex.segments for s in seg.steps]
+    assert len(steps) == 3 and len({s.function for s in steps}) == 1
+    with torch.no_grad():
+        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
+                                   rtol=1e-5, atol=1e-5)

@@ -20,6 +20,7 @@ from ..runtime.compiler import (BASE_FLAGS, Library, compile_c_units, compile_un
 from ..runtime.records import Database
 from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
+from .dedupe import kernel_key
 from .extern import lookup_extern, route_externs
 from .foreign import apply_fallback, fallback_function
 from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
@@ -286,15 +287,20 @@ def _generate(g: Graph, database: Database | None) -> tuple[list, list[Segment]]
     segments: list[Segment] = []
     steps: list[Step] = []
     labels: list[str] = []
+    made: dict[str, tuple[str, tuple[str, ...]]] = {}    # kernel_key -> function, params
     with ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         compiling = []
         for b in g.bindings:
             if isinstance(b, KernelCall):
-                kernel, source, extra, _ = driver.c_kernel(_schedule(b, database),
-                                                           name=b.kernel.name)
-                units.append((source, extra))
-                compiling.append(pool.submit(compile_unit, source, extra))
-                steps.append(Step(kernel.name, (*b.inputs, *b.outputs), tuple(kernel.params)))
+                key = kernel_key(b.kernel)
+                if key not in made:         # a kernel equal to an earlier one up to names
+                    kernel, source, extra, _ = driver.c_kernel(_schedule(b, database),
+                                                               name=b.kernel.name)
+                    units.append((source, extra))
+                    compiling.append(pool.submit(compile_unit, source, extra))
+                    made[key] = (kernel.name, tuple(kernel.params))
+                function, params = made[key]
+                steps.append(Step(function, (*b.inputs, *b.outputs), params))
                 labels.append(b.kernel.name)
             elif isinstance(b, ExternCall):
                 if steps:
