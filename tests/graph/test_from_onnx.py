@@ -54,15 +54,15 @@ def test_onnx_unsupported_operators_are_listed():
     from onnx import TensorProto, helper
     nodes = [helper.make_node("NonZero", ["x"], ["a"], name="s"),
              helper.make_node("Relu", ["x"], ["b"], name="r"),
-             helper.make_node("Det", ["b"], ["y"], name="c")]
+             helper.make_node("Unique", ["b"], ["y"], name="c")]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, []),
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None]),
          helper.make_tensor_value_info("a", TensorProto.INT64, [2, None])])
     with pytest.raises(pl.PolyloopError, match="2 unsupported") as e:
         pl.graph.from_onnx(helper.make_model(graph))
     assert "ONNX node 0 (NonZero 's')" in str(e.value)
-    assert "ONNX node 2 (Det 'c')" in str(e.value)
+    assert "ONNX node 2 (Unique 'c')" in str(e.value)
 
 
 def test_command_line_compile_and_run(tmp_path, capsys, onnx_cnn):

@@ -63,8 +63,12 @@ def test_malformed_model_is_refused_naming_the_culprit(case):
     assert all(w.lower() in message.lower() for w in words), message
 
 
-def test_zero_size_data_is_refused_when_it_would_run():
+def test_zero_size_values_are_known_constants_and_never_reach_a_kernel():
     m = model([relu("x", "y", "r")], [vi("x", [0, 3])], [vi("y", [0, 3])])
+    ex = pl.graph.build(pl.graph.from_onnx(m))     # nothing to compute: an empty result
+    assert ex().shape == (0, 3)
+    m = model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
+              [vi("a", [2, 0]), vi("b", [0, 3])], [vi("y", [2, 3])])
     with pytest.raises(pl.PolyloopError, match="zero-size"):
         pl.graph.from_onnx(m)
 
@@ -85,3 +89,13 @@ def test_a_computed_shape_input_is_refused_with_the_reason():
     assert err.value.names == ("s",)
     g = pl.graph.from_onnx(m, values={"s": np.array([3, -2], "int64")})
     assert g.outputs[0].type.shape == (3, 2) and [v.name for v in g.inputs] == ["x"]
+
+
+def test_gather_indices_given_at_run_time_are_checked():
+    node = helper.make_node("Gather", ["x", "i"], ["y"], axis=1)
+    m = model([node], [vi("x", [2, 3]), vi("i", [2], TensorProto.INT64)], [vi("y", [2, 2])])
+    ex = pl.graph.build(pl.graph.from_onnx(m))
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    np.testing.assert_array_equal(ex(x, np.array([-1, 0], "int64")), x[:, [2, 0]])
+    with pytest.raises(pl.ArgumentError, match=r"gather indices must be in \[-3, 3\)"):
+        ex(x, np.array([0, 3], "int64"))

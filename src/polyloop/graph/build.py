@@ -43,7 +43,8 @@ def materialize_outputs(g: Graph) -> Graph:
                for v in b.outputs}
     bindings, outputs, seen = list(g.bindings), [], set()
     for v in g.outputs:
-        if v.name not in written or v.name in seen:
+        empty = 0 in v.type.shape      # no element to write: the caller's array is the result
+        if (v.name not in written or v.name in seen) and not empty:
             copy = Value(f"{v.name}_out{len(outputs)}", v.type)
             bindings.append(Call((copy,), Op.COPY, (v,)))
             v = copy

@@ -24,7 +24,8 @@ from ..runtime.module import apply_thread_count
 from ..util.aligned import aligned_bytes
 from .entry import ALIGN
 from .export import model_header
-from .ir import ExternCall, Graph, Op
+from .index_checks import index_checks
+from .ir import ExternCall, Graph
 from .memory import MemoryPlan, Where, nbytes
 
 
@@ -88,10 +89,7 @@ class Executor:
                 self._fns[s.entry] = fn
         self._workspaces: dict[tuple, np.ndarray] = {}
         self._shapes: dict[tuple, _Shapes] = {}
-        self._index_checks = [(c.inputs[1].name, c.inputs[0].type.shape[0])
-                              for b in graph.bindings for c in getattr(getattr(b, "kernel", None),
-                                                                       "body", ())
-                              if c.op is Op.EMBEDDING]
+        self._index_checks = index_checks(graph)
 
     @property
     def source_dir(self) -> Path:
@@ -156,11 +154,10 @@ class Executor:
 
     def _check_indices(self, arrays: list[np.ndarray]) -> None:
         by_name = {v.name: a for v, a in zip(self.graph.inputs, arrays)}
-        for idx, rows in self._index_checks:
-            a = by_name.get(idx)
-            if a is not None and a.size and (a.min() < 0 or a.max() >= rows):
-                raise ArgumentError(f"input '{idx}': embedding indices must be in [0, {rows}), "
-                                    f"got [{a.min()}, {a.max()}]")
+        for check in self._index_checks:
+            a = by_name.get(check.name)
+            if a is not None:
+                check.check(a)
 
     def _workspace(self, sizes: dict[str, int]) -> np.ndarray:
         key = tuple(sizes.get(p, 0) for p in self.graph.params)

@@ -53,14 +53,19 @@ class Op(enum.Enum):
     - ``LRN(x; size, alpha, beta, bias)``: across channels (axis 1).
     - ``EINSUM(*xs; equation)``: the equation in explicit form, ``ij,jk->ik``.
     - ``RESIZE(x; mode: ResizeMode, coordinates: CoordinateMode, nearest: NearestMode, scales,
-      cubic_a, exclude_outside, roi, extrapolation)``: output size per axis from the result's
-      shape, the coordinate transform from the per-axis ``scales``.
+      cubic_a, exclude_outside, antialias, roi, extrapolation)``: output size per axis from
+      the result's shape, the coordinate transform from the per-axis ``scales``; with
+      ``antialias`` a downscale widens its linear or cubic filter by 1 / scale.
     - ``GRID_SAMPLE(x, grid; mode: ResizeMode, padding: SamplePadding, align_corners)``: x
       (N, C, spatial...) sampled at the normalised coordinates ``grid[n, out..., :]`` (in
       [-1, 1], the last spatial axis first), as ONNX's GridSample.
     - ``SCATTER_ELEMENTS(x, idx, updates; axis, fn: ScatterFn)``: x with ``updates[u]`` put
       at u's position with axis replaced by ``idx[u]``; ``SCATTER_ND(x, idx, updates; fn)``:
       ``updates[q, ...]`` put at ``x[idx[q, 0], ..., idx[q, k-1], ...]``. Indices as GATHER's.
+    - ``BITCAST(x; dtype)``: the same bits read as another dtype of the same width;
+      ``DET(x)``: determinants of the square matrices of the two last axes (up to 5 x 5).
+    - ``TOPK(x; k, axis, largest, indices)``: the ``k`` largest (smallest) elements along
+      ``axis`` in order, equal ones by position; their int64 positions with ``indices``.
     """
 
     CONV2D = "conv2d"
@@ -122,6 +127,9 @@ class Op(enum.Enum):
     GRID_SAMPLE = "grid_sample"
     SCATTER_ELEMENTS = "scatter_elements"
     SCATTER_ND = "scatter_nd"
+    TOPK = "topk"
+    BITCAST = "bitcast"
+    DET = "det"
 
     def __str__(self) -> str:
         return self.value

@@ -123,9 +123,10 @@ class PolyloopBackend(Backend):
                                 f"{len(arrays)}")
         info = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
                                               a.shape) for name, a in zip(present, arrays)]
-        outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
-        graph = helper.make_graph([node], f"{node.op_type.lower()}_node", info, outs)
         opset = kwargs.get("opset_version")
+        outs = [helper.make_value_info(name, t) for name, t in
+                _output_types(node, info, opset).items()]
+        graph = helper.make_graph([node], f"{node.op_type.lower()}_node", info, outs)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]) \
             if opset else helper.make_model(graph)
         return cls.prepare(model, device).run(arrays)
@@ -138,6 +139,21 @@ class PolyloopBackend(Backend):
     def _check_device(cls, device: str) -> None:
         if not cls.supports_device(device):
             raise PolyloopError(f"device {device!r}: the polyloop ONNX backend runs on the CPU")
+
+
+def _output_types(node, info, opset) -> dict:
+    """The node's output types from ONNX's shape inference of the node alone."""
+    import onnx.defs
+    from onnx import shape_inference
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset or onnx.defs.onnx_opset_version(),
+                                      node.domain)
+        types = shape_inference.infer_node_outputs(schema, node,
+                                                   {v.name: v.type for v in info})
+    except Exception as e:    # onnx's SchemaError or InferenceError
+        raise PolyloopError(f"node {node.op_type}: ONNX cannot type its outputs: "
+                            f"{str(e).strip()[:300]}") from None
+    return {o: types[o] for o in node.output if o and o in types}
 
 
 prepare = PolyloopBackend.prepare

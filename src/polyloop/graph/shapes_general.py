@@ -143,8 +143,9 @@ def _pad(op: Op, types, attrs) -> TensorType:
             continue
         d = static(op, types, d, f"padded axis {k}")
         mode = str(attrs.get("mode", "constant"))
-        if d + b + e < 1 or mode == "reflect" and max(b, e) >= d or \
-                mode == "wrap" and max(b, e) > d:
+        kept = d - max(-b, 0) - max(-e, 0)     # what is left after negative pads crop
+        if d + b + e < 1 or mode != "constant" and kept < 1 or \
+                mode == "reflect" and max(b, e) >= kept or mode == "wrap" and max(b, e) > kept:
             raise _fail(op, types, f"axis {k} of size {d} cannot take pads ({b}, {e}) in "
                         f"{mode} mode")
         shape.append(d + b + e)
@@ -245,11 +246,41 @@ def _scatter_nd(op: Op, types, attrs) -> TensorType:
     return x
 
 
+def _topk(op: Op, types, attrs) -> TensorType:
+    x = types[0]
+    axis = normalize_axis(op, types, attrs.get("axis", -1), len(x.shape))
+    k = attrs.get("k")
+    d = static(op, types, x.shape[axis], "the sorted axis")
+    if x.dtype == "bool" or not isinstance(k, int) or not 1 <= k <= d:
+        raise _fail(op, types, f"topk needs a numeric tensor and 1 <= k <= {d}, got k={k!r}")
+    shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
+    return TensorType(shape, "int64" if attrs.get("indices") else x.dtype)
+
+
+_WIDTH = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "float16": 2, "bfloat16": 2,
+          "int32": 4, "float32": 4, "int64": 8, "float64": 8}
+
+
+def _bitcast(op: Op, types, attrs) -> TensorType:
+    x, dtype = types[0], attrs.get("dtype")
+    if dtype not in DTYPES or _WIDTH[str(dtype)] != _WIDTH[x.dtype] or "bool" in (dtype, x.dtype):
+        raise _fail(op, types, f"bitcast to {dtype!r} needs a numeric dtype of the same width")
+    return TensorType(x.shape, str(dtype))
+
+
+def _det(op: Op, types, attrs) -> TensorType:
+    x = types[0]
+    n = x.shape[-1] if len(x.shape) >= 2 else None
+    if x.dtype not in FLOATS or n != x.shape[-2] or not isinstance(n, int) or not 1 <= n <= 5:
+        raise _fail(op, types, "det takes float square matrices of at most 5 x 5 (..., n, n)")
+    return TensorType(x.shape[:-2], x.dtype)
+
+
 GENERAL_RULES: dict[Op, Callable[[Op, tuple, Attrs], TensorType]] = {
     Op.UNARY: _unary, Op.BINARY: _binary, Op.WHERE: _where, Op.CAST: _cast,
     Op.REDUCE: _reduce, Op.ARG_REDUCE: _arg_reduce, Op.CUMSUM: _cumsum, Op.SLICE: _slice,
     Op.PAD: _pad, Op.BROADCAST_TO: _broadcast_to, Op.TILE: _tile, Op.GATHER: _gather,
     Op.GATHER_ELEMENTS: _gather_elements, Op.GATHER_ND: _gather_nd, Op.ONE_HOT: _one_hot,
-    Op.TRILU: _trilu, Op.SCATTER_ELEMENTS: _scatter_elements, Op.SCATTER_ND: _scatter_nd,
+    Op.TRILU: _trilu, Op.TOPK: _topk, Op.BITCAST: _bitcast, Op.DET: _det, Op.SCATTER_ELEMENTS: _scatter_elements, Op.SCATTER_ND: _scatter_nd,
     **NN_RULES,
 }

@@ -96,6 +96,9 @@ def _pool(op: Op, types, attrs) -> TensorType:
     fn = attrs.get("fn")
     if not isinstance(fn, PoolFn) or x.dtype not in _FLOATS and fn is not PoolFn.MAX:
         raise _fail(op, types, f"pool {fn!r} is not defined on {x.dtype} tensors")
+    if any(p >= k for p, k in zip(pads, kernel + kernel)):
+        raise _fail(op, types, f"pads {pads} must be smaller than the kernel {kernel} (a window "
+                    "would hold padding only)")
     ceil_mode = bool(attrs.get("ceil_mode", False))
     out = tuple(window_count(op, types, static(op, types, x.shape[2 + k], "a spatial size"),
                              kernel[k], strides[k], pads[k], pads[nd + k], dilations[k],

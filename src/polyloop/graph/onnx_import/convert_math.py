@@ -8,6 +8,7 @@ import numpy as np
 from ...errors import PolyloopError
 from ..ir import Op, Value
 from ..kinds import BinaryFn, UnaryFn
+from . import shape_values
 from .node import Node, onnx_dtype
 
 _FLOATS = ("float16", "float32", "float64")
@@ -50,10 +51,10 @@ def unary(n: Node, fn: UnaryFn, x: Value, **params: object) -> Value:
 
 def convert_unary(n: Node) -> Value:
     fn, attrs = _UNARY[n.op_type]
-    params = {p: n.attr(a, d) for a, (p, d) in attrs.items()}
-    params = {p: (float(v) if isinstance(v, float) else v) for p, v in params.items()}
     if fn is UnaryFn.ISINF:
-        params = {k: bool(v) for k, v in params.items()}
+        params = {p: n.flag(a, d) for a, (p, d) in attrs.items()}
+    else:
+        params = {p: float(n.attr(a, d)) for a, (p, d) in attrs.items()}
     return unary(n, fn, n.value(0), **params)
 
 
@@ -93,7 +94,7 @@ def convert_binary(n: Node) -> Value:
 
 
 def convert_mod(n: Node) -> Value:
-    fmod = int(n.attr("fmod", 0))
+    fmod = int(n.flag("fmod", 0))
     a, b = n.value(0), n.value(1)
     return n.emit(Op.BINARY, a, b, fn=BinaryFn.FMOD if fmod else BinaryFn.MOD)
 
@@ -132,9 +133,11 @@ def cast(n: Node, x: Value, dtype: str) -> Value:
 
 
 def convert_cast(n: Node) -> Value:
-    dtype = onnx_dtype(int(n.attr("to")), f"Cast's target type")
+    dtype = onnx_dtype(int(n.attr("to")), "Cast's target type")
     n.attr("saturate")   # applies to float8 targets only, which the graph does not carry
     n.attr("round_mode")
+    if shape_values.involved(n, 0):
+        return shape_values.cast(n, dtype)
     return cast(n, n.value(0), dtype)
 
 
@@ -183,7 +186,7 @@ def convert_quantize(n: Node) -> Value:
     n.attr("axis")
     n.attr("block_size")
     n.attr("precision")
-    if not n.attr("saturate", 1):
+    if not n.flag("saturate", 1):
         raise PolyloopError("saturate=0 applies to float8 outputs, which are not supported")
     scale = _axis_param(n, n.value(1), rank)
     zp = _axis_param(n, n.value(2), rank) if n.has(2) else None
@@ -216,7 +219,16 @@ def convert_dequantize(n: Node) -> Value:
     return n.emit(Op.BINARY, y, cast(n, scale, dtype), fn=BinaryFn.MUL)
 
 
-CONVERTERS = {**{k: convert_unary for k in _UNARY}, **{k: convert_binary for k in _BINARY},
+def convert_bitcast(n: Node) -> Value:
+    return n.emit(Op.BITCAST, n.value(0), dtype=onnx_dtype(int(n.attr("to")), "BitCast's to"))
+
+
+def convert_det(n: Node) -> Value:
+    return n.emit(Op.DET, n.value(0))
+
+
+CONVERTERS = {"BitCast": convert_bitcast, "Det": convert_det,
+              **{k: convert_unary for k in _UNARY}, **{k: convert_binary for k in _BINARY},
               "Gelu": convert_gelu, "Mod": convert_mod, "BitShift": convert_bitshift,
               "Sum": convert_variadic, "Max": convert_variadic, "Min": convert_variadic,
               "Mean": convert_variadic, "Where": convert_where, "Cast": convert_cast,

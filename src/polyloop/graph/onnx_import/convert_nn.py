@@ -118,7 +118,7 @@ def _pool_attrs(n: Node, x: Value) -> dict:
     kernel = _ints(n, "kernel_shape", nd, 0)
     strides, dil = _ints(n, "strides", nd, 1), _ints(n, "dilations", nd, 1)
     pads = window_pads(n, sizes, kernel, strides, dil)
-    ceil_mode = bool(n.attr("ceil_mode", 0))
+    ceil_mode = n.flag("ceil_mode", 0)
     return dict(kernel=tuple(kernel), strides=tuple(strides), pads=tuple(pads),
                 dilations=tuple(dil), ceil_mode=ceil_mode)
 
@@ -138,7 +138,7 @@ def _symmetric_2d(x: Value, a: dict) -> bool:
 def convert_max_pool(n: Node) -> tuple:
     x = n.value(0)
     a = _pool_attrs(n, x)
-    order = int(n.attr("storage_order", 0))
+    order = int(n.flag("storage_order", 0))
     indices = None
     if n.wants(1):
         if order and len(a["kernel"]) != 2:
@@ -155,7 +155,7 @@ def convert_max_pool(n: Node) -> tuple:
 def convert_average_pool(n: Node) -> Value:
     x = n.value(0)
     a = _pool_attrs(n, x)
-    include = bool(n.attr("count_include_pad", 0))
+    include = n.flag("count_include_pad", 0)
     if _symmetric_2d(x, a):
         return n.emit(Op.AVG_POOL2D, x, kernel=a["kernel"], stride=a["strides"],
                       padding=a["pads"][:2], count_include_pad=include)
@@ -207,7 +207,7 @@ def convert_matmul(n: Node) -> Value:
 def convert_gemm(n: Node) -> Value:
     a, b = n.value(0), n.value(1)
     alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
-    trans_a, trans_b = int(n.attr("transA", 0)), int(n.attr("transB", 0))
+    trans_a, trans_b = int(n.flag("transA", 0)), int(n.flag("transB", 0))
     if len(a.type.shape) != 2 or len(b.type.shape) != 2:
         raise PolyloopError("Gemm needs 2-D A and B")
     if trans_a:

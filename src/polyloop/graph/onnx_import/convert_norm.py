@@ -12,20 +12,40 @@ from .dims import as_dim, normalize, product
 from .node import Node
 
 
-def convert_batch_norm(n: Node) -> Value:
-    n.attr("momentum")
-    if n.opset < 9 and not n.attr("spatial", 1):
+def convert_batch_norm(n: Node) -> Value | tuple:
+    momentum = float(n.attr("momentum", 0.9))
+    if n.opset < 9 and not n.flag("spatial", 1):
         raise PolyloopError("BatchNormalization with spatial=0 is not supported")
     if n.opset < 7:
         n.attr("is_test")
-    if n.attr("training_mode", 0) or any(n.wants(k) for k in range(1, 5)):
-        raise PolyloopError("BatchNormalization in training mode (training_mode=1 or the "
-                            "running statistics as outputs) is not supported: inference only")
     x = n.value(0)
     if len(x.type.shape) < 2:
         raise PolyloopError("BatchNormalization needs (N, C, ...) data")
-    return n.emit(Op.BATCH_NORM, *[n.value(k) for k in range(5)],
-                  eps=float(n.attr("epsilon", 1e-5)))
+    eps = float(n.attr("epsilon", 1e-5))
+    training = n.flag("training_mode", 0)
+    if not training and any(n.wants(k) for k in range(1, 5)):
+        raise PolyloopError("BatchNormalization's running statistics are outputs only in "
+                            "training mode (training_mode=1)")
+    if not training:
+        return n.emit(Op.BATCH_NORM, *[n.value(k) for k in range(5)], eps=eps)
+    if n.opset < 14:
+        raise PolyloopError("BatchNormalization in training mode before opset 14 is not "
+                            "supported")
+    axes = (0,) + tuple(range(2, len(x.type.shape)))
+    mean = n.emit(Op.REDUCE, x, fn=ReduceFn.MEAN, axes=axes)
+    centred = n.emit(Op.BINARY, x, reshape(n, mean, (x.type.shape[1],) + (1,) * (
+        len(x.type.shape) - 2)), fn=BinaryFn.SUB)
+    var = n.emit(Op.REDUCE, n.emit(Op.BINARY, centred, centred, fn=BinaryFn.MUL),
+                 fn=ReduceFn.MEAN, axes=axes)
+    y = n.emit(Op.BATCH_NORM, x, n.value(1), n.value(2), mean, var, eps=eps)
+
+    def running(k: int, batch: Value) -> Value:
+        keep = n.emit(Op.BINARY, n.value(k), n.const(np.array(momentum, x.type.dtype)),
+                      fn=BinaryFn.MUL)
+        new = n.emit(Op.BINARY, batch, n.const(np.array(1 - momentum, x.type.dtype)),
+                     fn=BinaryFn.MUL)
+        return n.emit(Op.BINARY, keep, new, fn=BinaryFn.ADD)
+    return (y, running(3, mean) if n.wants(1) else None, running(4, var) if n.wants(2) else None)
 
 
 def _per_channel(n: Node, v: Value, rank: int) -> Value:
@@ -166,11 +186,11 @@ _REDUCE = {"ReduceSum": ReduceFn.SUM, "ReduceMean": ReduceFn.MEAN, "ReduceMax": 
 def convert_reduce(n: Node) -> Value:
     x = n.value(0)
     rank = len(x.type.shape)
-    keep = bool(n.attr("keepdims", 1))
+    keep = n.flag("keepdims", 1)
     as_input = n.opset >= (13 if n.op_type == "ReduceSum" else 18)
     if as_input:
         axes = n.ints(1, "the axes") if n.has(1) else []
-        noop = bool(n.attr("noop_with_empty_axes", 0))
+        noop = n.flag("noop_with_empty_axes", 0)
     else:
         axes, noop = [int(a) for a in n.attr("axes", [])], False
     if not axes:
@@ -186,11 +206,27 @@ def convert_reduce(n: Node) -> Value:
 def convert_arg(n: Node) -> Value:
     x = n.value(0)
     axis = normalize(int(n.attr("axis", 0)), len(x.type.shape))
-    return n.emit(Op.ARG_REDUCE, x, axis=axis, keepdims=bool(n.attr("keepdims", 1)),
-                  largest=n.op_type == "ArgMax", last=bool(n.attr("select_last_index", 0)))
+    return n.emit(Op.ARG_REDUCE, x, axis=axis, keepdims=n.flag("keepdims", 1),
+                  largest=n.op_type == "ArgMax", last=n.flag("select_last_index", 0))
+
+
+def convert_topk(n: Node) -> tuple:
+    x = n.value(0)
+    axis = normalize(int(n.attr("axis", -1)), len(x.type.shape))
+    if n.opset < 10:
+        k = int(n.attr("k"))
+    else:
+        k = int(n.array(1, "k").reshape(-1)[0])
+    n.flag("sorted", 1)      # the outputs are always sorted, which sorted=0 also allows
+    largest = n.flag("largest", 1)
+    values = n.emit(Op.TOPK, x, k=k, axis=axis, largest=largest) if n.wants(0) else None
+    indices = n.emit(Op.TOPK, x, k=k, axis=axis, largest=largest, indices=True) \
+        if n.wants(1) else None
+    return (values, indices)
 
 
 CONVERTERS = {
+    "TopK": convert_topk,
     "BatchNormalization": convert_batch_norm, "InstanceNormalization": convert_instance_norm,
     "LayerNormalization": convert_layer_norm, "GroupNormalization": convert_group_norm,
     "RMSNormalization": convert_rms_norm, "MeanVarianceNormalization": convert_mvn,

@@ -67,8 +67,7 @@ def _sizes_and_scales(n: Node, x: Value, scales, sizes, axes) -> tuple[list, lis
 def convert_resize(n: Node) -> Value:
     x = n.value(0)
     rank = len(x.type.shape)
-    if n.attr("antialias", 0):
-        raise PolyloopError("Resize with antialias=1 is not supported")
+    antialias = n.flag("antialias", 0)
     axes = n.attr("axes")
     if n.opset < 11:
         scales = [float(s) for s in n.array(1, "the scales").reshape(-1)]
@@ -90,8 +89,10 @@ def convert_resize(n: Node) -> Value:
                  nearest=_enum(_NEAREST, n.attr("nearest_mode", "round_prefer_floor"
                                                 if n.opset >= 11 else "floor"), "nearest_mode"),
                  cubic_a=float(n.attr("cubic_coeff_a", -0.75)),
-                 exclude_outside=bool(n.attr("exclude_outside", 0)),
+                 exclude_outside=n.flag("exclude_outside", 0), antialias=antialias,
                  extrapolation=float(n.attr("extrapolation_value", 0.0)))
+    if antialias and mode is ResizeMode.NEAREST:
+        raise PolyloopError("antialias applies to linear and cubic modes, not nearest")
     if coords is CoordinateMode.TF_CROP_AND_RESIZE:
         if roi is None:
             raise PolyloopError("tf_crop_and_resize needs the roi input")
@@ -124,7 +125,7 @@ def convert_grid_sample(n: Node) -> Value:
                  "mode")
     padding = _enum(_PADDING, n.attr("padding_mode", "zeros"), "padding_mode")
     return n.emit(Op.GRID_SAMPLE, n.value(0), n.value(1), mode=mode, padding=padding,
-                  align_corners=bool(n.attr("align_corners", 0)))
+                  align_corners=n.flag("align_corners", 0))
 
 
 CONVERTERS = {"Resize": convert_resize, "Upsample": convert_upsample,

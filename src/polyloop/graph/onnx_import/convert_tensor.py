@@ -9,6 +9,7 @@ from ...errors import PolyloopError
 from ..ir import Dim, Op, Value
 from ..kinds import PadMode, ScatterFn
 from .dims import as_dim, normalize, product, reshape_target, slice_range
+from . import shape_values
 from .node import Node, Shape, onnx_dtype
 
 
@@ -23,7 +24,7 @@ def convert_reshape(n: Node) -> Value:
     if n.opset < 5:
         raise PolyloopError("Reshape before opset 5 (the shape as an attribute) is not "
                             "supported")
-    allowzero = bool(n.attr("allowzero", 0))
+    allowzero = n.flag("allowzero", 0)
     return reshape(n, x, reshape_target(x.type.shape, n.dims(1, "the shape"), allowzero))
 
 
@@ -43,9 +44,9 @@ def convert_transpose(n: Node) -> Value:
     x = n.value(0)
     rank = len(x.type.shape)
     perm = [int(p) for p in n.attr("perm", list(reversed(range(rank))))]
-    if sorted(p % rank if -rank <= p < rank else p for p in perm) != list(range(rank)):
-        raise PolyloopError(f"perm {perm} is not a permutation of the {rank} axes")
-    perm = [p % rank for p in perm]
+    if sorted(perm) != list(range(rank)):
+        raise PolyloopError(f"perm {perm} is not a permutation of the {rank} axes 0 to "
+                            f"{rank - 1}")
     if perm == list(range(rank)):
         return x
     return n.emit(Op.PERMUTE, x, axes=perm)
@@ -60,6 +61,8 @@ def _axes_arg(n: Node, rank: int, *, attr_before: int) -> list[int] | None:
 
 
 def convert_squeeze(n: Node) -> Value | Shape:
+    if shape_values.involved(n, 0):
+        return shape_values.squeeze(n, _axes_arg(n, 1, attr_before=13))
     x = n.value(0)
     shape = x.type.shape
     axes = _axes_arg(n, len(shape), attr_before=13)
@@ -72,7 +75,9 @@ def convert_squeeze(n: Node) -> Value | Shape:
     return reshape(n, x, tuple(d for k, d in enumerate(shape) if k not in axes))
 
 
-def convert_unsqueeze(n: Node) -> Value:
+def convert_unsqueeze(n: Node) -> Value | Shape:
+    if shape_values.involved(n, 0):
+        return shape_values.unsqueeze(n, _axes_arg(n, 0, attr_before=13))
     x = n.value(0)
     axes = _axes_arg(n, len(x.type.shape), attr_before=13)
     if not axes:
@@ -89,7 +94,9 @@ def _empty(n: Node, v: Value) -> bool:
     return n.b.data(v) is not None and n.b.data(v).size == 0
 
 
-def convert_concat(n: Node) -> Value:
+def convert_concat(n: Node) -> Value | Shape:
+    if shape_values.involved(n, *range(n.n_inputs)):
+        return shape_values.concat(n)
     xs = n.values()
     rank = len(xs[0].type.shape)
     axis = normalize(int(n.attr("axis")), rank)
@@ -156,10 +163,7 @@ def convert_split(n: Node) -> tuple[Value, ...]:
     return tuple(outs)
 
 
-def convert_slice(n: Node) -> Value:
-    x = n.value(0)
-    shape = x.type.shape
-    rank = len(shape)
+def convert_slice(n: Node) -> Value | Shape:
     if n.opset < 10:
         starts, ends = n.attr("starts"), n.attr("ends")
         axes, steps = n.attr("axes"), None
@@ -167,6 +171,11 @@ def convert_slice(n: Node) -> Value:
         starts, ends = n.ints(1, "the starts"), n.ints(2, "the ends")
         axes = n.ints(3, "the axes") if n.has(3) else None
         steps = n.ints(4, "the steps") if n.has(4) else None
+    if shape_values.involved(n, 0):
+        return shape_values.slice_(n, starts, ends, axes, steps)
+    x = n.value(0)
+    shape = x.type.shape
+    rank = len(shape)
     axes = list(range(len(starts))) if axes is None else [int(a) for a in axes]
     steps = [1] * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps):
@@ -254,7 +263,9 @@ def _check_indices(n: Node, idx: Value, size: Dim, what: str) -> None:
                             f"[-{size}, {size})")
 
 
-def convert_gather(n: Node) -> Value:
+def convert_gather(n: Node) -> Value | Shape:
+    if shape_values.involved(n, 0):
+        return shape_values.gather(n)
     x, idx = n.value(0), n.value(1)
     axis = normalize(int(n.attr("axis", 0)), len(x.type.shape))
     _check_indices(n, idx, x.type.shape[axis], "Gather")
@@ -334,14 +345,14 @@ def convert_one_hot(n: Node) -> Value:
 
 def convert_trilu(n: Node) -> Value:
     k = int(n.array(1, "k").reshape(-1)[0]) if n.has(1) else 0
-    return n.emit(Op.TRILU, n.value(0), upper=bool(n.attr("upper", 1)), k=k)
+    return n.emit(Op.TRILU, n.value(0), upper=n.flag("upper", 1), k=k)
 
 
 def convert_cumsum(n: Node) -> Value:
     x = n.value(0)
     axis = normalize(int(n.array(1, "the axis").reshape(-1)[0]), len(x.type.shape))
-    return n.emit(Op.CUMSUM, x, axis=axis, exclusive=bool(n.attr("exclusive", 0)),
-                  reverse=bool(n.attr("reverse", 0)))
+    return n.emit(Op.CUMSUM, x, axis=axis, exclusive=n.flag("exclusive", 0),
+                  reverse=n.flag("reverse", 0))
 
 
 def _blocks(n: Node, x: Value) -> tuple[int, int, int, int, int]:
@@ -389,7 +400,7 @@ def convert_identity(n: Node) -> Value | Shape:
 def convert_dropout(n: Node) -> tuple:
     n.attr("seed")
     n.attr("ratio")
-    if n.opset < 7 and not n.attr("is_test", 0):
+    if n.opset < 7 and not n.flag("is_test", 0):
         raise PolyloopError("Dropout in training mode (is_test=0) is not supported")
     if n.has(2) and bool(n.array(2, "training_mode").reshape(-1)[0]):
         raise PolyloopError("Dropout in training mode is not supported (inference only)")

@@ -129,20 +129,3 @@ def _rename_graph(g, rename, prefix: str, attrs: dict) -> None:
         v.name = rename(v.name)
     for t in g.initializer:
         t.name = rename(t.name)
-
-
-def branch(node, cond: bool) -> list:
-    """The nodes of the branch of If ``node`` that ``cond`` takes, then an Identity per
-    output (the branch's result under the If's output name)."""
-    from onnx import helper
-    key = "then_branch" if cond else "else_branch"
-    g = next((a.g for a in node.attribute if a.name == key), None)
-    if g is None:
-        raise PolyloopError(f"If has no {key}")
-    if len(g.output) != len(node.output):
-        raise PolyloopError(f"the {key} has {len(g.output)} outputs, the If {len(node.output)}")
-    body = [helper.make_node("Constant", [], [t.name], value=t) for t in g.initializer]
-    body += list(g.node)
-    body += [helper.make_node("Identity", [o.name], [name])
-             for o, name in zip(g.output, node.output) if name]
-    return body

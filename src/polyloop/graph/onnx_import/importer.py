@@ -19,12 +19,15 @@ from ...errors import PolyloopError
 from ..builder import GraphBuilder
 from ..ir import Dim, Graph, Value
 from ..verify import verify
-from . import convert_math, convert_nn, convert_norm, convert_resize, convert_tensor
-from .functions import branch, expand, has_function
+from . import (convert_composite, convert_math, convert_nn, convert_norm, convert_resize,
+               convert_rnn, convert_tensor)
+from .control import branch, unroll_scan
+from .functions import expand, has_function
 from .node import ONNX_DTYPES, Node, Shape, ValueNeeded, onnx_dtype
 
 CONVERTERS = {**convert_math.CONVERTERS, **convert_tensor.CONVERTERS, **convert_nn.CONVERTERS,
-              **convert_norm.CONVERTERS, **convert_resize.CONVERTERS}
+              **convert_norm.CONVERTERS, **convert_resize.CONVERTERS,
+              **convert_composite.CONVERTERS, **convert_rnn.CONVERTERS}
 MIN_OPSET = 7
 # The largest buffer the graph allocates: offsets are 64-bit, and no address space is larger.
 MAX_BYTES = 1 << 62
@@ -196,7 +199,7 @@ class OnnxImporter:
     def _support(self, proto, opset: int) -> str | None:
         if proto.domain not in ("", "ai.onnx"):
             return f"operators of domain '{proto.domain}' are not supported"
-        if proto.op_type in CONVERTERS or proto.op_type == "If" or \
+        if proto.op_type in CONVERTERS or proto.op_type in ("If", "Scan") or \
                 has_function(proto.op_type, opset):
             return None
         return "not supported (no converter and no function body)"
@@ -210,6 +213,8 @@ class OnnxImporter:
             if cond.size != 1:
                 raise PolyloopError(f"the condition has {cond.size} elements, not one")
             return branch(proto, bool(cond.reshape(-1)[0])), {"": opset}
+        if proto.op_type == "Scan":
+            return unroll_scan(proto, opset, self._shape_of), {"": opset}
         if proto.op_type not in CONVERTERS:
             problem = self._support(proto, opset)
             if problem:
@@ -259,6 +264,12 @@ class OnnxImporter:
                 for d, ours in zip(dims, v.type.shape)):
             raise PolyloopError(f"'{name}': polyloop's shape {list(v.type.shape)} differs from "
                                 f"ONNX's inferred {dims}")
+
+    def _shape_of(self, name: str) -> tuple:
+        e = self.env.get(name)
+        if e is None:
+            raise PolyloopError(f"'{name}' is produced by no earlier node")
+        return (len(e.dims),) if isinstance(e, Shape) else e.type.shape
 
     def _type_proto(self, name: str):
         from onnx import TypeProto, helper

@@ -37,6 +37,7 @@ class Shape:
     shape."""
 
     dims: tuple[Dim, ...]
+    scalar: bool = False      # a 0-d value (one dimension, picked by a Gather)
 
 
 Entry = Value | Shape
@@ -144,6 +145,14 @@ class Node:
         if isinstance(v, list):
             return [x.decode() if isinstance(x, bytes) else x for x in v]
         return v
+
+    def flag(self, key: str, default: int) -> bool:
+        """A 0/1 attribute as a bool; any other value is refused (runtimes read such a value
+        differently: never guess)."""
+        v = self.attr(key, default)
+        if v not in (0, 1):
+            raise PolyloopError(f"attribute {key}={v!r} must be 0 or 1")
+        return bool(v)
 
     def has_attr(self, key: str) -> bool:
         return key in self._attrs

@@ -9,6 +9,7 @@ functions given with their source.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -247,4 +248,52 @@ def lower_cast(inputs, attrs, shape, name):
     return te.compute(shape, lambda *i: cast(d, x[i]), name=name)
 
 
-MATH = {"unary": lower_unary, "binary": lower_binary, "where": lower_where, "cast": lower_cast}
+_C_TYPES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t",
+            "int64": "int64_t", "float16": "_Float16", "float32": "float", "float64": "double"}
+
+
+@functools.cache
+def c_bitcast(src: str, dst: str):
+    """The bits of a ``src`` value read as ``dst`` (a union: no aliasing rule broken)."""
+    a, b = _C_TYPES[src], _C_TYPES[dst]
+    name = f"pl_bitcast_{src}_{dst}"
+    source = (f"static inline {b} {name}({a} x) {{ union {{ {a} from; {b} to; }} u; "
+              f"u.from = x; return u.to; }}")
+    return extern(name, dtype=dst, args=[src], source=source,
+                  python=lambda v: np.array(v, src).view(dst)[()])
+
+
+def lower_bitcast(inputs, attrs, shape, name):
+    x = inputs[0]
+    f = c_bitcast(str(x.dtype), str(attrs["dtype"]))
+    return te.compute(shape, lambda *i: f(x[i]), name=name)
+
+
+def _permutations(n: int) -> list[tuple[tuple[int, ...], int]]:
+    """Every permutation of range(n) with its sign."""
+    out = []
+    for p in itertools.permutations(range(n)):
+        inversions = sum(1 for i in range(n) for j in range(i + 1, n) if p[i] > p[j])
+        out.append((p, -1 if inversions % 2 else 1))
+    return out
+
+
+def lower_det(inputs, attrs, shape, name):
+    """The determinant by Leibniz's formula (every permutation's signed product)."""
+    x = inputs[0]
+    n = int(x.shape[-1].value)
+
+    def body(*i):
+        total = None
+        for p, sign in _permutations(n):
+            term = x[i + (0, p[0])]
+            for r in range(1, n):
+                term = term * x[i + (r, p[r])]
+            total = (term if sign > 0 else -term) if total is None else \
+                (total + term if sign > 0 else total - term)
+        return total
+    return te.compute(shape, body, name=name)
+
+
+MATH = {"unary": lower_unary, "binary": lower_binary, "where": lower_where, "cast": lower_cast,
+        "bitcast": lower_bitcast, "det": lower_det}

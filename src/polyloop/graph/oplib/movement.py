@@ -36,11 +36,17 @@ def lower_pad(inputs, attrs, shape, name):
     mode = attrs.get("mode", PadMode.CONSTANT)
     value = const(attrs.get("value", 0), x.dtype)
 
+    def edge_mode(a: int, k):
+        """Negative pads crop first; the mode then fills from the cropped axis."""
+        lo, hi = max(-pads[a], 0), max(-pads[a + rank], 0)
+        if not (pads[a] or pads[a + rank]):
+            return k
+        return _pad_index(k - max(pads[a], 0), x.shape[a] - lo - hi, mode) + lo
+
     def body(*i):
         src = tuple(k - pads[a] for a, k in enumerate(i))
         if mode is not PadMode.CONSTANT:
-            return x[tuple(_pad_index(j, x.shape[a], mode) if pads[a] or pads[a + rank] else j
-                           for a, j in enumerate(src))]
+            return x[tuple(edge_mode(a, k) for a, k in enumerate(i))]
         conds = [c for a, j in enumerate(src) for c in
                  ((j >= 0,) if pads[a] > 0 else ()) + ((j < x.shape[a],) if pads[a + rank] > 0
                                                       else ())]

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...frontend import te
 from ...frontend.te_reducer import comm_reducer
-from ...ir.dtypes import as_dtype
+from ...ir.dtypes import DType, as_dtype
 from ...ir.elementwise import abs as abs_, exp, isnan, log, sqrt, where
 from ...ir.expr import Expr, cast, const
 from ..kinds import ReduceFn
@@ -143,4 +143,29 @@ def lower_cumsum(inputs, attrs, shape, name):
     return te.compute(shape, body, name=name)
 
 
-REDUCE = {"reduce": lower_reduce, "arg_reduce": lower_arg_reduce, "cumsum": lower_cumsum}
+def lower_topk(inputs, attrs, shape, name):
+    """``Op.TOPK``: each element's rank along the axis (how many come before it: better, or
+    equal and earlier), then output ``j`` is the element of rank ``j``."""
+    x = inputs[0]
+    axis = attrs.get("axis", -1) % x.ndim
+    largest = bool(attrs.get("largest", True))
+    m = te.reduce_axis((0, x.shape[axis]), name="rm")
+
+    def ahead(*i):
+        other = x[i[:axis] + (m,) + i[axis + 1:]]
+        better = (other > x[i]) if largest else (other < x[i])
+        first = better | ((other == x[i]) & (m.var < i[axis]))
+        return te.sum(cast(DType.INT64, first), axis=m)
+    rank = te.compute(x.shape, ahead, name=f"{name}_rank")
+    r = te.reduce_axis((0, x.shape[axis]), name="rt")
+
+    def pick(*i):
+        at = i[:axis] + (r,) + i[axis + 1:]
+        hit = rank[at] == i[axis]
+        value = cast(DType.INT64, r.var) if attrs.get("indices") else x[at]
+        return te.sum(where(hit, value, const(0, value.dtype)), axis=r)
+    return te.compute(shape, pick, name=name)
+
+
+REDUCE = {"reduce": lower_reduce, "arg_reduce": lower_arg_reduce, "cumsum": lower_cumsum,
+          "topk": lower_topk}

@@ -10,6 +10,7 @@ weights; the result is the tensor product of the axes' taps.
 from __future__ import annotations
 
 import itertools
+import math
 
 from ...frontend import te
 from ...ir.dtypes import DType
@@ -53,6 +54,31 @@ def _cubic_weights(r: Expr, a: float) -> list[Expr]:
             ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a]
 
 
+def _keys(d: Expr, a: float) -> Expr:
+    """The cubic convolution kernel of Keys at distance ``d`` (zero from 2 on)."""
+    d = where(d < 0.0, -d, d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return where(d <= 1.0, near, where(d < 2.0, far, 0.0))
+
+
+def _antialiased(r: Expr, scale: float, mode: ResizeMode, a: float):
+    """Taps of a downscale with antialiasing: the filter stretched by 1 / scale, normalised
+    so its weights sum to 1."""
+    support = 1 if mode is ResizeMode.LINEAR else 2
+    start = int(math.floor(-support / scale)) + 1
+    offsets = tuple(range(start, 2 - start))
+    if mode is ResizeMode.LINEAR:
+        raw = [maximum(minimum(1.0 - ((o - r) * scale) * where((o - r) < 0.0, -1.0, 1.0), 1.0),
+                       0.0) for o in offsets]
+    else:
+        raw = [_keys((o - r) * scale, a) for o in offsets]
+    total = raw[0]
+    for w in raw[1:]:
+        total = total + w
+    return offsets, [w / total for w in raw]
+
+
 def _nearest(x: Expr, mode: NearestMode) -> Expr:
     if mode is NearestMode.FLOOR:
         return floor(x)
@@ -81,10 +107,13 @@ def axis_taps(o: Expr, size_in: int, size_out: int, scale: float, attrs: dict,
     base = floor(x)
     r = x - base
     k0 = cast(DType.INT64, base)
-    if mode is ResizeMode.LINEAR:
+    a = float(attrs.get("cubic_a", -0.75))
+    if attrs.get("antialias") and scale < 1.0:
+        offsets, weights = _antialiased(r, scale, mode, a)
+    elif mode is ResizeMode.LINEAR:
         offsets, weights = (0, 1), [1.0 - r, r]
     else:
-        offsets, weights = (-1, 0, 1, 2), _cubic_weights(r, float(attrs.get("cubic_a", -0.75)))
+        offsets, weights = (-1, 0, 1, 2), _cubic_weights(r, a)
     taps = [(k0 + d, w) for d, w in zip(offsets, weights)]
     if attrs.get("exclude_outside"):
         inside = [where((k >= 0) & (k < size_in), w, 0.0) for k, w in taps]
