@@ -181,3 +181,24 @@ def test_equal_layers_share_one_compiled_kernel():
     with torch.no_grad():
         np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
                                    rtol=1e-5, atol=1e-5)
+
+
+class Twice(torch.nn.Module):
+    """One convolution applied twice: its weights and bias shared by two calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(6, 6, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(torch.relu(self.conv(x)))
+
+
+def test_a_convolution_called_twice_shares_its_constants():
+    torch.manual_seed(4)
+    model = Twice().eval()
+    x = torch.randn(2, 6, 9, 9)
+    ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
+    with torch.no_grad():
+        np.testing.assert_allclose(run_poisoned(ex, x.numpy()), model(x).numpy(),
+                                   rtol=1e-5, atol=1e-5)

@@ -113,6 +113,18 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
     return Call(conv.outputs, conv.op, (conv.inputs[0], value, *conv.inputs[2:]), conv.attrs)
 
 
+def _bias_chw(bias: Value, data: dict[str, np.ndarray], new: list[Constant]) -> Value:
+    """A convolution's bias as a (channels, 1, 1) constant, made once however many
+    convolutions share the bias (an exporter stores equal biases once)."""
+    name = f"{bias.name}_chw"
+    made = [c.value for c in new if c.value.name == name]
+    if made:
+        return made[0]
+    b3 = Value(name, TensorType(bias.type.shape + (1, 1), bias.type.dtype))
+    new.append(Constant(b3, np.ascontiguousarray(data[bias.name].reshape(-1, 1, 1))))
+    return b3
+
+
 def _columns(dense: Call) -> tuple:
     """The attributes of the product of a dense layer: its ``columns`` when its weights come
     packed (3-D), else none."""
@@ -145,10 +157,7 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant],
     if len(conv.inputs) == 3 and op is Op.MATMUL:
         calls.append(Call((out,), Op.ADD, (raw, conv.inputs[2])))
     elif len(conv.inputs) == 3:
-        bias = conv.inputs[2]
-        b3 = Value(f"{bias.name}_chw", TensorType(bias.type.shape + (1, 1), bias.type.dtype))
-        new.append(Constant(b3, np.ascontiguousarray(data[bias.name].reshape(-1, 1, 1))))
-        calls.append(Call((out,), Op.ADD, (raw, b3)))
+        calls.append(Call((out,), Op.ADD, (raw, _bias_chw(conv.inputs[2], data, new))))
     else:
         calls.append(Call((out,), Op.COPY, (raw,)))
     calls += rest
