@@ -19,15 +19,17 @@ from .torchvision_ops import import_torchvision
 
 @dataclass(frozen=True)
 class ZooModel:
-    """A model of the zoo: ``make()`` builds it (eval mode, random weights), ``inputs(batch)``
-    the example inputs; ``dynamic`` maps each input's name to its dimensions that may vary."""
+    """A model of the zoo: ``make(route)`` builds it (eval mode, random weights; ``route``
+    "torch" or "onnx"), ``inputs(batch)`` the example inputs (``onnx_inputs``, when given,
+    for the ONNX route); ``dynamic`` maps each input's name to its dimensions that may vary."""
 
     name: str
     family: str                     # "vision" or "text"
-    make: Callable[[], torch.nn.Module]
+    make: Callable[..., torch.nn.Module]
     inputs: Callable[[int], tuple]
     input_names: tuple[str, ...] = ("x",)
     dynamic: dict = field(default_factory=dict)
+    onnx_inputs: Callable[[int], tuple] | None = None
 
 
 def _image(side: int, channels: int = 3):
@@ -56,9 +58,9 @@ class Logits(torch.nn.Module):
 
 
 def _seeded(fn):
-    def make():
+    def make(route: str = "torch"):
         torch.manual_seed(0)
-        return fn().eval()
+        return fn(route).eval()
     return make
 
 
@@ -82,8 +84,12 @@ def _vision(name: str, size: str) -> ZooModel:
         ctor = tv.models.VisionTransformer
         kwargs = dict(image_size=side, patch_size=16, num_layers=2, num_heads=2, hidden_dim=32,
                       mlp_dim=64)
-    return ZooModel(name, "vision", _seeded(lambda: ctor(**kwargs)), _image(side),
-                    dynamic={"x": {0: "batch"}})
+    # torch.onnx's TorchScript exporter only exports an adaptive pooling whose output size
+    # divides its input's: AlexNet's 6 x 6 and VGG's 7 x 7 need the published 224 x 224
+    onnx_side = 224 if name in ("alexnet", "vgg11") else None
+    return ZooModel(name, "vision", _seeded(lambda route: ctor(**kwargs)), _image(side),
+                    dynamic={"x": {0: "batch"}},
+                    onnx_inputs=_image(onnx_side) if onnx_side else None)
 
 
 def _hf_configs(size: str) -> dict:
@@ -126,10 +132,16 @@ def _text(name: str, size: str) -> ZooModel:
         kwargs.update(bos_token_id=1, eos_token_id=2, pad_token_id=0)
         if name == "whisper_encoder":
             kwargs.update(decoder_start_token_id=3)
-    config = getattr(transformers, config_cls)(**kwargs)
-    config._attn_implementation = "sdpa"
     cls = WhisperEncoder if model_cls == "WhisperEncoder" else getattr(transformers, model_cls)
-    make = _seeded(lambda: Logits(cls(config)))
+
+    def build(route: str) -> torch.nn.Module:
+        config = getattr(transformers, config_cls)(**kwargs)
+        # torch.onnx's TorchScript exporter cannot export grouped-query SDPA: the ONNX route
+        # gets the eager attention, the same arithmetic written out
+        config._attn_implementation = "eager" if route == "onnx" else "sdpa"
+        return Logits(cls(config))
+    make = _seeded(build)
+    config = getattr(transformers, config_cls)(**kwargs)
     if name == "vit":
         return ZooModel(name, "text", make, _image(config.image_size),
                         dynamic={"x": {0: "batch"}})
