@@ -30,6 +30,7 @@ from .schedule import BlockHandle, LoopHandle, Schedule, Trace
 from .schedule.analysis import dependences
 from .schedule.auto import auto_schedule
 from .schedule.intrin_registry import TensorIntrin
+from .runtime.target import Target
 from .tune import TuneResult, tune
 from . import graph  # noqa: F401 - pl.graph: the graph level
 from . import intrin  # noqa: F401 - registers the built-in micro-kernels for trace replay
@@ -50,7 +51,7 @@ __all__ = [
     "reduce_axis", "sqrt", "sum", "tanh", "to_program", "var", "where",
 ]
 __all__ += ["alloc", "auto_schedule", "script"]
-__all__ += ["TensorIntrin", "BrokenDependence"]
+__all__ += ["TensorIntrin", "BrokenDependence", "Target"]
 __all__ += ["TuneResult", "tune"]
 __all__ += ["ArrayArg", "LoopKernel", "ValueArg", "add_prefetch", "assume", "fix_parameters",
             "join_inames", "make_kernel", "rename_iname", "split_iname", "tag_inames"]
@@ -63,8 +64,9 @@ __all__ += ["ceil", "cos", "erf", "floor", "fmod", "isnan", "pow", "round", "sig
 
 
 def __getattr__(name: str):
-    """``pl.viz`` is imported on first use (it is the top layer and draws with matplotlib)."""
-    if name == "viz":
+    """``pl.viz`` is imported on first use (it is the top layer and draws with matplotlib), and
+    so is ``pl.rpc`` (devices: sockets, servers, a tracker)."""
+    if name in ("viz", "rpc"):
         import importlib
-        return importlib.import_module(".viz", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'polyloop' has no attribute {name!r}")

@@ -17,7 +17,23 @@ class Config:
     compile_timeout: float = 300.0
     fuzz_examples: int | None = None    # POLYLOOP_FUZZ_EXAMPLES: inputs per fuzz test
     cflags: tuple[str, ...] = ()        # POLYLOOP_CFLAGS: appended to the C compiler's flags
+    # OMP_WAIT_POLICY or GOMP_SPINCOUNT as the user set them (None: unset, polyloop chooses
+    # "passive" before the OpenMP runtime starts, see runtime/openmp.py)
+    omp_waiting: str | None = None
+    # POLYLOOP_CC_<TRIPLE> (e.g. POLYLOOP_CC_AARCH64_LINUX_GNU): the C compiler of a cross
+    # target, keyed by the variable's suffix; default <triple>-gcc
+    cross_cc: tuple[tuple[str, str], ...] = ()
+    rpc_key: str | None = None           # POLYLOOP_RPC_KEY: the RPC servers' shared key
     onnx_backend_test: bool = False     # POLYLOOP_ONNX_BACKEND_TEST=1: run ONNX's BackendTest
+
+    def cc_for(self, triple: str) -> str:
+        """The C compiler of cross target ``triple``: POLYLOOP_CC_<TRIPLE> or ``<triple>-gcc``.
+
+        >>> Config(Path("."), "gcc", frozenset(), None).cc_for("aarch64-linux-gnu")
+        'aarch64-linux-gnu-gcc'
+        """
+        key = triple.upper().replace("-", "_").replace(".", "_")
+        return dict(self.cross_cc).get(key, f"{triple}-gcc")
 
     @property
     def threads(self) -> int:
@@ -89,6 +105,10 @@ def load() -> Config:
         compile_timeout=_timeout("POLYLOOP_COMPILE_TIMEOUT", DEFAULT_COMPILE_TIMEOUT),
         fuzz_examples=_positive_int("POLYLOOP_FUZZ_EXAMPLES"),
         cflags=tuple(os.environ.get("POLYLOOP_CFLAGS", "").split()),
+        omp_waiting=os.environ.get("OMP_WAIT_POLICY") or os.environ.get("GOMP_SPINCOUNT"),
+        rpc_key=os.environ.get("POLYLOOP_RPC_KEY") or None,
+        cross_cc=tuple(sorted((k[len("POLYLOOP_CC_"):], v) for k, v in os.environ.items()
+                              if k.startswith("POLYLOOP_CC_") and v.strip())),
         onnx_backend_test=os.environ.get("POLYLOOP_ONNX_BACKEND_TEST", "") not in ("", "0"),
     )
 

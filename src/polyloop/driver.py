@@ -21,23 +21,27 @@ from .lower import lower
 from .lower.hazards import negative_stride_reduction
 from .lower.launches import lower_device
 from .poly.assumptions import assumption_checks
-from .poly.bounds import find_out_of_bounds
+from .ir.assumption import Assumption
+from .poly.preconditions import Preconditions, preconditions, with_preconditions
 from .poly.coverage import unwritten_elements, unwritten_reads
 from .poly.nest_work import nest_work
 from .runtime import Module, compile_c
 from .runtime.compiler import workaround_flags
+from .runtime.cross import CrossModule
 from .runtime.cuda import CudaLaunch, CudaModule
 from .runtime.cuda_compiler import compile_cuda
 from .runtime.opencl import FAULT_BUFFER, LaunchSpec, OpenCLModule, default_queue
 from .runtime.profile import ProfileLayout
 from .runtime.records import Database, workload_key
+from .runtime.target import HOST, Target
 from .schedule import Schedule
 from .schedule.gpu_default import map_unbound_nests
 from .schedule.kernel import schedule_of
 from .testing.oracle import check_against_interpreter
 
-def _target_and_args(second: object, target: str | None, args: Sequence[Tensor] | None
-                     ) -> tuple[str, Sequence[Tensor] | None]:
+def _target_and_args(second: object, target: str | Target | None,
+                     args: Sequence[Tensor] | None
+                     ) -> tuple[str | Target, Sequence[Tensor] | None]:
     """Sort ``build(obj, "c")``, ``build(obj, target="c")`` and ``build(obj, [A, B], "c")``."""
     if isinstance(second, (list, tuple)):
         if args is not None:
@@ -45,7 +49,7 @@ def _target_and_args(second: object, target: str | None, args: Sequence[Tensor] 
         return (target or "c"), second
     if second is not None and target is not None:
         raise PolyloopError(f"build() got the target twice: {second!r} and target={target!r}")
-    if second is not None and not isinstance(second, str):
+    if second is not None and not isinstance(second, (str, Target)):
         raise PolyloopError(f"build(obj, {second!r}): the second argument is the target (a "
                             "string such as 'c') or the list of argument tensors")
     return (second or target or "c"), args
@@ -77,38 +81,68 @@ def _schedule(obj: object, args: Sequence[Tensor] | None, name: str | None) -> S
     return Schedule(*outs, args=args, name=name)
 
 
-def _build_c(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
-             profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
+# the preconditions of a program and every condition on its sizes a call checks
+Sized = tuple[Preconditions, tuple[Assumption, ...]]
+
+
+def _build_c(sch: Schedule, sized: Sized, *, name: str | None, fast_math: bool, queue: object,
+             profile: int = 0, partial_outputs: frozenset[str] = frozenset(),
+             target: Target = HOST):
     if queue is not None:
         raise PolyloopError("queue= is an option of the 'opencl' target")
-    kernel, source, extra, sites = c_kernel(sch, name=name, profile=profile,
-                                            check_bounds=False)
+    if not target.runs_here:
+        return _build_cross(sch, sized, name=name, fast_math=fast_math, profile=profile,
+                            partial_outputs=partial_outputs, target=target)
+    kernel, source, extra, sites = c_kernel(sch, name=name, profile=profile, sized=sized)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra)
     mod = Module(library, entry=kernel.name, args=kernel.args, params=kernel.params,
                  source=source, target="c",
                  profile=_profile_layout(sch.program, kernel, regions) if regions else None,
-                 assumptions=assumption_checks(sch.program), temps=kernel.temps,
+                 assumptions=sized[1], temps=kernel.temps,
                  index_sites=tuple(site.describe() for site in sites),
                  partial_outputs=partial_outputs)
     mod.explanation = explain_kernel(kernel)
     return mod
 
 
-def assert_in_bounds(sch: Schedule) -> None:
-    """Raise PolyloopError when a read or write of the program can leave its buffer."""
-    outside = find_out_of_bounds(sch.original)
-    if outside is not None:
-        raise PolyloopError(f"{outside}; keep indices inside the tensor's shape, or guard the "
-                            "read with pl.where(condition, read, other)")
+def _build_cross(sch: Schedule, sized: Sized, *, name: str | None, fast_math: bool,
+                 profile: int, partial_outputs: frozenset[str], target: Target) -> CrossModule:
+    """A kernel for another machine: code for its vector ISA, its cross compiler, no loading."""
+    if profile:
+        raise PolyloopError(f"profile= times nests on this machine; a module for "
+                            f"'{target}' runs elsewhere: build it without profile=")
+    kernel, source, extra, sites = c_kernel(sch, name=name, sized=sized, target=target)
+    library = compile_c(source, name=kernel.name, fast_math=fast_math, extra_flags=extra,
+                        target=target)
+    mod = CrossModule(library, entry=kernel.name, args=kernel.args, params=kernel.params,
+                      source=source, target=target, assumptions=sized[1],
+                      temps=kernel.temps, index_sites=tuple(site.describe() for site in sites),
+                      partial_outputs=partial_outputs)
+    mod.explanation = explain_kernel(kernel, target.isa())
+    return mod
+
+
+def sized_program(sch: Schedule) -> Sized:
+    """The preconditions under which every access of the program stays in its buffer
+    (``poly.preconditions``: lowering relies on them) and the conditions on the sizes every
+    call checks: the program's assumptions, then those preconditions. Raises BuildError when
+    no useful size is left."""
+    pre = preconditions(sch.original)
+    if pre.refusal is not None:
+        raise BuildError(pre.refusal)
+    return pre, assumption_checks(sch.program) + pre.requirements
 
 
 def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
-             check_bounds: bool = True):
+             check_bounds: bool = True, sized: Sized | None = None, target: Target = HOST):
     """Lower a schedule and generate its C function: ``(kernel, source, extra_flags, sites)``,
     where ``kernel`` has the entry's ``name``, ``args`` and ``params``, ``extra_flags`` are the
-    compiler flags the source needs and ``sites`` the accesses checked at run time. (The graph executor links many such sources into one
-    library.)
+    compiler flags the source needs and ``sites`` the accesses checked at run time. (The graph
+    executor links many such sources into one library.) ``sized``: what ``sized_program``
+    returns (computed here when not given, unless ``check_bounds=False``: then only the
+    program's own assumptions are checked); the C function checks those conditions itself.
+    ``target``: the machine the code is for (its vector ISA; this machine's by default).
 
     >>> import polyloop as pl
     >>> B = pl.compute((4,), lambda i: pl.placeholder((4,), name="A")[i] + 1.0, name="B")
@@ -116,13 +150,16 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
     >>> kernel.name, "int32_t inc(" in source
     ('inc', True)
     """
-    if check_bounds:
-        assert_in_bounds(sch)
-    kernel = lower(sch.program, sch.state.root, name=name)
+    if sized is None:
+        sized = sized_program(sch) if check_bounds else (Preconditions(),
+                                                         assumption_checks(sch.program))
+    pre, conditions = sized
+    kernel = lower(with_preconditions(sch.program, pre), sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
-    source, sites = codegen.generate_c_unit(kernel, profile=regions,
-                                            assumptions=assumption_checks(sch.program))
-    flags = workaround_flags(negative_step_reduction=negative_stride_reduction(kernel.body))
+    source, sites = codegen.generate_c_unit(kernel, profile=regions, assumptions=conditions,
+                                            isa=None if target.runs_here else target.isa())
+    flags = workaround_flags(negative_step_reduction=negative_stride_reduction(kernel.body),
+                             target=target)
     return kernel, source, flags, sites
 
 
@@ -142,14 +179,14 @@ def _profile_layout(program: Program, kernel, regions: tuple):
                          tuple(r.parallel for r in regions), counts)
 
 
-def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
+def _build_opencl(sch: Schedule, sized: Sized, *, name: str | None, fast_math: bool, queue: object,
                   profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     if profile:
         raise PolyloopError("profile= is an option of the 'c' target; the OpenCL target has "
                             "no per-nest timers")
     queue = queue if queue is not None else default_queue()   # a clear error without OpenCL
     sch = map_unbound_nests(sch)    # a nest left unbound runs on work-groups where it can
-    device = lower_device(sch.program, sch.state.root, name=name)
+    device = lower_device(with_preconditions(sch.program, sized[0]), sch.state.root, name=name)
     unit = generate_opencl_unit(device)
     launches = tuple(LaunchSpec(x.kernel.name, x.groups, x.items,
                                 tuple(b.name for b in x.kernel.args)
@@ -158,28 +195,28 @@ def _build_opencl(sch: Schedule, *, name: str | None, fast_math: bool, queue: ob
     return OpenCLModule(unit.source, entry=device.name, args=device.args, params=device.params,
                         scratch=device.scratch, launches=launches, queue=queue,
                         index_sites=tuple(site.describe() for site in unit.index_sites),
-                        partial_outputs=partial_outputs,
-                        assumptions=assumption_checks(sch.program))
+                        partial_outputs=partial_outputs, assumptions=sized[1])
 
 
-def _build_cuda(sch: Schedule, *, name: str | None, fast_math: bool, queue: object,
+def _build_cuda(sch: Schedule, sized: Sized, *, name: str | None, fast_math: bool, queue: object,
                 profile: int = 0, partial_outputs: frozenset[str] = frozenset()):
     if profile or queue is not None:
         raise PolyloopError("profile= and queue= are options of the 'c' and 'opencl' targets")
-    device = lower_device(sch.program, sch.state.root, name=name)
+    device = lower_device(with_preconditions(sch.program, sized[0]), sch.state.root, name=name)
     source = generate_cuda(device)
     ptx = compile_cuda(source, name=device.name, fast_math=fast_math)
     launches = tuple(CudaLaunch(x.kernel.name, x.groups, x.items,
                                 tuple(b.name for b in x.kernel.args)) for x in device.launches)
     return CudaModule(source, ptx.text, entry=device.name, args=device.args,
-                      params=device.params, scratch=device.scratch, launches=launches)
+                      params=device.params, scratch=device.scratch, launches=launches,
+                      assumptions=sized[1])
 
 
 # target -> builder (lower, generate code, compile, wrap in a callable module)
 TARGETS = {"c": _build_c, "opencl": _build_opencl, "cuda": _build_cuda}
 
 
-def build(obj: object, target_or_args: object = None, target: str | None = None, *,
+def build(obj: object, target_or_args: object = None, target: str | Target | None = None, *,
           args: Sequence[Tensor] | None = None, name: str | None = None, check: bool = False,
           fast_math: bool = False, queue: object = None, profile: bool | int = False,
           database: object = None, explain: bool = False):
@@ -195,7 +232,11 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
 
     Targets: ``"c"`` (C with OpenMP), ``"opencl"`` (PyOpenCL; ``queue=`` runs on a given
     command queue, else on the first device found) and ``"cuda"`` (nvcc or NVRTC to PTX; runs
-    on the first CUDA GPU; built and readable, ``mod.source`` and ``mod.ptx``, without one). ``check=True`` runs the reference
+    on the first CUDA GPU; built and readable, ``mod.source`` and ``mod.ptx``, without one).
+    A C target for another machine, ``"c -mtriple=aarch64-linux-gnu"`` (also
+    ``arm-linux-gnueabihf``, ``riscv64-linux-gnu``; ``-mcpu=``, ``-mattr=``, or a
+    ``pl.Target``), compiles with that machine's cross compiler and returns a ``CrossModule``:
+    export it, or run it there over RPC (``pl.rpc``). ``check=True`` runs the reference
     interpreter once on small random inputs and refuses to return a module whose results differ.
     ``profile=True`` times each top-level loop nest of the C function (``profile=2``, ``3``...:
     also the nests inside them, that many levels deep); ``mod.profile()`` then says where the
@@ -210,22 +251,42 @@ def build(obj: object, target_or_args: object = None, target: str | None = None,
     constant trip count, temporaries sized to a loop, accumulators kept in registers.
     """
     target, args = _target_and_args(target_or_args, target, args)
-    if target not in TARGETS:
-        raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}")
+    kind, c_target = parse_target(target)
     sch = _schedule(obj, args, name)
     if database is not None:
-        sch = best_known(sch, target, database)
-    assert_in_bounds(sch)
-    partial = _check_dataflow(sch)
-    mod = TARGETS[target](sch, name=name, fast_math=fast_math, queue=queue,
-                          profile=_profile_depth(profile), partial_outputs=partial)
+        sch = best_known(sch, str(c_target) if kind == "c" else kind, database)
+    if check and not c_target.runs_here:
+        raise PolyloopError(f"check=True runs the module on this machine; a module for "
+                            f"'{c_target}' runs elsewhere: check it over RPC instead")
+    sized = sized_program(sch)
+    partial = _check_dataflow(sch, with_preconditions(sch.program, sized[0]))
+    options = {"target": c_target} if kind == "c" else {}
+    mod = TARGETS[kind](sch, sized, name=name, fast_math=fast_math, queue=queue,
+                        profile=_profile_depth(profile), partial_outputs=partial, **options)
     mod.schedule = sch
     if explain:
         print(mod.explain() if hasattr(mod, "explain") else
               f"explain=True: the {target!r} target gives no explanation")
     if check:
-        check_against_interpreter(sch.original, mod)
+        check_against_interpreter(with_preconditions(sch.original, sized[0]), mod)
     return mod
+
+
+def parse_target(target: str | Target) -> tuple[str, Target]:
+    """``(kind, C target)`` of a ``build`` target: ``("c", Target(...))`` for a C target (this
+    machine's, or another's with ``-mtriple=``), ``("opencl", HOST)``, ``("cuda", HOST)``.
+
+    >>> parse_target("c -mtriple=riscv64-linux-gnu")[1].triple
+    'riscv64-linux-gnu'
+    """
+    if isinstance(target, Target):
+        return "c", target
+    if isinstance(target, str) and target.split()[:1] == ["c"]:
+        return "c", Target.parse(target)
+    if target not in TARGETS:
+        raise PolyloopError(f"unknown target {target!r}; valid targets: {', '.join(TARGETS)}, "
+                            "or 'c -mtriple=<triple>' for another machine")
+    return str(target), HOST
 
 
 def best_known(sch: Schedule, target: str, database: object) -> Schedule:
@@ -248,11 +309,11 @@ def best_known(sch: Schedule, target: str, database: object) -> Schedule:
     return Schedule.from_trace(sch.original, best.trace)
 
 
-def _check_dataflow(sch: Schedule) -> frozenset[str]:
+def _check_dataflow(sch: Schedule, program: Program) -> frozenset[str]:
     """Refuse a temporary element read before any instance writes it (it would be whatever the
     memory held); warn for such reads of outputs. Returns the outputs some element of which
     the program may not write: allocated zeroed, never overwritten where not written."""
-    program, schedule = sch.program, sch.state.schedule_map()
+    schedule = sch.state.schedule_map()
     for read in unwritten_reads(program, schedule):
         if read.ordinary:
             raise BuildError(f"{read}; a temporary has no initial value: write it before "

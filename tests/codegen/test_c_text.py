@@ -61,7 +61,8 @@ def test_buffers_are_c99_array_pointers_and_0d_buffers_one_element_arrays():
 
 
 @pytest.mark.parametrize("kind, options, pragma", [
-    (LoopKind.PARALLEL, {}, "#pragma omp parallel for schedule(static)"),
+    (LoopKind.PARALLEL, {}, "#pragma omp parallel for schedule(static) "
+                            "if(pl_max_i64(n, 0) >= 32768)"),     # little work: one thread
     (LoopKind.UNROLLED, {"unroll_factor": 4}, "#pragma GCC unroll 4"),
     (LoopKind.UNROLLED, {}, "#pragma GCC unroll 8"),
 ])

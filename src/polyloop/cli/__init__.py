@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``polyloop`` command line: ``polyloop demo``, ``polyloop bench``, ``polyloop tune`` and
-``polyloop version``.
+"""The ``polyloop`` command line: ``polyloop demo``, ``polyloop bench``, ``polyloop tune``,
+``polyloop rpc`` and ``polyloop version``.
 
 ``polyloop demo`` walks the whole path on two workloads, matmul + ReLU and a row softmax: the
 algorithm, its schedule from ``polyloop.ops`` (shown as the trace of primitives it applied),
@@ -27,6 +27,7 @@ from .. import bench, graph
 from ..errors import PolyloopError
 from ..tune.command import load_program, tune_with_progress
 from ..util.units import format_time
+from .rpc import add_rpc_commands
 from .demo import CASES, DemoFailure, package_version, run_case, usable_cores, versions
 
 
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "dependencies and the C compiler")
     version.set_defaults(run=cmd_version)
     _add_graph_commands(commands)
+    add_rpc_commands(commands)
     return parser
 
 
@@ -222,11 +224,14 @@ def _add_bench_command(commands) -> None:
 
 def _add_tune_command(commands) -> None:
     tuning = commands.add_parser(
-        "tune", help="tune a program of a Python file: polyloop tune FILE.py:FUNCTION",
+        "tune", help="tune a program of a Python file (polyloop tune FILE.py:FUNCTION) or every "
+                     "kernel of an ONNX model (polyloop tune model.onnx)",
         description="Search schedules of FUNCTION (a @pl.script program, a kernel, output "
                     "tensors, or a function of no arguments returning one) and print the "
-                    "fastest; records go to --work-dir (resumed when run again).")
-    tuning.add_argument("target_spec", metavar="FILE.py:FUNCTION")
+                    "fastest; or of every kernel of a model (MODEL.onnx), the trials spread "
+                    "where its time is (pl.graph.tune), for pl.graph.build(g, "
+                    "database=WORK_DIR). Records go to --work-dir (resumed when run again).")
+    tuning.add_argument("target_spec", metavar="FILE.py:FUNCTION|MODEL.onnx")
     tuning.add_argument("--trials", type=int, default=200)
     tuning.add_argument("--work-dir", default="polyloop-tune")
     tuning.add_argument("--strategy", choices=("evolutionary", "random"), default="evolutionary")
@@ -249,6 +254,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if not sep or not value.strip().isdigit():
             raise PolyloopError(f"--size {item!r}: write NAME=VALUE with an integer value")
         sizes[name.strip()] = int(value)
+    if args.target_spec.endswith(".onnx"):
+        return _tune_model(args, sizes)
     obj = load_program(args.target_spec)
     res = tune_with_progress(obj, trials=args.trials, work_dir=args.work_dir, out=sys.stderr,
                              strategy=args.strategy, seed=args.seed, sizes=sizes or None,
@@ -256,6 +263,32 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"best: {format_time(res.seconds)} ({res.database})")
     # the default schedule (the loops as written) can win: its trace has no step to print
     print(res.trace if len(res.trace) else "# the default schedule: no primitive applied")
+    return 0
+
+
+def _tune_model(args: argparse.Namespace, sizes: dict[str, int]) -> int:
+    """``polyloop tune MODEL.onnx``: ``pl.graph.tune`` with a progress bar, then the trials and
+    best time of each kernel."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        raise PolyloopError("the progress bar needs tqdm: pip install polyloop[tune]") from None
+    g = graph.from_onnx(args.target_spec)
+    bar = tqdm(total=args.trials, unit="trial", file=sys.stderr, dynamic_ncols=True)
+
+    def show(done: int, total: int, task: str) -> None:
+        bar.n = done
+        bar.set_postfix_str(task, refresh=False)
+        bar.refresh()
+    try:
+        res = graph.tune(g, trials=args.trials, work_dir=args.work_dir, sizes=sizes or None,
+                         seed=args.seed, progress=show)
+    finally:
+        bar.close()
+    for task, trials, seconds in zip(res.tasks, res.trials, res.seconds):
+        print(f"{task.name}: {trials} trials, x{task.calls}, best {format_time(seconds)}")
+    print(f"kernels: {format_time(res.estimated_seconds)} per run ({res.work_dir}); build with "
+          f"pl.graph.build(g, database={res.work_dir!r})")
     return 0
 
 

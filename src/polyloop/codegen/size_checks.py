@@ -8,6 +8,8 @@ are fine and otherwise the condition they break, as text; the entry then returns
 ``SIZE_CHECK_STATUS`` without touching any array. The conditions are evaluated exactly: in
 128-bit integers (an assumption is affine in the sizes, each below 2**63, so no sum or product
 with a constant of it can overflow), with floor division and modulo as isl and Python mean them.
+A target without 128-bit integers (32-bit ARM) evaluates them in 64 bits: exact while each term
+fits, which sizes of arrays that fit its memory do.
 """
 from __future__ import annotations
 
@@ -24,18 +26,27 @@ _INFIX = {BinOpKind.ADD: "+", BinOpKind.SUB: "-", BinOpKind.MUL: "*", BinOpKind.
 _CALLS = {BinOpKind.FLOORDIV: "pl_size_floordiv", BinOpKind.MOD: "pl_size_mod",
           BinOpKind.MIN: "pl_size_min", BinOpKind.MAX: "pl_size_max"}
 _GUARD = "POLYLOOP_SIZE_CHECK_HELPERS"
+_WIDE = "pl_size_wide"
+# the integer type of the conditions: 128 bits where the compiler has them
+_WIDE_TYPE = ("#ifndef POLYLOOP_SIZE_WIDE", "#define POLYLOOP_SIZE_WIDE",
+              "#ifdef __SIZEOF_INT128__", f"typedef __int128 {_WIDE};", "#else",
+              f"typedef long long {_WIDE};", "#endif", "#endif")
 # floor division and modulo of 128-bit integers (a zero divisor gives 0, as NumPy's do)
 _HELPERS = (
-    "static inline __int128 pl_size_floordiv(__int128 a, __int128 b) {",
+    "static inline pl_size_wide pl_size_floordiv(pl_size_wide a, pl_size_wide b) {",
     "    if (b == 0) return 0;",
-    "    __int128 q = a / b;",
+    "    pl_size_wide q = a / b;",
     "    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;",
     "}",
-    "static inline __int128 pl_size_mod(__int128 a, __int128 b) {",
+    "static inline pl_size_wide pl_size_mod(pl_size_wide a, pl_size_wide b) {",
     "    return b == 0 ? 0 : a - b * pl_size_floordiv(a, b);",
     "}",
-    "static inline __int128 pl_size_min(__int128 a, __int128 b) { return a < b ? a : b; }",
-    "static inline __int128 pl_size_max(__int128 a, __int128 b) { return a > b ? a : b; }",
+    "static inline pl_size_wide pl_size_min(pl_size_wide a, pl_size_wide b) {",
+    "    return a < b ? a : b;",
+    "}",
+    "static inline pl_size_wide pl_size_max(pl_size_wide a, pl_size_wide b) {",
+    "    return a > b ? a : b;",
+    "}",
 )
 # __int128 is a GCC/Clang extension, which -Wpedantic reports
 _QUIET = ('#pragma GCC diagnostic push', '#pragma GCC diagnostic ignored "-Wpedantic"')
@@ -56,7 +67,7 @@ def size_conditions(params: tuple[str, ...], assumptions: tuple[Assumption, ...]
     >>> first
     ('params[0] >= 0', 'n >= 0')
     >>> print(second[0])
-    (pl_size_mod(((__int128)params[0]), ((__int128)4)) == ((__int128)0))
+    (pl_size_mod(((pl_size_wide)params[0]), ((pl_size_wide)4)) == ((pl_size_wide)0))
     """
     slots = {p: k for k, p in enumerate(params)}
     out = [(f"params[{k}] >= 0", f"{p} >= 0") for k, p in enumerate(params)]
@@ -73,6 +84,7 @@ def emit_size_checks(w: CodeWriter, entry: str, params: tuple[str, ...],
     conditions = size_conditions(params, assumptions)
     if assumptions:
         w.lines(_QUIET)
+        w.lines(_WIDE_TYPE)
     if any(name in c for c, _ in conditions for name in _CALLS.values()):
         w.line(f"#ifndef {_GUARD}")
         w.line(f"#define {_GUARD}")
@@ -118,7 +130,7 @@ def _expr(e: Expr, slots: dict[str, int]) -> str:
     if isinstance(e, Const) and isinstance(e.value, (bool, int)):
         return _integer(int(e.value))
     if isinstance(e, Var) and e.name in slots:
-        return f"((__int128)params[{slots[e.name]}])"
+        return f"(({_WIDE})params[{slots[e.name]}])"
     if isinstance(e, Cast):
         return _expr(e.value, slots)
     if isinstance(e, Unary) and e.op in (UnaryKind.NEG, UnaryKind.NOT):
@@ -136,6 +148,6 @@ def _integer(v: int) -> str:
     """An integer constant of any size as a 128-bit C expression (C has no literal wider
     than 64 bits: larger ones are built from 32-bit halves)."""
     if -2**62 <= v < 2**62:
-        return f"((__int128){v})"
+        return f"(({_WIDE}){v})"
     high, low = divmod(v, 2**32)
-    return f"({_integer(high)} * ((__int128)4294967296) + ((__int128){low}))"
+    return f"({_integer(high)} * (({_WIDE})4294967296) + (({_WIDE}){low}))"

@@ -13,11 +13,14 @@ import numpy as np
 
 from .. import config, driver, ops
 from ..frontend import te
+from ..schedule import Schedule
 from ..errors import PolyloopError
 from ..runtime import cache
 from ..runtime.compiler import (BASE_FLAGS, Library, compile_c_units, compile_unit,
                                 compiler_version)
 from ..runtime.records import Database
+from ..runtime.target import HOST, Target
+from .cross import CrossModel
 from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
 from .dedupe import kernel_key
@@ -30,9 +33,9 @@ from .passes.attention import attention_schedule
 from .passes import conv_pool_dense_schedule, fuse_conv_pool_dense, pad_dense_columns
 from .passes import (conv_epilogue_schedule, conv_pool_schedule, dense_split_schedule,
                      fold_constants, fold_conv_epilogues, fuse_conv_pool, fuse_into_consumers,
-                     fuse_operators, library_conv, library_matmul, packed_columns,
+                     fuse_operators, library_conv, library_matmul, packed_columns, packed_conv,
                      remove_dead_code, use_library_kernels)
-from .schedule import default_schedule
+from .schedule import default_schedule, serial_if_small
 from .verify import verify
 
 
@@ -85,25 +88,32 @@ def _library_schedule(kc: KernelCall):
         return ops.schedule_matmul(ops.matmul_packed(x, w, packed_columns(body[0])))
     if kind == "matmul":
         return ops.schedule_matmul(ops.matmul(x, w))
-    pad = body[0].attr("padding")[0]
-    if kind == "conv2d" and body[0].attr("winograd"):     # weights made by winograd_weights
-        k_out = body[0].outputs[0].type.shape[1]
-        return ops.schedule_conv2d_winograd(ops.conv2d_winograd(x, w, k_out, pad))
     if kind == "conv2d":
-        stride = body[0].attr("stride")[0]
-        if len(w.shape) == 5:       # weights packed by use_library_kernels
-            k_out = body[0].outputs[0].type.shape[1]
-            return ops.schedule_conv2d_nchw(ops.conv2d_nchw_packed(x, w, k_out, pad, stride))
-        return ops.schedule_conv2d_nchw(ops.conv2d_nchw(x, w, pad, stride))
-    return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(x, w, pad))
+        conv = packed_conv(body[0], x, w)
+        if conv is None:
+            return None
+        if body[0].attr("winograd"):
+            return ops.schedule_conv2d_winograd(conv)
+        return ops.schedule_conv2d_nchw(conv)
+    return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(
+        x, w, body[0].attr("padding"), stride=body[0].attr("stride")))
 
 
-def _schedule(kc: KernelCall, database: Database | None):
-    """The kernel's schedule: the best one a tuning database records for it, else the
-    operator library's (matmul, conv2d, depthwise), else the default one."""
+def kernel_schedule(kc: KernelCall) -> Schedule:
+    """The schedule the rules give a kernel of an optimized graph: the operator library's
+    recipe (convolutions, matrix products, attention and their fused forms), else the default
+    schedule; serial when the kernel is small (``schedule.serial_if_small``). It is what an
+    untuned build runs and the first candidate ``pl.graph.tune`` measures."""
     library = _library_schedule(kc)
     sch = library if library is not None else default_schedule(lower_kernel(kc.kernel))
-    return sch if database is None else driver.best_known(sch, "c", database)
+    return serial_if_small(sch, kc.kernel.body)
+
+
+def _schedule(kc: KernelCall, database: Database | None, target: Target = HOST):
+    """The kernel's schedule: the best one a tuning database records for it, else the
+    rules' (``kernel_schedule``)."""
+    sch = kernel_schedule(kc)
+    return sch if database is None else driver.best_known(sch, str(target), database)
 
 
 def _cache_root() -> Path:
@@ -163,11 +173,12 @@ def _database_state(database: Database | None) -> str:
     return " ".join(parts)
 
 
-def model_key(g: Graph, weights: str, database: Database | None) -> str:
+def model_key(g: Graph, weights: str, database: Database | None,
+              target: Target = HOST) -> str:
     """The cache key of an optimized graph: its text, the weights' digest, the tuning
     database's state, the thread count (schedules are chosen for it: a dense layer's reduction
-    is split in one slice per thread), the C flags, the compiler's version and polyloop's
-    sources.
+    is split in one slice per thread), the target, the C flags, the compiler's version and
+    polyloop's sources.
 
     >>> import polyloop as pl
     >>> from polyloop.graph.build import model_key
@@ -179,8 +190,8 @@ def model_key(g: Graph, weights: str, database: Database | None) -> str:
     cfg = config.CONFIG
     h = hashlib.sha256()
     for part in (str(g), weights, _database_state(database), f"threads={cfg.threads}",
-                 " ".join(BASE_FLAGS), " ".join(cfg.cflags), cfg.cc, compiler_version(cfg.cc),
-                 _code_version()):
+                 str(target), " ".join(BASE_FLAGS), " ".join(cfg.cflags), target.cc,
+                 compiler_version(target.cc), _code_version()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -221,8 +232,8 @@ def extern_function(call: ExternCall):
     return fallback_function(call) or lookup_extern(call.name)
 
 
-def build(graph: Graph, target: str = "c", *, database: object = None,
-          winograd: bool = True, fallback: str = "error") -> Executor:
+def build(graph: Graph, target: str | Target = "c", *, database: object = None,
+          winograd: bool = True, fallback: str = "error") -> Executor | CrossModel:
     """Optimise, lower, schedule and compile ``graph`` into one shared library.
 
     ``winograd=False`` runs every convolution with the direct recipe; by default the 3 x 3,
@@ -236,7 +247,9 @@ def build(graph: Graph, target: str = "c", *, database: object = None,
     them beside the compiled kernels.
 
     A model built before (same graph, weights, options and polyloop version) is loaded from
-    the cache without generating code again.
+    the cache without generating code again. A C target for another machine (``"c
+    -mtriple=aarch64-linux-gnu"``, see ``pl.build``) gives a ``CrossModel``: the library for
+    that machine, to export or to run there over RPC (``pl.rpc``).
 
     >>> import numpy as np, polyloop as pl
     >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", ("n", 3))
@@ -244,19 +257,27 @@ def build(graph: Graph, target: str = "c", *, database: object = None,
     >>> ex(np.array([[-1.0, 0.0, 2.0]], "float32"))
     array([[0., 0., 2.]], dtype=float32)
     """
-    if target != "c":
+    kind, c_target = driver.parse_target(target)
+    if kind != "c":
         raise PolyloopError(f"pl.graph.build: target {target!r} is not supported; the graph "
-                            "executor targets 'c'")
+                            "executor targets 'c' (or 'c -mtriple=...' for another machine)")
     db = _open_database(database)
-    g = optimize(graph, winograd=winograd, fallback=fallback)
+    return compile_graph(optimize(graph, winograd=winograd, fallback=fallback), database=db,
+                         target=c_target)
+
+
+def compile_graph(g: Graph, *, database: Database | None = None,
+                  target: Target = HOST) -> Executor | CrossModel:
+    """Generate, compile and link an optimized graph (``optimize``'s result) for ``target``:
+    an Executor for this machine, a CrossModel for another."""
     plan = plan_memory(g)
     digest = weights_digest(g)
-    key = model_key(g, digest, db)
-    ex = _cached(g, plan, key)
+    key = model_key(g, digest, database, target)
+    ex = _cached(g, plan, key) if target.runs_here else None
     if ex is not None:
         return ex
     path, offsets = _blob_path(g, digest)
-    units, segments = _generate(g, db)
+    units, segments = _generate(g, database, target)
     n_entries = sum(1 for s in segments if s.extern is None)
     k = 0
     for s in segments:
@@ -264,7 +285,13 @@ def build(graph: Graph, target: str = "c", *, database: object = None,
             s.entry = g.name if n_entries == 1 else f"{g.name}_s{k}"
             units.append((entry_source(s.entry, g, plan, list(s.steps), path, offsets), ()))
             k += 1
-    library = compile_c_units(units, name=g.name)
+    library = compile_c_units(units, name=g.name, target=target)
+    if not target.runs_here:
+        if len(segments) != 1 or segments[0].entry is None:
+            raise PolyloopError(f"model '{g.name}' calls extern Python functions, which "
+                                f"'{target}' cannot run; build it without register_extern "
+                                "routes to build it for another machine")
+        return CrossModel(g, plan, library, segments[0].entry, target)
     ex = Executor(g, plan, library, segments, blob_path=path)
     _remember(key, ex)
     return ex
@@ -280,7 +307,8 @@ def _open_database(database: object) -> Database | None:
     return Database(database)
 
 
-def _generate(g: Graph, database: Database | None) -> tuple[list, list[Segment]]:
+def _generate(g: Graph, database: Database | None,
+              target: Target = HOST) -> tuple[list, list[Segment]]:
     """The C source of every kernel, and the kernels grouped into runs between extern calls.
     Each kernel's object is compiled in the background while the next kernel is generated
     (gcc runs in its own process), so the final link finds them compiled."""
@@ -295,10 +323,10 @@ def _generate(g: Graph, database: Database | None) -> tuple[list, list[Segment]]
             if isinstance(b, KernelCall):
                 key = kernel_key(b.kernel)
                 if key not in made:         # a kernel equal to an earlier one up to names
-                    kernel, source, extra, _ = driver.c_kernel(_schedule(b, database),
-                                                               name=b.kernel.name)
+                    kernel, source, extra, _ = driver.c_kernel(
+                        _schedule(b, database, target), name=b.kernel.name, target=target)
                     units.append((source, extra))
-                    compiling.append(pool.submit(compile_unit, source, extra))
+                    compiling.append(pool.submit(compile_unit, source, extra, target))
                     made[key] = (kernel.name, tuple(kernel.params))
                 function, params = made[key]
                 steps.append(Step(function, (*b.inputs, *b.outputs), params))

@@ -21,10 +21,11 @@ from .. import config
 from ..errors import ArgumentError, PolyloopError
 from ..runtime.compiler import Library
 from ..runtime.module import apply_thread_count
+from ..runtime.openmp import load_library
 from ..util.aligned import aligned_bytes
 from .entry import ALIGN
 from .export import model_header
-from .index_checks import index_checks
+from .index_checks import IndexCheck, index_checks
 from .ir import ExternCall, Graph
 from .memory import MemoryPlan, Where, nbytes
 
@@ -66,6 +67,49 @@ def _as_array(x: object, name: str) -> np.ndarray:
                         f"{type(x).__name__}")
 
 
+def input_sizes(g: Graph, arrays: list[np.ndarray]) -> dict[str, int]:
+    """The size parameters the inputs' shapes give; ArgumentError for a wrong dtype, rank or
+    size (a size parameter is at least 1 and the same wherever it appears)."""
+    sizes: dict[str, int] = {}
+    for v, a in zip(g.inputs, arrays):
+        if a.dtype != np.dtype(v.type.dtype):
+            raise ArgumentError(f"input '{v.name}': expected dtype {v.type.dtype}, got "
+                                f"{a.dtype}; convert with .astype('{v.type.dtype}')")
+        if a.ndim != len(v.type.shape):
+            raise ArgumentError(f"input '{v.name}': expected shape {v.type}, got {a.shape}")
+        for d, n in zip(v.type.shape, a.shape):
+            expected = sizes.setdefault(d, n) if isinstance(d, str) else d
+            if expected != n or n < 1:
+                raise ArgumentError(f"input '{v.name}': expected shape {v.type} "
+                                    f"(sizes {sizes}), got {a.shape}")
+    _apply_size_rules(g, sizes)
+    return sizes
+
+
+def _apply_size_rules(g: Graph, sizes: dict[str, int]) -> None:
+    """Compute the derived sizes and check every size against its range."""
+    for rule in g.size_rules:
+        if rule.terms:
+            sizes[rule.name] = rule.value(sizes)
+        n = sizes.get(rule.name)
+        if n is None:
+            continue
+        if n < rule.low or (rule.high is not None and n > rule.high):
+            given = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != rule.name)
+            raise ArgumentError(f"model '{g.name}': size {rule.name} = {n} (inputs give "
+                                f"{given}) is outside what the model was imported for: {rule}")
+
+
+def check_indices(g: Graph, checks: list[IndexCheck], arrays: list[np.ndarray]) -> None:
+    """ArgumentError when an input read as indices (``index_checks.index_checks(g)``) holds
+    one outside its axis."""
+    by_name = {v.name: a for v, a in zip(g.inputs, arrays)}
+    for check in checks:
+        a = by_name.get(check.name)
+        if a is not None:
+            check.check(a)
+
+
 class Executor:
     """A compiled model: ``ex(*inputs)`` returns the outputs as NumPy arrays.
 
@@ -78,7 +122,7 @@ class Executor:
         self.graph, self.plan, self.library = graph, plan, library
         self.segments = segments
         self.blob_path = blob_path
-        self._cdll = ctypes.CDLL(str(library.path))
+        self._cdll = load_library(library.path)
         apply_thread_count(self._cdll, config.CONFIG.num_threads)
         self._fns = {}
         for s in segments:
@@ -114,50 +158,17 @@ class Executor:
             self._shapes[key] = shapes
         arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
         if self._index_checks:
-            self._check_indices(arrays)
+            check_indices(g, self._index_checks, arrays)
         return arrays, shapes
 
     def _check_shapes(self, arrays: list[np.ndarray]) -> _Shapes:
         g = self.graph
-        sizes: dict[str, int] = {}
-        for v, a in zip(g.inputs, arrays):
-            if a.dtype != np.dtype(v.type.dtype):
-                raise ArgumentError(f"input '{v.name}': expected dtype {v.type.dtype}, got "
-                                    f"{a.dtype}; convert with .astype('{v.type.dtype}')")
-            if a.ndim != len(v.type.shape):
-                raise ArgumentError(f"input '{v.name}': expected shape {v.type}, got {a.shape}")
-            for d, n in zip(v.type.shape, a.shape):
-                expected = sizes.setdefault(d, n) if isinstance(d, str) else d
-                if expected != n or n < 1:
-                    raise ArgumentError(f"input '{v.name}': expected shape {v.type} "
-                                        f"(sizes {sizes}), got {a.shape}")
-        self._apply_size_rules(sizes)
+        sizes = input_sizes(g, arrays)
         params = [sizes.get(p, 0) for p in g.params]
         ws = self._workspace(sizes)
         return _Shapes(sizes, tuple((v.type.concrete(sizes), np.dtype(v.type.dtype))
                                     for v in g.outputs),
                        ws, ws.ctypes.data, (ctypes.c_int64 * max(len(params), 1))(*params))
-
-    def _apply_size_rules(self, sizes: dict[str, int]) -> None:
-        """Compute the derived sizes and check every size against its range."""
-        for rule in self.graph.size_rules:
-            if rule.terms:
-                sizes[rule.name] = rule.value(sizes)
-            n = sizes.get(rule.name)
-            if n is None:
-                continue
-            if n < rule.low or (rule.high is not None and n > rule.high):
-                given = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != rule.name)
-                raise ArgumentError(f"model '{self.graph.name}': size {rule.name} = {n} (inputs "
-                                    f"give {given}) is outside what the model was imported "
-                                    f"for: {rule}")
-
-    def _check_indices(self, arrays: list[np.ndarray]) -> None:
-        by_name = {v.name: a for v, a in zip(self.graph.inputs, arrays)}
-        for check in self._index_checks:
-            a = by_name.get(check.name)
-            if a is not None:
-                check.check(a)
 
     def _workspace(self, sizes: dict[str, int]) -> np.ndarray:
         key = tuple(sizes.get(p, 0) for p in self.graph.params)

@@ -26,6 +26,8 @@ TILES = {"avx512": ((6, 32), (14, 32), (8, 32), (4, 64)),
          "avx2": ((6, 16), (4, 24)),
          "portable": ((6, 16), (4, 8), (6, 32), (14, 32))}
 ISAS = tuple(TILES)
+# the compiler macros each family's C needs; a target without them gets the portable kernel
+REQUIRES = {"avx512": ("__AVX512F__",), "avx2": ("__AVX2__", "__FMA__"), "portable": ()}
 
 
 def host_kind() -> str:
@@ -79,9 +81,18 @@ def gemm_intrin(isa: str | None = None, *, rows: int | None = None, cols: int | 
     if shape not in TILES[kind]:
         raise ArgumentError(f"no {kind} gemm micro-kernel of {shape[0]} x {shape[1]}; "
                             f"available: {', '.join(f'{r}x{c}' for r, c in TILES[kind])}")
-    return TensorIntrin(gemm_description(*shape, packed_a=packed_a),
-                        sources.gemm_source(kind, *shape, packed_a=packed_a),
-                        name=sources.gemm_name(kind, *shape, packed_a=packed_a))
+    return _gemm(kind, *shape, packed_a=packed_a,
+                 fallback=None if kind == "portable" else _gemm("portable", *shape,
+                                                                packed_a=packed_a))
+
+
+def _gemm(kind: str, rows: int, cols: int, *, packed_a: bool,
+          fallback: TensorIntrin | None = None) -> TensorIntrin:
+    """The ``kind`` gemm kernel of that shape (the portable one has any shape)."""
+    return TensorIntrin(gemm_description(rows, cols, packed_a=packed_a),
+                        sources.gemm_source(kind, rows, cols, packed_a=packed_a),
+                        name=sources.gemm_name(kind, rows, cols, packed_a=packed_a),
+                        requires=REQUIRES[kind], fallback=fallback)
 
 
 def dot_description() -> te.Tensor:
@@ -103,7 +114,9 @@ def dot_intrin(isa: str | None = None) -> TensorIntrin:
     ('k',)
     """
     kind = _isa(isa)
-    return TensorIntrin(dot_description(), sources.dot_source(kind), name=sources.dot_name(kind))
+    return TensorIntrin(dot_description(), sources.dot_source(kind), name=sources.dot_name(kind),
+                        requires=REQUIRES[kind],
+                        fallback=None if kind == "portable" else dot_intrin("portable"))
 
 
 _GEMM_NAME = re.compile(r"pl_ukr_gemm_(?P<isa>[a-z0-9]+)_(?P<rows>\d+)x(?P<cols>\d+)(?P<pa>_pa)?\Z")

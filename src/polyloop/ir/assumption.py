@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import PolyloopError
-from .expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var, walk
+from .expr import BinOp, BinOpKind, Const, Expr, Unary, UnaryKind, Var, binop, walk
 from .shapes import evaluate
 
 _COMPARE = {
@@ -34,9 +34,13 @@ class Assumption:
     >>> a = Assumption(n >= 1)
     >>> a.holds({"n": 0}), a.params, str(a)
     (False, ('n',), 'n >= 1')
+
+    ``reason`` says why the kernel needs it when polyloop derived it (an access that would
+    leave its buffer otherwise); empty for an assumption the program states.
     """
 
     condition: Expr
+    reason: str = ""
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -48,7 +52,7 @@ class Assumption:
         return truth(self.condition, env)
 
     def __str__(self) -> str:
-        return str(self.condition)
+        return condition_to_str(self.condition)
 
 
 def truth(e: Expr, env: Mapping[str, int]) -> bool:
@@ -71,3 +75,32 @@ def conjuncts(e: Expr) -> list[Expr]:
     if isinstance(e, BinOp) and e.op is BinOpKind.AND:
         return conjuncts(e.lhs) + conjuncts(e.rhs)
     return [e]
+
+
+def any_of(options: list[Expr]) -> Expr:
+    """The conditions joined by ``or`` (the first one alone when there is one)."""
+    out = options[0]
+    for o in options[1:]:
+        out = binop(BinOpKind.OR, out, o)
+    return out
+
+
+_WORDS = {BinOpKind.OR: ("or", 1), BinOpKind.AND: ("and", 2)}
+
+
+def condition_to_str(e: Expr, prec: int = 0) -> str:
+    """A condition as a sentence reads it: ``and``/``or``/``not`` as words, parentheses only
+    where they change the meaning.
+
+    >>> from polyloop.ir.program import param
+    >>> n, m = param("n"), param("m")
+    >>> condition_to_str(((n >= 1) | (m == 0)) & (n % 4 == 0))
+    '(n >= 1 or m == 0) and n % 4 == 0'
+    """
+    if isinstance(e, BinOp) and e.op in _WORDS:
+        word, p = _WORDS[e.op]
+        text = f"{condition_to_str(e.lhs, p)} {word} {condition_to_str(e.rhs, p + 1)}"
+        return f"({text})" if p < prec else text
+    if isinstance(e, Unary) and e.op is UnaryKind.NOT:
+        return f"not {condition_to_str(e.operand, 3)}"
+    return str(e)

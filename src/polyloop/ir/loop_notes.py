@@ -35,6 +35,8 @@ class NoteKey(enum.StrEnum):
     PREFETCH = "prefetch"                        # lower: a PrefetchHint on a hinted loop
     GRID = "grid"                                # codegen: "exact" on a hardware-id loop that
                                                  # covers its whole grid (its id needs no guard)
+    BALANCED = "balanced"                        # codegen: a parallel loop of unequal
+                                                 # iterations, handed out in chunks
 
     @classmethod
     def of(cls, key: str) -> NoteKey | str:

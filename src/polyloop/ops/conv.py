@@ -30,6 +30,8 @@ The conv2d recipe (register tiles, the matmul recipe applied to the convolution)
 """
 from __future__ import annotations
 
+import math
+
 from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
@@ -47,60 +49,85 @@ DEFAULT_K_VECTORS = 2
 BATCH_PARALLEL = 4
 
 
-def padded_input(data: Tensor, pad: int, *, extra_columns: int | None = None,
-            kernel_width: object = None) -> Tensor:
+def pair(value: int | tuple[int, int]) -> tuple[int, int]:
+    """``value`` for both axes when it is one int, else the (rows, columns) pair as given.
+
+    >>> pair(3), pair((0, 3))
+    ((3, 3), (0, 3))
+    """
+    return (value, value) if isinstance(value, int) else (value[0], value[1])
+
+
+def padded_input(data: Tensor, pad: int | tuple[int, int], *, extra_columns: int | None = None,
+                 kernel_width: object = None, channels: int | None = None) -> Tensor:
     """``data`` with ``pad`` zeros on each side of its two last axes (``data`` if pad is 0 and
-    no widening is asked). ``extra_columns``: the rows are made wide enough for that many
-    output columns of a kernel ``kernel_width`` wide (the extra ones are zeros)."""
+    no widening is asked; a pair: rows, columns). ``extra_columns``: the rows are made wide
+    enough for that many output columns of a kernel ``kernel_width`` wide (the extra ones are
+    zeros). ``channels``: that many channels, the ones past ``data``'s zeros."""
+    ph, pw = pair(pad)
     n, c, h, w = data.shape
-    width = w + 2 * pad
+    width = w + 2 * pw
     if extra_columns is not None:
         width = extra_columns + kernel_width.value - 1   # type: ignore[union-attr]
-        if width == w.value + 2 * pad:                   # type: ignore[union-attr]
+        if width == w.value + 2 * pw:                    # type: ignore[union-attr]
             extra_columns = None
-    if pad == 0 and extra_columns is None:
+    more = channels is not None and channels > c.value   # type: ignore[union-attr]
+    if ph == 0 and pw == 0 and extra_columns is None and not more:
         return data
-    return te.compute((n, c, h + 2 * pad, width),
-                      lambda b, ch, y, x: where((y >= pad) & (y < h + pad) & (x >= pad)
-                                                & (x < w + pad), data[b, ch, y - pad, x - pad],
+
+    def inside(ch, y, x):
+        cond = (y >= ph) & (y < h + ph) & (x >= pw) & (x < w + pw)
+        return cond & (ch < c) if more else cond
+    return te.compute((n, channels if more else c, h + 2 * ph, width),
+                      lambda b, ch, y, x: where(inside(ch, y, x), data[b, ch, y - ph, x - pw],
                                                 0.0),
                       name=f"{data.name}_pad")
 
 
-def conv_output_size(op: str, h, w, r_ext, s_ext, pad: int, stride: int) -> tuple:
+def conv_output_size(op: str, h, w, r_ext, s_ext, pad, stride, dilation=1) -> tuple:
     """The output's rows and columns (ints when the sizes are constants); a ScheduleError
-    naming ``op`` when the window does not fit."""
-    def size(extent, kernel):
+    naming ``op`` when the window does not fit. ``pad``, ``stride`` and ``dilation`` are an
+    int for both axes or a (rows, columns) pair."""
+    def size(extent, kernel, p, st, d):
         if isinstance(extent, Const) and isinstance(kernel, Const):
-            return (extent.value + 2 * pad - kernel.value) // stride + 1
-        if stride == 1:
-            return extent + 2 * pad - kernel + 1
-        return (extent + 2 * pad - kernel) // stride + 1
-    out_h, out_w = size(h, r_ext), size(w, s_ext)
+            return (extent.value + 2 * p - d * (kernel.value - 1) - 1) // st + 1
+        if st == 1:
+            return extent + 2 * p - d * (kernel - 1)
+        return (extent + 2 * p - d * (kernel - 1) - 1) // st + 1
+    (ph, pw), (sh, sw), (dh, dw) = pair(pad), pair(stride), pair(dilation)
+    out_h, out_w = size(h, r_ext, ph, sh, dh), size(w, s_ext, pw, sw, dw)
     if any(isinstance(d, int) and d < 1 for d in (out_h, out_w)):
         raise ScheduleError(f"{op}: a {r_ext} x {s_ext} window does not fit in the {h} x {w} "
                             f"input padded by {pad}; pad more or use a smaller kernel")
     return out_h, out_w
 
 
-def check_conv(op: str, data: Tensor, weight: Tensor | None, pad: int, stride: int = 1) -> None:
+def check_conv(op: str, data: Tensor, weight: Tensor | None, pad, stride=1,
+               dilation=1) -> None:
     """Raise a ScheduleError naming ``op`` unless the operands and knobs are well formed
-    (``weight`` None: checked by the caller)."""
+    (``weight`` None: checked by the caller; ``pad``, ``stride``, ``dilation``: an int or a
+    (rows, columns) pair)."""
     for name, t in (("data", data), ("weight", weight)):
         if t is None:
             continue
         if not isinstance(t, Tensor) or t.ndim != 4:
             raise ScheduleError(f"{op}: {name} must be a 4-D tensor, got {t!r}")
-    if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
-        raise ScheduleError(f"{op}: pad must be a non-negative integer, got {pad!r}")
-    if not isinstance(stride, int) or isinstance(stride, bool) or stride < 1:
-        raise ScheduleError(f"{op}: stride must be a positive integer, got {stride!r}")
+    for knob, value, kind in (("pad", pad, "non-negative"), ("stride", stride, "positive"),
+                              ("dilation", dilation, "positive")):
+        least = 0 if kind == "non-negative" else 1
+        parts = (value,) if not isinstance(value, tuple) else value
+        if len(parts) not in (1, 2) or any(not isinstance(v, int) or isinstance(v, bool)
+                                           or v < least for v in parts):
+            raise ScheduleError(f"{op}: {knob} must be a {kind} integer or a pair of them "
+                                f"(rows, columns), got {value!r}")
 
 
-def conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1, stride: int = 1) -> Tensor:
+def conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, int] = 1,
+                stride: int | tuple[int, int] = 1) -> Tensor:
     """``out[n, k, y, x] = sum_{c, r, s} pad(data)[n, c, stride y + r, stride x + s]
     * weight[k, c, r, s]`` (``pad`` zeros on each side); the result tensor is named ``conv``,
-    of size ``(H + 2 pad - R) // stride + 1`` by ``(W + 2 pad - S) // stride + 1``.
+    of size ``(H + 2 pad - R) // stride + 1`` by ``(W + 2 pad - S) // stride + 1``
+    (``pad`` and ``stride``: one int, or a pair for rows and columns).
 
     >>> import polyloop as pl
     >>> conv2d_nchw(pl.placeholder((1, 3, 8, 8), name="X"), pl.placeholder((4, 3, 3, 3), name="W"))
@@ -115,13 +142,14 @@ def conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1, stride: int = 1) -> 
                             f"{weight.shape[1]} (weight is (K, C, R, S))")
     n, _, h, w = data.shape
     k_out, c_in, r_ext, s_ext = weight.shape
+    sh, sw = pair(stride)
     padded = padded_input(data, pad)
     rc = te.reduce_axis((0, c_in), name="rc")
     ry = te.reduce_axis((0, r_ext), name="ry")
     rx = te.reduce_axis((0, s_ext), name="rx")
     out_h, out_w = conv_output_size("conv2d_nchw", h, w, r_ext, s_ext, pad, stride)
     return te.compute((n, k_out, out_h, out_w),
-                      lambda b, k, y, x: te.sum(padded[b, rc, stride * y + ry, stride * x + rx]
+                      lambda b, k, y, x: te.sum(padded[b, rc, sh * y + ry, sw * x + rx]
                                                 * weight[k, rc, ry, rx], axis=[rc, ry, rx]),
                       name="conv")
 
@@ -204,7 +232,10 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
     (Block('conv_local_out'), 'x_0', 'y')
     """
     _, weight, padded = operands(out, who, "conv2d_nchw")
-    lanes = default_lanes(str(out.dtype)) if lanes is None else lanes
+    if lanes is None:
+        lanes = default_lanes(str(out.dtype))
+        if weight.ndim == 5:            # blocks of part of a vector: vectors of that width
+            lanes = math.gcd(lanes, weight.shape[4].value)   # type: ignore[union-attr]
     w_block = _width_block(out.shape[3], 8) if w_block is None else w_block
     k_vectors = _k_vectors(who, weight, lanes, k_vectors)
     check_knobs(who, lanes=lanes, k_vectors=k_vectors, w_block=w_block)
@@ -253,7 +284,11 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
         sch.reorder(p0, a1, a2, a3, p1)
         sch.parallel(p0)
     if padded is not None:
-        sch.parallel(sch.get_loops(padded.name)[1])
+        pad_loops = sch.get_loops(padded.name)
+        sch.parallel(pad_loops[1])
+        # explicit vectors along the padded rows (GCC 12.2 at -O3 vectorizes the copy's row
+        # loop wrongly when only the rows are padded)
+        sch.vectorize(pad_loops[-1])
     if prefetch:
         packed = weight.name if weight.ndim == 5 else f"{weight.name}_packed"
         sch.prefetch(out.name, packed, c, prefetch)

@@ -25,51 +25,83 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
+from ..ir.elementwise import where
 from ..ir.expr import Const
 from ..schedule import Schedule
 from ..schedule.trace import LoopHandle
-from .conv import check_conv, operands, padded_input
+from .conv import check_conv, conv_output_size, operands, pair, padded_input
 from .knobs import check_knobs, default_lanes
 
 
-def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int = 1, *,
+def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, int] = 1, *,
+                          stride: int | tuple[int, int] = 1,
                           row_multiple: int | None = None) -> Tensor:
-    """``out[n, c, y, x] = sum_{r, s} pad(data)[n, c, y + r, x + s] * weight[c, 0, r, s]``
-    (stride 1; ``pad = (R - 1) // 2`` is SAME padding for odd R); the result is ``dwconv``.
+    """``out[n, c, y, x] = sum_{r, s} pad(data)[n, c, sh y + r, sw x + s] * weight[c, 0, r, s]``
+    (``pad = (R - 1) // 2`` is SAME padding for odd R; ``pad`` and ``stride`` an int or a
+    (rows, columns) pair); the result is ``dwconv``.
 
     The sum is computed on rows widened to a multiple of ``row_multiple`` (default: the host's
     float32 vector width when the width is a constant, else 1), in a stage ``dwconv_wide``
     whose extra columns see only padding zeros and are dropped by ``dwconv``: every vector of
-    the sum is then whole (no masked accumulation, which would go through memory).
+    the sum is then whole (no masked accumulation, which would go through memory). With a
+    column stride ``sw`` > 1 (constant sizes) the padded input is a stage ``<data>_phases``
+    ``[n, c, row, phase, column]`` holding column ``column * sw + phase``: the taps of
+    neighbouring outputs are then contiguous, read in whole vectors.
 
     >>> import polyloop as pl
     >>> depthwise_conv2d_nchw(pl.placeholder((1, 3, 8, 8), name="X"),
     ...                       pl.placeholder((3, 1, 3, 3), name="W"))
     Tensor(dwconv: float32[1, 3, 8, 8])
+    >>> depthwise_conv2d_nchw(pl.placeholder((1, 3, 9, 9), name="X"),
+    ...                       pl.placeholder((3, 1, 5, 5), name="W"), 2, stride=2)
+    Tensor(dwconv: float32[1, 3, 5, 5])
     """
-    check_conv("depthwise_conv2d_nchw", data, weight, pad)
+    who = "depthwise_conv2d_nchw"
+    check_conv(who, data, weight, pad, stride)
     if str(data.shape[1]) != str(weight.shape[0]) or str(weight.shape[1]) != "1":
-        raise ScheduleError(f"depthwise_conv2d_nchw: weight must be (C, 1, R, S) with C = "
+        raise ScheduleError(f"{who}: weight must be (C, 1, R, S) with C = "
                             f"{data.shape[1]} channels of data, got {weight!r}")
     n, c, h, w = data.shape
     _, _, r_ext, s_ext = weight.shape
-    out_h, out_w = h + 2 * pad - r_ext + 1, w + 2 * pad - s_ext + 1
+    (ph, pw), (sh, sw) = pair(pad), pair(stride)
+    out_h, out_w = conv_output_size(who, h, w, r_ext, s_ext, pad, stride)
+    if sw > 1 and not all(isinstance(d, (Const, int)) for d in (w, s_ext, out_w)):
+        raise ScheduleError(f"{who}: a column stride needs constant widths, got {data!r}")
     wide_w = out_w
     if row_multiple is None:
         row_multiple = default_lanes(str(data.dtype)) if isinstance(w, Const) else 1
-    check_knobs("depthwise_conv2d_nchw", row_multiple=row_multiple)
-    if isinstance(w, Const) and isinstance(s_ext, Const) and row_multiple > 1:
-        wide_w = -(-(w.value + 2 * pad - s_ext.value + 1) // row_multiple) * row_multiple
-    padded = padded_input(data, pad, extra_columns=wide_w if isinstance(wide_w, int) else None,
-                     kernel_width=s_ext)
+    check_knobs(who, row_multiple=row_multiple)
+    if isinstance(out_w, int) and row_multiple > 1:
+        wide_w = -(-out_w // row_multiple) * row_multiple
     ry = te.reduce_axis((0, r_ext), name="ry")
     rx = te.reduce_axis((0, s_ext), name="rx")
-    wide = te.compute((n, c, out_h, wide_w),
-                      lambda b, ch, y, x: te.sum(padded[b, ch, y + ry, x + rx]
-                                                 * weight[ch, 0, ry, rx], axis=[ry, rx]),
-                      name="dwconv_wide")
+    if sw == 1:
+        padded = padded_input(data, pad, kernel_width=s_ext,
+                              extra_columns=wide_w if isinstance(wide_w, int) else None)
+        wide = te.compute((n, c, out_h, wide_w),
+                          lambda b, ch, y, x: te.sum(padded[b, ch, sh * y + ry, x + rx]
+                                                     * weight[ch, 0, ry, rx], axis=[ry, rx]),
+                          name="dwconv_wide")
+    else:
+        phases = _phases(data, ph, pw, sw, wide_w + (s_ext.value - 1) // sw)
+        wide = te.compute((n, c, out_h, wide_w),
+                          lambda b, ch, y, x: te.sum(
+                              phases[b, ch, sh * y + ry, rx % sw, x + rx // sw]
+                              * weight[ch, 0, ry, rx], axis=[ry, rx]),
+                          name="dwconv_wide")
     return te.compute((n, c, out_h, out_w), lambda b, ch, y, x: wide[b, ch, y, x], name="dwconv")
 
+
+def _phases(data: Tensor, ph: int, pw: int, sw: int, columns: int) -> Tensor:
+    """The padded input split by column phase: ``[n, c, row, phase, q]`` is padded column
+    ``q * sw + phase`` (zeros outside the image)."""
+    n, c, h, w = data.shape
+
+    def value(b, ch, y, p, q):
+        x = q * sw + p - pw
+        return where((y >= ph) & (y < h + ph) & (x >= 0) & (x < w),
+                     data[b, ch, y - ph, q * sw + p - pw], 0.0)
+    return te.compute((n, c, h + 2 * ph, sw, columns), value, name=f"{data.name}_phases")
 
 
 def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
@@ -151,6 +183,11 @@ def _padding(sch: Schedule, who: str, out: Tensor, wide: Tensor, padded: Tensor,
              lanes: int, *, pad_in_channel: bool | None, inline_pad: bool | None) -> None:
     """The padded input: read in place (inlined), made per channel inside channel loop ``c``,
     or made whole in parallel first (see ``schedule_depthwise_conv2d_nchw``)."""
+    if padded.ndim == 5:      # column phases: inlined, the reads would be strided again
+        if inline_pad:
+            raise ScheduleError(f"{who}: a column-strided depthwise convolution reads its "
+                                "input split by column phase; it cannot inline the padding")
+        inline_pad = False
     if inline_pad is None:
         inline_pad = pad_in_channel is None and _plane_leaves_l1(padded)
     if inline_pad and pad_in_channel:

@@ -37,21 +37,53 @@ class OutOfBounds:
                 + f" it {verb} {self.load.buffer}[{', '.join(map(str, self.element))}]")
 
 
-def find_out_of_bounds(program: Program) -> OutOfBounds | None:
-    """The first access of ``program`` that can leave its buffer for some sizes >= 0, or None."""
-    nonneg = " and ".join(f"{p} >= 0" for p in program.params) or "true"
+@dataclass(frozen=True, slots=True)
+class AccessCase:
+    """One affine access of a statement: the instances at which it runs and those of them
+    (each paired with the element it touches) that leave the buffer."""
+    statement: str
+    load: Load
+    is_write: bool
+    instances: isl.Set
+    bad: isl.Set       # wrapped pairs: statement instance -> element outside the buffer
+
+    def describe(self) -> str:
+        verb = "writes" if self.is_write else "reads"
+        return f"'{self.statement}' {verb} {self.load} out of bounds"
+
+
+def access_cases(program: Program, context: isl.Set):
+    """An ``AccessCase`` for every affine access of ``program`` that runs at a decidable set
+    of instances, at the sizes of ``context`` (a parameter set)."""
     for s in program.statements:
-        dom = domain(program, s).intersect_params(
-            set_(f"{params_prefix(program.params)}{{ : {nonneg} }}"))
-        if program.assumptions:     # what the caller guarantees about the sizes
-            dom = dom.intersect_params(set_(program.assumptions))
+        dom = domain(program, s).intersect_params(context.align_params(
+            domain(program, s).get_space()))
         accesses = [(s.target, dom, True)]
         for e in (s.value, *s.indices):
             accesses.extend((ld, guard, False) for ld, guard in _guarded_loads(program, s, e, dom))
-        for load, guard, is_write in accesses:
-            found = _check(program, s, load, guard, is_write)
-            if found is not None:
-                return found
+        for load, where, is_write in accesses:
+            bad = _outside(program, s, load, where)
+            if bad is not None:
+                yield AccessCase(s.name, load, is_write, where, bad)
+
+
+def size_context(program: Program) -> isl.Set:
+    """The sizes the program may be called with: non-negative, and its own assumptions."""
+    nonneg = " and ".join(f"{p} >= 0" for p in program.params) or "true"
+    context = set_(f"{params_prefix(program.params)}{{ : {nonneg} }}")
+    if not program.assumptions:
+        return context
+    assumed = set_(program.assumptions)
+    return context.align_params(assumed.get_space()).intersect(
+        assumed.align_params(context.get_space()))
+
+
+def find_out_of_bounds(program: Program) -> OutOfBounds | None:
+    """The first access of ``program`` that can leave its buffer for some sizes >= 0 that
+    satisfy its assumptions, or None."""
+    for case in access_cases(program, size_context(program)):
+        if not case.bad.is_empty():
+            return example(program, case)
     return None
 
 
@@ -102,8 +134,9 @@ def _condition(program: Program, s: Statement, c: Expr) -> isl.Set | None:
     return None
 
 
-def _check(program: Program, s: Statement, load: Load, where: isl.Set | None,
-           is_write: bool) -> OutOfBounds | None:
+def _outside(program: Program, s: Statement, load: Load, where: isl.Set | None
+             ) -> isl.Set | None:
+    """The (instance, element) pairs of an access outside its buffer; None: not decidable."""
     if where is None or not program.has_buffer(load.buffer):
         return None
     try:
@@ -112,14 +145,16 @@ def _check(program: Program, s: Statement, load: Load, where: isl.Set | None,
         return None
     rel = map_(f"{params_prefix(program.params)}{{ {s.name}[{', '.join(s.iters)}] -> "
                f"{load.buffer}[{idx}] }}").intersect_domain(where)
-    bad = rel.subtract_range(buffer_box(program, load.buffer))
-    if bad.is_empty():
-        return None
-    point = bad.wrap().sample_point()
-    params = [point.get_coordinate_val(isl.dim_type.param, k).to_python()
-              for k in range(bad.dim(isl.dim_type.param))]
-    values = point_values(point, len(s.iters) + len(load.indices))
-    example = dict(zip([bad.get_dim_name(isl.dim_type.param, k) for k in range(len(params))],
-                       params))
-    example.update(zip(s.iters, values))
-    return OutOfBounds(s.name, load, is_write, example, values[len(s.iters):])
+    return rel.subtract_range(buffer_box(program, load.buffer)).wrap()
+
+
+def example(program: Program, case: AccessCase) -> OutOfBounds:
+    """One instance of ``case`` that leaves the buffer, with its sizes and iterators."""
+    s = program.statement(case.statement)
+    point = case.bad.sample_point()
+    n_params = case.bad.dim(isl.dim_type.param)
+    values = point_values(point, len(s.iters) + len(case.load.indices))
+    out = {case.bad.get_dim_name(isl.dim_type.param, k):
+           point.get_coordinate_val(isl.dim_type.param, k).to_python() for k in range(n_params)}
+    out.update(zip(s.iters, values))
+    return OutOfBounds(s.name, case.load, case.is_write, out, values[len(s.iters):])

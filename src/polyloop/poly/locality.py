@@ -14,8 +14,8 @@ import islpy as isl
 
 from ..ir.expr import Var, free_vars
 from ..ir.program import Program
-from .access import accesses
-from .affine import prefix_map
+from .access import accesses, domain
+from .affine import determined_by, prefix_map, value_range
 from .isl_util import map_in
 from .tree import LoopNode, statements_under
 
@@ -32,6 +32,91 @@ def stride_one(program: Program, stmt: str, expr: str) -> bool:
     if isinstance(last, Var):
         return last.name == used[0]
     return free_vars(last) == {used[0]} and str(last).startswith(used[0])
+
+
+def loop_iterator(program: Program, stmt: str, expr) -> str | None:
+    """The iterator of the statement that the loop expression equals (a loop as written),
+    or None.
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, n), "float32", name="A")
+    >>> prog = pl.to_program(pl.compute((n, n), lambda i, j: A[j, i], name="B"))
+    >>> loop_iterator(prog, "B", "{ B[i, j] -> [(j)] }"), loop_iterator(prog, "B", "{ B[i, j] -> [(i + j)] }")
+    ('j', None)
+    """
+    s = program.statement(stmt)
+    m = map_in(program.params, expr).intersect_domain(domain(program, s))
+    for it in s.iters:
+        plain = map_in(program.params, f"{{ {s.name}[{', '.join(s.iters)}] -> [({it})] }}")
+        if m.is_equal(plain.intersect_domain(domain(program, s))):
+            return it
+    return None
+
+
+def separable(program: Program, stmt: str, iters: Sequence[str]) -> bool:
+    """Are the bounds of each of ``iters`` in the statement's domain free of its other
+    iterators (a rectangle in those dimensions, not a triangle)?
+
+    >>> import polyloop as pl
+    >>> n = pl.var("n")
+    >>> A = pl.placeholder((n, n), "float32", name="A")
+    >>> tri = pl.to_program(pl.compute((n, n), lambda i, j: pl.where(j <= i, A[i, j], 0.0),
+    ...                                name="B"))
+    >>> separable(tri, "B", ["i", "j"])
+    True
+    """
+    s = program.statement(stmt)
+    dom = domain(program, s).coalesce()
+    wanted = [s.iters.index(v) for v in iters]
+    for bset in dom.get_basic_sets():
+        for c in bset.get_constraints():
+            used = [k for k in range(len(s.iters)) if c.involves_dims(isl.dim_type.set, k, 1)]
+            if any(k in wanted for k in used) and len(used) > 1:
+                return False
+    return True
+
+
+def unequal_iterations(program: Program, outer: Sequence[LoopNode], loop: LoopNode) -> bool:
+    """Do the iterations of ``loop`` (below the loops ``outer``) run different numbers of
+    statement instances: does a bound of an iterator left to the loops inside involve an
+    iterator that ``loop`` moves (``for j in range(i, n)`` inside a loop over ``i``, or over
+    tiles of ``i``)?
+
+    >>> import polyloop as pl
+    >>> @pl.script
+    ... def tri(A: pl.Buffer[("n", "n"), "float64"]):
+    ...     for i in range(n):
+    ...         for j in range(i, n):
+    ...             A[i, j] = 0.0
+    >>> sch = pl.Schedule(tri)
+    >>> top = sch.state.root.children[0]
+    >>> unequal_iterations(tri, [], top), unequal_iterations(tri, [top], top.children[0])
+    (True, False)
+    """
+    for stmt in statements_under(loop):
+        s = program.statement(stmt)
+        before = [lp.expr(stmt) for lp in outer]
+        fixed = [k for k, it in enumerate(s.iters)
+                 if before and determined_by(program, stmt, before, _plain(s, it))]
+        m = map_in(program.params, loop.expr(stmt))
+        own = [k for k in range(len(s.iters))
+               if k not in fixed and m.involves_dims(isl.dim_type.in_, k, 1)]
+        inner = [k for k in range(len(s.iters)) if k not in fixed and k not in own]
+        for bset in domain(program, s).coalesce().get_basic_sets():
+            for c in bset.get_constraints():
+                used = {k for k in range(len(s.iters)) if c.involves_dims(isl.dim_type.set, k, 1)}
+                if used & set(own) and used & set(inner):
+                    return True
+    return False
+
+
+def indexes_written(program: Program, stmt: str, expr) -> bool:
+    """Does an iterator the loop expression moves index the element the statement writes?"""
+    s = program.statement(stmt)
+    m = map_in(program.params, expr)
+    moved = {it for k, it in enumerate(s.iters) if m.involves_dims(isl.dim_type.in_, k, 1)}
+    return any(moved & free_vars(ix) for ix in s.indices)
 
 
 def locality_score(program: Program, loop: LoopNode) -> int:
@@ -68,11 +153,15 @@ class AccessGroup:
     buffer: str
     itemsize: int
     matrix: tuple[tuple[int, ...], ...]
+    inner: tuple[int, ...] = ()   # per index: how far loops below the band move it (0: none)
 
     def footprint(self, sizes: Sequence[int]) -> int:
-        """Bytes of cache a box of ``sizes`` iterations of the band's loops occupies: whole
-        cache lines along the last index (walking a column costs a line per element)."""
-        extents = [1 + sum(abs(c) * (t - 1) for c, t in zip(row, sizes)) for row in self.matrix]
+        """Bytes of cache a box of ``sizes`` iterations of the band's loops occupies (with the
+        whole range of the loops below it): whole cache lines along the last index (walking a
+        column costs a line per element)."""
+        inner = self.inner or (0,) * len(self.matrix)
+        extents = [1 + sum(abs(c) * (t - 1) for c, t in zip(row, sizes)) + spread
+                   for row, spread in zip(self.matrix, inner)]
         out = -(-extents[-1] * self.itemsize // CACHE_LINE) * CACHE_LINE if extents else 1
         for e in extents[:-1]:
             out *= e
@@ -87,24 +176,43 @@ class AccessGroup:
 def access_groups(program: Program, outer: Sequence[LoopNode],
                   band: Sequence[LoopNode]) -> list[AccessGroup]:
     """The access groups of the statements below ``band[-1]``, in the coordinates of the band's
-    loops (the loops ``outer`` above it fixed). An access whose instance the loops do not
-    determine, or that is not affine, counts as touching one element per iteration of every
-    band loop it may depend on."""
+    loops (the loops ``outer`` above it fixed), each with how far the loops below the band move
+    its indices (a size parameter counts as ``LARGE_EXTENT``). An access that is not affine
+    counts as touching one element per iteration of every band loop it may depend on."""
     stmts = set(statements_under(band[-1]))
     m, nb = len(outer), len(band)
-    groups: dict[tuple[str, tuple[tuple[int, ...], ...]], AccessGroup] = {}
+    groups: dict[tuple, AccessGroup] = {}
     for a in accesses(program):
         if a.statement not in stmts:
             continue
-        loops = list(outer) + list(band)
-        sched = prefix_map(program, a.statement, [lp.expr(a.statement) for lp in loops])
+        s = program.statement(a.statement)
+        exprs = [lp.expr(a.statement) for lp in list(outer) + list(band)]
+        free = [it for it in s.iters if not determined_by(program, s.name, exprs, _plain(s, it))]
+        # the loops, then the iterators they leave free: one point per statement instance
+        sched = prefix_map(program, a.statement, exprs + [_plain(s, it) for it in free])
         rel = sched.reverse().apply_range(a.relation)
-        matrix = _linear_part(rel, m, nb) if a.exact else None
-        if matrix is None:
+        rows = _linear_part(rel, 0, m + nb + len(free)) if a.exact else None
+        if rows is None:
             matrix = tuple(tuple(1 if k == d else 0 for k in range(nb)) for d in range(nb))
+            inner: tuple[int, ...] = ()
+        else:
+            matrix = tuple(r[m:m + nb] for r in rows)
+            inner = tuple(sum(abs(c) * (_extent(program, s, it) - 1)
+                              for c, it in zip(r[m + nb:], free)) for r in rows)
         size = program.buffer(a.buffer).dtype.itemsize
-        groups.setdefault((a.buffer, matrix), AccessGroup(a.buffer, size, matrix))
+        groups.setdefault((a.buffer, matrix, inner), AccessGroup(a.buffer, size, matrix, inner))
     return list(groups.values())
+
+
+def _plain(s, it: str) -> str:
+    """The loop expression of iterator ``it`` of statement ``s``."""
+    return f"{{ {s.name}[{', '.join(s.iters)}] -> [({it})] }}"
+
+
+def _extent(program: Program, s, it: str) -> int:
+    """How many values iterator ``it`` takes, ``LARGE_EXTENT`` at most (and for a size)."""
+    lo, hi = value_range(program, s.name, _plain(s, it))
+    return LARGE_EXTENT if lo is None or hi is None else min(hi - lo + 1, LARGE_EXTENT)
 
 
 def _linear_part(rel: isl.Map, m: int, nb: int) -> tuple[tuple[int, ...], ...] | None:

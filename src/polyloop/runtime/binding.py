@@ -86,6 +86,11 @@ class Binder(SizeInference):
         self._plans: dict[Any, Plan] = {}
         self._pointer = data_pointer_reader()
 
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """Every condition on the sizes a call checks, as text."""
+        return tuple(str(a) for a in self.assumptions)
+
     def bind(self, positional: tuple, named: dict) -> tuple[list, list[int], Plan]:
         """Check one call; return the arrays (outputs allocated), their data pointers, the plan."""
         n = len(self.slots)

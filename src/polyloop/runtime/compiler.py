@@ -18,6 +18,7 @@ from .. import config
 from ..errors import BuildError
 from ..util.process import Completed, ProcessTimeout, run_limited
 from . import cache
+from .target import HOST, Target, install_hint
 
 # -fwrapv: signed integer overflow wraps around, as in NumPy (C leaves it undefined, and gcc
 # then folds comparisons like ``a + 1 > a`` to true).
@@ -55,23 +56,36 @@ STATS = CompileStats()
 _VERSIONS: dict[str, str] = {}
 
 
+def target_flags(target: Target = HOST) -> tuple[str, ...]:
+    """``BASE_FLAGS`` with ``target``'s architecture flags in place of ``-march=native``.
+
+    >>> target_flags(Target("aarch64-linux-gnu"))[:2]
+    ('-O3', '-march=armv8-a')
+    """
+    if target.runs_here:
+        return BASE_FLAGS
+    arch = target.arch_flags
+    return tuple(f for flag in BASE_FLAGS for f in (arch if flag == "-march=native" else (flag,)))
+
+
 def compile_c(source: str, *, name: str, fast_math: bool = False,
-              extra_flags: tuple[str, ...] = ()) -> Library:
+              extra_flags: tuple[str, ...] = (), target: Target = HOST) -> Library:
     """Compile C ``source`` into a shared library, or reuse the cached one.
 
     The compiler is ``config.CONFIG.cc`` (``POLYLOOP_CC``, default ``gcc``), stopped after
     ``config.CONFIG.compile_timeout`` seconds (``POLYLOOP_COMPILE_TIMEOUT``); the cache lives
     under ``config.CONFIG.cache_dir`` (``POLYLOOP_CACHE_DIR``, see ``cache.py`` for its safety
-    rules). ``name`` labels the cache entry. Raises BuildError with the compiler's message and
-    the source path on failure.
+    rules). ``name`` labels the cache entry. ``target``: the machine the library is for (its
+    compiler and architecture flags, see ``target.py``; part of the cache key). Raises
+    BuildError with the compiler's message and the source path on failure.
 
     >>> lib = compile_c("int answer(void) { return 42; }", name="answer")
     >>> lib.path.name
     'kernel.so'
     """
-    cc = config.CONFIG.cc
-    flags = BASE_FLAGS + (("-ffast-math",) if fast_math else ()) + tuple(extra_flags) \
-        + config.CONFIG.cflags    # POLYLOOP_CFLAGS: e.g. -fsanitize=address,undefined
+    cc = target.cc
+    flags = target_flags(target) + (("-ffast-math",) if fast_math else ()) + tuple(extra_flags) \
+        + _cflags(target)
     key = _cache_key(source, flags + LINK_FLAGS + LINK_ONLY_FLAGS, compiler_version(cc))
     entry = cache.safe_directory(config.CONFIG.cache_dir) / f"{_safe(name)}-{key[:24]}"
     source_path, library_path = entry / SOURCE_NAME, entry / LIBRARY_NAME
@@ -102,7 +116,13 @@ def vectorizes_negative_step_reductions_wrongly(cc: str) -> bool:
     return "gcc" in version.lower() and re.search(r"\b12\.[12]\.\d+", version) is not None
 
 
-def workaround_flags(*, negative_step_reduction: bool) -> tuple[str, ...]:
+def _cflags(target: Target) -> tuple[str, ...]:
+    """POLYLOOP_CFLAGS (e.g. -fsanitize=address,undefined): for this machine's compiler only;
+    a cross compiler may not have the libraries they need."""
+    return config.CONFIG.cflags if target.runs_here else ()
+
+
+def workaround_flags(*, negative_step_reduction: bool, target: Target = HOST) -> tuple[str, ...]:
     """Flags that keep the C compiler's known wrong-code bugs away from a kernel: GCC 12.1 and
     12.2 vectorize a reduction reading memory backwards wrongly (fixed in 12.3).
     ``negative_step_reduction``: whether the kernel has such a reduction
@@ -111,7 +131,7 @@ def workaround_flags(*, negative_step_reduction: bool) -> tuple[str, ...]:
     >>> workaround_flags(negative_step_reduction=False)
     ()
     """
-    if negative_step_reduction and vectorizes_negative_step_reductions_wrongly(config.CONFIG.cc):
+    if negative_step_reduction and vectorizes_negative_step_reductions_wrongly(target.cc):
         return ("-fno-tree-loop-vectorize",)
     return ()
 
@@ -162,8 +182,8 @@ def _run(cc: str, command: list[str], source_path: Path | None) -> Completed:
     try:
         return run_limited(command, timeout=timeout)
     except OSError as e:
-        raise BuildError(f"cannot run the C compiler '{cc}': {e.strerror}; install gcc or "
-                         "point POLYLOOP_CC at a C compiler") from None
+        raise BuildError(f"cannot run the C compiler '{cc}': {e.strerror}; "
+                         f"{install_hint(cc)}") from None
     except ProcessTimeout:
         what = f"compiling {source_path}" if source_path is not None else f"{cc} --version"
         raise BuildError(f"the C compiler '{cc}' did not finish within {timeout:g} s "
@@ -203,21 +223,23 @@ def _trim(message: str) -> str:
 
 
 def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
-                    jobs: int = 2) -> Library:
+                    jobs: int = 2, target: Target = HOST) -> Library:
     """Compile several C translation units (``(source, extra_flags)`` each) into ONE shared
     library, cached on disk by all their contents. Each unit keeps its own static helpers and
     is compiled to an object cached by its own content (a model rebuilt with other weights
     recompiles only what changed); the units are compiled ``jobs`` at a time, then linked.
-    Units compiled ahead with ``compile_unit`` are found in that cache.
+    Units compiled ahead with ``compile_unit`` are found in that cache. ``target``: as in
+    ``compile_c``.
 
     >>> lib = compile_c_units([("int one(void) { return 1; }", ()),
     ...                        ("int two(void) { return 2; }", ())], name="pair")
     >>> lib.path.name
     'kernel.so'
     """
-    cc = config.CONFIG.cc
+    cc = target.cc
     version = compiler_version(cc)
-    keys = [_cache_key(source, _OBJECT_FLAGS + tuple(extra), version) for source, extra in units]
+    object_flags = _object_flags(target)
+    keys = [_cache_key(source, object_flags + tuple(extra), version) for source, extra in units]
     link_key = _cache_key(" ".join(keys), LINK_ONLY_FLAGS + LINK_FLAGS, version)
     root = cache.safe_directory(config.CONFIG.cache_dir)
     entry = root / f"{_safe(name)}-{link_key[:24]}"
@@ -229,8 +251,8 @@ def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
         with cache.locked(entry):
             if cache.verified(library_path):
                 STATS.cache_hits += 1
-                return Library(library_path, first_source, True, BASE_FLAGS)
-            todo = [(cc, [*_OBJECT_FLAGS, *extra], source, obj)
+                return Library(library_path, first_source, True, target_flags(target))
+            todo = [(cc, [*object_flags, *extra], source, obj)
                     for (source, extra), obj in zip(units, objects)]
             STATS.compiles += 1
             with ThreadPoolExecutor(max(1, jobs)) as pool:
@@ -245,10 +267,10 @@ def compile_c_units(units: list[tuple[str, tuple[str, ...]]], *, name: str,
                 raise
     except OSError as e:   # a full disk, a read-only cache
         raise _cache_error(entry, e) from None
-    return Library(library_path, first_source, False, BASE_FLAGS)
+    return Library(library_path, first_source, False, target_flags(target))
 
 
-def compile_unit(source: str, extra: tuple[str, ...] = ()) -> None:
+def compile_unit(source: str, extra: tuple[str, ...] = (), target: Target = HOST) -> None:
     """Compile one C unit to the object ``compile_c_units`` will link, now: a caller that
     generates many units starts each one's compilation while it generates the next (gcc runs
     in its own process, so a thread pool overlaps the two).
@@ -257,18 +279,20 @@ def compile_unit(source: str, extra: tuple[str, ...] = ()) -> None:
     >>> compile_c_units([("int three(void) { return 3; }", ())], name="three").path.name
     'kernel.so'
     """
-    cc = config.CONFIG.cc
-    key = _cache_key(source, _OBJECT_FLAGS + tuple(extra), compiler_version(cc))
+    cc = target.cc
+    key = _cache_key(source, _object_flags(target) + tuple(extra), compiler_version(cc))
     root = cache.safe_directory(config.CONFIG.cache_dir)
     obj = _object_path(root, key)
     try:
         (root / "objects").mkdir(mode=0o700, exist_ok=True)
-        _compile_object(cc, [*_OBJECT_FLAGS, *extra], source, obj)
+        _compile_object(cc, [*_object_flags(target), *extra], source, obj)
     except OSError as e:
         raise _cache_error(obj.parent, e) from None
 
 
-_OBJECT_FLAGS = tuple(f for f in BASE_FLAGS if f != "-shared")
+def _object_flags(target: Target) -> tuple[str, ...]:
+    """The flags that compile one unit to an object (no ``-shared``)."""
+    return tuple(f for f in target_flags(target) if f != "-shared")
 
 
 def _object_path(root: Path, key: str) -> Path:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, DeviceError, PolyloopError
+from ..ir.assumption import Assumption
 from ..ir.dtypes import DType
 from ..ir.expr import Expr
 from ..ir.program import Buffer, BufferRole
@@ -133,14 +134,20 @@ class CudaModule:
 
     def __init__(self, source: str, ptx: str, *, entry: str, args: tuple[Buffer, ...],
                  params: tuple[str, ...], scratch: tuple[Buffer, ...],
-                 launches: tuple[CudaLaunch, ...]) -> None:
+                 launches: tuple[CudaLaunch, ...],
+                 assumptions: tuple[Assumption, ...] = ()) -> None:
         self.source, self.ptx = source, ptx
         self.entry, self.target = entry, "cuda"
         self.args, self.params = tuple(args), tuple(params)
         self.scratch, self.launches = tuple(scratch), tuple(launches)
         self.signature = signature_to_str(entry, self.args)
-        self._binder = Binder(entry, self.args, self.params)
+        self._binder = Binder(entry, self.args, self.params, assumptions=assumptions)
         self._functions: dict[str, Any] | None = None
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """The conditions on the sizes every call checks (see ``Module.requires``)."""
+        return self._binder.requires
 
     def __repr__(self) -> str:
         return f"<CudaModule {self.signature}>"

@@ -8,7 +8,10 @@ value of the k-th size parameter, both in signature order. The return value is a
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
+from os import PathLike
+from pathlib import Path
 
 from ..ir.assumption import Assumption
 from ..ir.dtypes import c_name
@@ -112,3 +115,17 @@ def _declarations(entry: str, macro: str, n_args: int, n_params: int,
 def _in_comment(text: str) -> str:
     """``text`` inside this header's ``/* */`` comment: ASCII, and never ``*/``."""
     return text.encode("ascii", "backslashreplace").decode("ascii").replace("*/", "* /")
+
+
+def export_files(library: Path, path: str | PathLike, entry: str,
+                 header: str) -> tuple[Path, Path]:
+    """Copy ``library`` to ``path`` (a file name, or an existing directory: ``lib<entry>.so``
+    in it) and write ``header`` next to it with the suffix ``.h``; both paths."""
+    dest = Path(path)
+    if dest.is_dir():
+        dest = dest / f"lib{entry}.so"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(library, dest)
+    header_path = dest.with_suffix(".h")
+    header_path.write_text(header)
+    return dest, header_path

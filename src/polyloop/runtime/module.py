@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -15,19 +14,21 @@ from .. import config
 from ..config import max_threads
 from ..errors import BuildError, IndexOutOfBounds, PolyloopError
 from ..ir.assumption import Assumption
-from ..ir.program import Buffer, BufferRole
-from ..util.highlight import to_html
-from .binding import Binder, shape_to_str
+from ..ir.program import Buffer
 from .cache import verified
 from .compiler import Library
-from .header import INDEX_FAULT_STATUS, STATUS_CODES, header_lines
+from .header import INDEX_FAULT_STATUS, STATUS_CODES
+from .kernel import CompiledKernel, returned, signature_to_str
+from .openmp import load_library
 from .profile import Profile, ProfileLayout, make_profile, openmp_threads, read_counters
+
+__all__ = ["Module", "index_fault_error", "kernel_failure", "signature_to_str"]
 
 # Calibration stops growing the number of calls per timing here, even for an empty kernel.
 _MAX_CALLS_PER_TIMING = 1_000_000
 
 
-class Module:
+class Module(CompiledKernel):
     """A compiled kernel, callable on NumPy arrays.
 
     Arrays are passed positionally in signature order or by buffer name; size parameters are
@@ -49,35 +50,13 @@ class Module:
                  temps: tuple[Buffer, ...] = (),
                  index_sites: tuple[str, ...] = (),
                  partial_outputs: frozenset[str] = frozenset()) -> None:
-        self.library = library
-        self.entry = entry
-        self.args = tuple(args)
-        self.params = tuple(params)
-        self.source = source
-        self.target = target
-        self.signature = signature_to_str(entry, self.args)
-        self._binder = Binder(entry, self.args, self.params, assumptions=assumptions,
-                              temps=temps, zeroed=partial_outputs)
+        super().__init__(library, entry=entry, args=args, params=params, source=source,
+                         target=target, assumptions=assumptions, temps=temps,
+                         index_sites=index_sites, partial_outputs=partial_outputs)
         self._args_type = ctypes.c_void_p * len(self.args)
         self._fn = _load(library, entry)
         self._profile = profile
-        self._index_sites = tuple(index_sites)   # accesses checked at run time, by site number
         self._last_params: ctypes.Array | None = None   # the sizes of the latest call
-        self.explanation: tuple[str, ...] = ()   # set by the driver (``explain()``)
-
-    def explain(self) -> str:
-        """What code generation made of the schedule, one fact a line (see ``pl.build``'s
-        ``explain``); empty when there is nothing to say.
-
-        >>> print(mod.explain())  # doctest: +SKIP
-        loop 'j_1': explicit vectors of 16 lanes (avx512), remainder none
-        """
-        return "\n".join(self.explanation)
-
-    @property
-    def cache_hit(self) -> bool:
-        """Whether the library came from the on-disk cache rather than a fresh compilation."""
-        return self.library.cache_hit
 
     def __call__(self, *positional: object, **named: object) -> object:
         arrays, pointers, plan = self._binder.bind(positional, named)
@@ -85,12 +64,7 @@ class Module:
         status = self._fn(self._args_type(*pointers), plan.params)
         if status:
             raise self._failure(status)
-        allocations = plan.allocations
-        if not allocations:
-            return None
-        if len(allocations) == 1:
-            return arrays[allocations[0][0]]
-        return tuple(arrays[i] for i, _ in allocations)
+        return returned(arrays, plan)
 
     def benchmark(self, *positional: object, repeat: int = 10, warmup: int = 3,
                   min_time: float = 1e-3, **named: object) -> float:
@@ -148,24 +122,8 @@ class Module:
 
         >>> so, h = mod.export_library("build/libmatmul.so")  # doctest: +SKIP
         """
-        dest = Path(path)
-        if dest.is_dir():
-            dest = dest / f"lib{self.entry}.so"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.library.path, dest)
-        header = dest.with_suffix(".h")
-        checks = _exports(self.library.path, f"{self.entry}_check_sizes")
-        lines = header_lines(self.entry, self.args, self.params, self.signature,
-                             self._binder.assumptions, checks_sizes=checks)
-        header.write_text("\n".join(lines) + "\n")
-        return dest, header
-
-    def __repr__(self) -> str:
-        return f"<Module {self.signature} target={self.target!r} library={self.library.path}>"
-
-    def _repr_html_(self) -> str:
-        """The generated source, highlighted (Jupyter displays a module this way)."""
-        return to_html(self.source, "c")
+        return self._export(path, checks_sizes=_exports(self.library.path,
+                                                        f"{self.entry}_check_sizes"))
 
     # helpers -------------------------------------------------------------------------------------
     def _calls_per_timing(self, args_c: ctypes.Array, params_c: ctypes.Array,
@@ -189,16 +147,28 @@ class Module:
             raise self._failure(status)
 
     def _failure(self, status: int) -> PolyloopError:
+        words = None
         if status == INDEX_FAULT_STATUS and self._index_sites:
-            return self._index_fault()
-        meaning = STATUS_CODES.get(status, "the kernel reported a failure")
-        return PolyloopError(f"kernel {self.entry}() failed with status {status}: {meaning}")
+            # the out-of-range index the kernel recorded (see codegen.index_checks)
+            cdll = ctypes.CDLL(str(self.library.path))   # the loaded library: its fault words
+            words = tuple(int(v) for v in (ctypes.c_int64 * 5).in_dll(
+                cdll, f"{self.entry}_index_fault"))
+        return kernel_failure(self.entry, status, self._index_sites, words)
 
-    def _index_fault(self) -> PolyloopError:
-        """The out-of-range index the kernel recorded (see codegen.index_checks)."""
-        cdll = ctypes.CDLL(str(self.library.path))   # the loaded library: its fault words
-        words = (ctypes.c_int64 * 5).in_dll(cdll, f"{self.entry}_index_fault")
-        return index_fault_error(self.entry, self._index_sites, *(int(v) for v in words[1:5]))
+
+def kernel_failure(entry: str, status: int, sites: tuple[str, ...],
+                   fault_words: tuple[int, ...] | None = None) -> PolyloopError:
+    """The error of a call of kernel ``entry`` that returned ``status``; ``fault_words``: the
+    kernel's ``ENTRY_index_fault`` words after an index fault (status 2), when read.
+
+    >>> print(kernel_failure("f", 1, ()))
+    kernel f() failed with status 1: a temporary buffer could not be allocated (out of memory, or its byte count does not fit a 64-bit size)
+    """
+    if status == INDEX_FAULT_STATUS and sites and fault_words is not None \
+            and len(fault_words) >= 5:
+        return index_fault_error(entry, sites, *fault_words[1:5])
+    meaning = STATUS_CODES.get(status, "the kernel reported a failure")
+    return PolyloopError(f"kernel {entry}() failed with status {status}: {meaning}")
 
 
 def _exports(path: Path, symbol: str) -> bool:
@@ -216,24 +186,13 @@ def index_fault_error(entry: str, sites: tuple[str, ...], site: int, dim: int, i
         "arrays (and non-affine indices) inside the shape of the buffer they index")
 
 
-def signature_to_str(entry: str, args: tuple[Buffer, ...]) -> str:
-    """``f(A: float32[n, n], B: float32[n, n]) -> C: float32[n, n]``; inouts are marked."""
-    def one(b: Buffer) -> str:
-        inout = "inout " if b.role is BufferRole.INOUT else ""
-        return f"{b.name}: {inout}{shape_to_str(b)}"
-    inputs = [one(b) for b in args if b.role is not BufferRole.OUTPUT]
-    outputs = [one(b) for b in args if b.role is BufferRole.OUTPUT]
-    result = outputs[0] if len(outputs) == 1 else f"({', '.join(outputs)})" if outputs else "None"
-    return f"{entry}({', '.join(inputs)}) -> {result}"
-
-
 def _load(library: Library, entry: str) -> Callable[..., int]:
     if not verified(library.path):
         raise BuildError(f"the compiled library {library.path} is not the one polyloop wrote "
                          "(its SHA-256 differs from the one recorded, or none was): it is not "
                          "loaded. Build again to replace it")
     try:
-        cdll = ctypes.CDLL(str(library.path))
+        cdll = load_library(library.path)
     except OSError as e:
         raise BuildError(f"cannot load the compiled library {library.path}: {e}; delete that "
                          "cache directory to force a rebuild") from None

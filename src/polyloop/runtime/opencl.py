@@ -210,6 +210,11 @@ class OpenCLModule:
                              f"(source written to {_source_path(source)}):\n{e}") from None
         self._kernels = {spec.kernel: getattr(self.program, spec.kernel) for spec in launches}
 
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """The conditions on the sizes every call checks (see ``Module.requires``)."""
+        return self._binder.requires
+
     def __repr__(self) -> str:
         d = self.queue.device
         return f"<OpenCLModule {self.signature} on {d.name.strip()}>"

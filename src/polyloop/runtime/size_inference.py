@@ -84,6 +84,10 @@ class SizeInference:
                                     f"({origin[p]}), more than the int64 the kernel computes "
                                     "sizes in holds")
         for a in self.assumptions:
+            if not a.holds(env) and a.reason:
+                raise ArgumentError(
+                    f"{self.func}() needs {a}; got {self._bindings((a.condition,), env, origin)}"
+                    f" (at those sizes {a.reason}); pass arrays whose sizes satisfy it")
             if not a.holds(env):
                 raise ArgumentError(
                     f"{self.func}() was built assuming {a}, which this call breaks: "

@@ -15,9 +15,10 @@ from .schedule import Schedule
 
 
 def schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
-                   parallel: bool) -> Schedule:
+                  parallel: bool, in_time: frozenset[int] = frozenset()) -> Schedule:
     """Transform, tile and parallelize the perfectly nested band starting at loop ``first_id``,
-    then the bands below it (``parallel``: no loop above is parallel yet)."""
+    then the bands below it (``parallel``: no loop above is parallel yet). ``in_time``: the
+    loops fused to be tiled in time, whose bands are tiled with the sweeps inside whole."""
     band = loop_chain(sch, first_id)
     depth = len(sch.state.path(first_id)) - 1
     transform = band_transform.band_transform(sch.program, sch.state.deps,
@@ -38,7 +39,8 @@ def schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
     outside = len(order)        # loops outside the tiles: all of them until tiling succeeds
     if tile is not None and perm >= 2:
         coincident = list(transform.coincident[:perm])
-        sizes = _tile_sizes(sch, order[:perm], tile, coincident)
+        sizes = _tile_sizes(sch, order[:perm], tile, coincident,
+                            whole_inside=any(n.id in in_time for n in band))
     tiled = None
     if sizes is not None:
         tiled = attempt(sch, lambda t: _tile(t, order[:perm], sizes, coincident))
@@ -52,7 +54,7 @@ def schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
         parallel = not found
     top = sch.state.path(order[-1])[depth]
     for child in [c for c in loop_chain(sch, top.id)[-1].children if isinstance(c, LoopNode)]:
-        sch = schedule_band(sch, child.id, tile, parallel)
+        sch = schedule_band(sch, child.id, tile, parallel, in_time)
     return sch
 
 
@@ -164,14 +166,18 @@ def _inner_key(sch: Schedule, node: LoopNode, coincident: bool) -> tuple[bool, i
     return (score > 0 and coincident, score)
 
 
-def _tile_sizes(sch: Schedule, ids: list[int], tile: int | str,
-                coincident: list[bool]) -> list[int] | None:
+def _tile_sizes(sch: Schedule, ids: list[int], tile: int | str, coincident: list[bool], *,
+                whole_inside: bool = False) -> list[int] | None:
     """One size per loop of the permutable band ``ids``: ``tile`` when it is an int; with
     ``"auto"``, from the cache model (None: tiling cannot pay, the band has no reuse that its
-    loops miss)."""
+    loops miss). A band with loops below it is tiled only with ``whole_inside`` (time tiles
+    around sweeps kept whole): elsewhere its reuse is along the loops inside, which tiles of
+    the band around them do not bring closer."""
     if isinstance(tile, int):
         return [tile] * len(ids)
     nodes = [sch.state.loop(i) for i in ids]
+    if not whole_inside and any(isinstance(c, LoopNode) for c in nodes[-1].children):
+        return None
     outer = sch.state.path(ids[0])[:-1]
     groups = locality.access_groups(sch.program, outer, nodes)  # type: ignore[arg-type]
     extents = [model_extent(sch, n) for n in nodes]  # type: ignore[arg-type]
@@ -192,7 +198,7 @@ def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,
     that, a loop inside the tiles (``ids[outside:]``). Inside a serial loop (``nested``), a
     loop is worth a parallel region only if it contains loops: one pass of a single loop is
     too little work for the threads to meet every iteration."""
-    sch, found = _parallel_loop(sch, ids[:outside], nested=nested)
+    sch, found = parallel_loop(sch, ids[:outside], nested=nested)
     if found:
         return sch, True
     if permutable and len(ids) >= 2:
@@ -204,7 +210,7 @@ def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,
         done = attempt(sch, wavefront)
         if done is not None:
             return done[0], True
-    return _parallel_loop(sch, ids[outside:], nested=True)
+    return parallel_loop(sch, ids[outside:], nested=True)
 
 
 PARALLEL_MIN_ITERATIONS = 1 << 15
@@ -219,7 +225,9 @@ def _big_enough(sch: Schedule, node: LoopNode) -> bool:
     return len(sch.state.root.children) == 1
 
 
-def _parallel_loop(sch: Schedule, ids: list[int], *, nested: bool) -> tuple[Schedule, bool]:
+def parallel_loop(sch: Schedule, ids: list[int], *, nested: bool) -> tuple[Schedule, bool]:
+    """The first loop of ``ids`` made parallel where that is legal and worth it (a loop that
+    contains loops; a lone loop only when it is long, and never ``nested`` in a serial one)."""
     for i in ids:
         node = sch.state.loop(i)
         if not any(isinstance(c, LoopNode) for c in node.children) and \

@@ -4,13 +4,13 @@ primitives, perfectly nested chains, loop extents as the cache model sees them, 
 machine's cache sizes."""
 from __future__ import annotations
 
-import functools
-from pathlib import Path
 from typing import Any
 
+from .. import config
 from ..errors import ScheduleError
 from ..poly import affine, locality
 from ..poly.tree import LoopNode
+from ..util.machine import Machine, host_machine
 from .schedule import Schedule
 from .trace import LoopHandle
 
@@ -67,20 +67,12 @@ def model_extent(sch: Schedule, node: LoopNode) -> int | None:
 
 
 
-@functools.lru_cache(maxsize=1)
+def machine() -> Machine:
+    """The machine the model describes (``util.machine``: read once, cached)."""
+    return host_machine(config.CONFIG.cc)
+
+
 def cache_sizes() -> tuple[int, int]:
-    """(L1 data, L2) bytes per core of this machine, from Linux's sysfs; 32 KiB and 1 MiB
-    where it does not say."""
-    found = {1: 32 * 1024, 2: 1024 * 1024}
-    base = Path("/sys/devices/system/cpu/cpu0/cache")
-    for index in base.glob("index*") if base.is_dir() else ():
-        try:
-            level = int((index / "level").read_text())
-            kind = (index / "type").read_text().strip()
-            text = (index / "size").read_text().strip().upper()
-        except (OSError, ValueError):
-            continue
-        scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
-        if level in found and kind in ("Data", "Unified") and text.rstrip("KM").isdigit():
-            found[level] = int(text.rstrip("KM")) * scale
-    return found[1], found[2]
+    """(L1 data, L2) bytes per core of this machine."""
+    m = machine()
+    return m.l1, m.l2

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..poly import fusion_shifts, locality
-from ..poly.tree import LoopNode, loops
+from ..poly.tree import LoopNode, loops, statements_under
 from . import verdicts as vd
 from .auto_common import attempt, cache_sizes, handle_of, loop_chain, model_extent
 from .schedule import Schedule
@@ -22,18 +22,21 @@ def _spine(node: LoopNode, last: bool) -> list[LoopNode]:
         out.append(nxt)
 
 
-def fuse_nests(sch: Schedule, fusion: str) -> Schedule:
+def fuse_nests(sch: Schedule, fusion: str) -> tuple[Schedule, frozenset[int]]:
     """Fuse neighbouring nests at the top level, then inside every loop (e.g. the space loops
-    inside a time loop)."""
+    inside a time loop). Also returns the loops fused to be tiled in time (sweeps inside a time
+    loop), which fission must leave alone."""
     context = fusion_shifts.parameter_context(sch.program)
-    sch = _fuse_children(sch, None, fusion, context)
+    in_time: set[int] = set()
+    sch = _fuse_children(sch, None, fusion, context, in_time)
     for loop_id in [n.id for n in loops(sch.state.root)]:
         if sch.state.loop(loop_id) is not None:
-            sch = _fuse_children(sch, loop_id, fusion, context)
-    return sch
+            sch = _fuse_children(sch, loop_id, fusion, context, in_time)
+    return sch, frozenset(in_time)
 
 
-def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any) -> Schedule:
+def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any,
+                   in_time_ids: set[int]) -> Schedule:
     k = 0
     while True:
         node = sch.state.loop(parent) if parent is not None else None
@@ -48,8 +51,16 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
         first, second = _spine(a, last=True), _spine(b, last=False)
         shifts = fusion_shifts.merge_shifts(sch.program, sch.state.deps, outer, first, second,
                                         context)
-        plain = fusion == "smart" and not _time_loop(sch, node)
-        if plain and (_has_deep_reuse(sch, a) or _has_deep_reuse(sch, b)):
+        in_time = fusion == "smart" and _time_loop(sch, node)
+        plain = fusion == "smart" and not in_time
+        if in_time and any(not isinstance(sh.offset, int) for sh in shifts):
+            k += 1      # a shift by a size: the sweeps would not overlap, only lose parallelism
+            continue
+        if in_time and min(len(first), len(second)) >= 2:
+            # the sweeps' innermost loops stay apart: each a clean stride-1 loop (vectorized),
+            # while the loops around them form the band tiled in time
+            shifts = shifts[:min(len(first), len(second)) - 1]
+        if plain and (has_deep_reuse(sch, a) or has_deep_reuse(sch, b)):
             k += 1      # fusing would keep the nest from becoming a band of its own (tiled)
             continue
         if plain:
@@ -64,31 +75,38 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any)
             k += 1
         else:
             sch = merged[0]     # then try the fused nest with the next one
+            if in_time:
+                in_time_ids.update(merged[1])
 
 
 def _time_loop(sch: Schedule, node: LoopNode | None) -> bool:
     """Is ``node`` a loop that carries a dependence around nests that, fused with shifts into
-    one band with it, would have reuse worth tiling (a time loop around stencil sweeps)? Its
-    body is fused as with ``fusion="max"``: the way to tile in time."""
-    if node is None or any(len(sch.state.path(leaf.id)) > 3 for leaf in loops(node)):
-        # sweeps of 3-D grids: time tiles whose data fits L2 are too thin to vectorize well
+    one band with it, would have reuse worth tiling (a time loop around stencil sweeps: it
+    writes the same elements at every iteration, its variable indexes no written element)?
+    Its body is fused with shifts, the way to tile in time."""
+    if node is None or any(locality.indexes_written(sch.program, s, node.expr(s))
+                           for s in statements_under(node)):
         return False
-    return vd.check_parallel(sch.state, node) is not None and _has_deep_reuse(sch, node)
+    return vd.check_parallel(sch.state, node) is not None and has_deep_reuse(sch, node)
 
 
 def _merge(sch: Schedule, first: list[LoopNode], second: list[LoopNode],
-           shifts: list[fusion_shifts.Shift]) -> None:
+           shifts: list[fusion_shifts.Shift]) -> list[int]:
+    """Shift and merge the two spines level by level; the ids of the merged loops."""
+    merged = []
     for a, b, sh in zip(first, second, shifts):
         if sh.offset != 0:
             sch.shift(handle_of(b), sh.offset)
-        sch.merge(handle_of(a), handle_of(b))
+        merged.append(sch.merge(handle_of(a), handle_of(b)).id)
+    return merged
 
 
-def distribute_deep_nests(sch: Schedule) -> Schedule:
+def distribute_deep_nests(sch: Schedule, keep: frozenset[int] = frozenset()) -> Schedule:
     """Loop fission where it makes a deep perfect band: a loop whose body holds, beside other
     statements or loops, a perfect nest that would form a band of at least 3 loops with the
     loops above it (the matmul pattern: an initialisation next to a reduction) is split so
-    that nest gets loops of its own (innermost loops first, so that fission propagates up)."""
+    that nest gets loops of its own (innermost loops first, so that fission propagates up).
+    The loops ``keep`` stay whole (sweeps fused to be tiled in time)."""
     changed = True
     while changed:
         changed = False
@@ -96,6 +114,8 @@ def distribute_deep_nests(sch: Schedule) -> Schedule:
             if sch.state.loop(node.id) is None or len(node.children) < 2:
                 continue
             depth = len(sch.state.path(node.id))
+            if node.id in keep:
+                continue    # sweeps fused for tiling in time stay fused
             for k, child in enumerate(node.children):
                 if not isinstance(child, LoopNode) or depth + len(loop_chain(sch, child.id)) < 3 \
                         or not _nest_pays(sch, child):
@@ -119,7 +139,7 @@ def _nest_pays(sch: Schedule, node: LoopNode) -> bool:
     return locality.tiling_pays(groups, extents, cache_sizes()[1] // 2)
 
 
-def _has_deep_reuse(sch: Schedule, top: LoopNode) -> bool:
+def has_deep_reuse(sch: Schedule, top: LoopNode) -> bool:
     """Does a statement under ``top`` sit in 3 or more loops that, made one band, would need
     tiling to capture their reuse (a matrix product, not a matrix-vector product)?"""
     for leaf in loops(top):

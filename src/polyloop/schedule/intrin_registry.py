@@ -80,11 +80,19 @@ class TensorIntrin:
     ``devices`` maps a GPU target ("opencl", "cuda") to a ``DeviceBody``: the intrinsic's
     implementation there (``polyloop.intrin.wmma_intrin`` has both: tensor cores in CUDA, a
     plain loop nest in OpenCL). Without one, a tensorized nest builds for the C target only.
+
+    ``requires`` names the C compiler's predefined macros the C implementation needs (x86
+    intrinsics: ``("__AVX512F__",)``); a C target without them (an ARM or RISC-V device) gets
+    ``fallback`` instead, an intrinsic of the same description and calling convention in
+    portable C, or a BuildError when there is none.
     """
 
     def __init__(self, description: object, implementation: object, *, name: str | None = None,
-                 devices: "dict[str, DeviceBody] | None" = None):
+                 devices: "dict[str, DeviceBody] | None" = None,
+                 requires: tuple[str, ...] = (), fallback: "TensorIntrin | None" = None):
         self.devices: dict[str, DeviceBody] = dict(devices or {})
+        self.requires = tuple(requires)
+        self.fallback = fallback
         program = _as_program(description)
         self.program = program
         self.statement = _update_statement(program)

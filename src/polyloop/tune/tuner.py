@@ -15,10 +15,11 @@ import logging
 import random
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..driver import parse_target
 from ..errors import PolyloopError
 from ..frontend.kernel import LoopKernel
 from ..frontend.te import Tensor
@@ -50,7 +51,8 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
          work_dir: str | None = None, runner: str | Any = "local", seed: int = 0,
          space: SpaceFn | None = None, sizes: dict[str, int] | None = None,
          batch: int | None = None, timeout: float = 30.0, repeat: int = 3, builder: Any = None,
-         progress: Callable[[Progress], None] | None = None) -> TuneResult:
+         progress: Callable[[Progress], None] | None = None,
+         seeds: Sequence[Schedule] = ()) -> TuneResult:
     """Search ``trials`` schedules of ``obj`` (output tensors, a Program, a ``make_kernel``
     kernel or a Schedule, whose program is tuned) and return the fastest as a ``TuneResult``.
 
@@ -61,16 +63,19 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
     ranked by an XGBoost cost model) or ``"random"``. ``runner``: ``"local"`` (a worker
     process), ``"ray"`` (tasks on the cluster of ``ray.init``, or a local one) or an object with
     ``run(kernel, repeat=None)``; ``timeout`` (seconds) and ``repeat`` (timings per candidate)
-    configure the built-in ones. Records go to ``work_dir/records.sqlite``; a workload it knows
+    configure the built-in ones. A runner with a ``target`` (``pl.rpc.Runner``: a device's)
+    sets the target candidates are built for, e.g. ``"c -mtriple=aarch64-linux-gnu"``. Records go to ``work_dir/records.sqlite``; a workload it knows
     resumes from its best schedules. ``sizes`` binds symbolic sizes for measuring (default 128
     each). Every candidate's outputs are compared with the default schedule's; a mismatch is
-    logged as an error and never chosen.
+    logged as an error and never chosen. ``seeds``: schedules of the same program measured
+    first (unless recorded already), e.g. the one a rule chose: the result is never slower.
 
     >>> import polyloop as pl
     >>> A = pl.placeholder((16,), name="A"); B = pl.compute((16,), lambda i: A[i], name="B")
     >>> pl.tune(B, trials=2).seconds > 0     # doctest: +SKIP
     True
     """
+    target = _runner_target(runner, target)
     _check_options(target, trials, strategy, runner)
     program = _program(obj)
     key = workload_key(program, target)
@@ -87,8 +92,11 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
         search = search_cls(program, space or default, rng, sizes)
         loop = _Loop(program, key, target, db, reference, build_, run_, search, progress,
                      _flops(program, sizes))
-        seeds = _seeds(program) if target == "c" and space is None else []
-        loop.run(trials, batch or max(1, min(16, trials)), seeds)
+        given = [Candidate(sch, sch.trace.to_json(), tuple(decisions_of(sch.trace)))
+                 for sch in _same_program(program, seeds)]
+        auto = parse_target(target)[0] == "c" and space is None
+        first = given + (_seeds(program) if auto else [])
+        loop.run(trials, batch or max(1, min(16, trials)), first)
     finally:
         for m in {id(build_): build_, id(run_): run_}.values():
             getattr(m, "close", lambda: None)()
@@ -104,9 +112,25 @@ def _check_options(target: str, trials: int, strategy: str, runner: Any) -> None
     if isinstance(runner, str) and runner not in RUNNERS:
         raise PolyloopError(f"tune: runner must be one of {', '.join(RUNNERS)} or a runner "
                             f"object, got {runner!r}")
-    if target not in TARGETS:
-        raise PolyloopError(f"tune: target must be one of {', '.join(TARGETS)}, got {target!r}")
+    if target not in TARGETS and not (isinstance(target, str) and target.startswith("c ")):
+        raise PolyloopError(f"tune: target must be one of {', '.join(TARGETS)} (or 'c "
+                            f"-mtriple=...' measured by a device's runner), got {target!r}")
+    parse_target(target)     # a C target for another machine: its options are valid
     _check_device(target)
+
+
+def _runner_target(runner: Any, target: str) -> str:
+    """The target a runner measures (a device's, ``pl.rpc.Runner``), else ``target``."""
+    device = None if isinstance(runner, str) else getattr(runner, "target", None)
+    if device is not None:      # one spelling per target: the records are keyed by it
+        kind, c_target = parse_target(str(device))
+        device = str(c_target) if kind == "c" else str(device)
+    if device is None or target == device:
+        return target
+    if target != "c":
+        raise PolyloopError(f"tune: target={target!r}, but the runner measures on a device "
+                            f"of target '{device}'; leave target= out")
+    return str(device)
 
 
 def _check_device(target: str) -> None:
@@ -159,6 +183,16 @@ def _flops(program: Program, sizes: dict[str, int]) -> float:
         n = statement_instances(program, s.name, sizes)
         total += (n or 0) * instance_flops(s)
     return total
+
+
+def _same_program(program: Program, seeds: Sequence[Schedule]) -> list[Schedule]:
+    """The seed schedules, each checked to schedule ``program``."""
+    for sch in seeds:
+        if not isinstance(sch, Schedule) or workload_key(sch.original, "c") != \
+                workload_key(program, "c"):
+            raise PolyloopError(f"tune: seeds= takes schedules of the tuned program "
+                                f"'{program.name}', got {sch!r}")
+    return list(seeds)
 
 
 def _seeds(program: Program) -> list[Candidate]:

@@ -64,12 +64,22 @@ def classify(macros: frozenset[str]) -> ISA:
     return ISA("generic", 16, False, macros)
 
 
-@functools.cache
 def host_isa(cc: str = "gcc") -> ISA:
     """The vector ISA ``cc -march=native`` targets (``GENERIC`` if the compiler cannot say).
 
     Callers pass ``config.CONFIG.cc`` so that ``POLYLOOP_CC`` is honoured."""
-    command = [cc, "-march=native", "-dM", "-E", "-x", "c", "/dev/null"]
+    return compiler_isa(cc, ("-march=native",))
+
+
+@functools.cache
+def compiler_isa(cc: str, flags: tuple[str, ...]) -> ISA:
+    """The vector ISA ``cc`` targets with the architecture ``flags`` (``-march=native`` for
+    this machine, ``-mcpu=cortex-a76`` for a device; ``GENERIC`` if the compiler cannot say).
+
+    >>> compiler_isa("gcc", ("-march=x86-64",)).name in ("sse", "generic", "neon")
+    True
+    """
+    command = [cc, *flags, "-dM", "-E", "-x", "c", "/dev/null"]
     try:
         done = run_limited(command, timeout=30)
     except (OSError, ProcessTimeout):

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...errors import PolyloopError
 from ..ir import Dim, Op, Value
-from ..kinds import PadMode, ScatterFn
+from ..kinds import PadMode
 from .dims import as_dim, normalize, product, reshape_target, slice_range
 from . import shape_values
 from .node import Node, Shape, onnx_dtype
@@ -255,34 +255,6 @@ def convert_pad(n: Node) -> Value:
     return n.emit(Op.PAD, x, pads=tuple(full), mode=_PAD_MODES[mode], value=value)
 
 
-def _check_indices(n: Node, idx: Value, size: Dim, what: str) -> None:
-    data = n.b.data(idx)
-    if data is not None and isinstance(size, int) and data.size and (
-            data.min() < -size or data.max() >= size):
-        raise PolyloopError(f"{what} has indices in [{data.min()}, {data.max()}], outside "
-                            f"[-{size}, {size})")
-
-
-def convert_gather(n: Node) -> Value | Shape:
-    if shape_values.involved(n, 0):
-        return shape_values.gather(n)
-    x, idx = n.value(0), n.value(1)
-    axis = normalize(int(n.attr("axis", 0)), len(x.type.shape))
-    _check_indices(n, idx, x.type.shape[axis], "Gather")
-    return n.emit(Op.GATHER, x, idx, axis=axis)
-
-
-def convert_gather_elements(n: Node) -> Value:
-    x, idx = n.value(0), n.value(1)
-    axis = normalize(int(n.attr("axis", 0)), len(x.type.shape))
-    _check_indices(n, idx, x.type.shape[axis], "GatherElements")
-    return n.emit(Op.GATHER_ELEMENTS, x, idx, axis=axis)
-
-
-def convert_gather_nd(n: Node) -> Value:
-    return n.emit(Op.GATHER_ND, n.value(0), n.value(1), batch_dims=int(n.attr("batch_dims", 0)))
-
-
 def convert_shape(n: Node) -> Value | Shape:
     shape = n.value(0).type.shape
     rank = len(shape)
@@ -330,29 +302,6 @@ def convert_range(n: Node) -> Value:
         return n.const(np.zeros(0, start.dtype))
     out = start + np.arange(count, dtype=start.dtype) * delta
     return n.const(out.astype(start.dtype))
-
-
-def convert_one_hot(n: Node) -> Value:
-    idx, values = n.value(0), n.value(2)
-    depth = int(n.array(1, "the depth").reshape(-1)[0])
-    if idx.type.dtype not in ("int32", "int64"):
-        idx = n.emit(Op.CAST, idx, dtype="int64")
-    rank = len(idx.type.shape) + 1
-    axis = normalize(int(n.attr("axis", -1)), rank)
-    values = reshape(n, values, (2,))
-    return n.emit(Op.ONE_HOT, idx, values, depth=depth, axis=axis)
-
-
-def convert_trilu(n: Node) -> Value:
-    k = int(n.array(1, "k").reshape(-1)[0]) if n.has(1) else 0
-    return n.emit(Op.TRILU, n.value(0), upper=n.flag("upper", 1), k=k)
-
-
-def convert_cumsum(n: Node) -> Value:
-    x = n.value(0)
-    axis = normalize(int(n.array(1, "the axis").reshape(-1)[0]), len(x.type.shape))
-    return n.emit(Op.CUMSUM, x, axis=axis, exclusive=n.flag("exclusive", 0),
-                  reverse=n.flag("reverse", 0))
 
 
 def _blocks(n: Node, x: Value) -> tuple[int, int, int, int, int]:
@@ -435,38 +384,13 @@ def convert_eye_like(n: Node) -> Value:
     return n.const(np.eye(*x.type.shape, k=int(n.attr("k", 0)), dtype=dt))
 
 
-_SCATTER = {m.value: m for m in ScatterFn}
-
-
-def _scatter_fn(n: Node) -> ScatterFn:
-    fn = n.attr("reduction", "none")
-    if fn not in _SCATTER:
-        raise PolyloopError(f"reduction {fn!r} is not one of {', '.join(_SCATTER)}")
-    return _SCATTER[fn]
-
-
-def convert_scatter_elements(n: Node) -> Value:
-    x, idx, upd = n.value(0), n.value(1), n.value(2)
-    axis = normalize(int(n.attr("axis", 0)), len(x.type.shape))
-    _check_indices(n, idx, x.type.shape[axis], n.op_type)
-    return n.emit(Op.SCATTER_ELEMENTS, x, idx, upd, axis=axis, fn=_scatter_fn(n))
-
-
-def convert_scatter_nd(n: Node) -> Value:
-    return n.emit(Op.SCATTER_ND, n.value(0), n.value(1), n.value(2), fn=_scatter_fn(n))
-
-
 CONVERTERS = {
-    "ScatterElements": convert_scatter_elements, "Scatter": convert_scatter_elements,
-    "ScatterND": convert_scatter_nd,
     "Reshape": convert_reshape, "Flatten": convert_flatten, "Transpose": convert_transpose,
     "Squeeze": convert_squeeze, "Unsqueeze": convert_unsqueeze, "Concat": convert_concat,
     "Split": convert_split, "Slice": convert_slice, "Expand": convert_expand,
-    "Tile": convert_tile, "Pad": convert_pad, "Gather": convert_gather,
-    "GatherElements": convert_gather_elements, "GatherND": convert_gather_nd,
+    "Tile": convert_tile, "Pad": convert_pad,
     "Shape": convert_shape, "Size": convert_size, "ConstantOfShape": convert_constant_of_shape,
-    "Range": convert_range, "OneHot": convert_one_hot, "Trilu": convert_trilu,
-    "CumSum": convert_cumsum, "DepthToSpace": convert_depth_to_space,
+    "Range": convert_range, "DepthToSpace": convert_depth_to_space,
     "SpaceToDepth": convert_space_to_depth, "Identity": convert_identity,
     "Dropout": convert_dropout, "Constant": convert_constant, "EyeLike": convert_eye_like,
 }

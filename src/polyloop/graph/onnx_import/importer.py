@@ -19,15 +19,16 @@ from ...errors import PolyloopError
 from ..builder import GraphBuilder
 from ..ir import Dim, Graph, Value
 from ..verify import verify
-from . import (convert_composite, convert_math, convert_nn, convert_norm, convert_resize,
-               convert_rnn, convert_tensor)
+from . import (convert_composite, convert_index, convert_math, convert_nn, convert_norm,
+               convert_resize, convert_rnn, convert_tensor)
 from .control import branch, unroll_scan
 from .functions import expand, has_function
 from .node import ONNX_DTYPES, Node, Shape, ValueNeeded, onnx_dtype
 
 CONVERTERS = {**convert_math.CONVERTERS, **convert_tensor.CONVERTERS, **convert_nn.CONVERTERS,
               **convert_norm.CONVERTERS, **convert_resize.CONVERTERS,
-              **convert_composite.CONVERTERS, **convert_rnn.CONVERTERS}
+              **convert_composite.CONVERTERS, **convert_rnn.CONVERTERS,
+              **convert_index.CONVERTERS}
 MIN_OPSET = 7
 # The largest buffer the graph allocates: offsets are 64-bit, and no address space is larger.
 MAX_BYTES = 1 << 62

@@ -9,9 +9,10 @@ from .dense_split import dense_split_schedule
 from .dense_pad import pad_dense_columns
 from .pool_fusion import conv_pool_schedule, fuse_conv_pool
 from .pool_overlap import conv_overlapping_pool_schedule, fuse_conv_overlapping_pool
-from .library import library_conv, library_matmul, packed_columns, use_library_kernels
+from .library import (library_conv, library_matmul, packed_columns, packed_conv,
+                      use_library_kernels)
 
-__all__ = ["conv_epilogue_schedule", "fold_conv_epilogues", "fold_constants", "fuse_into_consumers", "fuse_operators", "library_conv", "library_matmul",
+__all__ = ["conv_epilogue_schedule", "fold_conv_epilogues", "fold_constants", "fuse_into_consumers", "fuse_operators", "library_conv", "library_matmul", "packed_conv",
            "packed_columns", "remove_dead_code",
            "use_library_kernels"]
 __all__ += ["conv_pool_schedule", "dense_split_schedule", "fuse_conv_pool"]

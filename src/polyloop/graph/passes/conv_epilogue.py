@@ -17,7 +17,7 @@ from ...schedule import Schedule
 from ..ir import INJECTIVE, Call, Graph, KernelCall, Op
 from ..lower import te_shape
 from ..oplib import LOWERINGS
-from .library import library_conv
+from .library import library_conv, packed_conv
 from .merge import merge_into_next
 
 
@@ -79,11 +79,7 @@ def conv_epilogue_schedule(kc: KernelCall) -> Schedule | None:
            for v in kc.kernel.params}
     x, w = (env[v.name] for v in conv_call.inputs)
     raw = conv_call.outputs[0]
-    if conv_call.attr("winograd"):        # weights transformed by passes.winograd
-        conv = ops.conv2d_winograd(x, w, raw.type.shape[1], conv_call.attr("padding")[0])
-    else:
-        conv = ops.conv2d_nchw_packed(x, w, raw.type.shape[1], conv_call.attr("padding")[0],
-                                      conv_call.attr("stride")[0])
+    conv = packed_conv(conv_call, x, w)
     env[raw.name] = conv
     for call in body[1:]:
         out = call.outputs[0]

@@ -39,6 +39,36 @@ def _kernel(name: str, body: list[Call]) -> KernelCall:
     return KernelCall(results, Kernel(name, tuple(params), results, tuple(body)), tuple(params))
 
 
+def _chain(bindings: list, start: int, group: list[Call], count: dict[str, int],
+           outputs: set[str]) -> int:
+    """How many of the calls from ``bindings[start]`` on join ``group``: the longest run of
+    consecutive injective calls of the group's result shape, each reading a value the group or
+    the run makes, after which every value made in between is read only inside (one value
+    leaves the kernel). A value read by several of them (SiLU's ``x * sigmoid(x)``, an erf
+    GELU, hardswish) then stays inside the kernel. 0: none joins."""
+    if not group:
+        return 0
+    shape = group[-1].outputs[0].type.shape
+    made = {v.name for c in group for v in c.outputs}
+    inside: dict[str, int] = {}
+    for c in group:
+        for v in c.inputs:
+            inside[v.name] = inside.get(v.name, 0) + 1
+    best = 0
+    for n, b in enumerate(bindings[start:], 1):
+        if not (isinstance(b, Call) and b.op in INJECTIVE and len(b.outputs) == 1
+                and b.outputs[0].type.shape == shape and any(v.name in made for v in b.inputs)):
+            break
+        for v in b.inputs:
+            inside[v.name] = inside.get(v.name, 0) + 1
+        made.add(b.outputs[0].name)
+        last = b.outputs[0].name
+        if all(inside.get(v, 0) == count.get(v, 0) and v not in outputs
+               for v in made if v != last):
+            best = n
+    return best
+
+
 def fuse_operators(g: Graph) -> Graph:
     """Group operator calls into kernels (see the module docstring).
 
@@ -47,26 +77,42 @@ def fuse_operators(g: Graph) -> Graph:
     >>> y = b.emit(Op.RELU, b.emit(Op.SOFTMAX, x, axis=1))
     >>> print(pl.graph.passes.fuse_operators(b.build(y)).bindings[0].kernel.name)
     f_k0_softmax
+    >>> s = b.emit(Op.SOFTMAX, x, axis=1)                 # softmax, then SiLU: one kernel
+    >>> g = pl.graph.passes.fuse_operators(b.build(b.emit(Op.MUL, s, b.emit(Op.SIGMOID, s))))
+    >>> [str(c.op) for c in g.bindings[-1].kernel.body]
+    ['softmax', 'sigmoid', 'mul']
     """
     count = uses(g)
     outputs = {v.name for v in g.outputs}
     bindings: list = []
     group: list[Call] = []
+    source = list(g.bindings)
 
     def close() -> None:
         if group:
             k = len([b for b in bindings if isinstance(b, KernelCall)])
             bindings.append(_kernel(f"{g.name}_k{k}_{group[0].op}", group))
             group.clear()
-    for b in g.bindings:
+    i = 0
+    while i < len(source):
+        b = source[i]
         if isinstance(b, Call) and b.op not in VIEWS:
             current = group[-1].outputs[0].name if group else None
-            if not _joins(b, current, count, outputs):
-                close()
+            if _joins(b, current, count, outputs):
+                group.append(b)
+                i += 1
+                continue
+            n = _chain(source, i, group, count, outputs)
+            if n:
+                group.extend(source[i:i + n])
+                i += n
+                continue
+            close()
             group.append(b)
         else:
             close()
             bindings.append(b)
+        i += 1
     close()
     return g.replace(bindings=tuple(bindings))
 

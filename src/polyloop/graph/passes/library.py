@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops import (conv2d_channel_block, matmul_panel_width, pack_conv2d_weight,
-                    pack_matmul_weight)
+from ...ops import (conv2d_channel_block, conv2d_nchw, conv2d_nchw_packed, conv2d_winograd,
+                    matmul_panel_width, pack_conv2d_weight, pack_matmul_weight)
+from ...ops.conv_packed import group_span
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
 from ..schedule import unpacked_dense
 from .attention import library_attention, split_attention
@@ -25,24 +26,83 @@ from .winograd import winograd_conv, winograd_weights
 
 
 def library_conv(call: Call) -> str | None:
-    """``"conv2d"`` or ``"depthwise"`` when ``polyloop.ops`` schedules this convolution."""
-    if call.op is not Op.CONV2D or call.attr("dilation") != (1, 1):
+    """``"conv2d"`` or ``"depthwise"`` when ``polyloop.ops`` schedules this convolution: any
+    kernel size, padding, stride and dilation; grouped when a block of output channels of the
+    recipe holds whole groups or a group whole blocks (``ops.conv_packed.group_span``); a
+    depthwise one (one input and output channel per group), undilated, runs the depthwise
+    recipe (a column stride needs constant image sizes)."""
+    if call.op is not Op.CONV2D:
         return None
     if call.attr("winograd"):           # weights transformed by winograd_weights
         return "conv2d"
-    ph, pw = call.attr("padding")
-    sh, sw = call.attr("stride")
     x, w = call.inputs[0].type, call.inputs[1].type
-    if ph != pw or sh != sw or x.dtype != "float32" or w.shape[2] != w.shape[3]:
-        return None
     groups = call.attr("groups")
-    if groups == 1:
-        return "conv2d"
-    if sh != 1:
-        return None
-    if groups == x.shape[1] and w.shape[0] == groups and w.shape[1] == 1:
+    if x.dtype != "float32" or groups == 1:
+        return "conv2d" if x.dtype == "float32" else None
+    depthwise = groups == x.shape[1] and w.shape[0] == groups and w.shape[1] == 1
+    if depthwise and call.attr("dilation") == (1, 1) and (
+            call.attr("stride")[1] == 1 or all(isinstance(d, int) for d in x.shape[2:])):
         return "depthwise"
+    if isinstance(x.shape[1], int) and conv_block(w.shape[0], groups, w.dtype) is not None:
+        return "conv2d"
     return None
+
+
+def conv_block(out_channels: int, groups: int, dtype: str = "float32") -> int | None:
+    """Output channels per packed weight block of a convolution: the recipe's default
+    (``ops.conv2d_channel_block``) without groups; with groups, the first of two vectors or one
+    vector that holds whole groups or divides a group (fewest zeros in the block-diagonal
+    blocks), None when neither does.
+
+    >>> conv_block(64, 1) == conv2d_channel_block()
+    True
+    """
+    block = conv2d_channel_block(dtype)
+    if groups == 1:
+        return _whole_vectors(out_channels, block)
+    kg = out_channels // groups
+    choices = (block, block // 2)
+    for b in choices:                   # a group spans whole blocks: no zeros
+        if kg % b == 0:
+            return b
+    for b in reversed(choices):         # a block holds whole groups: fewest zeros
+        if b % kg == 0 and group_span(out_channels, groups, b) is not None:
+            return b
+    return None
+
+
+def _whole_vectors(out_channels: int, block: int) -> int:
+    """The default block, or, when the output channels end in part of a vector (24 of
+    AVX-512's 16 lanes), blocks of two to five half vectors that divide them (24: one block of
+    three): a masked last vector can make the C compiler keep every accumulator of the tile in
+    memory (a 1 x 1, 144 -> 24 convolution on 56 x 56 ran 13 times slower). Where no such
+    block divides them, the default.
+
+    >>> _whole_vectors(24, 32), _whole_vectors(40, 32), _whole_vectors(64, 32), _whole_vectors(56, 32)
+    (24, 40, 32, 32)
+    """
+    lanes = block // 2
+    half = lanes // 2
+    if out_channels % lanes == 0 or half < 1 or out_channels % half:
+        return block
+    count = out_channels // half
+    fits = [m for m in (2, 3, 4, 5) if count % m == 0]
+    return half * max(fits) if fits else block
+
+
+def packed_conv(call: Call, x, w):
+    """The ``polyloop.ops`` tensor of library conv2d ``call`` on placeholders ``x`` and its
+    (packed or Winograd) weights ``w``."""
+    k_out = call.outputs[0].type.shape[1]
+    pad = call.attr("padding")
+    if call.attr("winograd"):        # weights made by winograd_weights
+        return conv2d_winograd(x, w, k_out, pad[0])
+    if len(w.shape) == 5:            # weights packed by use_library_kernels
+        return conv2d_nchw_packed(x, w, k_out, pad, call.attr("stride"),
+                                  dilation=call.attr("dilation"), groups=call.attr("groups"))
+    if call.attr("groups") != 1 or call.attr("dilation") != (1, 1):
+        return None
+    return conv2d_nchw(x, w, pad, call.attr("stride"))
 
 
 def library_matmul(call: Call) -> bool:
@@ -59,13 +119,26 @@ def packed_columns(call: Call) -> int | None:
     return call.attr("columns") if call.op is Op.MATMUL else None
 
 
-def _dense(call: Call) -> bool:
-    """A dense layer with constant (transposed) weights on rows of constant count, or on a
-    2-D input: ``polyloop.ops.matmul`` of the input viewed as a matrix."""
+def _dense(call: Call, data: dict[str, np.ndarray]) -> bool:
+    """A dense layer: a linear layer with constant (transposed) weights, or a matrix product
+    whose right operand is a constant matrix (an exported linear layer), on rows of constant
+    count or on a 2-D input: ``polyloop.ops.matmul`` of the input viewed as a matrix. Narrow
+    layers or few rows of a 2-D input keep their weights as stored (``unpacked_dense``)."""
+    if call.op not in (Op.LINEAR, Op.MATMUL) or len(call.inputs) < 2:
+        return False
     x = call.inputs[0].type
-    return call.op is Op.LINEAR and bool(call.attr("transposed")) and x.dtype == "float32" \
-        and (len(x.shape) == 2 or all(isinstance(d, int) for d in x.shape)) \
-        and not (len(x.shape) == 2 and unpacked_dense(x.shape[0], call.inputs[1].type.shape[-1]))
+    w = call.inputs[1]
+    if call.op is Op.LINEAR:
+        if not call.attr("transposed"):
+            return False
+    elif call.op is not Op.MATMUL or w.name not in data or len(w.type.shape) != 2 \
+            or len(x.shape) < 2 or call.attr("columns") is not None:
+        return False
+    if x.dtype != "float32" or not (len(x.shape) == 2
+                                    or all(isinstance(d, int) for d in x.shape)):
+        return False
+    # a product on a >2-D input has no unpacked schedule of its own (dense_schedule is 2-D)
+    return not (len(x.shape) == 2 and unpacked_dense(x.shape[0], w.type.shape[-1]))
 
 
 def _as_matrix(v: Value, views: list, made: dict[str, Value] | None = None) -> Value:
@@ -90,7 +163,7 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
     ``pack_matmul_weight``) instead of on every call; a convolution that ``winograd_conv``
     picks (when ``winograd``), transformed for Winograd."""
     weight = conv.inputs[1]
-    dense = conv.op is Op.LINEAR
+    dense = conv.op in (Op.LINEAR, Op.MATMUL)
     if winograd and weight.name in data and winograd_conv(conv):
         return winograd_weights(conv, data, new)
     if weight.name not in data or not (dense or library_conv(conv) == "conv2d"):
@@ -101,7 +174,10 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
     else:
         dtype = weight.type.dtype
         packed = pack_matmul_weight(data[weight.name], matmul_panel_width(dtype)) if dense \
-            else pack_conv2d_weight(data[weight.name], conv2d_channel_block(dtype))
+            else pack_conv2d_weight(data[weight.name],
+                                    conv_block(conv.outputs[0].type.shape[1],
+                                               conv.attr("groups"), dtype),
+                                    conv.attr("groups"))
         # a layer called twice has its weights transposed once per call by fold_constants:
         # equal packed weights are one constant
         same = [c.value for c in new if c.value.name.endswith("_packed")
@@ -182,7 +258,7 @@ def use_library_kernels(g: Graph, *, winograd: bool = True) -> Graph:
     made: dict[str, Value] = {}
     for b in g.bindings:
         first = b.kernel.body[0] if isinstance(b, KernelCall) else None
-        if first is not None and (library_conv(first) is not None or _dense(first)):
+        if first is not None and (library_conv(first) is not None or _dense(first, data)):
             bindings += _split(b, data, new, winograd, made)
         elif first is not None and library_attention(first):
             bindings += split_attention(b)
