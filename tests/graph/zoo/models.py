@@ -10,7 +10,7 @@ input dimensions that may vary (batch, sequence length) for ``pl.graph.from_torc
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -92,18 +92,18 @@ def _vision(name: str, size: str) -> ZooModel:
                     onnx_inputs=_image(onnx_side) if onnx_side else None)
 
 
-def _hf_configs(size: str) -> dict:
+def _hf_configs(size: str, layers: int = 2) -> dict:
     small = size == "ci"
-    width = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    width = dict(hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
                  intermediate_size=64) if small else {}
     return {
         "bert": ("BertModel", "BertConfig", dict(width, vocab_size=100) if small else {}),
         "distilbert": ("DistilBertModel", "DistilBertConfig",
-                       dict(dim=32, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=100)
+                       dict(dim=32, n_layers=layers, n_heads=4, hidden_dim=64, vocab_size=100)
                        if small else {}),
         "roberta": ("RobertaModel", "RobertaConfig", dict(width, vocab_size=100) if small else {}),
         "gpt2": ("GPT2Model", "GPT2Config",
-                 dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100) if small else {}),
+                 dict(n_embd=32, n_layer=layers, n_head=4, vocab_size=100) if small else {}),
         "llama": ("LlamaModel", "LlamaConfig",
                   dict(width, num_key_value_heads=2, vocab_size=100) if small else
                   dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8,
@@ -111,10 +111,10 @@ def _hf_configs(size: str) -> dict:
         "vit": ("ViTModel", "ViTConfig", dict(width, image_size=64, patch_size=16)
                 if small else {}),
         "t5_encoder": ("T5EncoderModel", "T5Config",
-                       dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                       dict(d_model=32, d_kv=8, d_ff=64, num_layers=layers, num_heads=4,
                             vocab_size=100) if small else dict(vocab_size=32128)),
         "whisper_encoder": ("WhisperEncoder", "WhisperConfig",
-                            dict(d_model=32, encoder_layers=2, encoder_attention_heads=4,
+                            dict(d_model=32, encoder_layers=layers, encoder_attention_heads=4,
                                  encoder_ffn_dim=64, num_mel_bins=16, max_source_positions=32,
                                  vocab_size=100) if small else {}),
     }
@@ -123,11 +123,11 @@ def _hf_configs(size: str) -> dict:
 TEXT = ("bert", "distilbert", "roberta", "gpt2", "llama", "vit", "t5_encoder", "whisper_encoder")
 
 
-def _text(name: str, size: str) -> ZooModel:
+def _text(name: str, size: str, layers: int = 2) -> ZooModel:
     import_torchvision()           # transformers imports torchvision when it is installed
     import transformers
     from transformers.models.whisper.modeling_whisper import WhisperEncoder
-    model_cls, config_cls, kwargs = _hf_configs(size)[name]
+    model_cls, config_cls, kwargs = _hf_configs(size, layers)[name]
     if size == "ci":             # special tokens inside the small vocabulary
         kwargs.update(bos_token_id=1, eos_token_id=2, pad_token_id=0)
         if name == "whisper_encoder":
@@ -164,4 +164,41 @@ def zoo(size: str = "ci") -> dict[str, ZooModel]:
     """Every model of the zoo by name (``size``: "ci" or "full")."""
     models = {name: _vision(name, size) for name in VISION}
     models.update({name: _text(name, size) for name in TEXT})
+    return models
+
+
+def _mobilenet_blocks(route: str) -> torch.nn.Module:
+    """MobileNetV2's stem and first three blocks (ReLU6, depthwise 3 x 3 of strides 1 and 2,
+    a residual add), then MobileNetV3-Small's fifth block (hardswish, stride-2 depthwise
+    5 x 5, squeeze-excitation with hardsigmoid; both take 24 channels there), pooled and
+    classified."""
+    tv = import_torchvision()
+    v2 = tv.models.mobilenet_v2(weights=None).features
+    v3 = tv.models.mobilenet_v3_small(weights=None).features
+    return torch.nn.Sequential(*v2[0:4], v3[4], torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), torch.nn.Linear(40, 10))
+
+
+def _fire_modules(route: str) -> torch.nn.Module:
+    """SqueezeNet 1.1's stem and two fire modules (pooling in ceil mode, concatenation),
+    with a classifier like its own (1 x 1 convolution, global pooling)."""
+    tv = import_torchvision()
+    features = tv.models.squeezenet1_1(weights=None).features[:6]
+    return torch.nn.Sequential(features, torch.nn.Conv2d(128, 10, 1), torch.nn.ReLU(),
+                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+
+
+def ci_slice() -> dict[str, ZooModel]:
+    """The zoo CI runs: torchvision's own blocks cut from the classic models (34 x 34 images,
+    so every stride and ceil-mode pooling leaves a remainder) and one-layer BERT and Llama
+    (every converter class the zoo's models use, in builds of seconds)."""
+    side = 34
+    models = {
+        "mobilenet_blocks": ZooModel("mobilenet_blocks", "vision", _seeded(_mobilenet_blocks),
+                                     _image(side), dynamic={"x": {0: "batch"}}),
+        "fire_modules": ZooModel("fire_modules", "vision", _seeded(_fire_modules),
+                                 _image(side), dynamic={"x": {0: "batch"}}),
+    }
+    for name in ("bert", "llama"):
+        models[f"tiny_{name}"] = replace(_text(name, "ci", layers=1), name=f"tiny_{name}")
     return models
