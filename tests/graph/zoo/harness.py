@@ -22,6 +22,7 @@ import polyloop as pl
 from .models import ZooModel
 
 TOLERANCE = 1e-3
+SPREAD = 1e-2     # the least difference between two samples' outputs, of the output's scale
 
 
 @dataclass
@@ -73,6 +74,20 @@ def poisoned_run(ex, arrays: list[np.ndarray]) -> np.ndarray:
     return outs[0]
 
 
+def _check_reference(want: np.ndarray) -> None:
+    """AssertionError when the reference output hardly depends on the input (a comparison
+    that could not see a wrong value): its first two samples differ by less than ``SPREAD``
+    of its scale."""
+    if want.shape[0] < 2:
+        return
+    scale = max(float(np.abs(want).max()), 1e-30)
+    spread = float(np.abs(want[0].astype(np.float64) - want[1]).max()) / scale
+    if spread < SPREAD:
+        raise AssertionError(f"PyTorch's output hardly depends on the input (two samples "
+                             f"differ by {spread:.1e} of its scale): give the model weights "
+                             "whose output does")
+
+
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     if got.shape != want.shape:
         raise AssertionError(f"shape {got.shape}, PyTorch {want.shape}")
@@ -107,6 +122,7 @@ def run(zm: ZooModel, route: str, *, batches: tuple[int, ...] = (2,), dynamic: b
             inputs = inputs_of(batch)
             with torch.no_grad():
                 want = model(*inputs).numpy()
+            _check_reference(want)
             got = poisoned_run(ex, [t.numpy() for t in inputs])
             worst = max(worst, relative_error(got, want))
         out.rel_error = worst
