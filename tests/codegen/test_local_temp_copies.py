@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 import polyloop as pl
 
@@ -141,3 +142,45 @@ def test_an_inner_loop_named_like_a_loop_above_the_home_loop():
     out = np.full((6, 12), np.nan, np.float32)
     mod(a, w, out)
     np.testing.assert_allclose(out, w @ a, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows, i_factors", [(20, [None, 2, 2]), (4, [None, 1, 4])])
+def test_copies_of_the_parallel_loop_inside_a_serial_loop_declare_their_own_tiles(rows,
+                                                                                  i_factors):
+    """The parallel panels ``j_0`` and their remainder are two loops inside the serial batch
+    loop ``b``, the tile's home loop ``i_1`` inside each: the accesses share only loop ``b``,
+    and the tile declared there was shared by the threads of the parallel copy (a race that
+    gave a convolution of 1,000 channels, 31 panels of 32 and a remainder, wrong values).
+    With 4 rows the home loop has one iteration and the remainder one panel: isl drops both,
+    so the remainder's accesses have no loop toward the home loop but ``b`` (a 1 x 1 image's
+    convolution), and ``b`` declares the remainder's tile, ``j_0`` the parallel copy's."""
+    A = pl.placeholder((2, rows, 30), "float32", name="A")
+    B = pl.placeholder((30, 90), "float32", name="B")
+    k = pl.reduce_axis((0, 30), name="k")
+    C = pl.compute((2, rows, 90), lambda b, i, j: pl.sum(A[b, i, k] * B[k, j], axis=k),
+                   name="C")
+    sch = pl.Schedule(C)
+    tile = sch.cache_write("C", "local")
+    c = sch.get_block("C")
+    b, i, j, kk = sch.get_loops(c)
+    i0, i1, i2 = sch.split(i, factors=i_factors)
+    j0, j1, j2 = sch.split(j, factors=[None, 1, 16])
+    sch.reorder(b, j0, i0, i1, kk, i2, j1, j2)
+    sch.parallel(j0)
+    sch.unroll(i2)
+    sch.vectorize(j2)
+    sch.decompose_reduction(c, kk)
+    sch.reverse_compute_at(tile, i1)
+    mod = pl.build(sch)
+    body = mod.source[mod.source.index("int32_t pl_C_kernel_body"):].splitlines()
+    start = next(n for n, line in enumerate(body) if "omp parallel" in line) + 1
+    indent = body[start][:len(body[start]) - len(body[start].lstrip())]
+    end = body.index(indent + "}", start)
+    assert any("float C_local[" in line for line in body[start:end])  # the parallel copy's own
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        a = rng.standard_normal((2, rows, 30), dtype=np.float32)
+        w = rng.standard_normal((30, 90), dtype=np.float32)
+        out = np.full((2, rows, 90), np.nan, np.float32)
+        mod(a, w, out)
+        np.testing.assert_allclose(out, a @ w, rtol=1e-4, atol=1e-4)

@@ -107,3 +107,29 @@ def test_narrow_layer_keeps_its_weights_unpacked(rows):
     assert products[0].outputs[0].type.shape[-1] == 600
     packed = [c for c in ex.graph.constants if c.value.name.endswith("_packed")]
     assert len(packed) == 1 and packed[0].data.shape[1] == 48
+
+
+class TwoHeads(nn.Module):
+    """Two dense layers on one (1, 37, 48) input, as attention's query and key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(48, 100)
+        self.k = nn.Linear(48, 100)
+
+    def forward(self, x):
+        return self.q(x) * self.k(x)
+
+
+def test_two_layers_on_one_input_share_its_matrix_view():
+    torch.manual_seed(7)
+    model = TwoHeads().eval()
+    x = torch.randn(1, 37, 48)
+    ex = pl.graph.build(pl.graph.from_torch(model, (x,)))
+    views = [b for b in ex.graph.bindings if isinstance(b, pl.graph.Call)
+             and b.op is pl.graph.Op.RESHAPE and b.inputs[0].name == "x"]
+    assert len(views) == 1 and len(dense_products(ex)) == 2
+    out = np.full((1, 37, 100), np.nan, np.float32)
+    ex(x.numpy(), out=(out,))
+    with torch.no_grad():
+        np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-4, atol=1e-4)

@@ -32,6 +32,7 @@ def _chain(conv, bias, residual):
     (6, 11, 10, 9, 1, 0, 2, False, dict(lanes=8, k_vectors=1)),
     (19, 7, 7, 40, 3, 1, 1, True, dict(c_block=8)),
     (7, 9, 9, 18, 3, 1, 2, True, dict(parallel="y", w_block=3, prefetch=3)),
+    (19, 7, 7, 33, 5, 2, 1, True, {}),
 ])
 def test_conv_epilogue_matches_torch(rng, c, h, w, k, r, pad, stride, packed, knobs):
     batch = pl.var("batch")
@@ -49,10 +50,12 @@ def test_conv_epilogue_matches_torch(rng, c, h, w, k, r, pad, stride, packed, kn
     B = pl.placeholder((k, 1, 1), name="B")
     R = pl.placeholder((batch, k) + expected.shape[2:], name="R")
     mod = pl.build(ops.schedule_conv2d_epilogue(_chain(conv, B, R), conv, **knobs))
-    # packed weights on small planes, at most 64 cache lines per input channel (or an explicit
-    # knob), are prefetched
-    small = expected.shape[2] * expected.shape[3] <= 64 and r * r * 32 * 4 <= 4096 \
-        and "c_block" not in knobs
+    # packed weights on small planes, at most 64 cache lines per input channel as the hint
+    # counts them (each of the r * r rows of a block may start anywhere in a line: 75 for
+    # 5 x 5 x 32), or an explicit knob, are prefetched
+    block = lanes * knobs.get("k_vectors", 2)
+    small = expected.shape[2] * expected.shape[3] <= 64 \
+        and r * r * -(-(60 + block * 4) // 64) <= 64 and "c_block" not in knobs
     assert ("__builtin_prefetch" in mod.source) == (packed and (small or "prefetch" in knobs))
     out = np.full(expected.shape, np.nan, np.float32)
     mod(x, weights, B=bias, R=residual, relu=out)

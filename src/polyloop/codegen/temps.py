@@ -66,9 +66,8 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
     for p in paths[1:]:
         common = _common_prefix(common, p)
     if b.home_loops and all(f.var != b.home for f in common):
-        # the home loop is not one loop around every access (isl dropped it somewhere, or
-        # emitted a loop around it as several: a parallel loop over full tiles and a serial
-        # remainder, where a declaration above both would be shared by the threads)
+        # the home loop is not one loop around every access: isl dropped it somewhere, or
+        # emitted a loop toward it as several loops
         return _loops_toward_home(b, paths)
     if common:
         return [common[-1]], False
@@ -84,28 +83,34 @@ def _declaring_loops(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For]
 
 
 def _loops_toward_home(b: Buffer, paths: list[tuple[For, ...]]) -> tuple[list[For], bool]:
-    """Each access's declaring loop: the deepest loop of its path that is the home loop or
-    encloses it, unless a loop chosen for another access encloses it (that one declares it for
-    both: they may pass values within one iteration of the home loop). isl's AST generation
-    drops a loop of one iteration, and may drop it in one copy of a nest only (the remainder of
-    a split): one iteration of the nearest enclosing loop left then holds exactly one iteration
-    of the home loop. Declaring deeper than the home loop would lose values that pass between
-    iterations of the deeper loop; declaring at function scope, or above the copies of a loop
-    split into a parallel loop and a remainder, would share one copy between threads."""
-    picks: list[tuple[tuple[For, ...], For | None]] = []
-    for p in paths:
-        toward = _toward_home(p, b.home_loops)
-        picks.append((p, toward[-1] if toward else None))
-    ids = {id(c) for _, c in picks if c is not None}
-    chosen: dict[int, For] = {}
-    outside = False
-    for p, c in picks:
-        if c is None:
-            outside = True      # every loop around the home loop was dropped on this path
-            continue
-        outer = next(f for f in p if id(f) in ids)
-        chosen[id(outer)] = outer
-    return list(chosen.values()), outside
+    """The loops declaring ``b`` when its home loop is not one loop around every access.
+
+    isl's AST generation drops a loop of one iteration, and may drop it in one copy of a nest
+    only (the remainder of a split), and emits a loop as several loops over disjoint ranges (a
+    parallel loop over the full tiles and a serial remainder). Accesses whose loops toward the
+    home loop part, into different loops or into a loop and its dropped copy, lie in different
+    iterations of the home loop (a loop toward the home loop encloses every access of one of
+    its iterations): each part declares its own copy, the deepest loop toward the home loop
+    they share, so the threads of a parallel part never share one. An access with no loop
+    toward the home loop sees the function's copy."""
+    towards = [_toward_home(p, b.home_loops) for p in paths]
+    declaring: list[For] = []
+    _split_toward_home([t for t in towards if t], 0, declaring)
+    return declaring, any(not t for t in towards)
+
+
+def _split_toward_home(towards: list[list[For]], level: int, declaring: list[For]) -> None:
+    """Declaring loops for ``towards`` (non-empty lists of loops toward the home loop, the
+    same ``level`` first ones in each), appended to ``declaring``: the last shared loop for
+    the accesses that go no deeper, and each deeper loop's own for the others."""
+    if level and any(len(t) == level for t in towards):
+        declaring.append(towards[0][level - 1])
+    parts: dict[int, list[list[For]]] = {}
+    for t in towards:
+        if len(t) > level:
+            parts.setdefault(id(t[level]), []).append(t)
+    for part in parts.values():
+        _split_toward_home(part, level + 1, declaring)
 
 
 def _toward_home(path: tuple[For, ...], home_loops: tuple[str, ...]) -> list[For]:

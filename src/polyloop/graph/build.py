@@ -25,6 +25,7 @@ from .cross import CrossModel
 from .entry import Step, entry_source, weight_blob
 from .executor import Executor, Segment
 from .extern import lookup_extern, route_externs
+from .foreign import apply_fallback, fallback_function
 from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel, te_shape
 from .memory import plan_memory
@@ -55,10 +56,11 @@ def materialize_outputs(g: Graph) -> Graph:
     return g.replace(bindings=tuple(bindings), outputs=tuple(outputs))
 
 
-def optimize(g: Graph, *, winograd: bool = True) -> Graph:
+def optimize(g: Graph, *, winograd: bool = True, fallback: str = "error") -> Graph:
     """The graph passes of ``build``, in order (print the result to see the fused kernels);
-    ``winograd=False``: no convolution runs as Winograd."""
-    steps = [materialize_outputs, fold_constants, remove_dead_code, route_externs,
+    ``winograd=False``: no convolution runs as Winograd; ``fallback``: see ``build``."""
+    steps = [functools.partial(apply_fallback, fallback=fallback), materialize_outputs,
+             fold_constants, remove_dead_code, route_externs,
              fuse_operators, functools.partial(use_library_kernels, winograd=winograd),
              fuse_into_consumers, fuse_conv_pool, fold_conv_epilogues, fuse_conv_pool_dense,
              pad_dense_columns, remove_dead_code]
@@ -212,7 +214,7 @@ def _cached(g: Graph, plan, key: str) -> Executor | None:
         return None
     externs = iter(b for b in g.bindings if isinstance(b, ExternCall))
     segments = [Segment(labels=tuple(s["labels"]), entry=s["entry"]) if s["entry"] else
-                Segment(extern=(b := next(externs)), function=lookup_extern(b.name))
+                Segment(extern=(b := next(externs)), function=extern_function(b))
                 for s in data["segments"]]
     return Executor(g, plan, library, segments, blob_path=weights)
 
@@ -227,13 +229,24 @@ def _remember(key: str, ex: Executor) -> None:
     tmp.replace(manifest)
 
 
+def extern_function(call: ExternCall):
+    """The Python function an extern call runs: a fallback's reference, or the registered one."""
+    return fallback_function(call) or lookup_extern(call.name)
+
+
 def build(graph: Graph, target: str | Target = "c", *, database: object = None,
-          winograd: bool = True) -> Executor | CrossModel:
+          winograd: bool = True, fallback: str = "error") -> Executor | CrossModel:
     """Optimise, lower, schedule and compile ``graph`` into one shared library.
 
     ``winograd=False`` runs every convolution with the direct recipe; by default the 3 x 3,
     stride-1 ones with enough channels run as Winograd F(2x2, 3x3), faster, with a different
     rounding (``polyloop.ops.conv2d_winograd``).
+
+    ``fallback`` says what happens to imported operator calls the graph cannot compile
+    (``Op.FOREIGN``): ``"error"`` (the default) refuses the model, listing every one;
+    ``"torch"`` or ``"numpy"`` runs each through that reference implementation inside the
+    executor, between the compiled kernels, and prints which; ``Executor.report()`` lists
+    them beside the compiled kernels.
 
     A model built before (same graph, weights, options and polyloop version) is loaded from
     the cache without generating code again. A C target for another machine (``"c
@@ -251,7 +264,8 @@ def build(graph: Graph, target: str | Target = "c", *, database: object = None,
         raise PolyloopError(f"pl.graph.build: target {target!r} is not supported; the graph "
                             "executor targets 'c' (or 'c -mtriple=...' for another machine)")
     db = _open_database(database)
-    return compile_graph(optimize(graph, winograd=winograd), database=db, target=c_target)
+    return compile_graph(optimize(graph, winograd=winograd, fallback=fallback), database=db,
+                         target=c_target)
 
 
 def compile_graph(g: Graph, *, database: Database | None = None,
@@ -326,7 +340,7 @@ def _generate(g: Graph, database: Database | None,
                 if steps:
                     segments.append(Segment(steps=tuple(steps), labels=tuple(labels)))
                     steps, labels = [], []
-                segments.append(Segment(extern=b, function=lookup_extern(b.name)))
+                segments.append(Segment(extern=b, function=extern_function(b)))
         for f in compiling:     # a compiler error surfaces here, as it would at the link
             f.result()
     if steps or not segments:

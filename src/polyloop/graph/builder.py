@@ -8,7 +8,8 @@ import re
 import numpy as np
 
 from ..errors import PolyloopError
-from .ir import Binding, Call, Constant, Dim, ExternCall, Graph, Op, TensorType, Value
+from .ir import (Binding, Call, Constant, Dim, ExternCall, Graph, Op, SizeRule, TensorType,
+                 Value)
 from .oplib.custom import call_te, te_dim
 from .reference import evaluate
 from .shapes import infer
@@ -54,6 +55,7 @@ class GraphBuilder:
         self._constants: list[Constant] = []
         self._bindings: list[Binding] = []
         self._names: set[str] = set()
+        self._rules: dict[str, SizeRule] = {}
         self._data: dict[str, np.ndarray] = {}
 
     def fresh(self, hint: str) -> str:
@@ -133,10 +135,37 @@ class GraphBuilder:
         self._bindings.append(ExternCall((out,), extern, tuple(inputs)))
         return out
 
+    def emit_foreign(self, reference: object, inputs: tuple[Value, ...],
+                     out_types: tuple[TensorType, ...], name: str | None = None
+                     ) -> tuple[Value, ...]:
+        """Append a call the graph IR has no operator for, typed by the importer
+        (``reference``: a ``graph.foreign.Reference``); ``build(fallback=...)`` runs it through
+        the reference's implementation or refuses it."""
+        hint = name or reference.op.split(".")[1 if reference.op.count(".") else 0]
+        outs = tuple(Value(self.fresh(hint if k == 0 else f"{hint}_{k}"), t)
+                     for k, t in enumerate(out_types))
+        self._bindings.append(Call(outs, Op.FOREIGN, tuple(inputs),
+                                   (("op", reference.op), ("reference", reference))))
+        return outs
+
+    def size_rule(self, rule: SizeRule) -> None:
+        """Bound a size parameter, or define a derived one (see ``SizeRule``): a derived
+        size's terms may only use sizes of the inputs or sizes derived before it."""
+        if not _NAME.fullmatch(rule.name):
+            raise PolyloopError(f"size parameter {rule.name!r} is not an identifier")
+        known = {p for v in self._inputs for p in v.type.params} | set(self._rules)
+        unknown = {n for _, names in rule.terms for n in names} - known
+        if unknown:
+            raise PolyloopError(f"derived size {rule.name!r} uses {sorted(unknown)}, which no "
+                                "input's shape or earlier derived size defines")
+        self._rules[rule.name] = rule
+
     def build(self, *outputs: Value) -> Graph:
         """The graph returning ``outputs``."""
         params: list[str] = []
         for v in self._inputs:
             params += [p for p in v.type.params if p not in params]
+        params += [name for name, r in self._rules.items() if r.terms and name not in params]
         return Graph(self.name, tuple(self._inputs), tuple(self._constants),
-                     tuple(self._bindings), tuple(outputs), tuple(params))
+                     tuple(self._bindings), tuple(outputs), tuple(params),
+                     tuple(self._rules.values()))

@@ -82,7 +82,22 @@ def input_sizes(g: Graph, arrays: list[np.ndarray]) -> dict[str, int]:
             if expected != n or n < 1:
                 raise ArgumentError(f"input '{v.name}': expected shape {v.type} "
                                     f"(sizes {sizes}), got {a.shape}")
+    _apply_size_rules(g, sizes)
     return sizes
+
+
+def _apply_size_rules(g: Graph, sizes: dict[str, int]) -> None:
+    """Compute the derived sizes and check every size against its range."""
+    for rule in g.size_rules:
+        if rule.terms:
+            sizes[rule.name] = rule.value(sizes)
+        n = sizes.get(rule.name)
+        if n is None:
+            continue
+        if n < rule.low or (rule.high is not None and n > rule.high):
+            given = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != rule.name)
+            raise ArgumentError(f"model '{g.name}': size {rule.name} = {n} (inputs give "
+                                f"{given}) is outside what the model was imported for: {rule}")
 
 
 def check_indices(g: Graph, checks: list[IndexCheck], arrays: list[np.ndarray]) -> None:
@@ -213,12 +228,18 @@ class Executor:
                 continue
             call = s.extern
             args = [self._value(v.name, arrays, outs, ws, sizes) for v in call.inputs]
-            result = np.asarray(s.function(*args, **dict(call.attrs)))
-            target = self._value(call.outputs[0].name, arrays, outs, ws, sizes)
-            if result.shape != target.shape:
-                raise PolyloopError(f"extern {call.name!r} returned shape {result.shape}, the "
-                                    f"graph expects {target.shape} for %{call.outputs[0].name}")
-            target[...] = result
+            result = s.function(*args, **dict(call.attrs))
+            results = result if isinstance(result, tuple) else (result,)
+            if len(results) != len(call.outputs):
+                raise PolyloopError(f"extern {call.name!r} returned {len(results)} results, "
+                                    f"the graph expects {len(call.outputs)}")
+            for v, r in zip(call.outputs, results):
+                r = np.asarray(r)
+                target = self._value(v.name, arrays, outs, ws, sizes)
+                if r.shape != target.shape:
+                    raise PolyloopError(f"extern {call.name!r} returned shape {r.shape}, the "
+                                        f"graph expects {target.shape} for %{v.name}")
+                target[...] = r
 
     def __call__(self, *inputs: object, out: tuple | None = None
                  ) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -279,6 +300,30 @@ class Executor:
         for s in self.segments:
             if s.entry is not None:
                 ctypes.c_int32.in_dll(self._cdll, f"{s.entry}_profiling").value = on
+
+    def report(self) -> str:
+        """The compiled kernels and the operator calls run outside generated code (fallbacks
+        and registered externs), in the order the model runs them; printed and returned."""
+        lines = []
+        for s in self.segments:
+            if s.entry is not None:
+                lines += [f"kernel    {label}" for label in s.labels]
+                continue
+            call = s.extern
+            ref = dict(call.attrs).get("reference")
+            outs = ", ".join(f"%{v.name}" for v in call.outputs)
+            if call.name.startswith("fallback."):
+                lines.append(f"fallback  {outs} = {ref.op} via {call.name.partition('.')[2]} "
+                             f"({ref.where or 'top level'}; {ref.reason})")
+            else:
+                lines.append(f"extern    {outs} = {call.name}")
+        n_k = sum(line.startswith("kernel") for line in lines)
+        n_f = sum(line.startswith("fallback") for line in lines)
+        lines.append(f"{n_k} compiled kernel(s), {n_f} fallback call(s), "
+                     f"{len(lines) - n_k - n_f} extern call(s)")
+        text = "\n".join(lines)
+        print(text)
+        return text
 
     def export_library(self, path: str | PathLike) -> tuple[Path, Path]:
         """Write the model as a shared library (weights embedded) and a C header next to it.

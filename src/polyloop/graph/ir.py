@@ -100,6 +100,7 @@ class Op(enum.Enum):
     COPY = "copy"
     SELECT = "select"
     TE = "te"
+    FOREIGN = "foreign"     # an imported call with no lowering (graph.foreign.Reference)
     UNARY = "unary"
     BINARY = "binary"
     WHERE = "where"
@@ -160,6 +161,38 @@ class TensorType:
     def concrete(self, sizes: dict[str, int]) -> tuple[int, ...]:
         """The shape with size parameters replaced by their values."""
         return tuple(sizes[d] if isinstance(d, str) else d for d in self.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class SizeRule:
+    """What size parameter ``name`` may be: at least ``low``, at most ``high`` (None: no
+    bound), and, for a size derived from others (``batch*seq`` after a reshape, ``seq - 1``
+    after a slice), its value: the sum of ``coefficient * product of sizes`` over ``terms``.
+    An input size has no terms; the executor computes derived sizes and checks every range
+    when the model is called."""
+
+    name: str
+    low: int = 1
+    high: int | None = None
+    terms: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+    def __str__(self) -> str:
+        rng = f"{self.low} <= {self.name}" + (f" <= {self.high}" if self.high is not None
+                                               else "")
+        if not self.terms:
+            return f"size {rng}"
+        expr = " + ".join(f"{c}*{'*'.join(ns)}" if ns else str(c) for c, ns in self.terms)
+        return f"size {self.name} = {expr}; {rng}"
+
+    def value(self, sizes: dict[str, int]) -> int:
+        """The derived size from the others' values."""
+        total = 0
+        for coefficient, names in self.terms:
+            term = coefficient
+            for n in names:
+                term *= sizes[n]
+            total += term
+        return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +294,7 @@ class Graph:
     bindings: tuple[Binding, ...]
     outputs: tuple[Value, ...]
     params: tuple[str, ...] = field(default=())
+    size_rules: tuple[SizeRule, ...] = field(default=())
 
     def __str__(self) -> str:
         return "\n".join(graph_lines(self))
@@ -270,7 +304,7 @@ class Graph:
 
     def replace(self, **changes: object) -> Graph:
         fields = {k: getattr(self, k) for k in ("name", "inputs", "constants", "bindings",
-                                                  "outputs", "params")}
+                                                  "outputs", "params", "size_rules")}
         fields.update(changes)
         return Graph(**fields)
 
@@ -298,6 +332,8 @@ def graph_lines(g: Graph):
         for call in k.body:
             yield f"    {binding_line(call)}"
         yield f"    return {', '.join(str(v) for v in k.results)}"
+    for rule in g.size_rules:
+        yield str(rule)
     args = ", ".join(f"{v}: {v.type}" for v in g.inputs)
     rets = ", ".join(str(v.type) for v in g.outputs)
     yield f"def {g.name}({args}) -> {rets}:"

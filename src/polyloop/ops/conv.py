@@ -37,7 +37,9 @@ from ..frontend import te
 from ..frontend.te import Tensor
 from ..ir.elementwise import where
 from ..ir.expr import Const
+from ..poly.prefetch_regions import LINE_BYTES
 from ..schedule import Schedule
+from ..schedule.software_prefetch import MAX_LINES
 from ..schedule.trace import BlockHandle, LoopHandle
 from .knobs import check_knobs, default_lanes
 
@@ -296,14 +298,15 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
 # output planes up to this many pixels get the weights prefetched (see _prefetch_distance)
 _SMALL_PLANE = 64
 _PREFETCH_CHANNELS = 8
-_PREFETCH_BYTES = 4096      # one input channel's weights of a block: at most 64 cache lines
 
 
 def _prefetch_distance(out: Tensor, weight: Tensor, block: int) -> int:
     """Input channels ahead that the weights are prefetched by default: ``_PREFETCH_CHANNELS``
     for weights packed ahead of time and a constant output plane of at most ``_SMALL_PLANE``
-    pixels whose block of weights per input channel is at most ``_PREFETCH_BYTES`` (the
-    prefetch hint's limit), else 0. Such a plane
+    pixels whose block of weights per input channel fits the prefetch hint's limit of
+    ``MAX_LINES`` cache lines per iteration, counted as the hint counts them (each of the
+    ``r * s`` rows of a block may start anywhere in a line: a 5 x 5 kernel's 25 rows of 32
+    channels are 75 lines), else 0. Such a plane
     reuses a block's weights for few tiles, so they come from memory at the pace of the FMAs
     (ResNet-18's 7 x 7 x 512 layers, 9.4 MB of weights, cold: 1.11 -> 1.03 ms on one thread);
     at 14 x 14 and 56 x 56 the hint measured neutral to 2 % slower."""
@@ -311,9 +314,10 @@ def _prefetch_distance(out: Tensor, weight: Tensor, block: int) -> int:
     r, s = weight.shape[2:4]
     if weight.ndim != 5 or not all(isinstance(d, Const) for d in (h, w, r, s)):
         return 0
-    taps = r.value * s.value * block * 4                  # type: ignore[union-attr]
+    row_lines = -(-(LINE_BYTES - 4 + block * 4) // LINE_BYTES)
+    lines = r.value * s.value * row_lines                  # type: ignore[union-attr]
     small = h.value * w.value <= _SMALL_PLANE               # type: ignore[union-attr]
-    return _PREFETCH_CHANNELS if small and taps <= _PREFETCH_BYTES else 0
+    return _PREFETCH_CHANNELS if small and lines <= MAX_LINES else 0
 
 
 def _k_vectors(who: str, weight: Tensor, lanes: int, k_vectors: int | None) -> int:

@@ -141,13 +141,18 @@ def _dense(call: Call, data: dict[str, np.ndarray]) -> bool:
     return not (len(x.shape) == 2 and unpacked_dense(x.shape[0], w.type.shape[-1]))
 
 
-def _as_matrix(v: Value, views: list) -> Value:
-    """``v`` viewed as a matrix (leading axes merged): a reshape binding, no copy."""
+def _as_matrix(v: Value, views: list, made: dict[str, Value] | None = None) -> Value:
+    """``v`` viewed as a matrix (leading axes merged): a reshape binding, no copy; one view
+    per value (``made``: the views made so far), however many products read it."""
     if len(v.type.shape) == 2:
         return v
+    if made is not None and v.name in made:
+        return made[v.name]
     rows = int(np.prod(v.type.shape[:-1]))
     m = Value(f"{v.name}_2d", TensorType((rows, v.type.shape[-1]), v.type.dtype))
     views.append(Call((m,), Op.RESHAPE, (v,), (("shape", m.type.shape),)))
+    if made is not None:
+        made[v.name] = m
     return m
 
 
@@ -184,6 +189,18 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
     return Call(conv.outputs, conv.op, (conv.inputs[0], value, *conv.inputs[2:]), conv.attrs)
 
 
+def _bias_chw(bias: Value, data: dict[str, np.ndarray], new: list[Constant]) -> Value:
+    """A convolution's bias as a (channels, 1, 1) constant, made once however many
+    convolutions share the bias (an exporter stores equal biases once)."""
+    name = f"{bias.name}_chw"
+    made = [c.value for c in new if c.value.name == name]
+    if made:
+        return made[0]
+    b3 = Value(name, TensorType(bias.type.shape + (1, 1), bias.type.dtype))
+    new.append(Constant(b3, np.ascontiguousarray(data[bias.name].reshape(-1, 1, 1))))
+    return b3
+
+
 def _columns(dense: Call) -> tuple:
     """The attributes of the product of a dense layer: its ``columns`` when its weights come
     packed (3-D), else none."""
@@ -193,7 +210,7 @@ def _columns(dense: Call) -> tuple:
 
 
 def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant],
-           winograd: bool = True) -> list:
+           winograd: bool = True, made: dict[str, Value] | None = None) -> list:
     conv, rest = kc.kernel.body[0], kc.kernel.body[1:]
     if len(conv.inputs) == 3 and conv.inputs[2].name not in data:
         return [kc]
@@ -205,7 +222,7 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant],
     views: list = []
     operands = conv.inputs[:2]
     if op is Op.MATMUL and len(out.type.shape) != 2:
-        operands = (_as_matrix(conv.inputs[0], views), conv.inputs[1])
+        operands = (_as_matrix(conv.inputs[0], views, made), conv.inputs[1])
         raw2d = _as_matrix(raw, [])
         first = Call((raw2d,), op, operands, attrs)
         views_after = [Call((raw,), Op.RESHAPE, (raw2d,), (("shape", raw.type.shape),))]
@@ -216,14 +233,11 @@ def _split(kc: KernelCall, data: dict[str, np.ndarray], new: list[Constant],
     if len(conv.inputs) == 3 and op is Op.MATMUL:
         calls.append(Call((out,), Op.ADD, (raw, conv.inputs[2])))
     elif len(conv.inputs) == 3:
-        bias = conv.inputs[2]
-        b3 = Value(f"{bias.name}_chw", TensorType(bias.type.shape + (1, 1), bias.type.dtype))
-        new.append(Constant(b3, np.ascontiguousarray(data[bias.name].reshape(-1, 1, 1))))
-        calls.append(Call((out,), Op.ADD, (raw, b3)))
+        calls.append(Call((out,), Op.ADD, (raw, _bias_chw(conv.inputs[2], data, new))))
     else:
         calls.append(Call((out,), Op.COPY, (raw,)))
     calls += rest
-    if not rest and len(conv.inputs) == 2 and not views:
+    if not rest and len(conv.inputs) == 2 and not views_after:
         return [KernelCall(kc.outputs, Kernel(kc.kernel.name, conv.inputs, kc.outputs,
                                               (Call(conv.outputs, op, conv.inputs,
                                                     first.attrs),)), conv.inputs)]
@@ -241,10 +255,11 @@ def use_library_kernels(g: Graph, *, winograd: bool = True) -> Graph:
     data = g.constant_data()
     new: list[Constant] = []
     bindings: list = []
+    made: dict[str, Value] = {}
     for b in g.bindings:
         first = b.kernel.body[0] if isinstance(b, KernelCall) else None
         if first is not None and (library_conv(first) is not None or _dense(first, data)):
-            bindings += _split(b, data, new, winograd)
+            bindings += _split(b, data, new, winograd, made)
         elif first is not None and library_attention(first):
             bindings += split_attention(b)
         else:
