@@ -214,3 +214,30 @@ def test_ort_dynamic_matmul(tmp_path, per_channel):
     x = RNG.standard_normal((3, 5, 37)).astype(np.float32)
     np.testing.assert_allclose(_poisoned(pl.graph.build(g), x)[0], _ort(m, {"x": x})[0],
                                rtol=1e-5, atol=1e-4)
+
+
+def test_qdq_relu_and_layers_left_in_float():
+    """Conv -> Relu -> QuantizeLinear folds (the Relu a max with the zero point); a grouped
+    QDQ convolution is not an int8 recipe's and stays in float32: both equal ORT's result
+    within one output step."""
+    c, k = 6, 10
+    inits = {"xs": np.float32(0.04), "xz": np.uint8(120), "ys": np.float32(0.3),
+             "yz": np.uint8(20), "w1": RNG.integers(-128, 128, (k, c, 3, 3)).astype(np.int8),
+             "w1s": RNG.uniform(0.002, 0.01, k).astype(np.float32), "w1z": np.zeros(k, np.int8),
+             "w2": RNG.integers(-128, 128, (k, 5, 1, 1)).astype(np.int8),
+             "w2s": np.float32(0.01), "w2z": np.int8(0)}
+    dq = lambda i, s, z, o, **a: helper.make_node("DequantizeLinear", [i, s, z], [o], **a)  # noqa: E731
+    nodes = [dq("x", "xs", "xz", "xf"), dq("w1", "w1s", "w1z", "w1f", axis=0),
+             helper.make_node("Conv", ["xf", "w1f"], ["c1"], pads=[1] * 4),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("QuantizeLinear", ["r1", "ys", "yz"], ["q1"]),
+             dq("q1", "ys", "yz", "h"), dq("w2", "w2s", "w2z", "w2f"),
+             helper.make_node("Conv", ["h", "w2f"], ["c2"], group=2),
+             helper.make_node("QuantizeLinear", ["c2", "ys", "yz"], ["y"])]
+    m = _model(nodes, [("x", "uint8", ["n", c, 7, 9])], [("q1", "uint8", 4), ("y", "uint8", 4)],
+               inits)
+    g = pl.graph.from_onnx(m)
+    assert [type(f).__name__ for f in _integer_kernels(g)] == ["IntegerConv"]
+    x = RNG.integers(0, 256, (2, c, 7, 9)).astype(np.uint8)
+    for got, want in zip(_poisoned(pl.graph.build(g), x), _ort(m, {"x": x})):
+        _within_one_step(got, want)
