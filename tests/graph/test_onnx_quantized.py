@@ -217,7 +217,8 @@ def test_ort_dynamic_matmul(tmp_path, per_channel):
 
 
 def test_qdq_relu_and_layers_left_in_float():
-    """Conv -> Relu -> QuantizeLinear folds (the Relu a max with the zero point); a grouped
+    """Conv (a float32 bias) -> Relu -> QuantizeLinear folds (the bias rounded to int32 at the
+    input scale times the weight scale, the Relu a max with the zero point); a grouped
     QDQ convolution is not an int8 recipe's and stays in float32: both equal ORT's result
     within one output step."""
     c, k = 6, 10
@@ -225,10 +226,11 @@ def test_qdq_relu_and_layers_left_in_float():
              "yz": np.uint8(20), "w1": RNG.integers(-128, 128, (k, c, 3, 3)).astype(np.int8),
              "w1s": RNG.uniform(0.002, 0.01, k).astype(np.float32), "w1z": np.zeros(k, np.int8),
              "w2": RNG.integers(-128, 128, (k, 5, 1, 1)).astype(np.int8),
-             "w2s": np.float32(0.01), "w2z": np.int8(0)}
+             "w2s": np.float32(0.01), "w2z": np.int8(0),
+             "b1": RNG.standard_normal(k).astype(np.float32)}
     dq = lambda i, s, z, o, **a: helper.make_node("DequantizeLinear", [i, s, z], [o], **a)  # noqa: E731
     nodes = [dq("x", "xs", "xz", "xf"), dq("w1", "w1s", "w1z", "w1f", axis=0),
-             helper.make_node("Conv", ["xf", "w1f"], ["c1"], pads=[1] * 4),
+             helper.make_node("Conv", ["xf", "w1f", "b1"], ["c1"], pads=[1] * 4),
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("QuantizeLinear", ["r1", "ys", "yz"], ["q1"]),
              dq("q1", "ys", "yz", "h"), dq("w2", "w2s", "w2z", "w2f"),
