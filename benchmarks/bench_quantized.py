@@ -83,11 +83,13 @@ def quantize(path: str, shape: tuple, folder: str, per_channel: bool) -> str:
     return out
 
 
-def session(path: str, threads: int):
+def session(path: str, threads: int, spin: bool = True):
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    if not spin:    # idle threads sleep: they take no core from the next engine's run
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
@@ -113,6 +115,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-tensor", action="store_true")
+    parser.add_argument("--no-spin", action="store_true",
+                        help="ONNX Runtime's idle threads sleep instead of spinning")
     parser.add_argument("--label", default="", help="conditions printed with the figures")
     args = parser.parse_args()
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
@@ -121,7 +125,7 @@ def main() -> None:
         src, shape = export(args.model, args.batch, folder)
         qdq = quantize(src, shape, folder, not args.per_tensor)
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-        f32, q8 = session(src, args.threads), session(qdq, args.threads)
+        f32, q8 = (session(p, args.threads, not args.no_spin) for p in (src, qdq))
         t0 = time.perf_counter()
         mod = pl.graph.build(pl.graph.from_onnx(qdq))
         build_s = time.perf_counter() - t0
