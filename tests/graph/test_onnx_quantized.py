@@ -243,3 +243,14 @@ def test_qdq_relu_and_layers_left_in_float():
     x = RNG.integers(0, 256, (2, c, 7, 9)).astype(np.uint8)
     for got, want in zip(_poisoned(pl.graph.build(g), x), _ort(m, {"x": x})):
         _within_one_step(got, want)
+
+
+def test_matmul_integer_four_axes():
+    """A 4-D left operand by a constant matrix: rows merged, exactly ORT's int32 result."""
+    b = RNG.integers(-128, 128, (7, 5)).astype(np.int8)
+    m = _model([helper.make_node("MatMulInteger", ["a", "b", "az"], ["y"])],
+               [("a", "uint8", [2, 3, 4, 7])], [("y", "int32", 4)],
+               {"b": b, "az": np.uint8(9)}, opset=10)
+    a = RNG.integers(0, 256, (2, 3, 4, 7)).astype(np.uint8)
+    np.testing.assert_array_equal(_poisoned(pl.graph.build(pl.graph.from_onnx(m)), a)[0],
+                                  _ort(m, {"a": a})[0])

@@ -121,9 +121,14 @@ def convert_qlinear_conv(n: Node) -> Value:
 def _matmul(n: Node, a: Value, b: Value, zeros: tuple[int, int], epilogue: dict) -> Value:
     """A product of ``a`` (2-D or 3-D) by ``b`` through ``IntegerMatmul``; a constant 2-D
     ``b`` is packed once."""
-    if len(a.type.shape) not in (2, 3) or len(b.type.shape) not in (2, 3):
-        raise PolyloopError(f"integer products take 2-D or 3-D operands, got "
-                            f"{a.type.shape} x {b.type.shape}")
+    shape = a.type.shape
+    if len(shape) > 3 and len(b.type.shape) == 2 and all(isinstance(d, int) for d in shape):
+        rows = n.emit(Op.RESHAPE, a, shape=(int(np.prod(shape[:-1])), shape[-1]))
+        y = _matmul(n, rows, b, zeros, epilogue)
+        return n.emit(Op.RESHAPE, y, shape=(*shape[:-1], y.type.shape[-1]))
+    if len(shape) not in (2, 3) or len(b.type.shape) not in (2, 3):
+        raise PolyloopError(f"integer products take 2-D or 3-D operands (or more axes of "
+                            f"constant sizes by a matrix), got {shape} x {b.type.shape}")
     cols = b.type.shape[-1]
     inputs = [a, b]
     b_zero = _zero(n, zeros[1], "b's zero point", inputs, cols)
