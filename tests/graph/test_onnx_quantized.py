@@ -125,7 +125,8 @@ def test_integer_operators_exact():
 
 def test_dynamic_quantize_linear():
     m = _model([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])],
-               [("x", "float32", [4, 33])], [("y", "uint8", 2), ("s", "float32", 0), ("z", "uint8", 0)],
+               [("x", "float32", [4, 33])],
+               [("y", "uint8", 2), ("s", "float32", 0), ("z", "uint8", 0)],
                {}, opset=11)
     x = (RNG.standard_normal((4, 33)) * 3 + 1).astype(np.float32)
     y, s, z = _poisoned(pl.graph.build(pl.graph.from_onnx(m)), x)
@@ -228,7 +229,8 @@ def test_qdq_relu_and_layers_left_in_float():
              "w2": RNG.integers(-128, 128, (k, 5, 1, 1)).astype(np.int8),
              "w2s": np.float32(0.01), "w2z": np.int8(0),
              "b1": RNG.standard_normal(k).astype(np.float32)}
-    dq = lambda i, s, z, o, **a: helper.make_node("DequantizeLinear", [i, s, z], [o], **a)  # noqa: E731
+    def dq(i, s, z, o, **a):
+        return helper.make_node("DequantizeLinear", [i, s, z], [o], **a)
     nodes = [dq("x", "xs", "xz", "xf"), dq("w1", "w1s", "w1z", "w1f", axis=0),
              helper.make_node("Conv", ["xf", "w1f", "b1"], ["c1"], pads=[1] * 4),
              helper.make_node("Relu", ["c1"], ["r1"]),

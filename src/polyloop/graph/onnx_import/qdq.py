@@ -5,8 +5,8 @@ A ``Conv``, ``MatMul`` or ``Gemm`` whose input is a ``DequantizeLinear`` of a ui
 activation (one scale, one zero point), whose weights are a ``DequantizeLinear`` of a constant
 int8/uint8 tensor (per tensor, or per output channel), whose bias (if any) is constant (taken
 as int32 at the input scale times the weight scale: ONNX Runtime's quantized bias as it is,
-another one rounded to that scale), and whose only reader is a ``QuantizeLinear`` (directly, or through one ``Relu``) becomes the
-``QLinearConv`` / ``QLinearMatMul`` of the same meaning (a ``Relu`` becomes ``Max`` with the
+another one rounded to that scale), and whose only reader is a ``QuantizeLinear`` (directly,
+or through one ``Relu``) becomes the ``QLinearConv`` / ``QLinearMatMul`` of the same meaning (a ``Relu`` becomes ``Max`` with the
 output zero point), computed in integers (``convert_quant``). What does not match keeps its
 float32 form: every ``QuantizeLinear`` / ``DequantizeLinear`` left converts as ONNX defines it.
 """
