@@ -78,6 +78,10 @@ def _library_schedule(kc: KernelCall):
              or conv_pool_dense_schedule(kc) or conv_epilogue_schedule(kc))
     if fused is not None:
         return fused
+    integer = getattr(body[0].attr("fn"), "library_schedule", None) \
+        if len(body) == 1 and body[0].op is Op.TE else None
+    if integer is not None:        # an int8 product of a quantized model (graph.integer)
+        return integer(lower_kernel(kc.kernel).results[0])   # None: the default schedule
     if len(body) != 1 or len(kc.inputs) != 2:
         return None
     kind = "matmul" if library_matmul(body[0]) else library_conv(body[0])

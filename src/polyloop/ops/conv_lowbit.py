@@ -76,7 +76,8 @@ def conv2d_int8(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
     epilogue.check(who, k_out)
     off = q.Offsets(128 if x.dtype is DType.INT8 else 0, -128 if w.dtype is DType.UINT8 else 0,
                     zx, zw)
-    pad_value = _shifted_zero(off)
+    pad_value = (lambda: _shifted_zero(off)) if isinstance(zx.value, Tensor) else \
+        _shifted_zero(off)
     x_g = grouped_input(x, padding, 4, "uint8", lambda v: q.shifted(v, off.shift_a, "uint8"),
                         pad_value)
     a_sum = _window_sums(x_g, shape, r_ext, s_ext, stride) if off.needs_a_sums else None
@@ -84,9 +85,8 @@ def conv2d_int8(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
     w_g = grouped_weight(w, 4, "int8", lambda v: q.shifted(v, off.shift_b, "int8"))
     c = _window_products(x_g, w_g, shape, stride, "int32")
 
-    za = off.a_zero(Const(0, DType.INT64))      # one zero point for the whole input
-
     def result(b: Expr, k: Expr, y: Expr, xx: Expr) -> Expr:
+        za = off.a_zero(Const(0, DType.INT64))      # one zero point for the whole input
         acc = c[b, k, y, xx]
         if a_sum is not None:
             acc = acc - off.b_zero(k) * a_sum[b, y, xx]
@@ -151,10 +151,11 @@ def _shifted_zero(off: q.Offsets) -> Expr:
         const(value.value, DType.UINT8)
 
 
-def grouped_input(x: Tensor, padding: int, group: int, dtype: str, convert, pad_value: Expr
+def grouped_input(x: Tensor, padding: int, group: int, dtype: str, convert, pad_value
                   ) -> Tensor:
     """``X_g[n, y, x, g, t]``: ``convert(x[n, group g + t, y - pad, x - pad])``, ``pad_value``
-    outside the image, zero past the channels."""
+    (an expression, or a function making it: one that reads a tensor) outside the image,
+    zero past the channels."""
     n, c_in, h, wd = x.shape
     cg = group_count(c_in, group)
     p = padding
@@ -165,7 +166,7 @@ def grouped_input(x: Tensor, padding: int, group: int, dtype: str, convert, pad_
         value = convert(value) if convert else value
         if p:
             inside = (y >= p) & (y < h + p) & (xx >= p) & (xx < wd + p)
-            value = where(inside, value, pad_value)
+            value = where(inside, value, pad_value() if callable(pad_value) else pad_value)
         if isinstance(c_in, Const) and c_in.value % group == 0:
             return value
         return where(ch < c_in, value, const(0, value.dtype))

@@ -20,7 +20,8 @@ from ..builder import GraphBuilder
 from ..ir import Dim, Graph, Value
 from ..verify import verify
 from . import (convert_composite, convert_index, convert_math, convert_nn, convert_norm,
-               convert_resize, convert_rnn, convert_tensor)
+               convert_quant, convert_resize, convert_rnn, convert_tensor)
+from .qdq import fold_qdq
 from .control import branch, unroll_scan
 from .functions import expand, has_function
 from .node import ONNX_DTYPES, Node, Shape, ValueNeeded, onnx_dtype
@@ -28,7 +29,7 @@ from .node import ONNX_DTYPES, Node, Shape, ValueNeeded, onnx_dtype
 CONVERTERS = {**convert_math.CONVERTERS, **convert_tensor.CONVERTERS, **convert_nn.CONVERTERS,
               **convert_norm.CONVERTERS, **convert_resize.CONVERTERS,
               **convert_composite.CONVERTERS, **convert_rnn.CONVERTERS,
-              **convert_index.CONVERTERS}
+              **convert_index.CONVERTERS, **convert_quant.CONVERTERS}
 MIN_OPSET = 7
 # The largest buffer the graph allocates: offsets are 64-bit, and no address space is larger.
 MAX_BYTES = 1 << 62
@@ -316,4 +317,4 @@ def from_onnx(model: object, *, batch: str | None = None, values: dict | None = 
     >>> g = pl.graph.from_onnx("model.onnx"); print(g)   # doctest: +SKIP
     """
     m = checked(load_model(model))
-    return OnnxImporter(checked(upgraded(m)), batch=batch, values=values).run()
+    return OnnxImporter(fold_qdq(checked(upgraded(m))), batch=batch, values=values).run()

@@ -109,6 +109,8 @@ def fuse_operators(g: Graph) -> Graph:
                 continue
             close()
             group.append(b)
+            if b.op is Op.TE and hasattr(b.attr("fn"), "library_schedule"):
+                close()        # an int8 product keeps its operator schedule (graph.integer)
         else:
             close()
             bindings.append(b)

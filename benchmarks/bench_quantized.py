@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Quantized models: polyloop next to ONNX Runtime on the same QDQ model, and ONNX Runtime's
+float32 run of the model before quantization, in the same run.
+
+    python benchmarks/bench_quantized.py                      # a small CNN defined here
+    python benchmarks/bench_quantized.py resnet18             # bench_graph.py's ResNet-18
+    python benchmarks/bench_quantized.py path/to/model.onnx   # a float32 ONNX model
+
+The float32 model is quantized by ONNX Runtime's tool (``quantize_static``, QDQ format, uint8
+activations, int8 weights, per channel unless ``--per-tensor``) on a few random calibration
+batches; polyloop imports the QDQ model (its Conv/MatMul/Gemm layers fold into int8 kernels).
+Each row prints the best median milliseconds of each engine over ``--rounds`` blocks of
+``--repeat`` calls, polyloop's speed relative to each
+ONNX Runtime run (> 1: polyloop faster), and the largest difference between polyloop's output
+and ONNX Runtime's on the QDQ model in units of the output's quantization step.
+Threads: ``--threads`` for every engine (POLYLOOP_NUM_THREADS set before polyloop is
+imported). Random weights and inputs: the timings, not the accuracy, are the point.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+
+def small_cnn():
+    import torch
+    from torch import nn
+    return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(64, 96, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(96 * 8 * 8, 100), nn.ReLU(), nn.Linear(100, 10)).eval(), \
+        torch.randn(1, 3, 64, 64)
+
+
+def resnet18():
+    """The ResNet-18 of ``bench_graph.py`` (random weights, batch norms with their default
+    statistics), 224 x 224."""
+    import torch
+    from bench_graph import resnet18 as model
+    return model().eval(), torch.randn(1, 3, 224, 224)
+
+
+def export(name: str, batch: int, folder: str) -> tuple[str, tuple]:
+    """A float32 ONNX file of ``name`` and its input shape."""
+    if name.endswith(".onnx"):
+        import onnx
+        m = onnx.load(name)
+        dims = [d.dim_value or batch for d in m.graph.input[0].type.tensor_type.shape.dim]
+        return name, tuple(dims)
+    import torch
+    if name not in ("cnn", "resnet18"):
+        raise SystemExit(f"unknown model {name!r}: cnn, resnet18 or a float32 .onnx file")
+    model, x = small_cnn() if name == "cnn" else resnet18()
+    x = x.repeat(batch, *([1] * (x.dim() - 1)))
+    path = os.path.join(folder, f"{name}.onnx")
+    torch.onnx.export(model, x, path, input_names=["x"], output_names=["y"], opset_version=13,
+                      dynamo=False)
+    return path, tuple(x.shape)
+
+
+def quantize(path: str, shape: tuple, folder: str, per_channel: bool) -> str:
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+    import onnx
+    name = onnx.load(path).graph.input[0].name
+    rng = np.random.default_rng(0)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{name: rng.standard_normal(shape).astype(np.float32)}
+                            for _ in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+    out = os.path.join(folder, "qdq.onnx")
+    quantize_static(path, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return out
+
+
+def session(path: str, threads: int, spin: bool = True):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    if not spin:    # idle threads sleep: they take no core from the next engine's run
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def output_step(path: str) -> float:
+    """The quantization step of the model's output (the scale of the last DequantizeLinear
+    writing it), else 0."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    inits = {i.name: i for i in m.graph.initializer}
+    for node in m.graph.node:
+        if node.op_type == "DequantizeLinear" and node.output[0] == m.graph.output[0].name:
+            return float(numpy_helper.to_array(inits[node.input[1]]).reshape(-1)[0])
+    return 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", nargs="?", default="cnn",
+                        help="cnn, resnet18, or a float32 .onnx file")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--per-tensor", action="store_true")
+    parser.add_argument("--no-spin", action="store_true",
+                        help="ONNX Runtime's idle threads sleep instead of spinning")
+    parser.add_argument("--label", default="", help="conditions printed with the figures")
+    args = parser.parse_args()
+    os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
+    import polyloop as pl
+    with tempfile.TemporaryDirectory() as folder:
+        src, shape = export(args.model, args.batch, folder)
+        qdq = quantize(src, shape, folder, not args.per_tensor)
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        f32, q8 = (session(p, args.threads, not args.no_spin) for p in (src, qdq))
+        t0 = time.perf_counter()
+        mod = pl.graph.build(pl.graph.from_onnx(qdq))
+        build_s = time.perf_counter() - t0
+        feed_f = {f32.get_inputs()[0].name: x}
+        feed_q = {q8.get_inputs()[0].name: x}
+        runs = {"polyloop int8": lambda: mod(x), "ORT QDQ": lambda: q8.run(None, feed_q),
+                "ORT float32": lambda: f32.run(None, feed_f)}
+        got = mod(x)
+        got = got[0] if isinstance(got, (list, tuple)) else got
+        ref = q8.run(None, feed_q)[0]
+        step = output_step(qdq)
+        diff = float(np.abs(got - ref).max())
+        # blocks of calls per engine, the blocks interleaved over rounds (calls interleaved one
+        # by one would let one engine's thread pool, still spinning after its call, take the
+        # cores from the next engine's); each engine's best median over the rounds
+        ms = {k: float("inf") for k in runs}
+        for _ in range(args.rounds):
+            for k, fn in runs.items():
+                for _ in range(3):
+                    fn()
+                wall = []
+                for _ in range(args.repeat):
+                    t = time.perf_counter()
+                    fn()
+                    wall.append(time.perf_counter() - t)
+                ms[k] = min(ms[k], statistics.median(wall) * 1e3)
+    print(f"{args.model} batch {args.batch}, {args.threads} threads, "
+          f"{'per tensor' if args.per_tensor else 'per channel'} {args.label}".rstrip())
+    print(f"  polyloop build {build_s:.1f} s; max |polyloop - ORT QDQ| = {diff:.3g} "
+          f"({diff / step if step else float('nan'):.2f} output steps)")
+    for k, v in ms.items():
+        print(f"  {k:14s} {v:9.3f} ms")
+    print(f"  polyloop vs ORT QDQ: {ms['ORT QDQ'] / ms['polyloop int8']:.2f}x; vs ORT float32: "
+          f"{ms['ORT float32'] / ms['polyloop int8']:.2f}x (> 1: polyloop faster)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Integer kernels of quantized models: ``polyloop.ops``' int8 products as ``Op.TE`` calls.
+
+An importer emits a quantized convolution or matrix product (ONNX ``QLinearConv``,
+``QLinearMatMul``, ``ConvInteger``, ``MatMulInteger``, and the Q/DQ patterns folded into
+them) as a tensor-expression call whose function is one of these frozen descriptions. The
+description builds the ``polyloop.ops`` tensor (``u8/s8 x s8`` products summed in int32, the
+zero points as correction terms, then a bias, a scale and a requantization that rounds halves
+to even and saturates) and names the operator schedule that runs it on the CPU's dot-product
+tiles (``library_schedule``). Operands given as tensors follow ``a`` and ``b`` in the call's
+inputs, in the order of the fields that say so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import ops
+from ..errors import ScheduleError
+from ..frontend.te import Tensor
+
+
+@dataclass(frozen=True, slots=True)
+class Epilogue:
+    """What follows the int32 sum. ``scale``/``a_zero``/``b_zero``: a number, or None when it
+    is an input tensor (in the order b_zero, a_zero, bias, scale after the two operands)."""
+
+    out_dtype: str = "int32"
+    a_zero: int | None = 0
+    b_zero: int | None = 0
+    bias: bool = False
+    scale: float | None = None
+    tensor_scale: bool = False
+    out_zero: int = 0
+
+    def arguments(self, rest: list[Tensor]) -> dict:
+        it = iter(rest)
+        args: dict = {"b_zero": self.b_zero if self.b_zero is not None else next(it),
+                      "a_zero": self.a_zero if self.a_zero is not None else next(it)}
+        args["bias"] = next(it) if self.bias else None
+        args["scale"] = next(it) if self.tensor_scale else self.scale
+        return args
+
+
+@dataclass(frozen=True, slots=True)
+class IntegerMatmul:
+    """``ops.matmul_int8`` (``columns`` set: ``matmul_int8_packed`` on weights packed by
+    ``ops.pack_int8_weight``, ``b_dtype`` the dtype they had).
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((3, 5), "uint8", name="A"); B = pl.placeholder((5, 7), "int8", name="B")
+    >>> IntegerMatmul(Epilogue(a_zero=4))(A, B)
+    Tensor(Y: int32[3, 7])
+    """
+
+    epilogue: Epilogue
+    columns: int | None = None
+    b_dtype: str = "int8"
+
+    def __call__(self, a: Tensor, b: Tensor, *rest: Tensor) -> Tensor:
+        e = self.epilogue
+        args = e.arguments(list(rest))
+        common = dict(a_zero_point=args["a_zero"], b_zero_point=args["b_zero"],
+                      bias=args["bias"], scale=args["scale"], out_zero_point=e.out_zero,
+                      out_dtype=e.out_dtype)
+        if self.columns is not None:
+            return ops.matmul_int8_packed(a, b, self.columns, b_dtype=self.b_dtype, **common)
+        return ops.matmul_int8(a, b, **common)
+
+    def library_schedule(self, y: Tensor):
+        return ops.schedule_matmul_int8(y)
+
+
+@dataclass(frozen=True, slots=True)
+class IntegerConv:
+    """``ops.conv2d_int8`` (NCHW, one stride and one padding for both axes).
+
+    >>> import polyloop as pl
+    >>> X = pl.placeholder((1, 3, 6, 6), "uint8", name="X")
+    >>> W = pl.placeholder((5, 3, 3, 3), "int8", name="W")
+    >>> IntegerConv(Epilogue(a_zero=7, scale=0.5, out_dtype="uint8"), 2, 1)(X, W)
+    Tensor(Y: uint8[1, 5, 3, 3])
+    """
+
+    epilogue: Epilogue
+    stride: int = 1
+    padding: int = 0
+
+    def __call__(self, x: Tensor, w: Tensor, *rest: Tensor) -> Tensor:
+        e = self.epilogue
+        args = e.arguments(list(rest))
+        return ops.conv2d_int8(x, w, stride=self.stride, padding=self.padding,
+                               x_zero_point=args["a_zero"], w_zero_point=args["b_zero"],
+                               bias=args["bias"], scale=args["scale"],
+                               out_zero_point=e.out_zero, out_dtype=e.out_dtype)
+
+    def library_schedule(self, y: Tensor):
+        """The int8 recipe's schedule; None (the default schedule) where the recipe cannot
+        tile this convolution (at the time of writing: four input channels or fewer)."""
+        try:
+            return ops.schedule_conv2d_int8(y)
+        except ScheduleError:
+            return None
