@@ -38,6 +38,8 @@ class Outcome:
     rel_error: float | None = None
     seconds: dict = field(default_factory=dict)
     executor: object = None
+    onnx_model: bytes | None = None     # the exported model (the ONNX route)
+    module: object = None               # the PyTorch module compared with
 
     @property
     def ok(self) -> bool:
@@ -46,9 +48,11 @@ class Outcome:
 
 def import_graph(zm: ZooModel, model: torch.nn.Module, route: str, example: tuple,
                  dynamic: bool):
-    """The model's graph through ``route``."""
+    """The model's graph through ``route``, and the exported ONNX model (None for the torch
+    route)."""
     if route == "torch":
-        return pl.graph.from_torch(model, example, dynamic=zm.dynamic if dynamic else None)
+        return pl.graph.from_torch(model, example, dynamic=zm.dynamic if dynamic else None), \
+            None
     buf = io.BytesIO()
     axes = {name: {d: n for d, n in dims.items()} for name, dims in zm.dynamic.items()} \
         if dynamic else None
@@ -58,7 +62,7 @@ def import_graph(zm: ZooModel, model: torch.nn.Module, route: str, example: tupl
                       input_names=list(zm.input_names), output_names=["out"],
                       dynamic_axes=axes)
     import onnx
-    return pl.graph.from_onnx(onnx.load_from_string(buf.getvalue()))
+    return pl.graph.from_onnx(onnx.load_from_string(buf.getvalue())), buf.getvalue()
 
 
 def poisoned_run(ex, arrays: list[np.ndarray]) -> np.ndarray:
@@ -102,7 +106,7 @@ def run(zm: ZooModel, route: str, *, batches: tuple[int, ...] = (2,), dynamic: b
     """Import, build and check ``zm`` through ``route``; each later batch is a second call of
     the same build (with ``dynamic``, the sizes vary)."""
     out = Outcome(zm.name, route)
-    model = zm.make(route)
+    out.module = model = zm.make(route)
     inputs_of = zm.onnx_inputs if route == "onnx" and zm.onnx_inputs else zm.inputs
     stage_start = time.perf_counter()
 
@@ -112,7 +116,7 @@ def run(zm: ZooModel, route: str, *, batches: tuple[int, ...] = (2,), dynamic: b
         out.seconds[stage] = now - stage_start
         out.stage, stage_start = stage, now
     try:
-        g = import_graph(zm, model, route, inputs_of(batches[0]), dynamic)
+        g, out.onnx_model = import_graph(zm, model, route, inputs_of(batches[0]), dynamic)
         lap("imported")
         out.executor = ex = pl.graph.build(g, **(build_kwargs or {}))
         lap("built")
