@@ -18,6 +18,7 @@ import numpy as np
 from ...errors import PolyloopError
 from ..builder import GraphBuilder
 from ..ir import Dim, Graph, Value
+from ..torch_sizes import SizeNames
 from ..verify import verify
 from . import (convert_composite, convert_index, convert_math, convert_nn, convert_norm,
                convert_quant, convert_resize, convert_rnn, convert_tensor)
@@ -129,6 +130,9 @@ class OnnxImporter:
         self.sources: dict[str, frozenset[str]] = {}
         self._constants(values or {})
         self._inputs(batch)
+        params = [p for v in self.env.values() if isinstance(v, Value)
+                  for p in v.type.params]
+        self.sizes = SizeNames({p: p for p in params}, {})
 
     def _constants(self, values: dict) -> None:
         from onnx import numpy_helper
@@ -195,7 +199,10 @@ class OnnxImporter:
                 inner = opsets.get("", opsets.get("ai.onnx", opset))
                 queue.extendleft(reversed([(p, inner, f"{label} > {p.op_type}")
                                            for p in body]))
-        graph = self.b.build(*[self._output(o) for o in self.model.graph.output])
+        outputs = [self._output(o) for o in self.model.graph.output]
+        for rule in self.sizes.rules():
+            self.b.size_rule(rule)
+        graph = self.b.build(*outputs)
         return verify(graph, where="after the ONNX import", rules=True)
 
     def _support(self, proto, opset: int) -> str | None:
@@ -210,7 +217,7 @@ class OnnxImporter:
         """Convert one node into the builder; returns a function body (or the branch an If
         takes) to convert instead."""
         if proto.op_type == "If":
-            n = Node(proto, opset, self.b, self.env, self.sources)
+            n = Node(proto, opset, self.b, self.env, self.sources, self.sizes)
             cond = n.array(0, "the condition")
             if cond.size != 1:
                 raise PolyloopError(f"the condition has {cond.size} elements, not one")
@@ -222,7 +229,7 @@ class OnnxImporter:
             if problem:
                 raise PolyloopError(problem)
             return expand(proto, opset, [self._type_proto(i) for i in proto.input])
-        n = Node(proto, opset, self.b, self.env, self.sources)
+        n = Node(proto, opset, self.b, self.env, self.sources, self.sizes)
         result = CONVERTERS[proto.op_type](n)
         unread = n.unread_attributes()
         if unread:
