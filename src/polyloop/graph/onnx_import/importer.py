@@ -24,6 +24,7 @@ from . import (convert_composite, convert_index, convert_math, convert_nn, conve
                convert_quant, convert_resize, convert_rnn, convert_tensor)
 from .qdq import fold_qdq
 from .control import branch, unroll_scan
+from .fallback import foreign_node, result_types
 from .functions import expand, has_function
 from .node import ONNX_DTYPES, Node, Shape, ValueNeeded, onnx_dtype
 
@@ -180,7 +181,7 @@ class OnnxImporter:
         unsupported = []
         for k, proto in enumerate(self.model.graph.node):
             problem = self._support(proto, self.opset)
-            if problem:
+            if problem and not self._foreign(proto):
                 unsupported.append(f"  {_label(k, proto)}: {problem}")
         if unsupported:
             raise PolyloopError(f"the ONNX model uses {len(unsupported)} unsupported operator "
@@ -189,7 +190,7 @@ class OnnxImporter:
         while queue:
             proto, opset, label = queue.popleft()
             try:
-                expanded = self._node(proto, opset)
+                expanded = self._node(proto, opset, label)
             except ValueNeeded as e:
                 raise ValueNeeded(f"{label}: {e}", e.names) from None
             except PolyloopError as e:
@@ -213,7 +214,13 @@ class OnnxImporter:
             return None
         return "not supported (no converter and no function body)"
 
-    def _node(self, proto, opset: int):
+    def _foreign(self, proto) -> bool:
+        """Whether a node without a converter stays in the graph as a foreign call (run by
+        ``build(fallback="numpy")``): ONNX's own operator, results of fixed shapes."""
+        return proto.domain in ("", "ai.onnx") and \
+            result_types(proto, self.inferred) is not None
+
+    def _node(self, proto, opset: int, label: str = ""):
         """Convert one node into the builder; returns a function body (or the branch an If
         takes) to convert instead."""
         if proto.op_type == "If":
@@ -226,6 +233,15 @@ class OnnxImporter:
             return unroll_scan(proto, opset, self._shape_of), {"": opset}
         if proto.op_type not in CONVERTERS:
             problem = self._support(proto, opset)
+            if problem and self._foreign(proto):
+                n = Node(proto, opset, self.b, self.env, self.sources, self.sizes)
+                inputs = [n.value(k) for k in range(n.n_inputs) if n.has(k)]
+                outs = foreign_node(self.b, proto, opset, inputs,
+                                    result_types(proto, self.inferred), label)
+                for name, v in zip(proto.output, outs):
+                    if name:
+                        self._bind(name, v)
+                return None
             if problem:
                 raise PolyloopError(problem)
             return expand(proto, opset, [self._type_proto(i) for i in proto.input])
