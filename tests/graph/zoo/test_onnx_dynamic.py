@@ -9,6 +9,7 @@ size parameters and ranges, as from PyTorch.
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import pytest
@@ -27,7 +28,8 @@ except ImportError:
     pytest.skip("needs torchvision (extra 'test')", allow_module_level=True)
 transformers = pytest.importorskip("transformers", reason="needs transformers (extra 'test')")
 
-from .harness import poisoned_run, relative_error  # noqa: E402
+from .harness import poisoned_run, relative_error, run  # noqa: E402
+from .models import TEXT, zoo  # noqa: E402
 
 SIZES = ((1, 5), (3, 11))
 VOCAB = 100
@@ -111,3 +113,22 @@ def test_a_sequence_longer_than_the_position_table_is_refused(built):
     ids, mask = _inputs(1, high + 1)
     with pytest.raises(pl.ArgumentError, match="seq"):
         ex(ids, mask)
+
+
+@pytest.mark.skipif(os.environ.get("POLYLOOP_ZOO") != "all",
+                    reason="POLYLOOP_ZOO=all runs every transformer of the zoo (builds of seconds)")
+@pytest.mark.parametrize("name", TEXT)
+def test_zoo_transformer_exported_with_dynamic_axes_runs_at_other_sizes(name):
+    """Each transformer of the zoo (two layers) exported with its dynamic axes, built once,
+    run at its traced size and at two others."""
+    zm = zoo("ci")[name]
+    out = run(zm, "onnx", batches=(2,), dynamic=True)
+    assert out.ok, f"{name}: stopped after '{out.stage}': {out.error}"
+    model = zm.make("onnx")
+    by_seq = "seq" in zm.dynamic["x"].values()
+    for batch, seq in SIZES:
+        inputs = zm.inputs(batch, seq) if by_seq else zm.inputs(batch)
+        with torch.no_grad():
+            want = model(*inputs).numpy()
+        got = poisoned_run(out.executor, [t.numpy() for t in inputs])
+        assert relative_error(got, want) < 1e-5, (name, batch, seq)
