@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The sizes of an imported model: its size symbols (``torch.export``'s ``s0``..., or an ONNX
 model's dimension names) named after the user's size names, sizes computed from them
-(``s0*s1`` after a reshape) as derived size parameters, and the conditions torch found the model needs of them (``seq <= 512`` for
-a table of positions, ``batch != 1`` where the code branches on a batch of one) as ranges the
-executor checks at call time.
+(``s0*s1`` after a reshape) as derived size parameters, and the conditions the model needs of
+them (``seq <= 512`` for a table of positions, ``batch != 1`` where the code branches on a
+batch of one) as ranges the executor checks at call time.
 """
 from __future__ import annotations
 
