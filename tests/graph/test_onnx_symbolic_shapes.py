@@ -16,7 +16,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import polyloop as pl  # noqa: E402
 
-SIZES = ((1, 5), (3, 11), (2, 2))
+SIZES = ((1, 5), (3, 11), (2, 3))
 INT_MAX = np.iinfo(np.int64).max
 
 
@@ -42,7 +42,7 @@ def _sizes():
             helper.make_node("Unsqueeze", ["q", "ax"], ["q1"])]
 
 
-def _check(model, outputs):
+def _check(model):
     g = pl.graph.from_onnx(model)
     ex = pl.graph.build(g)
     session = ort.InferenceSession(model.SerializeToString(),
@@ -74,13 +74,13 @@ def test_rows_of_batch_times_seq_become_a_derived_size():
         helper.make_node("MatMul", ["flat", "w"], ["y"]),
         helper.make_node("Concat", ["b1", "q1", "three"], ["back"], axis=0),
         helper.make_node("Reshape", ["y", "back"], ["out"])]
-    g, _ = _check(_model(nodes, ["out"], w), ["out"])
+    g, _ = _check(_model(nodes, ["out"], w))
     assert any(r.terms == ((1, ("batch", "seq")),) for r in g.size_rules)
 
 
 def test_slice_and_range_up_to_a_size():
     """x[:, 1:] (seq - 1 positions) plus the positions 1..seq-1 counted by a Range from 1
-    to seq, which also multiplies the data as a size read at run time."""
+    to seq, times seq read as data at run time; and x[:, :3] (seq must be at least 3)."""
     nodes = _sizes() + [
         _c("one", [1]), _c("end", [INT_MAX]), _c("axis1", [1]), _c("start", 1), _c("step", 1),
         helper.make_node("Slice", ["x", "one", "end", "axis1"], ["tail"]),
@@ -90,10 +90,11 @@ def test_slice_and_range_up_to_a_size():
         helper.make_node("Unsqueeze", ["posf", "ax1"], ["pos2"]),
         helper.make_node("Add", ["tail", "pos2"], ["shifted"]),
         helper.make_node("Cast", ["q"], ["qf"], to=TensorProto.FLOAT),
-        helper.make_node("Mul", ["shifted", "qf"], ["out"])]
-    g, ex = _check(_model(nodes, ["out"]), ["out"])
-    x = np.zeros((2, 1, 4), "float32")
-    with pytest.raises(pl.ArgumentError):      # seq - 1 positions: seq must be at least 2
+        helper.make_node("Mul", ["shifted", "qf"], ["out"]),
+        _c("three", [3]), helper.make_node("Slice", ["x", "ax", "three", "axis1"], ["head"])]
+    g, ex = _check(_model(nodes, ["out", "head"]))
+    x = np.zeros((2, 2, 4), "float32")
+    with pytest.raises(pl.ArgumentError, match="seq"):     # the first 3 of seq: seq >= 3
         ex(x)
 
 

@@ -202,8 +202,10 @@ _TO_THE_END = 2 ** 31 - 1
 
 def symbolic_slice(n: Node, x: Value, axis: int, start: Dim, end: Dim, step: int) -> Value:
     """``x[start:end]`` along ``axis`` where the axis or a bound is a size: a gather at
-    ``start + arange(length)``. An end past a constant axis bounds the size (``seq <= 512``
-    for the first ``seq`` rows of a table of 512), checked when the model is called."""
+    ``start + arange(length)``. A size as the end of a constant axis is bounded by it
+    (``seq <= 512`` for the first ``seq`` rows of a table of 512), a constant end of a
+    symbolic axis bounds the axis from below (the first 3 of ``seq`` need ``seq >= 3``);
+    the executor checks the ranges when the model is called."""
     import sympy
     if step != 1:
         raise PolyloopError(f"a slice with step {step} and a symbolic axis or bound")
@@ -218,7 +220,11 @@ def symbolic_slice(n: Node, x: Value, axis: int, start: Dim, end: Dim, step: int
     if not first.is_Integer or first < 0:
         raise PolyloopError(f"a slice from {start} of an axis of {x.type.shape[axis]}: the "
                             "start must be a constant position")
-    end_dim = as_dim(n.sizes, sympy.Min(last, size), f"the end of a slice of axis {axis}")
+    if isinstance(end, int) and 0 <= end < _TO_THE_END and not size.is_Integer:
+        n.sizes.bound(x.type.shape[axis], low=end)      # the first ``end`` of a size
+        end_dim: Dim = end
+    else:
+        end_dim = as_dim(n.sizes, sympy.Min(last, size), f"the end of a slice of axis {axis}")
     length = as_dim(n.sizes, sympy.expand(n.sizes.expression(end_dim) - first),
                     f"the length of a slice of axis {axis}")
     if int(first) == 0 and length == x.type.shape[axis]:
