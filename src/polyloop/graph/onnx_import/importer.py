@@ -178,12 +178,16 @@ class OnnxImporter:
 
     # nodes -----------------------------------------------------------------------------------
     def run(self) -> Graph:
-        unsupported = []
+        unsupported, blocking = [], False
         for k, proto in enumerate(self.model.graph.node):
             problem = self._support(proto, self.opset)
-            if problem and not self._foreign(proto):
+            if problem and self._foreign(proto):
+                problem += " (would run with build(fallback='numpy'))"
+            elif problem:
+                blocking = True
+            if problem:
                 unsupported.append(f"  {_label(k, proto)}: {problem}")
-        if unsupported:
+        if blocking:
             raise PolyloopError(f"the ONNX model uses {len(unsupported)} unsupported operator "
                                 "call(s):\n" + "\n".join(unsupported))
         queue = deque((p, self.opset, _label(k, p)) for k, p in enumerate(self.model.graph.node))
