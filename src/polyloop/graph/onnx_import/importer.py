@@ -207,7 +207,7 @@ class OnnxImporter:
         outputs = [self._output(o) for o in self.model.graph.output]
         for rule in self.sizes.rules():
             self.b.size_rule(rule)
-        graph = self.b.build(*outputs)
+        graph = _used_sizes_only(self.b.build(*outputs))
         return verify(graph, where="after the ONNX import", rules=True)
 
     def _support(self, proto, opset: int) -> str | None:
@@ -319,6 +319,16 @@ class OnnxImporter:
             raise PolyloopError(f"graph output '{o.name}' is a shape holding size parameters "
                                 f"{e.dims}; return a tensor")
         return e
+
+
+def _used_sizes_only(g: Graph) -> Graph:
+    """``g`` without the derived sizes no value's shape uses (intermediate shape arithmetic:
+    its range must not restrict the sizes the model runs at)."""
+    values = (*g.inputs, *(v for b in g.bindings for v in b.outputs))
+    used = {p for v in values for p in v.type.params}
+    rules = tuple(r for r in g.size_rules if not r.terms or r.name in used)
+    dropped = {r.name for r in g.size_rules} - {r.name for r in rules}
+    return g.replace(size_rules=rules, params=tuple(p for p in g.params if p not in dropped))
 
 
 def upgraded(model):
