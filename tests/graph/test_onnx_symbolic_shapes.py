@@ -83,7 +83,8 @@ def test_rows_of_batch_times_seq_become_a_derived_size():
 
 def test_slice_and_range_up_to_a_size():
     """x[:, 1:] (seq - 1 positions) plus the positions 1..seq-1 counted by a Range from 1
-    to seq, times seq read as data at run time; and x[:, :3] (seq must be at least 3)."""
+    to seq, times seq and over the element count read as data at run time; and x[:, :3]
+    (seq must be at least 3)."""
     nodes = _sizes() + [
         _c("one", [1]), _c("end", [INT_MAX]), _c("axis1", [1]), _c("start", 1), _c("step", 1),
         helper.make_node("Slice", ["x", "one", "end", "axis1"], ["tail"]),
@@ -93,7 +94,10 @@ def test_slice_and_range_up_to_a_size():
         helper.make_node("Unsqueeze", ["posf", "ax1"], ["pos2"]),
         helper.make_node("Add", ["tail", "pos2"], ["shifted"]),
         helper.make_node("Cast", ["q"], ["qf"], to=TensorProto.FLOAT),
-        helper.make_node("Mul", ["shifted", "qf"], ["out"]),
+        helper.make_node("Mul", ["shifted", "qf"], ["scaled"]),
+        helper.make_node("Size", ["x"], ["count"]),                 # 4*batch*seq, as data
+        helper.make_node("Cast", ["count"], ["countf"], to=TensorProto.FLOAT),
+        helper.make_node("Div", ["scaled", "countf"], ["out"]),
         _c("three", [3]), helper.make_node("Slice", ["x", "ax", "three", "axis1"], ["head"])]
     g, ex = _check(_model(nodes, ["out", "head"]))
     x = np.zeros((2, 2, 4), "float32")

@@ -67,6 +67,8 @@ class SizeNames:
                       for m, c in poly.terms())
         name = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]", "_", text.replace("*", "_x_")
                                          .replace("+", "_p_").replace("-", "_m_"))).strip("_")
+        if not name[:1].isalpha():      # "3*b": a name starts with a letter
+            name = f"size_{name}"
         while name in self.derived or name in self.names.values():
             name += "_"
         self.derived[name] = SizeRule(name, 1, None, terms)

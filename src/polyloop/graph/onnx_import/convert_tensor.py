@@ -278,11 +278,9 @@ def convert_shape(n: Node) -> Value | Shape:
     return Shape(tuple(dims))
 
 
-def convert_size(n: Node) -> Value:
+def convert_size(n: Node) -> Value | Shape:
     shape = n.value(0).type.shape
-    if not all(isinstance(d, int) for d in shape):
-        raise PolyloopError(f"the size of a tensor of shape {shape} is symbolic")
-    return n.const(np.array(int(np.prod(shape, dtype=np.int64)), "int64"))
+    return shape_values.result(n, (flat(n.sizes, shape, "the element count"),), scalar=True)
 
 
 def convert_constant_of_shape(n: Node) -> Value:
