@@ -94,3 +94,45 @@ def test_a_fallback_without_that_reference_is_refused_by_name():
         pl.graph.build(g, fallback="numpy")
     with pytest.raises(pl.PolyloopError, match="use one of 'error', 'torch', 'numpy'"):
         pl.graph.build(g, fallback="python")
+
+
+def _roi_align_model():
+    """A compiled Relu, RoiAlign (no converter: ONNX's reference runs it), a compiled Mul."""
+    onnx = pytest.importorskip("onnx", reason="needs onnx (extra 'graph')")
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("RoiAlign", ["r", "rois", "idx"], ["a"], output_height=3,
+                              output_width=2, sampling_ratio=2, spatial_scale=0.5,
+                              name="align"),
+             helper.make_node("Mul", ["a", "a"], ["y"])]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, "roi", [helper.make_tensor_value_info("x", f, [2, 3, 9, 7]),
+                       helper.make_tensor_value_info("rois", f, [4, 4]),
+                       helper.make_tensor_value_info("idx", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", f, [4, 3, 3, 2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+
+
+def test_onnx_operator_without_converter_runs_through_onnx_numpy_reference(capsys):
+    ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (extra 'test')")
+    model = _roi_align_model()
+    g = pl.graph.from_onnx(model)
+    with pytest.raises(pl.PolyloopError, match=r"(?s)1 unsupported.*onnx.RoiAlign"):
+        pl.graph.build(g)
+    with pytest.raises(pl.PolyloopError, match="no torch reference: try fallback='numpy'"):
+        pl.graph.build(g, fallback="torch")
+    ex = pl.graph.build(g, fallback="numpy")
+    assert "run through the numpy fallback: %a = onnx.RoiAlign" in capsys.readouterr().err
+    assert "fallback  %a = onnx.RoiAlign via numpy" in ex.report()
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        x = rng.standard_normal((2, 3, 9, 7)).astype("float32")
+        rois = np.sort(rng.uniform(0, 12, (4, 2, 2)), axis=1).reshape(4, 4)[:, [0, 2, 1, 3]]
+        rois = rois.astype("float32")
+        idx = rng.integers(0, 2, 4).astype("int64")
+        out = np.full((4, 3, 3, 2), np.nan, "float32")
+        ex(x, rois, idx, out=(out,))
+        want = session.run(None, {"x": x, "rois": rois, "idx": idx})[0]
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)

@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import PolyloopError
 from .ir import (Binding, Call, Constant, Dim, ExternCall, Graph, Op, SizeRule, TensorType,
                  Value)
+from .kinds import BinaryFn
 from .oplib.custom import call_te, te_dim
 from .reference import evaluate
 from .shapes import infer
@@ -107,6 +108,25 @@ class GraphBuilder:
                 return self.constant(value, name or str(op))
         out = Value(self.fresh(name or str(op)), out_type)
         self._bindings.append(Call((out,), op, tuple(inputs), tuple(sorted(frozen.items()))))
+        return out
+
+    def arange(self, length: Dim, dtype: str, start: float = 0, step: float = 1,
+               name: str = "arange") -> Value:
+        """``start + step * k`` for ``k`` in ``[0, length)`` as a 1-D tensor; ``length`` may be
+        a size parameter (the positions of a sequence): a running sum of ones.
+
+        >>> b = GraphBuilder("a"); x = b.input("x", ("n",)); b.arange("n", "int64").type
+        TensorType(shape=('n',), dtype='int64')
+        """
+        ones = self.emit(Op.BROADCAST_TO, self.constant(np.array([1], dtype), f"{name}_1"),
+                         shape=(length,), name=f"{name}_1")
+        out = self.emit(Op.CUMSUM, ones, axis=0, exclusive=True, name=f"{name}_count")
+        if step != 1:
+            out = self.emit(Op.BINARY, out, self.constant(np.array(step, dtype), f"{name}_s"),
+                            fn=BinaryFn.MUL, name=f"{name}_step")
+        if start != 0:
+            out = self.emit(Op.BINARY, out, self.constant(np.array(start, dtype), f"{name}_o"),
+                            fn=BinaryFn.ADD, name=f"{name}_start")
         return out
 
     def emit_te(self, fn, *inputs: Value, name: str | None = None) -> Value:

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The sizes of a model imported from ``torch.export``: its size symbols (``s0``...) named
-after the user's size names, sizes computed from them (``s0*s1`` after a reshape) as derived
-size parameters, and the conditions torch found the model needs of them (``seq <= 512`` for
-a table of positions, ``batch != 1`` where the code branches on a batch of one) as ranges the
-executor checks at call time.
+"""The sizes of an imported model: its size symbols (``torch.export``'s ``s0``..., or an ONNX
+model's dimension names) named after the user's size names, sizes computed from them
+(``s0*s1`` after a reshape) as derived size parameters, and the conditions the model needs of
+them (``seq <= 512`` for a table of positions, ``batch != 1`` where the code branches on a
+batch of one) as ranges the executor checks at call time.
 """
 from __future__ import annotations
 
@@ -67,11 +67,27 @@ class SizeNames:
                       for m, c in poly.terms())
         name = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]", "_", text.replace("*", "_x_")
                                          .replace("+", "_p_").replace("-", "_m_"))).strip("_")
+        if not name[:1].isalpha():      # "3*b": a name starts with a letter
+            name = f"size_{name}"
         while name in self.derived or name in self.names.values():
             name += "_"
         self.derived[name] = SizeRule(name, 1, None, terms)
         self._by_expr[key] = name
         return name
+
+    def expression(self, d: Dim):
+        """The sympy expression of dimension ``d`` (an int, a named size or a derived one) in
+        the symbols of the sizes: the inverse of ``dim``."""
+        import sympy
+        if isinstance(d, int):
+            return sympy.Integer(d)
+        if d in self.derived:
+            return sympy.Add(*(sympy.Mul(c, *(self.expression(n) for n in names))
+                               for c, names in self.derived[d].terms))
+        symbols = [s for s, name in self.names.items() if name == d]
+        if not symbols:
+            raise PolyloopError(f"{d!r} is not a size parameter of the model")
+        return sympy.Symbol(symbols[0], integer=True, positive=True)
 
     def bound(self, name: str, *, low: int | None = None, high: int | None = None) -> None:
         """Narrow size ``name`` to ``low <= name <= high`` (None: that side unchanged)."""

@@ -5,7 +5,7 @@ import)."""
 from __future__ import annotations
 
 from ..ir import Op, Value
-from ..kinds import BinaryFn, PadMode
+from ..kinds import PadMode
 from .context import Call, Unsupported, normalize_axis
 from .math import cast
 
@@ -48,15 +48,7 @@ def _symbolic_slice(c: Call, x: Value, axis: int, start: int, step: int, out) ->
     size = x.type.shape[axis]
     start = min(max(start + size if start < 0 else start, 0), size)
     c.importer.sizes.bound(out[axis], high=-(-(size - start) // step))
-    ones = c.emit(Op.BROADCAST_TO, c.constant([1], "int64"), shape=(out[axis],),
-                  name=f"{c.name}_1")
-    idx = c.emit(Op.CUMSUM, ones, axis=0, exclusive=True, name=f"{c.name}_count")
-    if step != 1:
-        idx = c.emit(Op.BINARY, idx, c.constant(step, "int64"), fn=BinaryFn.MUL,
-                     name=f"{c.name}_step")
-    if start:
-        idx = c.emit(Op.BINARY, idx, c.constant(start, "int64"), fn=BinaryFn.ADD,
-                     name=f"{c.name}_start")
+    idx = c.b.arange(out[axis], "int64", start, step, name=c.name)
     return c.emit(Op.GATHER, x, idx, axis=axis)
 
 
@@ -167,15 +159,7 @@ def arange(c: Call) -> Value:
         start, step = 0, 1
     if not isinstance(start, (int, float)) or not isinstance(step, (int, float)):
         raise Unsupported("arange with a symbolic start or step")
-    ones = c.emit(Op.BROADCAST_TO, c.constant([1], t.dtype), shape=t.shape, name=f"{c.name}_1")
-    out = c.emit(Op.CUMSUM, ones, axis=0, exclusive=True, name=f"{c.name}_count")
-    if step != 1:
-        out = c.emit(Op.BINARY, out, c.constant(step, t.dtype), fn=BinaryFn.MUL,
-                     name=f"{c.name}_step")
-    if start != 0:
-        out = c.emit(Op.BINARY, out, c.constant(start, t.dtype), fn=BinaryFn.ADD,
-                     name=f"{c.name}_start")
-    return out
+    return c.b.arange(t.shape[0], t.dtype, start, step, name=c.name)
 
 
 def full(c: Call) -> Value:

@@ -9,7 +9,7 @@ from ...errors import PolyloopError
 from ..ir import Op, Value
 from ..kinds import BinaryFn, UnaryFn
 from . import shape_values
-from .node import Node, onnx_dtype
+from .node import Node, Shape, onnx_dtype
 
 _FLOATS = ("float16", "float32", "float64")
 
@@ -82,7 +82,11 @@ def binary(n: Node, fn: BinaryFn, a: Value, b: Value) -> Value:
     return n.emit(Op.BINARY, a, b, fn=fn)
 
 
-def convert_binary(n: Node) -> Value:
+def convert_binary(n: Node) -> Value | Shape:
+    if shape_values.foldable(n, 0, 1) and n.op_type in ("Add", "Sub", "Mul", "Div"):
+        return shape_values.arithmetic(n)
+    if shape_values.foldable(n, 0, 1) and n.op_type in shape_values.COMPARISONS:
+        return shape_values.compare(n)
     fn = _BINARY[n.op_type]
     a, b = n.value(0), n.value(1)
     if fn is BinaryFn.PRELU and len(b.type.shape) < len(a.type.shape) \
@@ -122,7 +126,9 @@ def convert_variadic(n: Node) -> Value:
     return acc
 
 
-def convert_where(n: Node) -> Value:
+def convert_where(n: Node) -> Value | Shape:
+    if shape_values.foldable(n, 0, 1, 2):
+        return shape_values.where(n)
     return n.emit(Op.WHERE, n.value(0), n.value(1), n.value(2))
 
 
@@ -136,8 +142,8 @@ def convert_cast(n: Node) -> Value:
     dtype = onnx_dtype(int(n.attr("to")), "Cast's target type")
     n.attr("saturate")   # applies to float8 targets only, which the graph does not carry
     n.attr("round_mode")
-    if shape_values.involved(n, 0):
-        return shape_values.cast(n, dtype)
+    if shape_values.involved(n, 0) and dtype in ("int64", "int32"):
+        return n.entry(0)      # still a shape (its sizes are far below 2^31)
     return cast(n, n.value(0), dtype)
 
 

@@ -8,7 +8,7 @@ from ...errors import PolyloopError
 from ..ir import Op, Value
 from ..kinds import BinaryFn, ReduceFn, UnaryFn
 from .convert_tensor import reshape
-from .dims import as_dim, normalize, product
+from .dims import flat, normalize
 from .node import Node
 
 
@@ -108,7 +108,7 @@ def convert_group_norm(n: Node) -> Value:
     if rank < 3 or not isinstance(c, int) or groups < 1 or c % groups:
         raise PolyloopError(f"GroupNormalization needs (N, C, ...) data with C divisible by "
                             f"num_groups ({groups})")
-    rest = as_dim(*product((c // groups,) + shape[2:]), "a group's size")
+    rest = flat(n.sizes, (c // groups,) + shape[2:], "a group's size")
     grouped = reshape(n, x, (shape[0], groups, rest))
     y = reshape(n, n.emit(Op.NORMALIZE, grouped, axes=(2,), eps=eps), shape)
     scale, bias = n.value(1), n.value(2)
@@ -162,8 +162,8 @@ def convert_softmax(n: Node) -> Value:
     axis %= max(rank, 1)
     src = x
     if legacy and rank != 2:
-        lead = as_dim(*product(shape[:axis]), "the leading axes")
-        src = reshape(n, x, (lead, as_dim(*product(shape[axis:]), "the trailing axes")))
+        lead = flat(n.sizes, shape[:axis], "the leading axes")
+        src = reshape(n, x, (lead, flat(n.sizes, shape[axis:], "the trailing axes")))
         axis = 1
     if n.op_type == "Hardmax":
         d = src.type.shape[axis]

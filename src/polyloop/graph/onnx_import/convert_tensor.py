@@ -8,7 +8,7 @@ import numpy as np
 from ...errors import PolyloopError
 from ..ir import Dim, Op, Value
 from ..kinds import PadMode
-from .dims import as_dim, normalize, product, reshape_target, slice_range
+from .dims import flat, normalize, reshape_target, slice_range
 from . import shape_values
 from .node import Node, Shape, onnx_dtype
 
@@ -19,13 +19,16 @@ def reshape(n: Node, x: Value, shape: tuple[Dim, ...]) -> Value:
     return n.emit(Op.RESHAPE, x, shape=tuple(shape))
 
 
-def convert_reshape(n: Node) -> Value:
-    x = n.value(0)
+def convert_reshape(n: Node) -> Value | Shape:
     if n.opset < 5:
         raise PolyloopError("Reshape before opset 5 (the shape as an attribute) is not "
                             "supported")
     allowzero = n.flag("allowzero", 0)
-    return reshape(n, x, reshape_target(x.type.shape, n.dims(1, "the shape"), allowzero))
+    if shape_values.involved(n, 0):
+        return shape_values.reshape(n)
+    x = n.value(0)
+    return reshape(n, x, reshape_target(n.sizes, x.type.shape, n.dims(1, "the shape"),
+                                        allowzero))
 
 
 def convert_flatten(n: Node) -> Value:
@@ -35,8 +38,8 @@ def convert_flatten(n: Node) -> Value:
     if not -rank <= axis <= rank:
         raise PolyloopError(f"axis {axis} is out of range for rank {rank}")
     axis = axis + rank if axis < 0 else axis
-    first = as_dim(*product(x.type.shape[:axis]), "the flattened leading axes")
-    second = as_dim(*product(x.type.shape[axis:]), "the flattened trailing axes")
+    first = flat(n.sizes, x.type.shape[:axis], "the flattened leading axes")
+    second = flat(n.sizes, x.type.shape[axis:], "the flattened trailing axes")
     return reshape(n, x, (first, second))
 
 
@@ -168,11 +171,12 @@ def convert_slice(n: Node) -> Value | Shape:
         starts, ends = n.attr("starts"), n.attr("ends")
         axes, steps = n.attr("axes"), None
     else:
-        starts, ends = n.ints(1, "the starts"), n.ints(2, "the ends")
+        starts, ends = n.dims(1, "the starts"), n.dims(2, "the ends")
         axes = n.ints(3, "the axes") if n.has(3) else None
         steps = n.ints(4, "the steps") if n.has(4) else None
     if shape_values.involved(n, 0):
-        return shape_values.slice_(n, starts, ends, axes, steps)
+        return shape_values.slice_(n, n.ints(1, "the starts"), n.ints(2, "the ends"), axes,
+                                   steps)
     x = n.value(0)
     shape = x.type.shape
     rank = len(shape)
@@ -184,17 +188,21 @@ def convert_slice(n: Node) -> Value | Shape:
     if len(set(axes)) != len(axes):
         raise PolyloopError(f"axes {axes} repeat an axis")
     begin, step, size = [0] * rank, [1] * rank, list(shape)
+    symbolic = []
     for a, s, e, st in zip(axes, starts, ends, steps):
         d = shape[a]
-        if not isinstance(d, int):
-            raise PolyloopError(f"cannot slice the symbolic axis {a} ({d})")
+        if not all(isinstance(v, int) for v in (d, s, e)):
+            symbolic.append((a, s, e, int(st)))
+            continue
         first, count = slice_range(int(s), int(e), int(st), d)
         if count < 1:
             return empty_like(n, x, a)
         begin[a], step[a], size[a] = first, int(st), count
-    if tuple(size) == shape and all(s == 1 for s in step):
-        return x
-    return n.emit(Op.SLICE, x, begin=tuple(begin), step=tuple(step), size=tuple(size))
+    if tuple(size) != shape or any(s != 1 for s in step):
+        x = n.emit(Op.SLICE, x, begin=tuple(begin), step=tuple(step), size=tuple(size))
+    for a, s, e, st in symbolic:
+        x = shape_values.symbolic_slice(n, x, a, s, e, st)
+    return x
 
 
 def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
@@ -256,7 +264,9 @@ def convert_pad(n: Node) -> Value:
 
 
 def convert_shape(n: Node) -> Value | Shape:
-    shape = n.value(0).type.shape
+    e = n.entry(0)
+    shape = ((() if e.scalar else (len(e.dims),)) if isinstance(e, Shape)
+             else n.value(0).type.shape)
     rank = len(shape)
     start, end = int(n.attr("start", 0)), n.attr("end")
     end = rank if end is None else int(end)
@@ -268,11 +278,9 @@ def convert_shape(n: Node) -> Value | Shape:
     return Shape(tuple(dims))
 
 
-def convert_size(n: Node) -> Value:
+def convert_size(n: Node) -> Value | Shape:
     shape = n.value(0).type.shape
-    if not all(isinstance(d, int) for d in shape):
-        raise PolyloopError(f"the size of a tensor of shape {shape} is symbolic")
-    return n.const(np.array(int(np.prod(shape, dtype=np.int64)), "int64"))
+    return shape_values.result(n, (flat(n.sizes, shape, "the element count"),), scalar=True)
 
 
 def convert_constant_of_shape(n: Node) -> Value:
@@ -293,6 +301,8 @@ def convert_constant_of_shape(n: Node) -> Value:
 
 
 def convert_range(n: Node) -> Value:
+    if shape_values.foldable(n, 0, 1, 2):
+        return shape_values.range_(n)
     start, limit, delta = (n.array(k, name).reshape(()) for k, name in
                            ((0, "start"), (1, "limit"), (2, "delta")))
     if delta == 0:

@@ -1,38 +1,46 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Arithmetic on shapes whose dimensions are ints or size-parameter names: products as
-monomials (``12 * batch * seq``), the ``-1`` of a reshape, ONNX's slice bounds and axes."""
+"""Arithmetic on shapes whose dimensions are ints or size-parameter names: products of sizes
+(``batch*seq``, a derived size parameter), the ``-1`` of a reshape, ONNX's slice bounds and
+axes."""
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from ...errors import PolyloopError
 from ..ir import Dim
+from ..torch_sizes import SizeNames
 
 
-def product(dims: Sequence[Dim]) -> tuple[int, Counter]:
-    """The product of ``dims`` as (constant factor, size parameters with multiplicity)."""
-    coef, params = 1, Counter()
-    for d in dims:
-        if isinstance(d, str):
-            params[d] += 1
-        else:
-            coef *= int(d)
-    return coef, params
+def product(sizes: SizeNames, dims: Sequence[Dim]):
+    """The product of ``dims``: an int when they are all constants, else a sympy expression
+    in the named sizes (a derived size stands for its expression)."""
+    if all(isinstance(d, int) for d in dims):
+        total = 1
+        for d in dims:
+            total *= int(d)
+        return total
+    import sympy
+    return sympy.expand(sympy.Mul(*(sizes.expression(d) for d in dims)))
 
 
-def as_dim(coef: int, params: Counter, what: str) -> Dim:
-    """A monomial as one dimension: an int, or one size parameter alone."""
-    names = list(params.elements())
-    if not names:
-        return coef
-    if len(names) == 1 and coef == 1:
-        return names[0]
-    raise PolyloopError(f"{what} would be {coef} x {' x '.join(names)}; a dimension is a "
-                        "constant or one size parameter")
+def as_dim(sizes: SizeNames, expr: object, what: str) -> Dim:
+    """A size computed from the named ones as one dimension: an int, a named size, or a
+    derived size parameter (``batch*seq``) the executor computes at call time."""
+    if isinstance(expr, int):
+        return expr
+    try:
+        return sizes.dim(expr)
+    except PolyloopError as e:
+        raise PolyloopError(f"{what}: {e}") from None
 
 
-def reshape_target(src: Sequence[Dim], target: Sequence[Dim], allowzero: bool) -> tuple[Dim, ...]:
+def flat(sizes: SizeNames, dims: Sequence[Dim], what: str) -> Dim:
+    """The dimension of ``dims`` flattened into one."""
+    return as_dim(sizes, product(sizes, dims), what)
+
+
+def reshape_target(sizes: SizeNames, src: Sequence[Dim], target: Sequence[Dim],
+                   allowzero: bool) -> tuple[Dim, ...]:
     """ONNX Reshape's output shape: 0 copies the input's dimension (unless ``allowzero``),
     one -1 takes what is left; the element counts must agree."""
     out: list[Dim] = []
@@ -47,19 +55,37 @@ def reshape_target(src: Sequence[Dim], target: Sequence[Dim], allowzero: bool) -
         out.append(d)
     if out.count(-1) > 1:
         raise PolyloopError(f"shape {list(target)} has more than one -1")
-    have_c, have_p = product(src)
+    have = product(sizes, src)
     if -1 in out:
         k = out.index(-1)
-        rest_c, rest_p = product([d for d in out if d != -1])
-        if rest_c == 0 or have_c % rest_c or rest_p - have_p:
-            raise PolyloopError(f"cannot reshape {list(src)} to {list(target)}: the other "
-                                "dimensions do not divide the element count")
-        out[k] = as_dim(have_c // rest_c, have_p - rest_p, f"the -1 of shape {list(target)}")
-    out_c, out_p = product(out)
-    if out_c != have_c or out_p != have_p:
+        rest = product(sizes, [d for d in out if d != -1])
+        out[k] = as_dim(sizes, _quotient(have, rest, src, target), f"the -1 of shape "
+                        f"{list(target)}")
+    if not _equal(product(sizes, out), have):
         raise PolyloopError(f"cannot reshape {list(src)} to {list(target)}: the element counts "
                             "differ")
     return tuple(out)
+
+
+def _quotient(have: object, rest: object, src: Sequence[Dim], target: Sequence[Dim]) -> object:
+    """``have / rest`` when it divides exactly (a polynomial in the sizes), else an error."""
+    if isinstance(have, int) and isinstance(rest, int):
+        if rest != 0 and have % rest == 0:
+            return have // rest
+    elif rest != 0:
+        import sympy
+        q = sympy.cancel(sympy.sympify(have) / rest)
+        if sympy.fraction(q)[1] == 1:
+            return sympy.expand(q)
+    raise PolyloopError(f"cannot reshape {list(src)} to {list(target)}: the other "
+                        "dimensions do not divide the element count")
+
+
+def _equal(a: object, b: object) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    import sympy
+    return sympy.expand(a - b) == 0
 
 
 def normalize(axis: int, rank: int, what: str = "axis") -> int:

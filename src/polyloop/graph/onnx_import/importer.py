@@ -18,11 +18,13 @@ import numpy as np
 from ...errors import PolyloopError
 from ..builder import GraphBuilder
 from ..ir import Dim, Graph, Value
+from ..torch_sizes import SizeNames
 from ..verify import verify
 from . import (convert_composite, convert_index, convert_math, convert_nn, convert_norm,
                convert_quant, convert_resize, convert_rnn, convert_tensor)
 from .qdq import fold_qdq
 from .control import branch, unroll_scan
+from .fallback import foreign_node, result_types
 from .functions import expand, has_function
 from .node import ONNX_DTYPES, Node, Shape, ValueNeeded, onnx_dtype
 
@@ -129,6 +131,9 @@ class OnnxImporter:
         self.sources: dict[str, frozenset[str]] = {}
         self._constants(values or {})
         self._inputs(batch)
+        params = [p for v in self.env.values() if isinstance(v, Value)
+                  for p in v.type.params]
+        self.sizes = SizeNames({p: p for p in params}, {})
 
     def _constants(self, values: dict) -> None:
         from onnx import numpy_helper
@@ -173,19 +178,23 @@ class OnnxImporter:
 
     # nodes -----------------------------------------------------------------------------------
     def run(self) -> Graph:
-        unsupported = []
+        unsupported, blocking = [], False
         for k, proto in enumerate(self.model.graph.node):
             problem = self._support(proto, self.opset)
+            if problem and self._foreign(proto):
+                problem += " (would run with build(fallback='numpy'))"
+            elif problem:
+                blocking = True
             if problem:
                 unsupported.append(f"  {_label(k, proto)}: {problem}")
-        if unsupported:
+        if blocking:
             raise PolyloopError(f"the ONNX model uses {len(unsupported)} unsupported operator "
                                 "call(s):\n" + "\n".join(unsupported))
         queue = deque((p, self.opset, _label(k, p)) for k, p in enumerate(self.model.graph.node))
         while queue:
             proto, opset, label = queue.popleft()
             try:
-                expanded = self._node(proto, opset)
+                expanded = self._node(proto, opset, label)
             except ValueNeeded as e:
                 raise ValueNeeded(f"{label}: {e}", e.names) from None
             except PolyloopError as e:
@@ -195,7 +204,10 @@ class OnnxImporter:
                 inner = opsets.get("", opsets.get("ai.onnx", opset))
                 queue.extendleft(reversed([(p, inner, f"{label} > {p.op_type}")
                                            for p in body]))
-        graph = self.b.build(*[self._output(o) for o in self.model.graph.output])
+        outputs = [self._output(o) for o in self.model.graph.output]
+        for rule in self.sizes.rules():
+            self.b.size_rule(rule)
+        graph = _used_sizes_only(self.b.build(*outputs))
         return verify(graph, where="after the ONNX import", rules=True)
 
     def _support(self, proto, opset: int) -> str | None:
@@ -206,11 +218,17 @@ class OnnxImporter:
             return None
         return "not supported (no converter and no function body)"
 
-    def _node(self, proto, opset: int):
+    def _foreign(self, proto) -> bool:
+        """Whether a node without a converter stays in the graph as a foreign call (run by
+        ``build(fallback="numpy")``): ONNX's own operator, results of fixed shapes."""
+        return proto.domain in ("", "ai.onnx") and \
+            result_types(proto, self.inferred) is not None
+
+    def _node(self, proto, opset: int, label: str = ""):
         """Convert one node into the builder; returns a function body (or the branch an If
         takes) to convert instead."""
         if proto.op_type == "If":
-            n = Node(proto, opset, self.b, self.env, self.sources)
+            n = Node(proto, opset, self.b, self.env, self.sources, self.sizes)
             cond = n.array(0, "the condition")
             if cond.size != 1:
                 raise PolyloopError(f"the condition has {cond.size} elements, not one")
@@ -219,10 +237,19 @@ class OnnxImporter:
             return unroll_scan(proto, opset, self._shape_of), {"": opset}
         if proto.op_type not in CONVERTERS:
             problem = self._support(proto, opset)
+            if problem and self._foreign(proto):
+                n = Node(proto, opset, self.b, self.env, self.sources, self.sizes)
+                inputs = [n.value(k) for k in range(n.n_inputs) if n.has(k)]
+                outs = foreign_node(self.b, proto, opset, inputs,
+                                    result_types(proto, self.inferred), label)
+                for name, v in zip(proto.output, outs):
+                    if name:
+                        self._bind(name, v)
+                return None
             if problem:
                 raise PolyloopError(problem)
             return expand(proto, opset, [self._type_proto(i) for i in proto.input])
-        n = Node(proto, opset, self.b, self.env, self.sources)
+        n = Node(proto, opset, self.b, self.env, self.sources, self.sizes)
         result = CONVERTERS[proto.op_type](n)
         unread = n.unread_attributes()
         if unread:
@@ -292,6 +319,16 @@ class OnnxImporter:
             raise PolyloopError(f"graph output '{o.name}' is a shape holding size parameters "
                                 f"{e.dims}; return a tensor")
         return e
+
+
+def _used_sizes_only(g: Graph) -> Graph:
+    """``g`` without the derived sizes no value's shape uses (intermediate shape arithmetic:
+    its range must not restrict the sizes the model runs at)."""
+    values = (*g.inputs, *(v for b in g.bindings for v in b.outputs))
+    used = {p for v in values for p in v.type.params}
+    rules = tuple(r for r in g.size_rules if not r.terms or r.name in used)
+    dropped = {r.name for r in g.size_rules} - {r.name for r in rules}
+    return g.replace(size_rules=rules, params=tuple(p for p in g.params if p not in dropped))
 
 
 def upgraded(model):

@@ -11,6 +11,8 @@ import numpy as np
 from ...errors import PolyloopError
 from ..builder import GraphBuilder
 from ..ir import Dim, Op, Value
+from ..kinds import ReduceFn
+from ..torch_sizes import SizeNames
 
 # ONNX tensor element types (TensorProto.DataType) the graph carries, as NumPy dtype names.
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64",
@@ -56,9 +58,10 @@ class Node:
     """One ONNX node under conversion (see the module docstring)."""
 
     def __init__(self, proto, opset: int, b: GraphBuilder, env: dict[str, Entry],
-                 sources: dict[str, frozenset[str]]) -> None:
+                 sources: dict[str, frozenset[str]], sizes: SizeNames) -> None:
         from onnx import helper
         self.proto = proto
+        self.sizes = sizes      # the size parameters and the sizes derived from them
         self.op_type: str = proto.op_type
         self.opset = opset
         self.b = b
@@ -82,12 +85,27 @@ class Node:
         return self._env[self.proto.input[k]]
 
     def value(self, k: int) -> Value:
-        """Input ``k`` as a graph value (a shape of size parameters cannot be one)."""
+        """Input ``k`` as a graph value (a shape of size parameters becomes a tensor computed
+        at run time)."""
         e = self.entry(k)
-        if isinstance(e, Shape):
-            raise PolyloopError(f"input {k} ('{self.proto.input[k]}') is a shape holding size "
-                                f"parameters {e.dims}; this operator needs it as a tensor")
-        return e
+        return self._tensor_of(e) if isinstance(e, Shape) else e
+
+    def _tensor_of(self, e: Shape) -> Value:
+        """The int64 tensor of a shape holding size parameters: each size counted at run
+        time (the sum of that many ones)."""
+        parts = []
+        for d in e.dims:
+            one = self.b.constant(np.array([d if isinstance(d, int) else 1], "int64"),
+                                  f"{self.hint}_size")
+            if isinstance(d, str):
+                ones = self.b.emit(Op.BROADCAST_TO, one, shape=(d,), name=f"{self.hint}_ones")
+                one = self.b.emit(Op.REDUCE, ones, fn=ReduceFn.SUM, axes=(0,), keepdims=True,
+                                  name=f"{self.hint}_{d}")
+            parts.append(one)
+        v = parts[0] if len(parts) == 1 else self.b.emit(Op.CONCAT, *parts, axis=0,
+                                                          name=f"{self.hint}_shape")
+        return self.b.emit(Op.RESHAPE, v, shape=(), name=f"{self.hint}_shape") if e.scalar \
+            else v
 
     def values(self) -> list[Value]:
         return [self.value(k) for k in range(self.n_inputs) if self.has(k)]
