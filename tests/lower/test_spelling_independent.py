@@ -165,3 +165,36 @@ def test_the_mlc_conv2d_schedule_keeps_its_fused_tile_in_registers(rng, decompos
         ws = rng.standard_normal((co, ci, 3, 3), dtype="float32")
         np.testing.assert_allclose(_run(mod, xs, ws, out_shape=(nb, co, h - 2, w - 2)),
                                    _conv2d_ref(xs, ws), rtol=1e-4, atol=1e-4)
+
+
+def test_a_stage_computed_at_a_fused_loop_keeps_it_built_from_its_parts(rng):
+    """The padding stage computed at the fused outer loop (TE's ``compute_at``): the stage's
+    values of the parts are recovered from the fused value, so the loop is still built from
+    its parts: quotient and remainder indices, no run-time check, the tile in registers."""
+    nb, ci, h, w, co = 4, 1, 6, 8, 8
+    X = pl.placeholder((nb, ci, h, w), "float32", name="X")
+    W = pl.placeholder((co, ci, 3, 3), "float32", name="W")
+    P = pl.compute((nb, ci, h + 2, w + 2), lambda b, c, y, x: pl.where(
+        (y >= 1) & (y < h + 1) & (x >= 1) & (x < w + 1), X[b, c, y - 1, x - 1], 0.0), name="P")
+    rc, ry, rx = (pl.reduce_axis((0, e), name=nm) for nm, e in (("rc", ci), ("ry", 3), ("rx", 3)))
+    Y = pl.compute((nb, co, h, w), lambda b, f, y, x: pl.sum(
+        P[b, rc, y + ry, x + rx] * W[f, rc, ry, rx], axis=[rc, ry, rx]), name="Y")
+    sch = pl.Schedule(Y)
+    b, f, y, x, c, r, s = sch.get_loops("Y")
+    b0, b1 = sch.split(b, factors=[2, 2])
+    f0, f1 = sch.split(f, factor=4)
+    y0, y1 = sch.split(y, factor=2)
+    x0, x1 = sch.split(x, factor=2)
+    sch.reorder(b0, f0, y0, x0, c, r, s, b1, f1, y1, x1)
+    outer = sch.fuse(b0, f0, y0, x0)
+    sch.unroll(sch.fuse(b1, f1))
+    sch.vectorize(sch.fuse(y1, x1))
+    sch.compute_at("P", outer)
+    mod = pl.build(sch)
+    assert "pl_index_ok" not in mod.source
+    assert "Y: 32 element(s) kept in registers" in mod.explain()
+    xs = rng.standard_normal((nb, ci, h, w), dtype="float32")
+    ws = rng.standard_normal((co, ci, 3, 3), dtype="float32")
+    xp = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    np.testing.assert_allclose(_run(mod, xs, ws, out_shape=(nb, co, h, w)),
+                               _conv2d_ref(xp, ws), rtol=1e-4, atol=1e-4)
