@@ -109,8 +109,10 @@ def decoded_parts(collapse: Collapse, expr, params: tuple[str, ...] | list[str]
 
     >>> from polyloop.poly.tree import Collapse
     >>> c = Collapse((), ((0, 2), (1, 3)))
-    >>> [str(p) for p in decoded_parts(c, LoopExpr("{ S[i] -> [(i)] }"), ())]
-    ['{ S[i] -> [o0] : -2 + i <= 3o0 <= i }', '{ S[i] -> [o0] : (-1 - i + o0) mod 3 = 0 and 0 < o0 <= 3 }']
+    >>> for p in decoded_parts(c, LoopExpr("{ S[i] -> [(i)] }"), ()):
+    ...     print(p)
+    { S[i] -> [o0] : -2 + i <= 3o0 <= i }
+    { S[i] -> [o0] : (-1 - i + o0) mod 3 = 0 and 0 < o0 <= 3 }
     """
     fused = map_in(params, expr)
     stride = 1
