@@ -108,3 +108,29 @@ def test_opencl_gather_checks_indices(rng):
     with pytest.raises(pl.IndexOutOfBounds, match=r"'gather' reads a\[idx\[i\]\] with index "
                                                   r"1000000000000 in dimension 0, outside 0..8"):
         mod(idx=idx, a=a)
+
+
+def test_an_index_too_large_to_check_is_refused_with_the_way_out(rng):
+    """A checked index of hundreds of nodes would be tested at every access (and keep the C
+    compiler busy): the build is refused, naming the statement and the buffer; reading the
+    index from a stage of its own, as the message says, builds and runs."""
+    terms = 70
+    idx = pl.placeholder((16 + terms,), "int64", name="I")
+    a = pl.placeholder((4 * terms,), "float32", name="A")
+
+    def index(i):
+        e = idx[i]
+        for k in range(1, terms):
+            e = e + idx[i + k]
+        return e
+    with pytest.raises(pl.BuildError, match=r"statement 'B' reads A at an index .* at most "
+                                            r"256\. Compute such an index in a stage"):
+        pl.build(pl.compute((16,), lambda i: a[index(i)], name="B"))
+    J = pl.compute((16,), index, name="J")
+    mod = pl.build(pl.compute((16,), lambda i: a[J[i]], name="B"))
+    ix = rng.integers(0, 4, 16 + terms)
+    av = rng.standard_normal(4 * terms, dtype="float32")
+    want = av[np.array([ix[i:i + terms].sum() for i in range(16)])]
+    out = np.full(16, np.nan, np.float32)
+    mod(ix, av, out)
+    np.testing.assert_array_equal(out, want)

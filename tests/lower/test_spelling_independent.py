@@ -111,3 +111,91 @@ def test_benchmark_times_the_kernel_in_its_own_loop_of_calls(rng):
     mod = pl.build(pl.compute((64,), lambda i: A[i] + 1.0, name="B"))
     assert "pl_repeat_B_kernel" in mod.source
     assert 0 < mod.benchmark(np.ones(64, np.float32), repeat=2) < 1e-3
+
+
+def _mlc_conv2d(nb: int, ci: int, h: int, w: int, co: int, *, decompose: bool) -> pl.Schedule:
+    """The MLC course's conv2d schedule as the course writes it: batch split [2, 2], channels
+    by 4, rows and columns by 2, the outer four fused, (b1, f1) fused and unrolled, (y1, x1)
+    fused and vectorized; the initialisation left where it is (lowering writes it into the
+    reduction's loops) or placed by ``decompose_reduction`` at the first reduction loop."""
+    X = pl.placeholder((nb, ci, h, w), "float32", name="X")
+    W = pl.placeholder((co, ci, 3, 3), "float32", name="W")
+    rc, ry, rx = (pl.reduce_axis((0, e), name=nm) for nm, e in (("rc", ci), ("ry", 3), ("rx", 3)))
+    Y = pl.compute((nb, co, h - 2, w - 2), lambda b, f, y, x: pl.sum(
+        X[b, rc, y + ry, x + rx] * W[f, rc, ry, rx], axis=[rc, ry, rx]), name="Y")
+    sch = pl.Schedule(Y)
+    b, f, y, x, c, r, s = sch.get_loops("Y")
+    b0, b1 = sch.split(b, factors=[2, 2])
+    f0, f1 = sch.split(f, factor=4)
+    y0, y1 = sch.split(y, factor=2)
+    x0, x1 = sch.split(x, factor=2)
+    sch.reorder(b0, f0, y0, x0, c, r, s, b1, f1, y1, x1)
+    sch.parallel(sch.fuse(b0, f0, y0, x0))
+    sch.unroll(sch.fuse(b1, f1))
+    sch.vectorize(sch.fuse(y1, x1))
+    if decompose:
+        sch.decompose_reduction("Y", c)
+    return sch
+
+
+def _conv2d_ref(xs: np.ndarray, ws: np.ndarray) -> np.ndarray:
+    oh, ow = xs.shape[2] - 2, xs.shape[3] - 2
+    want = np.zeros((xs.shape[0], ws.shape[0], oh, ow), np.float64)
+    for ry in range(3):
+        for rx in range(3):
+            want += np.einsum("bchw,fc->bfhw", xs[:, :, ry:ry + oh, rx:rx + ow], ws[:, :, ry, rx])
+    return want
+
+
+@pytest.mark.parametrize("decompose", [False, True], ids=["init-in-place", "decompose"])
+def test_the_mlc_conv2d_schedule_keeps_its_fused_tile_in_registers(rng, decompose):
+    """The accesses of the fused loops are the parts' quotients and remainders (affine to isl,
+    proven in bounds: no run-time check), the 2 x 4 x 2 x 2 accumulator tile stays in
+    registers, the short fused vector loop is unrolled; at a size the tiles divide (the
+    course's) and at sizes they do not (partial tiles: correct, guarded)."""
+    for (nb, ci, h, w, co), whole in (((4, 3, 10, 10, 8), True), ((4, 3, 11, 9, 10), False),
+                                      ((4, 2, 3, 4, 5), False)):
+        mod = pl.build(_mlc_conv2d(nb, ci, h, w, co, decompose=decompose))
+        assert "pl_index_ok" not in mod.source and not mod.index_sites
+        if whole:
+            notes = mod.explain()
+            assert "Y: 32 element(s) kept in registers" in notes, notes
+            assert "unrolled, 4 iterations" in notes and "#pragma GCC unroll 4" in mod.source
+        xs = rng.standard_normal((nb, ci, h, w), dtype="float32")
+        ws = rng.standard_normal((co, ci, 3, 3), dtype="float32")
+        np.testing.assert_allclose(_run(mod, xs, ws, out_shape=(nb, co, h - 2, w - 2)),
+                                   _conv2d_ref(xs, ws), rtol=1e-4, atol=1e-4)
+
+
+def test_a_stage_computed_at_a_fused_loop_keeps_it_built_from_its_parts(rng):
+    """The padding stage computed at the fused outer loop (TE's ``compute_at``): the stage's
+    values of the parts are recovered from the fused value, so the loop is still built from
+    its parts: quotient and remainder indices, no run-time check, the tile in registers (the
+    channels' outer part has one value: isl writes no loop for it)."""
+    nb, ci, h, w, co = 4, 1, 4, 4, 4
+    X = pl.placeholder((nb, ci, h, w), "float32", name="X")
+    W = pl.placeholder((co, ci, 3, 3), "float32", name="W")
+    P = pl.compute((nb, ci, h + 2, w + 2), lambda b, c, y, x: pl.where(
+        (y >= 1) & (y < h + 1) & (x >= 1) & (x < w + 1), X[b, c, y - 1, x - 1], 0.0), name="P")
+    rc, ry, rx = (pl.reduce_axis((0, e), name=nm) for nm, e in (("rc", ci), ("ry", 3), ("rx", 3)))
+    Y = pl.compute((nb, co, h, w), lambda b, f, y, x: pl.sum(
+        P[b, rc, y + ry, x + rx] * W[f, rc, ry, rx], axis=[rc, ry, rx]), name="Y")
+    sch = pl.Schedule(Y)
+    b, f, y, x, c, r, s = sch.get_loops("Y")
+    b0, b1 = sch.split(b, factors=[2, 2])
+    f0, f1 = sch.split(f, factor=4)
+    y0, y1 = sch.split(y, factor=2)
+    x0, x1 = sch.split(x, factor=2)
+    sch.reorder(b0, f0, y0, x0, c, r, s, b1, f1, y1, x1)
+    outer = sch.fuse(b0, f0, y0, x0)
+    sch.unroll(sch.fuse(b1, f1))
+    sch.vectorize(sch.fuse(y1, x1))
+    sch.compute_at("P", outer)
+    mod = pl.build(sch)
+    assert "pl_index_ok" not in mod.source
+    assert "Y: 32 element(s) kept in registers" in mod.explain()
+    xs = rng.standard_normal((nb, ci, h, w), dtype="float32")
+    ws = rng.standard_normal((co, ci, 3, 3), dtype="float32")
+    xp = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    np.testing.assert_allclose(_run(mod, xs, ws, out_shape=(nb, co, h, w)),
+                               _conv2d_ref(xp, ws), rtol=1e-4, atol=1e-4)

@@ -19,7 +19,7 @@ from ..ir.program import Buffer, BufferRole
 from ..ir.simplify import simplify
 from .half import emit_conversions, from_float_name, to_float_name
 from .helpers import Helper, HelperKind, emit_helper, helper
-from .index_checks import C_CHECK_HELPER, IndexSite, needs_check
+from .index_checks import C_CHECK_HELPER, IndexSite, needs_check, refuse_large_check
 from .names import NameKind, Names
 from .tables import (ADDITIVE, C_BINARY_FUNCTIONS, C_INT_LIMITS, C_KEYWORDS, C_LIBM_SUFFIX,
                      C_MATH_FUNCTIONS, C_OPERATORS, C_TYPES, C_UNSIGNED_TYPES,
@@ -222,6 +222,7 @@ class CFamilyPrinter(CExpressions):
             self.element(buffer, indices)   # raises the error that explains it
             raise AssertionError(buffer)
         key = (self._statement, buffer, access, is_write)
+        refuse_large_check(IndexSite(*key), indices)
         site = self.index_site_numbers.get(key)
         if site is None:
             site = self.index_site_numbers[key] = len(self.index_sites)

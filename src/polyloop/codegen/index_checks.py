@@ -13,10 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Unary, UnaryKind, Var
+from ..errors import BuildError
+from ..ir.expr import BinOp, BinOpKind, Cast, Const, Expr, Unary, UnaryKind, Var, walk
 
 INDEX_FAULT_STATUS = 2
 FAULT_WORDS = 5     # claimed (0: no fault), site, dimension, index, extent
+# The most nodes the index of one checked dimension may have. A data-dependent index is a few
+# dozen; more means an index no one wrote (isl's piecewise inverse of a loop it had to build
+# from a quasi-affine value, say): checking it at every access slows the kernel and can keep
+# the C compiler busy for minutes, so the build is refused instead.
+MAX_CHECKED_INDEX_NODES = 256
 
 _LINEAR = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MIN, BinOpKind.MAX})
 
@@ -73,6 +79,30 @@ def is_affine_index(e: Expr) -> bool:
 def needs_check(indices: tuple[Expr, ...]) -> bool:
     """Whether an access with these indices is checked when the kernel runs."""
     return not all(is_affine_index(i) for i in indices)
+
+
+def refuse_large_check(site: IndexSite, indices: tuple[Expr, ...]) -> None:
+    """Raise BuildError when a dimension of a checked access has more than
+    ``MAX_CHECKED_INDEX_NODES`` nodes (see there why).
+
+    >>> from polyloop.ir.expr import Var
+    >>> refuse_large_check(IndexSite("B", "A", "A[i]", False), (Var("i") * Var("i"),))
+    """
+    for d, index in enumerate(indices):
+        size = sum(1 for _ in walk(index))
+        if size <= MAX_CHECKED_INDEX_NODES:
+            continue
+        text = str(index)
+        shown = text if len(text) <= 120 else text[:120] + " ..."
+        who = f"statement '{site.statement}'" if site.statement else "the kernel"
+        raise BuildError(
+            f"{who} {'writes' if site.is_write else 'reads'} {site.buffer} at an index that "
+            f"is not affine in the loops around it, so the code would check it at every "
+            f"access, and its dimension {d} has {size} nodes ({shown}); a run-time check may "
+            f"have at most {MAX_CHECKED_INDEX_NODES}. Compute such an index in a stage of its "
+            "own and read it from there, or, where the index is not what the program wrote, "
+            "change the schedule around the statement (a fused loop whose parts isl cannot "
+            "recover makes such piecewise indices)")
 
 
 # The check of one dimension: true when in range, else the first fault of the call is recorded

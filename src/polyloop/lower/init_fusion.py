@@ -97,7 +97,7 @@ def _merged(program: Program, first: Node, second: Node, next_id: int) -> Node |
     update = updates[0]
     if not _update_matches(update, init):
         return None
-    path, init_exprs = _spatial_path(program, second, update, init)
+    path, joined = _spatial_path(program, second, update, init)
     if not path:
         return None
     nest: Node = StmtNode(init.name)
@@ -106,12 +106,10 @@ def _merged(program: Program, first: Node, second: Node, next_id: int) -> Node |
                         (nest,))
     kids = path[-1].children
     at = next(k for k, c in enumerate(kids) if update.name in _names(c))
-    inner: Node = replace(path[-1], exprs=path[-1].exprs + ((init.name, init_exprs[-1]),),
-                          children=(*kids[:at], nest, *kids[at:]))
-    for n, e in zip(reversed(path[:-1]), reversed(init_exprs[:-1])):
-        inner = replace(n, exprs=n.exprs + ((init.name, e),),
-                        children=tuple(inner if update.name in _names(c) else c
-                                       for c in n.children))
+    inner: Node = replace(joined[-1], children=(*kids[:at], nest, *kids[at:]))
+    for n in reversed(joined[:-1]):
+        inner = replace(n, children=tuple(inner if update.name in _names(c) else c
+                                          for c in n.children))
     return inner
 
 
@@ -125,9 +123,9 @@ def _touches(stmt: Statement, buffer: str) -> bool:
 
 
 def _spatial_path(program: Program, second: LoopNode, update: Statement, init: Statement
-                  ) -> tuple[list[LoopNode], list[LoopExpr]]:
+                  ) -> tuple[list[LoopNode], list[LoopNode]]:
     """The update's outer loops whose values depend on the element it updates only (not on a
-    reduction iterator), each with its value for the initialisation of that element."""
+    reduction iterator), and each of them running the initialisation of that element too."""
     spatial = [i.name for i in update.indices]   # type: ignore[union-attr]
     rename = dict(zip(spatial, init.iters))
     taken = set(init.iters)
@@ -142,18 +140,41 @@ def _spatial_path(program: Program, second: LoopNode, update: Statement, init: S
         targets.append(name)
     arg_map = instance_map(init.name, init.iters, update.name, targets)
     path: list[LoopNode] = []
-    exprs: list[LoopExpr] = []
+    joined: list[LoopNode] = []
     node: Node = second
     while isinstance(node, LoopNode) and not node.annotations and \
             affine.depends_only_on(program, update.name, node.expr(update.name), spatial):
-        e = affine.retarget(program, node.expr(update.name), update.name, init.name, arg_map)
-        if not (affine.depends_only_on(program, init.name, e, init.iters)
-                and affine.defined_everywhere(program, init.name, e)):
+        moved = _joined(program, node, update.name, init, arg_map)
+        if moved is None:
             break
         path.append(node)
-        exprs.append(e)
+        joined.append(moved)
         node = next(c for c in node.children if update.name in _names(c))
-    return path, exprs
+    return path, joined
+
+
+def _joined(program: Program, node: LoopNode, update: str, init: Statement, arg_map: str
+            ) -> LoopNode | None:
+    """``node`` running the initialisation too (at the element its update reduces into), or
+    None where that value is not a function of the element. A fused loop built from its parts
+    (``Collapse``) gets the initialisation's parts as well: without them the loop would no
+    longer be built from its parts, and isl's inverse of the fused value is a large piecewise
+    function in every index of the nest."""
+    def moved(e: LoopExpr) -> LoopExpr | None:
+        out = affine.retarget(program, e, update, init.name, arg_map)
+        ok = affine.depends_only_on(program, init.name, out, init.iters) and \
+            affine.defined_everywhere(program, init.name, out)
+        return out if ok else None
+    e = moved(node.expr(update))
+    if e is None:
+        return None
+    collapse = node.collapse
+    if collapse is not None and collapse.applies(node.exprs):
+        parts = [moved(p) for p in collapse.part_exprs(update)]
+        if any(p is None for p in parts):
+            return None
+        collapse = replace(collapse, parts=collapse.parts + ((init.name, e, tuple(parts)),))
+    return replace(node, exprs=node.exprs + ((init.name, e),), collapse=collapse)
 
 
 def _update_matches(update: Statement, init: Statement) -> bool:

@@ -213,6 +213,8 @@ def total(expr: isl.Map, dom: isl.Set) -> isl.Map:
     True
     """
     m = expr.gist_domain(dom.align_params(expr.get_space())).coalesce()
+    if not m.is_single_valued():    # the gist may leave several values outside ``dom``
+        m = expr.coalesce()
     known = m.domain()
     missing = isl.Set.universe(known.get_space()).subtract(known)
     if missing.is_empty():

@@ -119,7 +119,8 @@ class Converter:
                 v = binop(BinOpKind.MOD, v, ext)
             it = f"c{self.depths[loop.id] + k}"
             inner[it] = simplify(binop(BinOpKind.ADD, v, lo) if lo else v)
-            added[it] = (loop.id, lo, ext)
+            if ext > 1:     # a part of one value gets no loop from isl, and needs none
+                added[it] = (loop.id, lo, ext)
         saved = dict(self.unbound)
         self.unbound.update(added)
         body = self.node(n, inner, ())

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .tree import LoopNode, Node, Root, StmtNode
+import islpy as isl
+
+from .isl_util import map_in
+from .loop_expr import LoopExpr
+from .tree import Collapse, LoopNode, Node, Root, StmtNode
 
 
 def replace_node(root: Root, loop_id: int, new: Node | tuple[Node, ...] | None) -> Root:
@@ -75,16 +79,49 @@ def insert_children(root: Root, parent_id: int | None, nodes: tuple[Node, ...], 
 
 
 def add_exprs(root: Root, additions: dict[int, tuple[tuple[str, str], ...]],
-              parts: dict[int, dict[str, tuple[str, ...]]] | None = None) -> Root:
-    """Give loops expressions for statements newly placed below them (and, for fused loops,
-    the values of the loops they were fused from, when known: see ``tree.Collapse``)."""
+              parts: dict[int, dict[str, tuple[str, ...]]] | None = None, *,
+              params: tuple[str, ...] | list[str] | None = None) -> Root:
+    """Give loops expressions for statements newly placed below them. A fused loop built from
+    its parts (``tree.Collapse``) stays so: a new statement's parts are those in ``parts``
+    where given, else (with ``params``, the program's parameters) each part's value recovered
+    from the statement's fused value with ``//`` and ``%``, as the code recovers them."""
     def fn(n: Node):
         if isinstance(n, LoopNode) and n.id in additions:
             new = replace(n, exprs=n.exprs + additions[n.id])
             known = (parts or {}).get(n.id, {})
-            if n.collapse is not None and all(s in known for s, _ in additions[n.id]):
+            if n.collapse is None or not n.collapse.applies(n.exprs):
+                return new
+            if params is not None:
+                known = {s: known.get(s) or decoded_parts(n.collapse, e, params)
+                         for s, e in additions[n.id]}
+            if all(s in known for s, _ in additions[n.id]):
                 more = tuple((s, e, known[s]) for s, e in additions[n.id])
                 new = replace(new, collapse=replace(n.collapse, parts=n.collapse.parts + more))
             return new
         return n
     return map_tree(root, fn)
+
+
+def decoded_parts(collapse: Collapse, expr, params: tuple[str, ...] | list[str]
+                  ) -> tuple[LoopExpr, ...]:
+    """The parts' values of a fused loop whose value is ``expr`` (``S[...] -> [f]``): part
+    ``k`` is ``f // stride_k % extent_k + lowest_k``, the strides those of the fusion.
+
+    >>> from polyloop.poly.tree import Collapse
+    >>> c = Collapse((), ((0, 2), (1, 3)))
+    >>> for p in decoded_parts(c, LoopExpr("{ S[i] -> [(i)] }"), ()):
+    ...     print(p)
+    { S[i] -> [o0] : -2 + i <= 3o0 <= i }
+    { S[i] -> [o0] : (-1 - i + o0) mod 3 = 0 and 0 < o0 <= 3 }
+    """
+    fused = map_in(params, expr)
+    stride = 1
+    for _, extent in collapse.ranges:
+        stride *= extent
+    out = []
+    for k, (lo, extent) in enumerate(collapse.ranges):
+        stride //= extent
+        value = f"floor(f/{stride})" if k == 0 else f"(floor(f/{stride}) mod {extent})"
+        decode = isl.Map(f"{{ [f] -> [{value} + {lo}] }}")
+        out.append(LoopExpr.of(fused.apply_range(decode)))
+    return tuple(out)

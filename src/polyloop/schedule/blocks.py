@@ -88,7 +88,7 @@ def _place(state: State, stmts: list[Statement], path: list[LoopNode],
     additions: dict[int, tuple[tuple[str, str], ...]] = {}
     for k, loop in enumerate(path):
         additions[loop.id] = tuple((s.name, placements[s.name][k]) for s in stmts)
-    root = add_exprs(root, additions, parts)
+    root = add_exprs(root, additions, parts, params=state.program.params)
     nid = state.next_id
     nests = []
     for s in stmts:

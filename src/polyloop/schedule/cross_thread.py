@@ -207,7 +207,7 @@ def _tree(program: Program, s: Statement, root: Root, loop: LoopNode, outer: lis
         root = replace_node(root, loop.id, (head, bound, *tail))
     adds = {n.id: tuple((st.name, moved(st, n.expr(s.name))) for st in (init, *steps, final))
             for n in outer[:first]}
-    return add_exprs(root, adds), k
+    return add_exprs(root, adds, params=program.params), k
 
 
 def _with_inner(top: LoopNode, loop_id: int, bound: LoopNode) -> LoopNode:

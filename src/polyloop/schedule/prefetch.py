@@ -43,7 +43,8 @@ def prefetch(state: State, consumer: str, buffer: str, outer: list[LoopNode], *,
                                       o_names, dims)
     new_program = _redirected(program, consumer, buffer, temp, copy, exprs)
     root = add_exprs(state.root, {n.id: ((fname, iterator_expr(fname, o_names + dims, o)),)
-                                  for n, o in zip(outer, o_names)})
+                                  for n, o in zip(outer, o_names)},
+                      params=program.params)
     # the loops count from the corner of every element the reads name, guarded or not, so
     # that they stay affine; the copy's domain runs them only inside the buffer
     loop_exprs = storage.fetch_loop_exprs(box, len(outer))

@@ -90,7 +90,7 @@ def recompute(state: State, what: Recomputation, outer: Sequence[LoopNode], prim
     new_program = _rewritten(program, what, copy, temp, exprs, [lo for lo, _ in bounds])
     root = remove_statements(state.root, set(what.drop_statements))
     root = add_exprs(root, {n.id: ((cname, iterator_expr(cname, o_names + dims, o)),)
-                            for n, o in zip(outer, o_names)})
+                            for n, o in zip(outer, o_names)}, params=program.params)
     loop_exprs = storage.fetch_loop_exprs(dom, len(outer))
     nid = state.next_id
     ids = list(range(nid, nid + len(dims)))
