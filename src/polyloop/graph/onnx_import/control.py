@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 
 from ...errors import PolyloopError
+from .functions import renamed_copy
 
 _COUNTER = itertools.count()
 
@@ -43,17 +44,9 @@ def _ints_attr(node, key: str, count: int) -> list[int]:
 
 
 def _copy(node, rename, prefix: str):
-    from onnx import NodeProto
     if any(a.HasField("g") or a.graphs for a in node.attribute):
         raise PolyloopError(f"a Scan body holding a subgraph ({node.op_type}) is not supported")
-    out = NodeProto()
-    out.CopyFrom(node)
-    del out.input[:]
-    del out.output[:]
-    out.input.extend(rename(i) for i in node.input)
-    out.output.extend(rename(o) for o in node.output)
-    out.name = prefix + (node.name or node.op_type)
-    return out
+    return renamed_copy(node, rename, prefix)
 
 
 def unroll_scan(node, opset: int, shape_of) -> list:

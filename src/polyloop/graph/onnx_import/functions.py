@@ -77,20 +77,26 @@ def expand(node, opset: int, input_types: list) -> tuple[list, dict[str, int]]:
     return body, opsets
 
 
-def _renamed(inner, names: dict[str, str], prefix: str, attrs: dict):
+def renamed_copy(node, rename, prefix: str):
+    """A copy of ``node`` whose inputs and outputs are ``rename``d, named ``prefix`` + its
+    name (or operator): how an inlined body's nodes enter the caller's graph."""
     from onnx import NodeProto
+    out = NodeProto()
+    out.CopyFrom(node)
+    del out.input[:]
+    del out.output[:]
+    out.input.extend(rename(i) for i in node.input)
+    out.output.extend(rename(o) for o in node.output)
+    out.name = prefix + (node.name or node.op_type)
+    return out
 
+
+def _renamed(inner, names: dict[str, str], prefix: str, attrs: dict):
     def rename(name: str) -> str:
         if name in names:
             return names[name]
         return prefix + name if name else ""
-    out = NodeProto()
-    out.CopyFrom(inner)
-    del out.input[:]
-    del out.output[:]
-    out.input.extend(rename(i) for i in inner.input)
-    out.output.extend(rename(o) for o in inner.output)
-    out.name = prefix + (inner.name or inner.op_type)
+    out = renamed_copy(inner, rename, prefix)
     del out.attribute[:]
     for a in inner.attribute:
         if a.ref_attr_name:
