@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ArgumentError
-from ..ir import Binding, Constant, Graph, Value
+from ..ir import VIEWS, Binding, Call, Constant, Graph, TensorType, Value
 from ..passes.dce import remove_dead_code
 from ..verify import verify
 from .calibrate import calibration_batches, observe
@@ -53,6 +53,19 @@ def plan(g: Graph, calibration: object, options: Options, *, progress: bool | No
                                         for layer in layers), options)
 
 
+def _reshaped(b: Binding, quantized: dict, names: Names) -> list[Call]:
+    """A reshape of a quantized value is also done on its quantized form (the same elements:
+    the same range, scale and zero point), so that a layer reading it needs no quantization;
+    dead code removal drops it when no layer does."""
+    if not (isinstance(b, Call) and b.op in VIEWS and b.inputs[0].name in quantized):
+        return []
+    q, params = quantized[b.inputs[0].name]
+    y = b.outputs[0]
+    out = Value(names.fresh(f"{y.name}_q"), TensorType(y.type.shape, q.type.dtype))
+    quantized[y.name] = (out, params)
+    return [Call((out,), b.op, (q,), b.attrs)]
+
+
 def apply(p: Plan) -> Graph:
     """The graph of ``p`` with each layer the fold takes replaced by its integer kernel,
     between a quantization of its input (none when the input is the quantized result of the
@@ -68,6 +81,7 @@ def apply(p: Plan) -> Graph:
             continue
         if id(b) not in at:
             bindings.append(b)
+            bindings += _reshaped(b, quantized, names)
             continue
         layer, q = at[id(b)]
         before = quantized.get(layer.x.name)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import PolyloopError
 from ..integer import IntegerConv, IntegerMatmul
 from ..ir import Graph, Op
 from .layers import Layer
@@ -88,10 +89,14 @@ def layer_model(layer: Layer, q: LayerQuantization, *, quantized_input: bool):
 def integer_layer(layer: Layer, q: LayerQuantization, *, quantized_input: bool
                   ) -> Graph | None:
     """The graph of ``layer`` quantized as ``q``: inputs ``x`` (or ``xq``), outputs the
-    float32 result and the quantized one; None when the fold leaves it in float32 (a layer
-    the integer kernels do not take)."""
+    float32 result and the quantized one; None when it stays in float32: the fold leaves it
+    (a layer the integer kernels do not take), or the integer converters refuse it (a product
+    of more than three axes with a symbolic one)."""
     from ..onnx_import import from_onnx
-    sub = from_onnx(layer_model(layer, q, quantized_input=quantized_input))
+    try:
+        sub = from_onnx(layer_model(layer, q, quantized_input=quantized_input))
+    except PolyloopError:
+        return None
     folded = any(c.op is Op.TE and isinstance(c.attr("fn"), (IntegerConv, IntegerMatmul))
                  for c in sub.bindings)
     return sub if folded else None
