@@ -19,7 +19,10 @@ import pytest
 import polyloop as pl
 from polyloop.graph.integer import IntegerConv, IntegerMatmul
 from polyloop.graph.ir import KernelCall, Op
-from polyloop.graph.quant import apply, plan
+from polyloop.graph.quant import Plan, apply, plan
+from polyloop.graph.quant.fragment import LayerQuantization
+from polyloop.graph.quant.layers import find_layers
+from polyloop.graph.quant.params import activation_quantization, weight_quantization
 from polyloop.graph.quant.options import Method, Options
 
 onnx = pytest.importorskip("onnx", reason="quantize folds layers through the ONNX importer")
@@ -215,7 +218,7 @@ def _float_builder(w, x):
     return [a.numpy() for a in (r0, r1, product, product + t["b2"])]
 
 
-def test_builder_graph_int8_symmetric_percentile():
+def test_builder_graph_int8_symmetric_percentile(capsys):
     """A graph written with the builder, int8 symmetric activations, one scale per tensor:
     the scales are max |value| / 127 of the float values computed by torch; percentile
     calibration narrows the input's range to the percentile; the grouped convolution stays
@@ -243,7 +246,7 @@ def test_builder_graph_int8_symmetric_percentile():
     assert 0 < error <= bound + 1e-4, (error, bound)
     for sym in (False, True):
         pct = plan(g, batches, Options(method=Method.PERCENTILE, percentile=99.9,
-                                       symmetric_activations=sym))
+                                       symmetric_activations=sym), progress=sym)
         x = np.sort(np.concatenate([b.reshape(-1) for b in batches]))
         q = pct.quantizations[0].x
         info = np.iinfo(q.dtype)
@@ -257,6 +260,7 @@ def test_builder_graph_int8_symmetric_percentile():
         assert -step <= hi - kept[1] <= width + step, (hi, kept)
         assert sym or -width - step <= lo - kept[0] <= step, (lo, kept)
         assert hi < 10          # the outliers are cut
+    assert "calibration: 100%" in capsys.readouterr().err      # 2 passes of 2 batches
 
 
 @pytest.mark.parametrize("calibration,match", [
@@ -284,3 +288,28 @@ def test_refused_options(option, match):
     g, _ = _builder_graph()
     with pytest.raises(pl.ArgumentError, match=match):
         pl.graph.quantize(g, [np.zeros((1, 4, 11, 13), np.float32)], **option)
+
+
+def test_quantized_values_are_shared():
+    """Three products of one input quantize it once; a product of the reshaped result of
+    another reads the quantized result reshaped (no dequantization and quantization between
+    them). No calibration: the plan is written by hand."""
+    b = pl.graph.GraphBuilder("shared")
+    x = b.input("x", ("n", 16))
+    ws = [b.constant(RNG.standard_normal((8, 16)).astype(np.float32), f"w{k}") for k in range(3)]
+    heads = [b.emit(Op.LINEAR, x, w) for w in ws]
+    r = b.emit(Op.RESHAPE, b.emit(Op.RELU, heads[0]), shape=("n", 2, 4))
+    last = b.emit(Op.MATMUL, r, b.constant(RNG.standard_normal((4, 5)).astype(np.float32)))
+    g = b.build(last, heads[1], heads[2])
+    layers = find_layers(g)
+    act = activation_quantization(-3.0, 3.0, "uint8")
+    qs = []
+    for layer in layers:
+        w, weight = weight_quantization(layer.weight, layer.channel_axis)
+        qs.append(LayerQuantization(act, w, weight, None, None, act))
+    qg = apply(Plan(g, tuple(layers), tuple(qs), Options()))
+    casts = [c for c in qg.bindings if c.op is Op.CAST and c.attr("dtype") == "uint8"]
+    assert len(casts) == 1 and casts[0].inputs[0].type.shape == ("n", 16)
+    assert [str(c.outputs[0].type) for c in qg.bindings if c.op is Op.RESHAPE] == \
+        ["uint8[n, 2, 4]"]
+    assert len([c for c in qg.bindings if c.op is Op.TE]) == 4

@@ -68,8 +68,9 @@ def _reshaped(b: Binding, quantized: dict, names: Names) -> list[Call]:
 
 def apply(p: Plan) -> Graph:
     """The graph of ``p`` with each layer the fold takes replaced by its integer kernel,
-    between a quantization of its input (none when the input is the quantized result of the
-    layer before, at the same scale and zero point) and a dequantization of its result."""
+    between a quantization of its input (none when the input was quantized before at the same
+    scale and zero point: the result of the layer before, or the input of another layer) and
+    a dequantization of its result."""
     g, names = p.graph, Names(p.graph)
     at = {id(layer.call): (layer, q) for layer, q in zip(p.layers, p.quantizations)}
     quantized: dict[str, tuple[Value, object]] = {}     # float value -> (its q form, params)
@@ -96,6 +97,8 @@ def apply(p: Plan) -> Graph:
         constants += consts
         bindings += calls
         quantized[layer.out.name] = (outs[1], q.y)
+        if not chained:      # another layer reading the same input at the same scale
+            quantized.setdefault(layer.x.name, (outs[2], q.x))
         if layer.relu is not None:
             dropped.add(id(layer.relu))
     out = g.replace(constants=tuple(constants), bindings=tuple(bindings))

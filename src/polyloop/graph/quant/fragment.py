@@ -58,7 +58,8 @@ def _value_info(name: str, dtype: str, shape: tuple):
 
 def layer_model(layer: Layer, q: LayerQuantization, *, quantized_input: bool):
     """The ONNX QDQ model of ``layer`` (module docstring); its input is ``x`` (float32) or,
-    with ``quantized_input``, ``xq`` (already quantized with ``q.x``)."""
+    with ``quantized_input``, ``xq`` (already quantized with ``q.x``); its outputs ``y``
+    (float32), ``yq`` (quantized) and, from ``x``, ``xq``."""
     from onnx import helper, numpy_helper
     inits = {**_params("x", q.x), **_params("w", q.w), **_params("y", q.y),
              "w_q": q.weight}
@@ -79,9 +80,11 @@ def layer_model(layer: Layer, q: LayerQuantization, *, quantized_input: bool):
     nodes += [_qdq("QuantizeLinear", last, "y", "yq"), _qdq("DequantizeLinear", "yq", "y", "y")]
     x_type = ("xq", q.x.dtype) if quantized_input else ("x", "float32")
     shape = layer.out.type.shape
+    outputs = [_value_info("y", "float32", shape), _value_info("yq", q.y.dtype, shape)]
+    if not quantized_input:
+        outputs.append(_value_info("xq", q.x.dtype, layer.x.type.shape))
     graph = helper.make_graph(
-        nodes, "layer", [_value_info(*x_type, layer.x.type.shape)],
-        [_value_info("y", "float32", shape), _value_info("yq", q.y.dtype, shape)],
+        nodes, "layer", [_value_info(*x_type, layer.x.type.shape)], outputs,
         [numpy_helper.from_array(np.ascontiguousarray(a), k) for k, a in inits.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
 
@@ -89,9 +92,9 @@ def layer_model(layer: Layer, q: LayerQuantization, *, quantized_input: bool):
 def integer_layer(layer: Layer, q: LayerQuantization, *, quantized_input: bool
                   ) -> Graph | None:
     """The graph of ``layer`` quantized as ``q``: inputs ``x`` (or ``xq``), outputs the
-    float32 result and the quantized one; None when it stays in float32: the fold leaves it
-    (a layer the integer kernels do not take), or the integer converters refuse it (a product
-    of more than three axes with a symbolic one)."""
+    float32 result, the quantized one and (from ``x``) the quantized input; None when it
+    stays in float32: the fold leaves it (a layer the integer kernels do not take), or the
+    integer converters refuse it (a product of more than three axes with a symbolic one)."""
     from ..onnx_import import from_onnx
     try:
         sub = from_onnx(layer_model(layer, q, quantized_input=quantized_input))
