@@ -60,6 +60,7 @@ def export(name: str, batch: int, folder: str) -> tuple[str, tuple]:
     import torch
     if name not in ("cnn", "resnet18"):
         raise SystemExit(f"unknown model {name!r}: cnn, resnet18 or a float32 .onnx file")
+    torch.manual_seed(0)      # the same weights in every run: the quantizers compare
     model, x = small_cnn() if name == "cnn" else resnet18()
     x = x.repeat(batch, *([1] * (x.dim() - 1)))
     path = os.path.join(folder, f"{name}.onnx")

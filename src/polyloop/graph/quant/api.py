@@ -18,9 +18,9 @@ from .splice import Names, splice
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Plan:
-    """What calibration chose: the float graph it applies to (ReLU-free products split from
-    their biases, see ``layers.split_linear_bias``), its quantizable layers, and each one's
-    quantization, in the order of ``layers``."""
+    """What calibration chose: the float graph it applies to (``g`` with the biases of
+    products over more than two axes split off, see ``layers.split_linear_bias``), its
+    quantizable layers, and each one's quantization, in the order of ``layers``."""
 
     graph: Graph
     layers: tuple[Layer, ...]

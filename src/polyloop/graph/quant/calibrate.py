@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ...errors import ArgumentError, PolyloopError
+from ..build import build
 from ..executor import input_sizes
 from ..ir import Graph, Value
 from .options import Method, Options
@@ -125,7 +126,6 @@ def observe(g: Graph, observed: Sequence[Value], batches: list, options: Options
             progress: bool | None, fallback: str) -> dict[str, tuple[float, float]]:
     """``{value name: (lo, hi)}``: the calibrated range of each observed value (module
     docstring) over ``batches`` run through ``g`` compiled by polyloop."""
-    from ..build import build
     ex = build(g.replace(outputs=(*g.outputs, *observed)), fallback=fallback)
     passes = 2 if options.method is Method.PERCENTILE else 1
     bar = _Bar(passes * len(batches), progress)

@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import PolyloopError
 from ..integer import IntegerConv, IntegerMatmul
 from ..ir import Graph, Op
+from ..onnx_import import from_onnx
 from .layers import Layer
 from .params import Quantization
 
@@ -95,7 +96,6 @@ def integer_layer(layer: Layer, q: LayerQuantization, *, quantized_input: bool
     float32 result, the quantized one and (from ``x``) the quantized input; None when it
     stays in float32: the fold leaves it (a layer the integer kernels do not take), or the
     integer converters refuse it (a product of more than three axes with a symbolic one)."""
-    from ..onnx_import import from_onnx
     try:
         sub = from_onnx(layer_model(layer, q, quantized_input=quantized_input))
     except PolyloopError:
