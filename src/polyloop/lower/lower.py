@@ -23,6 +23,7 @@ from ..ir.barriers import barrier_scope
 from .barriers import explicit_barriers
 from .storage import place_temporaries
 from ..ir.simplify import simplify
+from .guard_split import split_guarded_loops
 from .init_fusion import fuse_reduction_inits
 from .math_calls import math_calls_as_operators
 from .names import kernel_name
@@ -135,6 +136,7 @@ STEPS: tuple[Step[Lowering], ...] = (
     Step("normalize loops", _on_body(normalize_loops)),
     Step("math library calls", _on_body(math_calls_as_operators)),
     Step("promote registers", lambda s: _promote(s)),
+    Step("split guarded loops", _on_body(split_guarded_loops)),
 )
 
 
