@@ -12,9 +12,13 @@ The stages, visible to the schedule:
   stored in panels of output channels by the schedule;
 - ``A_sum`` (the window sums of ``X_g``) and ``B_sum`` (the weights' sums), where zero points
   or offsets need them;
-- ``C[n, k, y, x]``: the sum over the window and the channel groups (the schedule sums a
-  tile pixel-major: its pixels are the rows, its output channels the columns);
-- the output ``Y[n, k, y, x]``: the corrected sum through the epilogue (``quantized``).
+- ``C[n, y, x, k]``: the sum over the window and the channel groups, pixel-major (a tile's
+  pixels are its rows, its output channels the columns);
+- ``E[n, y, x, k]``: the corrected sum through the epilogue (``quantized``), pixel-major, an
+  8-bit result held as int32: the schedule computes it along the output channels as vector
+  code (as the NCHW output, a select per element, it ran scalar at several times the cost
+  of the tile's dot products);
+- the output ``Y[n, k, y, x]``: ``E`` copied in the output's dtype.
 
 >>> import numpy as np, polyloop as pl
 >>> from polyloop import ops
@@ -32,7 +36,7 @@ from ..frontend import te
 from ..frontend.te import Tensor
 from ..ir.dtypes import DType
 from ..ir.elementwise import where
-from ..ir.expr import Const, Expr, cast, const
+from ..ir.expr import Cast, Const, Expr, cast, const
 from ..schedule import Schedule
 from ..schedule.intrin_registry import TensorIntrin
 from . import lowbit_tile as tile
@@ -87,15 +91,34 @@ def conv2d_int8(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
 
     def result(b: Expr, k: Expr, y: Expr, xx: Expr) -> Expr:
         za = off.a_zero(Const(0, DType.INT64))      # one zero point for the whole input
-        acc = c[b, k, y, xx]
+        acc = c[b, y, xx, k]
         if a_sum is not None:
             acc = acc - off.b_zero(k) * a_sum[b, y, xx]
         if b_sum is not None:
             acc = acc - za * b_sum[k]
         if a_sum is not None and b_sum is not None:
             acc = acc + cast(DType.INT32, terms) * za * off.b_zero(k)
-        return epilogue.apply(acc, k)
-    return te.compute((shape[0], k_out, shape[1], shape[2]), result, name=name)
+        return _widened(epilogue.apply(acc, k))
+    return _pixel_major_then_copy(shape, k_out, result, out_dtype, name)
+
+
+def _pixel_major_then_copy(shape: tuple, k_out: Expr, result, out_dtype: str, name: str
+                           ) -> Tensor:
+    """``E[n, y, x, k] = result(n, k, y, x)`` (pixel-major, as the tile's sums are: the
+    epilogue runs as vector code along the output channels), then the output ``Y[n, k, y,
+    x]`` as a copy of ``E`` in ``out_dtype``."""
+    n, out_h, out_w = shape
+    e = te.compute((n, out_h, out_w, k_out), lambda b, y, xx, k: result(b, k, y, xx), name="E")
+    return te.compute((n, k_out, out_h, out_w),
+                      lambda b, k, y, xx: cast(DType(out_dtype), e[b, y, xx, k]), name=name)
+
+
+def _widened(value: Expr) -> Expr:
+    """An 8-bit result as the int32 of the same value (a saturated requantization is in
+    range: the narrowing cast moves to the copy into the output)."""
+    if isinstance(value, Cast) and value.dtype in (DType.INT8, DType.UINT8):
+        return cast(DType.INT32, value.value)
+    return value
 
 
 def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
@@ -128,9 +151,9 @@ def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
     c = _window_products(x_g, w_g, shape, stride, "float32")
 
     def result(b: Expr, k: Expr, y: Expr, xx: Expr) -> Expr:
-        value = c[b, k, y, xx] + bias[k] if bias is not None else c[b, k, y, xx]
+        value = c[b, y, xx, k] + bias[k] if bias is not None else c[b, y, xx, k]
         return value if out_dtype == "float32" else value.astype(out_dtype)
-    return te.compute((shape[0], k_out, shape[1], shape[2]), result, name=name)
+    return _pixel_major_then_copy(shape, k_out, result, out_dtype, name)
 
 
 def _shape(who: str, x: Tensor, w: Tensor, stride: int, padding: int) -> tuple:
@@ -189,7 +212,7 @@ def grouped_weight(w: Tensor, group: int, dtype: str, convert) -> Tensor:
 
 
 def _window_products(x_g: Tensor, w_g: Tensor, shape: tuple, stride: int, acc: str) -> Tensor:
-    """``C[n, k, y, x] = sum_{r, s, g, t} acc(X_g[n, stride y + r, stride x + s, g, t]) *
+    """``C[n, y, x, k] = sum_{r, s, g, t} acc(X_g[n, stride y + r, stride x + s, g, t]) *
     acc(W_g[r, s, g, k, t])``."""
     r_ext, s_ext, cg, k_out, group = w_g.shape
     r = te.reduce_axis((0, r_ext), name="r")
@@ -197,7 +220,7 @@ def _window_products(x_g: Tensor, w_g: Tensor, shape: tuple, stride: int, acc: s
     g = te.reduce_axis((0, cg), name="g")
     t = te.reduce_axis((0, group), name="t")
     n, out_h, out_w = shape
-    return te.compute((n, k_out, out_h, out_w), lambda b, k, y, xx: te.sum(
+    return te.compute((n, out_h, out_w, k_out), lambda b, y, xx, k: te.sum(
         x_g[b, stride * y + r, stride * xx + s, g, t].astype(acc) * w_g[r, s, g, k, t].astype(acc),
         axis=[r, s, g, t]), name="C")
 

@@ -263,7 +263,8 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
                     rows: int | None, cols: int | None, panels: int | None, parallel: bool,
                     who: str) -> Schedule:
     """The schedule of a low-bit convolution ``y`` (stages ``X_g``, ``W_g``, ``C``; see
-    ``conv_lowbit``): ``jo > n > y (parallel) > x0 > ji > r > s > [tile]``."""
+    ``conv_lowbit``): ``jo > n > y (parallel) > x0 > ji > r > s > [tile]``, then the tile's
+    epilogue ``E`` (vector code along the output channels) and its copy into the output."""
     found = stages(y)
     if not {"C", "X_g", "W_g"} <= set(found) or y.name == "C":
         raise ScheduleError(f"{who}: expected the result of a low-bit conv2d builder (stages "
@@ -285,9 +286,8 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     sch = Schedule(program)
     sch.transform_layout("C", "W_g", lambda r, s, g, k, t: (k // cols, r, s, g, k % cols, t))
     write_back = sch.cache_write("C", "local")
-    sch.transform_layout("C", "C_local", lambda n, k, y, x: (n, y, x, k))   # pixel-major
     c = sch.get_block("C")
-    n, k, yy, x, r, s, g, t = sch.get_loops(c)
+    n, yy, x, k, r, s, g, t = sch.get_loops(c)
     if panels is None:
         panels = panel_block(sch, "C", _panel_bytes(sch, c, dims=5), cols)
     check_knobs(who, panels=panels)
@@ -296,8 +296,7 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     sch.reorder(jo, n, yy, x0, ji, r, s, g, x1, j1, t)
     sch.decompose_reduction(c, r)
     sch.tensorize(r if it.name.endswith("_win") else g, it)
-    sch.reverse_compute_inline(sch.get_block(y.name))
-    sch.reverse_compute_at(write_back, ji)
+    _epilogue_then_copy(sch, write_back, ji, y.name)
     # the weights panel by panel (each written in order), the panels in parallel
     r, s, g, k, t = sch.get_loops("W_g")
     kp, kk = sch.split(k, [None, cols])
@@ -310,3 +309,14 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
                 sch.parallel(sch.get_loops(name)[1])
     roll_padded_groups(sch)
     return sch
+
+
+def _epilogue_then_copy(sch: Schedule, write_back, ji, out: str) -> None:
+    """The tile's epilogue ``E`` computed from the local sums pixel-major (output channels
+    innermost: contiguous in the sums and the per-channel terms, vector code), then copied
+    into the output's layout and dtype, both at the tile."""
+    sch.reverse_compute_inline(sch.get_block("E"))
+    sch.reverse_compute_at(write_back, ji)
+    *_, last = sch.get_loops(write_back)
+    sch.vectorize(last)
+    sch.reverse_compute_at(sch.get_block(out), ji)
