@@ -84,3 +84,22 @@ def test_conv_bad_requests():
     big = pl.placeholder((1, 8192, 8, 8), "uint8", name="B")
     with pytest.raises(pl.ScheduleError, match="73728 products of up to 254 x 128 may overflow"):
         ops.conv2d_int8(big, pl.placeholder((8, 8192, 3, 3), "int8", name="W"), x_zero_point=1)
+
+
+@pytest.mark.parametrize("x_dtype,c_in,k_out,size,kernel,stride,pad", [
+    ("uint8", 1, 9, (13, 11), 7, 2, 3),     # a grayscale stem
+    ("int8", 3, 33, (10, 9), 3, 1, 1),      # RGB, an int8 input (offset by 128)
+    ("uint8", 2, 5, (11, 12), 5, 3, 2)])
+def test_int8_conv_few_channels(rng, x_dtype, c_in, k_out, size, kernel, stride, pad):
+    """Four input channels or fewer: one channel group per tap (the group's loop runs once),
+    zero points on both sides, every output element written (poisoned output)."""
+    x_shape, w_shape = (1, c_in, *size), (k_out, c_in, kernel, kernel)
+    X = pl.placeholder(x_shape, x_dtype, name="X")
+    W = pl.placeholder(w_shape, "int8", name="W")
+    acc = ops.conv2d_int8(X, W, stride=stride, padding=pad, x_zero_point=5, w_zero_point=-2)
+    mod = pl.build(ops.schedule_conv2d_int8(acc))
+    x, w = integers(rng, x_dtype, x_shape), integers(rng, "int8", w_shape)
+    exact = reference(x, w, 5, np.full(k_out, -2), stride, pad)
+    y = np.full(exact.shape, -7, np.int32)
+    mod(x, w, y)
+    np.testing.assert_array_equal(y, exact)

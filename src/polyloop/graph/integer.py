@@ -95,7 +95,7 @@ class IntegerConv:
 
     def library_schedule(self, y: Tensor):
         """The int8 recipe's schedule; None (the default schedule) where the recipe cannot
-        tile this convolution (at the time of writing: four input channels or fewer)."""
+        tile this convolution."""
         try:
             return ops.schedule_conv2d_int8(y)
         except ScheduleError:

@@ -12,7 +12,7 @@ from ...errors import PolyloopError
 from ...ops import pack_int8_weight
 from ..integer import Epilogue, IntegerConv, IntegerMatmul
 from ..ir import Op, Value
-from ..kinds import BinaryFn, PadMode, ReduceFn, UnaryFn
+from ..kinds import BinaryFn, ReduceFn, UnaryFn
 from .node import Node
 
 
@@ -87,21 +87,6 @@ def _weights(n: Node, k: int) -> Value:
     return w
 
 
-def _wider(n: Node, x: Value, w: Value, a_zero: int | None) -> tuple[Value, Value]:
-    """Input and constant weights with the input channels made 8 when they are 4 or fewer
-    (the int8 recipe tiles two channel groups or more): padded channels hold the input's zero
-    point and zero weights, so they add nothing."""
-    data = n.b.data(w)
-    c_in = w.type.shape[1]
-    if a_zero is None or data is None or not isinstance(c_in, int) or c_in > 4:
-        return x, w
-    pads = (0, 0, 0, 0, 0, 8 - c_in, 0, 0)
-    x = n.emit(Op.PAD, x, pads=pads, mode=PadMode.CONSTANT, value=float(a_zero))
-    wide = np.zeros((data.shape[0], 8, *data.shape[2:]), data.dtype)
-    wide[:, :c_in] = data
-    return x, n.const(wide)
-
-
 def convert_qlinear_conv(n: Node) -> Value:
     x, w = n.value(0), _weights(n, 3)
     stride, padding = _conv_geometry(n, x, w)
@@ -109,7 +94,6 @@ def convert_qlinear_conv(n: Node) -> Value:
     inputs = [x, w]
     b_zero = _zero(n, 5, "the weight zero point", inputs, k_out)
     a_zero = _zero(n, 2, "the input zero point", inputs)
-    inputs[:2] = _wider(n, x, w, a_zero)
     has_bias = n.has(8)
     if has_bias:
         inputs.append(n.value(8))
@@ -165,7 +149,6 @@ def convert_conv_integer(n: Node) -> Value:
     inputs = [x, w]
     b_zero = _zero(n, 3, "the weight zero point", inputs, w.type.shape[0])
     a_zero = _zero(n, 2, "the input zero point", inputs)
-    inputs[:2] = _wider(n, x, w, a_zero)
     return n.b.emit_te(IntegerConv(Epilogue(a_zero=a_zero, b_zero=b_zero), stride, padding),
                        *inputs, name=n.hint)
 
