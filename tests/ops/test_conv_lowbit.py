@@ -88,8 +88,7 @@ def test_conv_bad_requests():
 
 @pytest.mark.parametrize("x_dtype,c_in,k_out,size,kernel,stride,pad", [
     ("uint8", 1, 9, (13, 11), 7, 2, 3),     # a grayscale stem
-    ("int8", 3, 33, (10, 9), 3, 1, 1),      # RGB, an int8 input (offset by 128)
-    ("uint8", 2, 5, (11, 12), 5, 3, 2)])
+    ("int8", 3, 33, (11, 12), 5, 3, 2)])    # RGB, an int8 input (offset by 128), stride 3
 def test_int8_conv_few_channels(rng, x_dtype, c_in, k_out, size, kernel, stride, pad):
     """Four input channels or fewer: one channel group per tap (the group's loop runs once),
     zero points on both sides, every output element written (poisoned output)."""
@@ -103,3 +102,28 @@ def test_int8_conv_few_channels(rng, x_dtype, c_in, k_out, size, kernel, stride,
     y = np.full(exact.shape, -7, np.int32)
     mod(x, w, y)
     np.testing.assert_array_equal(y, exact)
+
+
+def test_int8_conv_on_packed_weights(rng):
+    """Weights packed once (uint8 weights: shifted by -128; 37 channels: a partial panel;
+    7 input channels: a partial group) and their sums, an int8 input with a zero point: the
+    exact sums; the sums left out where they are needed, or panels of another width, are
+    refused by name."""
+    x_shape, w_shape = (2, 7, 9, 8), (37, 7, 3, 3)
+    w = integers(rng, "uint8", w_shape)
+    panels, sums = ops.pack_conv_int8_weight(w)
+    X = pl.placeholder((pl.var("n"), 7, 9, 8), "int8", name="X")
+    P = pl.placeholder(panels.shape, "int8", name="P")
+    S = pl.placeholder(sums.shape, "int32", name="S")
+    acc = ops.conv2d_int8_packed(X, P, S, w_shape, w_dtype="uint8", stride=2, padding=1,
+                                 x_zero_point=-4, w_zero_point=9)
+    mod = pl.build(ops.schedule_conv2d_int8(acc))
+    x = integers(rng, "int8", x_shape)
+    exact = reference(x, w, -4, np.full(37, 9), 2, 1)
+    y = np.full(exact.shape, -7, np.int32)
+    mod(x, panels, sums, y)
+    np.testing.assert_array_equal(y, exact)
+    with pytest.raises(pl.ScheduleError, match="the weights' sums are needed"):
+        ops.conv2d_int8_packed(X, P, None, w_shape, x_zero_point=1)
+    with pytest.raises(pl.ScheduleError, match="does not hold weights of shape"):
+        ops.conv2d_int8_packed(X, P, S, (37, 7, 5, 5))

@@ -75,7 +75,8 @@ class IntegerMatmul:
 
 @dataclass(frozen=True, slots=True)
 class IntegerConv:
-    """``ops.conv2d_int8`` (NCHW, one stride and one padding for both axes).
+    """``ops.conv2d_int8`` (NCHW, one stride and one padding for both axes), or
+    ``ops.conv2d_int8_packed`` on constant weights packed once.
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 3, 6, 6), "uint8", name="X")
@@ -87,14 +88,23 @@ class IntegerConv:
     epilogue: Epilogue
     stride: int = 1
     padding: int = 0
+    weight: tuple[int, int, int, int] | None = None   # packed weights: the shape they had
+    w_dtype: str = "int8"
+    weight_sums: bool = False                         # the packed weights' sums follow them
 
     def __call__(self, x: Tensor, w: Tensor, *rest: Tensor) -> Tensor:
+        """``w``: the weights, or (``weight`` set) their panels by
+        ``ops.pack_conv_int8_weight``, whose sums come first in ``rest`` where the input's
+        zero point needs them."""
         e = self.epilogue
-        args = e.arguments(list(rest))
-        return ops.conv2d_int8(x, w, stride=self.stride, padding=self.padding,
-                               x_zero_point=args["a_zero"], w_zero_point=args["b_zero"],
-                               bias=args["bias"], scale=args["scale"],
-                               out_zero_point=e.out_zero, out_dtype=e.out_dtype)
+        args = e.arguments(list(rest[1:] if self.weight_sums else rest))
+        common = dict(stride=self.stride, padding=self.padding, x_zero_point=args["a_zero"],
+                      w_zero_point=args["b_zero"], bias=args["bias"], scale=args["scale"],
+                      out_zero_point=e.out_zero, out_dtype=e.out_dtype)
+        if self.weight is not None:
+            return ops.conv2d_int8_packed(x, w, rest[0] if self.weight_sums else None,
+                                          self.weight, w_dtype=self.w_dtype, **common)
+        return ops.conv2d_int8(x, w, **common)
 
     def library_schedule(self, y: Tensor):
         """The int8 recipe's schedule; None (the default schedule) where the recipe cannot

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import PolyloopError
-from ...ops import pack_int8_weight
+from ...ops import pack_conv_int8_weight, pack_int8_weight
 from ..integer import Epilogue, IntegerAdd, IntegerConv, IntegerMatmul
 from ..ir import Op, Value
 from ..kinds import BinaryFn, ReduceFn, UnaryFn
@@ -88,6 +88,21 @@ def _weights(n: Node, k: int) -> Value:
     return w
 
 
+def _packed(n: Node, inputs: list[Value], a_zero: int | None) -> dict:
+    """Constant weights (``inputs[1]``) packed once, their sums inserted after them where the
+    input's zero point needs them (an int8 input, or a zero point other than 0): the
+    ``IntegerConv`` fields saying so (none for weights computed by the model)."""
+    x, w = inputs[:2]
+    data = n.b.data(w)
+    if data is None or data.ndim != 4:
+        return {}
+    panels, sums = pack_conv_int8_weight(data)
+    needs_sums = x.type.dtype == "int8" or a_zero != 0
+    inputs[1:2] = [n.const(panels, "int8")] + ([n.const(sums, "int32")] if needs_sums else [])
+    return {"weight": tuple(int(d) for d in data.shape), "w_dtype": str(data.dtype),
+            "weight_sums": needs_sums}
+
+
 def convert_qlinear_conv(n: Node) -> Value:
     x, w = n.value(0), _weights(n, 3)
     stride, padding = _conv_geometry(n, x, w)
@@ -100,7 +115,8 @@ def convert_qlinear_conv(n: Node) -> Value:
         inputs.append(n.value(8))
     scale, tensor, out_zero, out_dtype = _requantize(n, 1, k_out, inputs)
     e = Epilogue(out_dtype, a_zero, b_zero, has_bias, scale, tensor, out_zero)
-    return n.b.emit_te(IntegerConv(e, stride, padding), *inputs, name=n.hint)
+    packed = _packed(n, inputs, a_zero)
+    return n.b.emit_te(IntegerConv(e, stride, padding, **packed), *inputs, name=n.hint)
 
 
 def _matmul(n: Node, a: Value, b: Value, zeros: tuple[int, int], epilogue: dict) -> Value:
@@ -150,8 +166,9 @@ def convert_conv_integer(n: Node) -> Value:
     inputs = [x, w]
     b_zero = _zero(n, 3, "the weight zero point", inputs, w.type.shape[0])
     a_zero = _zero(n, 2, "the input zero point", inputs)
-    return n.b.emit_te(IntegerConv(Epilogue(a_zero=a_zero, b_zero=b_zero), stride, padding),
-                       *inputs, name=n.hint)
+    packed = _packed(n, inputs, a_zero)
+    return n.b.emit_te(IntegerConv(Epilogue(a_zero=a_zero, b_zero=b_zero), stride, padding,
+                                   **packed), *inputs, name=n.hint)
 
 
 def _one(n: Node, k: int, what: str, zero_point: bool = False) -> float | int:
