@@ -242,10 +242,11 @@ def _fold_add(m: _Model, node, nodes) -> list | None:
     from onnx import helper
     a, b = (m.dq(i) for i in node.input[:2])
     ends = _output(m, node, nodes)
-    if len(node.input) != 2 or not _per_tensor(a) or not _per_tensor(b) or ends is None:
+    qa, qb = (m.producer.get(i) for i in node.input[:2])
+    if len(node.input) != 2 or not _per_tensor(a) or not _per_tensor(b) or ends is None or \
+            any(p is None or p.op_type != "DequantizeLinear" for p in (qa, qb)):
         return None
     out, relu = ends
-    qa, qb = (m.producer[i] for i in node.input[:2])
     inputs = [a.data, qa.input[1], qa.input[2], b.data, qb.input[1], qb.input[2],
               out.input[1], out.input[2]]
     target = out.output[0] if relu is None else f"{out.output[0]}_before_relu"
