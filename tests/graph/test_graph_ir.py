@@ -152,3 +152,6 @@ def test_emit_te_kernel_in_a_graph():
                                atol=1e-5)
     with pytest.raises(pl.PolyloopError, match="must return a tensor"):
         b.emit_te(lambda a: a, x)
+    z = b.input("z", (3,))     # an input the kernel does not read would shift its arguments
+    with pytest.raises(pl.PolyloopError, match=r"does not read the input\(s\) \['z'\]"):
+        b.emit_te(lambda a, c: pl.compute(a.shape, lambda i, j: a[i, j] * 2.0), x, z)
