@@ -101,6 +101,8 @@ def _library_schedule(kc: KernelCall):
             return None
         if body[0].attr("winograd"):
             return ops.schedule_conv2d_winograd(conv)
+        if body[0].attr("pixels"):
+            return ops.schedule_conv2d_pixels(conv)
         return ops.schedule_conv2d_nchw(conv)
     return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(
         x, w, body[0].attr("padding"), stride=body[0].attr("stride")))

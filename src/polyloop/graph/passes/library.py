@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops import (conv2d_channel_block, conv2d_nchw, conv2d_nchw_packed, conv2d_winograd,
-                    matmul_panel_width, pack_conv2d_weight, pack_matmul_weight)
+from ...ops import (conv2d_channel_block, conv2d_nchw, conv2d_nchw_packed, conv2d_pixels,
+                    conv2d_winograd, matmul_panel_width, pack_conv2d_weight, pack_matmul_weight)
 from ...ops.conv_packed import group_span
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
 from ..schedule import unpacked_dense
 from .attention import library_attention, split_attention
 from .dense_panels import panel_columns
 from .dense_split import split_dense
+from .grouped_pixels import pixel_block
 from .merge import free_inputs
 from .winograd import winograd_conv, winograd_weights
 
@@ -99,6 +100,8 @@ def packed_conv(call: Call, x, w):
     pad = call.attr("padding")
     if call.attr("winograd"):        # weights made by winograd_weights
         return conv2d_winograd(x, w, k_out, pad[0])
+    if call.attr("pixels"):          # weights packed for the pixel tiles (grouped_pixels)
+        return conv2d_pixels(x, w, k_out, pad, groups=call.attr("groups"))
     if len(w.shape) == 5:            # weights packed by use_library_kernels
         return conv2d_nchw_packed(x, w, k_out, pad, call.attr("stride"),
                                   dilation=call.attr("dilation"), groups=call.attr("groups"))
@@ -178,7 +181,12 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
         return conv
     dtype = weight.type.dtype
     panels = _panel_width(conv, dtype) if dense else None
+    block = None if dense else conv_block(conv.outputs[0].type.shape[1], conv.attr("groups"),
+                                          dtype)
+    pixels = None if dense else pixel_block(conv, block)
     name = f"{weight.name}_packed" if panels is None else f"{weight.name}_panels{panels}"
+    if pixels is not None:
+        name = f"{weight.name}_pixels{pixels}"
     made = [c.value for c in new if c.value.name == name]
     if made:                         # weights shared by several layers: packed once
         value = made[0]
@@ -186,18 +194,17 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
         packed = pack_matmul_weight(data[weight.name], panels or matmul_panel_width(dtype)) \
             if dense \
             else pack_conv2d_weight(data[weight.name],
-                                    conv_block(conv.outputs[0].type.shape[1],
-                                               conv.attr("groups"), dtype),
+                                    pixels or block,
                                     conv.attr("groups"))
         # a layer called twice has its weights transposed once per call by fold_constants:
         # equal packed weights are one constant
-        same = [c.value for c in new if c.value.name.endswith("_packed" if panels is None
-                                                               else f"_panels{panels}")
+        same = [c.value for c in new if c.value.name.endswith(name[len(weight.name):])
                 and c.data.shape == packed.shape and np.array_equal(c.data, packed)]
         value = same[0] if same else Value(name, TensorType(packed.shape, dtype))
         if not same:
             new.append(Constant(value, packed))
-    return Call(conv.outputs, conv.op, (conv.inputs[0], value, *conv.inputs[2:]), conv.attrs)
+    attrs = conv.attrs if pixels is None else conv.attrs + (("pixels", True),)
+    return Call(conv.outputs, conv.op, (conv.inputs[0], value, *conv.inputs[2:]), attrs)
 
 
 def _panel_width(dense: Call, dtype: str) -> int | None:
