@@ -147,8 +147,8 @@ def _dense(call: Call, data: dict[str, np.ndarray]) -> bool:
     # a product on a >2-D input has no unpacked schedule of its own (dense_schedule is 2-D)
     if len(x.shape) == 2 and unpacked_dense(x.shape[0], w.type.shape[-1]):
         # few rows: constant weights packed in the register tile's panels (dense_panels)
-        return w.name in data and panel_columns(x.shape[0], w.type.shape[-1], x.dtype) \
-            is not None
+        return w.name in data and panel_columns(x.shape[0], w.type.shape[-1], x.shape[1],
+                                                x.dtype) is not None
     return True
 
 
@@ -213,7 +213,7 @@ def _panel_width(dense: Call, dtype: str) -> int | None:
     x = dense.inputs[0].type
     if len(x.shape) != 2:
         return None
-    return panel_columns(x.shape[0], dense.outputs[0].type.shape[-1], dtype)
+    return panel_columns(x.shape[0], dense.outputs[0].type.shape[-1], x.shape[1], dtype)
 
 
 def _bias_chw(bias: Value, data: dict[str, np.ndarray], new: list[Constant]) -> Value:
