@@ -51,6 +51,19 @@ def test_conv_pixels_matches_torch(rng, c, h, w, k, r, s, pad, groups, block, ep
     np.testing.assert_allclose(res, expected, rtol=1e-4, atol=1e-4)
 
 
+def test_conv_pixels_whose_last_tile_covers_few_positions(rng):
+    """28 x 28 padded by 1: the last tile of a row of the padded image (838 positions, tiles
+    of 64 with 16 lanes, 32 with 8) holds 6 positions; its tile buffer is still compacted."""
+    x = rng.standard_normal((1, 8, 28, 28), dtype=np.float32)
+    wt = rng.standard_normal((8, 4, 3, 3), dtype=np.float32)
+    X = pl.placeholder(x.shape, name="X")
+    packed = ops.pack_conv2d_weight(wt, 4, 2)
+    conv = ops.conv2d_pixels(X, pl.placeholder(packed.shape, name="P"), 8, 1, groups=2)
+    res = np.full((1, 8, 28, 28), np.nan, np.float32)
+    pl.build(ops.schedule_conv2d_pixels(conv))(x, packed, conv=res)
+    np.testing.assert_allclose(res, _reference(x, wt, 1, 2), rtol=1e-4, atol=1e-4)
+
+
 def test_packing_that_does_not_match_the_groups_is_an_error():
     X = pl.placeholder((1, 8, 9, 9), name="X")
     with pytest.raises(pl.ScheduleError, match="pack_conv2d_weight"):

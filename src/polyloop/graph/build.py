@@ -30,6 +30,7 @@ from .ir import VIEWS, Call, ExternCall, Graph, KernelCall, Op, Value
 from .lower import lower_kernel, te_shape
 from .memory import plan_memory
 from .passes.attention import attention_schedule
+from .passes.dense_panels import panel_dense_schedule
 from .passes import conv_pool_dense_schedule, fuse_conv_pool_dense, pad_dense_columns
 from .passes import (conv_epilogue_schedule, conv_pool_schedule, dense_split_schedule,
                      fold_constants, fold_conv_epilogues, fuse_conv_pool, fuse_into_consumers,
@@ -89,7 +90,9 @@ def _library_schedule(kc: KernelCall):
         return None
     x, w = (te.placeholder(te_shape(v.type), v.type.dtype, name=v.name) for v in kc.inputs)
     if kind == "matmul" and len(w.shape) == 3:     # weights packed by use_library_kernels
-        return ops.schedule_matmul(ops.matmul_packed(x, w, packed_columns(body[0])))
+        columns = packed_columns(body[0])
+        return panel_dense_schedule(x, w, columns) or \
+            ops.schedule_matmul(ops.matmul_packed(x, w, columns))
     if kind == "matmul":
         return ops.schedule_matmul(ops.matmul(x, w))
     if kind == "conv2d":
@@ -98,6 +101,8 @@ def _library_schedule(kc: KernelCall):
             return None
         if body[0].attr("winograd"):
             return ops.schedule_conv2d_winograd(conv)
+        if body[0].attr("pixels"):
+            return ops.schedule_conv2d_pixels(conv)
         return ops.schedule_conv2d_nchw(conv)
     return ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(
         x, w, body[0].attr("padding"), stride=body[0].attr("stride")))

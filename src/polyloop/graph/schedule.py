@@ -304,6 +304,22 @@ def _dense_product(sch: Schedule, kept: list[Tensor], results: set[str],
     return trial
 
 
+def dense_tile(rows: int | None, cols: int | None, lanes: int) -> tuple[int, int]:
+    """The register tile of ``dense_schedule`` for ``rows`` x ``cols`` results (None: a
+    symbolic size): (rows, vectors of ``lanes`` columns).
+
+    >>> dense_tile(1, 4096, 16), dense_tile(8, 4096, 16), dense_tile(1, 40, 16)
+    ((1, 16), (8, 2), (1, 3))
+    """
+    mr = min(8, rows) if rows is not None else 8
+    # one or two rows get panels of 16 accumulators, whose weight rows are read in longer
+    # contiguous runs (one row of 9216 x 4096: 19.3 -> 13.6 ms on one thread)
+    nr_vectors = _ACCUMULATORS // mr if mr <= 2 else 2
+    if cols is not None:
+        nr_vectors = max(1, min(nr_vectors, -(-cols // lanes)))
+    return mr, nr_vectors
+
+
 def dense_schedule(sch: Schedule, t: Tensor, epilogue: Tensor | None = None, *,
                    parallel: bool = True, lanes: int | None = None) -> None:
     """Register tiles of a 2-D product ``t[i, j] = sum_k a[i, k] * w[k, j]`` read from ``w`` as
@@ -322,13 +338,7 @@ def dense_schedule(sch: Schedule, t: Tensor, epilogue: Tensor | None = None, *,
     """
     lanes = default_lanes(str(t.dtype)) if lanes is None else lanes
     rows = _extent(t, 0)
-    cols = _extent(t, 1)
-    mr = min(8, rows) if rows is not None else 8
-    # one or two rows get panels of 16 accumulators, whose weight rows are read in longer
-    # contiguous runs (one row of 9216 x 4096: 19.3 -> 13.6 ms on one thread)
-    nr_vectors = _ACCUMULATORS // mr if mr <= 2 else 2
-    if cols is not None:
-        nr_vectors = max(1, min(nr_vectors, -(-cols // lanes)))
+    mr, nr_vectors = dense_tile(rows, _extent(t, 1), lanes)
     tile = sch.cache_write(t.name, "local")
     i, j, k = sch.get_loops(t.name)
     i0, i1 = sch.split(i, factors=[None, mr])

@@ -199,8 +199,10 @@ def _offsets(program: Program, stmt: str, key: isl.Map, corners: isl.Map, nd: in
         off_all = _align(corner_all, pma).pullback_pw_multi_aff(_align(pma, corner_all))
         off_all = off_all.coalesce().gist(_align(key.domain(), off_all))
     else:
-        off_all = isl.PwMultiAff.from_map(
-            key.apply_range(_align(corners, key)).gist_domain(key.domain()))
+        composed = key.apply_range(_align(corners, key)).gist_domain(key.domain())
+        if not composed.is_single_valued():     # the pullback may still give one corner
+            return f"the corner of its footprint is not one point per instance of '{stmt}'"
+        off_all = isl.PwMultiAff.from_map(composed)
     per_dim = []
     for d in range(nd):
         off = off_all.get_pw_aff(d).coalesce()

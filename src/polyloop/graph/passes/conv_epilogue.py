@@ -98,5 +98,7 @@ def conv_epilogue_schedule(kc: KernelCall) -> Schedule | None:
         return ops.schedule_depthwise_conv2d_epilogue(env[kc.outputs[0].name], conv)
     if conv_call.attr("winograd"):
         return ops.schedule_conv2d_winograd(env[kc.outputs[0].name], conv)
+    if conv_call.attr("pixels"):
+        return ops.schedule_conv2d_pixels(env[kc.outputs[0].name], conv)
     return ops.schedule_conv2d_epilogue(env[kc.outputs[0].name], conv)
 

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops import (conv2d_channel_block, conv2d_nchw, conv2d_nchw_packed, conv2d_winograd,
-                    matmul_panel_width, pack_conv2d_weight, pack_matmul_weight)
+from ...ops import (conv2d_channel_block, conv2d_nchw, conv2d_nchw_packed, conv2d_pixels,
+                    conv2d_winograd, matmul_panel_width, pack_conv2d_weight, pack_matmul_weight)
 from ...ops.conv_packed import group_span
 from ..ir import Call, Constant, Graph, Kernel, KernelCall, Op, TensorType, Value
 from ..schedule import unpacked_dense
 from .attention import library_attention, split_attention
+from .dense_panels import panel_columns
+from .dense_split import split_dense
+from .grouped_pixels import pixel_block
 from .merge import free_inputs
 from .winograd import winograd_conv, winograd_weights
 
@@ -97,6 +100,8 @@ def packed_conv(call: Call, x, w):
     pad = call.attr("padding")
     if call.attr("winograd"):        # weights made by winograd_weights
         return conv2d_winograd(x, w, k_out, pad[0])
+    if call.attr("pixels"):          # weights packed for the pixel tiles (grouped_pixels)
+        return conv2d_pixels(x, w, k_out, pad, groups=call.attr("groups"))
     if len(w.shape) == 5:            # weights packed by use_library_kernels
         return conv2d_nchw_packed(x, w, k_out, pad, call.attr("stride"),
                                   dilation=call.attr("dilation"), groups=call.attr("groups"))
@@ -123,7 +128,9 @@ def _dense(call: Call, data: dict[str, np.ndarray]) -> bool:
     """A dense layer: a linear layer with constant (transposed) weights, or a matrix product
     whose right operand is a constant matrix (an exported linear layer), on rows of constant
     count or on a 2-D input: ``polyloop.ops.matmul`` of the input viewed as a matrix. Narrow
-    layers or few rows of a 2-D input keep their weights as stored (``unpacked_dense``)."""
+    layers or few rows of a 2-D input keep their weights as stored (``unpacked_dense``), but
+    for a few rows of more columns than one register tile, read in the tile's panels
+    (``dense_panels``)."""
     if call.op not in (Op.LINEAR, Op.MATMUL) or len(call.inputs) < 2:
         return False
     x = call.inputs[0].type
@@ -138,7 +145,11 @@ def _dense(call: Call, data: dict[str, np.ndarray]) -> bool:
                                     or all(isinstance(d, int) for d in x.shape)):
         return False
     # a product on a >2-D input has no unpacked schedule of its own (dense_schedule is 2-D)
-    return not (len(x.shape) == 2 and unpacked_dense(x.shape[0], w.type.shape[-1]))
+    if len(x.shape) == 2 and unpacked_dense(x.shape[0], w.type.shape[-1]):
+        # few rows: constant weights packed in the register tile's panels (dense_panels)
+        return w.name in data and panel_columns(x.shape[0], w.type.shape[-1], x.shape[1],
+                                                x.dtype) is not None
+    return True
 
 
 def _as_matrix(v: Value, views: list, made: dict[str, Value] | None = None) -> Value:
@@ -168,25 +179,41 @@ def _packed_weights(conv: Call, data: dict[str, np.ndarray], new: list[Constant]
         return winograd_weights(conv, data, new)
     if weight.name not in data or not (dense or library_conv(conv) == "conv2d"):
         return conv
-    made = [c.value for c in new if c.value.name == f"{weight.name}_packed"]
+    dtype = weight.type.dtype
+    panels = _panel_width(conv, dtype) if dense else None
+    block = None if dense else conv_block(conv.outputs[0].type.shape[1], conv.attr("groups"),
+                                          dtype)
+    pixels = None if dense else pixel_block(conv, block)
+    name = f"{weight.name}_packed" if panels is None else f"{weight.name}_panels{panels}"
+    if pixels is not None:
+        name = f"{weight.name}_pixels{pixels}"
+    made = [c.value for c in new if c.value.name == name]
     if made:                         # weights shared by several layers: packed once
         value = made[0]
     else:
-        dtype = weight.type.dtype
-        packed = pack_matmul_weight(data[weight.name], matmul_panel_width(dtype)) if dense \
+        packed = pack_matmul_weight(data[weight.name], panels or matmul_panel_width(dtype)) \
+            if dense \
             else pack_conv2d_weight(data[weight.name],
-                                    conv_block(conv.outputs[0].type.shape[1],
-                                               conv.attr("groups"), dtype),
+                                    pixels or block,
                                     conv.attr("groups"))
         # a layer called twice has its weights transposed once per call by fold_constants:
         # equal packed weights are one constant
-        same = [c.value for c in new if c.value.name.endswith("_packed")
+        same = [c.value for c in new if c.value.name.endswith(name[len(weight.name):])
                 and c.data.shape == packed.shape and np.array_equal(c.data, packed)]
-        value = same[0] if same else \
-            Value(f"{weight.name}_packed", TensorType(packed.shape, dtype))
+        value = same[0] if same else Value(name, TensorType(packed.shape, dtype))
         if not same:
             new.append(Constant(value, packed))
-    return Call(conv.outputs, conv.op, (conv.inputs[0], value, *conv.inputs[2:]), conv.attrs)
+    attrs = conv.attrs if pixels is None else conv.attrs + (("pixels", True),)
+    return Call(conv.outputs, conv.op, (conv.inputs[0], value, *conv.inputs[2:]), attrs)
+
+
+def _panel_width(dense: Call, dtype: str) -> int | None:
+    """The panels of a dense layer on a few rows (``dense_panels.panel_columns``), else None
+    (the matmul recipe's panels)."""
+    x = dense.inputs[0].type
+    if len(x.shape) != 2:
+        return None
+    return panel_columns(x.shape[0], dense.outputs[0].type.shape[-1], x.shape[1], dtype)
 
 
 def _bias_chw(bias: Value, data: dict[str, np.ndarray], new: list[Constant]) -> Value:
@@ -258,7 +285,9 @@ def use_library_kernels(g: Graph, *, winograd: bool = True) -> Graph:
     made: dict[str, Value] = {}
     for b in g.bindings:
         first = b.kernel.body[0] if isinstance(b, KernelCall) else None
-        if first is not None and (library_conv(first) is not None or _dense(first, data)):
+        # a layer that dense_split streams in slices keeps that schedule
+        if first is not None and (library_conv(first) is not None or (
+                _dense(first, data) and split_dense(b) is None)):
             bindings += _split(b, data, new, winograd, made)
         elif first is not None and library_attention(first):
             bindings += split_attention(b)
