@@ -75,8 +75,8 @@ def schedule_conv2d_epilogue(out: Tensor, conv: Tensor, *, lanes: int | None = N
     >>> out = pl.compute(conv.shape, lambda n, k, y, x: pl.maximum(conv[n, k, y, x], 0.0),
     ...                  name="relu")
     >>> sch = schedule_conv2d_epilogue(out, conv)
-    >>> [loop.name for loop in sch.get_loops("relu")][:3]     # by rows of a channel block
-    ['b', 'k_0', 'y']
+    >>> [loop.name for loop in sch.get_loops("relu")][:2]     # by rows of a channel block
+    ['b', 'k_0_y_fused']
     """
     stages = epilogue_chain(out, conv)
     sch = Schedule(out)
