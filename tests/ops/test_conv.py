@@ -162,6 +162,27 @@ def test_depthwise_inline_pad_loads_are_zero_masked_without_blend(rng):
         assert "pl_select_bits" not in mod.source
 
 
+# rows summed together, tap by tap: the default (a divisor of the height: 7, 3, 4 rows), and
+# tiles of rows that do not divide the height (a partial last tile)
+@pytest.mark.parametrize("h, w, r, pad, y_rows", [(7, 7, 5, 2, None), (9, 5, 3, 1, None),
+                                                   (12, 20, 3, 1, None), (7, 13, 5, 2, 3),
+                                                   (11, 30, 3, 1, 4)])
+def test_depthwise_row_tiles_match_numpy(rng, h, w, r, pad, y_rows):
+    mod = conv_case(rng, 1, 3, h, w, None, r, pad, depthwise=True, y_rows=y_rows)
+    check(mod, rng, 1, 3, h, w, None, r, pad, depthwise=True)
+
+
+def test_depthwise_row_tile_rows_by_default():
+    """A plane of one vector per row sums its rows together (independent FMA chains)."""
+    X = pl.placeholder((1, 2, 7, 7), "float32", name="X")
+    Wt = pl.placeholder((2, 1, 5, 5), "float32", name="Wt")
+    text = str(ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt, 2),
+                                                  lanes=16))
+    assert "for y_1 in unrolled(7):" in text
+    with pytest.raises(pl.ScheduleError, match="y_rows must be a positive integer"):
+        ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt, 2), y_rows=0)
+
+
 def test_depthwise_row_tile_is_the_whole_row():
     X = pl.placeholder((1, 2, 4, 96), "float32", name="X")
     Wt = pl.placeholder((2, 1, 3, 3), "float32", name="Wt")

@@ -46,3 +46,25 @@ def test_packed_weights_with_the_wrong_block_are_refused():
         ops.conv2d_nchw_packed(X, pl.placeholder((16, 3, 3, 3), name="W"), 16)
     with pytest.raises(pl.ScheduleError, match="4-D array"):
         ops.pack_conv2d_weight(np.zeros((3, 3)), 8)
+
+
+# the blocks' rows as one parallel loop: three blocks (two threads split one block's rows), a
+# part-empty block alone, and one row (a 1 x 1 image: the blocks alone stay parallel)
+@pytest.mark.parametrize("c, h, w, k", [(6, 9, 7, 45), (5, 13, 10, 24), (11, 1, 1, 28)])
+def test_packed_conv2d_rows_of_blocks_in_parallel(rng, c, h, w, k):
+    block = ops.conv2d_channel_block()
+    x = rng.standard_normal((1, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((k, c, 1, 1), dtype=np.float32)
+    b = rng.standard_normal((k, 1, 1), dtype=np.float32)
+    packed = ops.pack_conv2d_weight(wt, block)
+    X, P = pl.placeholder(x.shape, name="X"), pl.placeholder(packed.shape, name="P")
+    B = pl.placeholder(b.shape, name="B")
+    conv = ops.conv2d_nchw_packed(X, P, k, 0)
+    out = pl.compute(conv.shape, lambda n, o, y, z: pl.maximum(conv[n, o, y, z] + B[o, 0, 0], 0.0),
+                     name="out")
+    sch = ops.schedule_conv2d_epilogue(out, conv)
+    assert ("k_0_y_fused" in str(sch)) == (h > 1)
+    expected = np.maximum(reference(x, wt, 0, 1) + b, 0.0)
+    got = np.full(expected.shape, np.nan, np.float32)
+    pl.build(sch)(x, packed, b, got)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

@@ -193,7 +193,9 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     A tile is ``w_block`` output pixels of a row by ``k_vectors * lanes`` output channels
     (default: 2 x 16 channels with AVX-512, or the packed weights' block; a divisor of the width
     between 5 and 8 pixels, else 8). ``parallel="k"`` runs the blocks of output channels in
-    parallel (each block's packed weights stay in its core's cache); ``parallel="y"`` runs the
+    parallel (each block's packed weights stay in its core's cache), with a constant height
+    as one loop over the blocks' rows (threads that do not divide the blocks evenly split a
+    block's rows); ``parallel="y"`` runs the
     output rows in parallel; ``parallel="n"`` runs the images of a batch in parallel. The
     default is ``"n"`` for a constant batch of at least ``BATCH_PARALLEL`` images (one parallel
     region for the whole batch), else ``"k"``. ``c_block``: input channels per block run over
@@ -204,8 +206,8 @@ def schedule_conv2d_nchw(out: Tensor, *, lanes: int | None = None, k_vectors: in
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 8, 10, 10), name="X"); W = pl.placeholder((32, 8, 3, 3), name="W")
     >>> sch = schedule_conv2d_nchw(conv2d_nchw(X, W), lanes=16, k_vectors=1, w_block=5)
-    >>> [loop.name for loop in sch.get_loops("conv")][:4]
-    ['b', 'k_0', 'y', 'x_0']
+    >>> [loop.name for loop in sch.get_loops("conv")][:3]     # a block's rows in parallel
+    ['b', 'k_0_y_fused', 'x_0']
     """
     sch = Schedule(out)
     tile, anchor, _ = conv_tiles(sch, out, "schedule_conv2d_nchw", lanes=lanes,
@@ -229,7 +231,7 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
     >>> conv = conv2d_nchw(X, W); sch = Schedule(conv)
     >>> tile, at, row = conv_tiles(sch, conv, "example", lanes=16, k_vectors=1, w_block=5)
     >>> tile, at.name, row.name
-    (Block('conv_local_out'), 'x_0', 'y')
+    (Block('conv_local_out'), 'x_0', 'k_0_y_fused')
     """
     _, weight, padded = operands(out, who, "conv2d_nchw")
     if lanes is None:
@@ -272,7 +274,16 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
         sch.reorder(n, k0, y, x0, c, r, s, x1, k1, k2)
     else:
         sch.reorder(n, y, k0, x0, c, r, s, x1, k1, k2)
-    sch.parallel({"k": k0, "n": n, "y": y}[parallel])
+    outer = {"k": k0, "n": n, "y": y}[parallel]
+    if parallel == "k" and c_block is None and isinstance(out.shape[2], Const) \
+            and out.shape[2].value > 1:
+        # the channel blocks' rows as one parallel loop: the threads share out whole blocks
+        # when they divide evenly (the same split as the blocks alone), and split a block's
+        # rows when they do not (one block of 24 channels ran on one thread, three on two
+        # threads took two blocks' time)
+        outer = row = sch.fuse(k0, y)
+        anchor = x0
+    sch.parallel(outer)
     sch.unroll(x1)
     sch.unroll(k1)
     sch.vectorize(k2)

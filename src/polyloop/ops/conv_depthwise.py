@@ -112,12 +112,15 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
                                    x_vectors: int | None = None,
                                    pad_in_channel: bool | None = None,
                                    inline_pad: bool | None = None,
-                                   stream: bool = False) -> Schedule:
+                                   stream: bool = False, y_rows: int | None = None) -> Schedule:
     """The schedule of ``out = depthwise_conv2d_nchw(data, weight, pad)``: channels in
     parallel; each (widened) output row is accumulated in a row-local buffer in vectors of
     ``lanes`` pixels, ``x_vectors`` of them unrolled, all nine taps unrolled, then copied into
     ``out``. ``x_vectors`` defaults to the whole widened row, up to 8 vectors (independent FMA
-    chains: a row of 6 vectors keeps 6 in flight where 2 would wait on the FMA latency).
+    chains: a row of 6 vectors keeps 6 in flight where 2 would wait on the FMA latency);
+    ``y_rows`` rows are summed together, tap by tap (default: the largest divisor of the height
+    that keeps ``y_rows * x_vectors`` within 8 vectors: a 7 x 7 plane's rows of one vector each
+    were seven chains of 25 dependent FMAs for a 5 x 5 window, run one after the other).
     The padding, three ways. With ``inline_pad`` there is no padded plane: the sum reads the
     input in place, its border conditions become lane masks of the loads (AVX-512: zero-masking
     loads, no fault outside the image), so each input row comes from the cache hierarchy once
@@ -137,19 +140,19 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
     >>> X = pl.placeholder((1, 4, 10, 10), name="X"); W = pl.placeholder((4, 1, 3, 3), name="W")
     >>> sch = schedule_depthwise_conv2d_nchw(depthwise_conv2d_nchw(X, W), lanes=8)
     >>> [loop.name for loop in sch.get_loops("dwconv_wide")]
-    ['b', 'ch', 'y', 'x_0', 'ry', 'rx', 'x_1', 'x_2']
+    ['b', 'ch', 'y_0', 'x_0', 'ry', 'rx', 'y_1', 'x_1', 'x_2']
     """
     sch = Schedule(out)
     depthwise_rows(sch, out, out, "schedule_depthwise_conv2d_nchw", lanes=lanes,
                    x_vectors=x_vectors, pad_in_channel=pad_in_channel, inline_pad=inline_pad,
-                   stream=stream)
+                   stream=stream, y_rows=y_rows)
     return sch
 
 
 def depthwise_rows(sch: Schedule, out: Tensor, dw: Tensor, who: str, *,
                    lanes: int | None = None, x_vectors: int | None = None,
                    pad_in_channel: bool | None = None, inline_pad: bool | None = None,
-                   stream: bool = False) -> None:
+                   stream: bool = False, y_rows: int | None = None) -> None:
     """The recipe of ``schedule_depthwise_conv2d_nchw`` applied to ``dw =
     depthwise_conv2d_nchw(...)`` inside ``sch``: ``out`` is ``dw`` itself or an elementwise
     stage reading it (every stage between them inlined into it already), computed on each
@@ -167,21 +170,31 @@ def depthwise_rows(sch: Schedule, out: Tensor, dw: Tensor, who: str, *,
     if x_vectors is None:
         x_vectors = _row_vectors(wide.shape[3], lanes)
     check_knobs(who, lanes=lanes, x_vectors=x_vectors)
-    c = _row_sums(sch, out, wide, lanes, x_vectors, stream)
+    if y_rows is None:
+        y_rows = _tile_rows(wide.shape[2], x_vectors)
+    check_knobs(who, y_rows=y_rows)
+    c = _row_sums(sch, out, wide, lanes, x_vectors, y_rows, stream)
     if padded is not None:
         _padding(sch, who, out, wide, padded, c, lanes, pad_in_channel=pad_in_channel,
                  inline_pad=inline_pad)
 
 
 def _row_sums(sch: Schedule, out: Tensor, wide: Tensor, lanes: int, x_vectors: int,
-              stream: bool) -> LoopHandle:
-    """Channels in parallel, each output row summed in a row-local buffer in unrolled vectors,
-    then copied into ``out``; returns the channel loop."""
+              y_rows: int, stream: bool) -> LoopHandle:
+    """Channels in parallel, each tile of ``y_rows`` output rows summed in a local buffer in
+    unrolled vectors, then copied into ``out``; returns the channel loop."""
     # the sum goes to a row-local buffer; the stage that held it disappears
     sch.compute_inline(sch.cache_write(wide.name, "local"))
     n, c, y, x, r, s = sch.get_loops(wide.name)
     x0, x1, x2 = sch.split(x, factors=[None, x_vectors, lanes])
-    sch.reorder(n, c, y, x0, r, s, x1, x2)
+    if y_rows > 1:
+        # several rows of one tap at a time: independent sums (a row of one vector alone is
+        # one chain of r * s dependent FMAs), and each tap's weight is loaded once for them
+        y, y1 = sch.split(y, factors=[None, y_rows])
+        sch.reorder(n, c, y, x0, r, s, y1, x1, x2)
+        sch.unroll(y1)
+    else:
+        sch.reorder(n, c, y, x0, r, s, x1, x2)
     sch.parallel(c)
     for loop in (r, s, x1):
         sch.unroll(loop)
@@ -245,6 +258,25 @@ def _plane_leaves_l1(padded: Tensor) -> bool:
     if not (isinstance(rows, Const) and isinstance(cols, Const)):
         return True
     return rows.value * cols.value > _PLANE_IN_L1
+
+
+# independent vector sums a row tile aims for (FMA latency times the FMAs issued per cycle)
+_SUMS = 8
+
+
+def _tile_rows(height: object, x_vectors: int) -> int:
+    """Output rows per tile: the largest divisor of a constant height that keeps the tile
+    within ``_SUMS`` vectors (a row of fewer vectors would leave the FMA units waiting on one
+    dependent chain), else 1.
+
+    >>> _tile_rows(7, 1), _tile_rows(28, 2), _tile_rows(56, 4), _tile_rows(112, 7)
+    (7, 4, 2, 1)
+    """
+    rows = height.value if isinstance(height, Const) else height
+    if not isinstance(rows, int):
+        return 1
+    most = max(1, _SUMS // x_vectors)
+    return max(d for d in range(1, min(rows, most) + 1) if rows % d == 0)
 
 
 def _row_vectors(width: object, lanes: int, most: int = 8) -> int:

@@ -75,8 +75,8 @@ def schedule_conv2d_epilogue(out: Tensor, conv: Tensor, *, lanes: int | None = N
     >>> out = pl.compute(conv.shape, lambda n, k, y, x: pl.maximum(conv[n, k, y, x], 0.0),
     ...                  name="relu")
     >>> sch = schedule_conv2d_epilogue(out, conv)
-    >>> [loop.name for loop in sch.get_loops("relu")][:3]     # by rows of a channel block
-    ['b', 'k_0', 'y']
+    >>> [loop.name for loop in sch.get_loops("relu")][:2]     # by rows of a channel block
+    ['b', 'k_0_y_fused']
     """
     stages = epilogue_chain(out, conv)
     sch = Schedule(out)
@@ -96,7 +96,8 @@ def schedule_conv2d_epilogue(out: Tensor, conv: Tensor, *, lanes: int | None = N
 def schedule_depthwise_conv2d_epilogue(out: Tensor, dw: Tensor, *, lanes: int | None = None,
                                        x_vectors: int | None = None,
                                        pad_in_channel: bool | None = None,
-                                       inline_pad: bool | None = None) -> Schedule:
+                                       inline_pad: bool | None = None,
+                                       y_rows: int | None = None) -> Schedule:
     """The schedule of ``out``, an elementwise chain over ``dw = depthwise_conv2d_nchw(...)``
     (a bias, an activation): ``dw`` in the rows of ``schedule_depthwise_conv2d_nchw`` (same
     knobs), the chain applied to each output row right after it is summed, in vectors, while
@@ -119,5 +120,6 @@ def schedule_depthwise_conv2d_epilogue(out: Tensor, dw: Tensor, *, lanes: int | 
     for stage in stages[:-1]:
         sch.compute_inline(stage.name)
     depthwise_rows(sch, out, dw, "schedule_depthwise_conv2d_epilogue", lanes=lanes,
-                   x_vectors=x_vectors, pad_in_channel=pad_in_channel, inline_pad=inline_pad)
+                   x_vectors=x_vectors, pad_in_channel=pad_in_channel, inline_pad=inline_pad,
+                   y_rows=y_rows)
     return sch
