@@ -103,6 +103,8 @@ def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
                 ) -> Tensor:
     """``sum_{c, r, s} float32(pad(x)) * float32(w)`` (+ a float32 bias per output channel)
     for bfloat16 ``x (N, C, H, W)`` and ``w (K, C, R, S)``, as float32 or rounded to bfloat16.
+    A float32 ``x`` is rounded to bfloat16 (to nearest even) as it is padded and grouped
+    (the stage ``X_g``), so a float32 model's activations need no pass of their own.
 
     >>> import polyloop as pl
     >>> conv2d_bf16(pl.placeholder((1, 8, 6, 6), "bfloat16", name="X"),
@@ -110,9 +112,11 @@ def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
     Tensor(Y: float32[1, 4, 6, 6])
     """
     who = "conv2d_bf16"
-    for what, t in (("x", x), ("w", w)):
-        if not isinstance(t, Tensor) or t.ndim != 4 or t.dtype is not DType.BFLOAT16:
-            raise ScheduleError(f"{who}: operand {what} must be a 4-D bfloat16 tensor, got {t!r}")
+    for what, t, dtypes in (("x", x, (DType.BFLOAT16, DType.FLOAT32)),
+                            ("w", w, (DType.BFLOAT16,))):
+        if not isinstance(t, Tensor) or t.ndim != 4 or t.dtype not in dtypes:
+            raise ScheduleError(f"{who}: operand {what} must be a 4-D "
+                                f"{' or '.join(str(d) for d in dtypes)} tensor, got {t!r}")
     if out_dtype not in ("float32", "bfloat16"):
         raise ScheduleError(f"{who}: out_dtype must be 'float32' or 'bfloat16', got "
                             f"{out_dtype!r}")
@@ -123,7 +127,8 @@ def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
         raise ScheduleError(f"{who}: bias must be a float32 vector of {k_out} values, got "
                             f"{bias!r}")
     zero = const(0.0, DType.BFLOAT16)
-    x_g = grouped_input(x, padding, 2, "bfloat16", None, zero)
+    rounded = (lambda v: v.astype("bfloat16")) if x.dtype is DType.FLOAT32 else None
+    x_g = grouped_input(x, padding, 2, "bfloat16", rounded, zero)
     w_g = grouped_weight(w, 2, "bfloat16", None)
     c = _window_products(x_g, w_g, shape, stride, "float32")
 

@@ -88,11 +88,29 @@ def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | Non
         raise ScheduleError(f"{who}: {packed} is packed in panels of "
                             f"{found[packed].shape[-2]} columns, intrinsic {it.name} computes "
                             f"{tile_of(it)[1]}; pack with pack_int8_weight(b, {tile_of(it)[1]})")
+    inline_epilogue(sch, found, y.name)
     tile_product(sch, it, epilogue=y.name, parallel=parallel,
                  packed="B_g" if packed == "B_g" else None, panels=panels)
     place_packing(sch, found, parallel=parallel, cols=tile_of(it)[1])
     roll_padded_groups(sch)
     return sch
+
+
+# the stages a low-bit builder makes before the sum's consumers
+_BUILDER_STAGES = frozenset({"C", "A_g", "B_g", "X_g", "W_g", "A_sum", "B_sum"})
+
+
+def inline_epilogue(sch: Schedule, found: dict[str, Tensor], out: str) -> None:
+    """Inline every stage between the sum ``C`` and the result ``out`` into its readers: an
+    elementwise chain after the product (a graph's bias, residual add, activation) then is
+    one stage, which the schedule applies as each tile is written back. A stage that cannot be
+    inlined raises the ``ScheduleError`` of ``compute_inline``."""
+    def reads_sum(t: Tensor) -> bool:
+        return any(i.name == "C" or (not i.is_placeholder and reads_sum(i)) for i in t.inputs)
+    for name, t in found.items():
+        if name != out and name not in _BUILDER_STAGES and not t.is_placeholder \
+                and reads_sum(t):
+            sch.compute_inline(name)
 
 
 def _right_operand(found: dict[str, Tensor]) -> str | None:
@@ -296,6 +314,7 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     sch.reorder(jo, n, yy, x0, ji, r, s, g, x1, j1, t)
     sch.decompose_reduction(c, r)
     sch.tensorize(r if it.name.endswith("_win") else g, it)
+    inline_epilogue(sch, found, y.name)
     sch.reverse_compute_inline(sch.get_block(y.name))
     sch.reverse_compute_at(write_back, ji)
     # the weights panel by panel (each written in order), the panels in parallel
