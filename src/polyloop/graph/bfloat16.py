@@ -108,7 +108,7 @@ def is_bf16(call: Call) -> bool:
 
 
 class _Rewriter:
-    """The state of one ``use_bfloat16`` run: the constants, the new ones, the views made."""
+    """The state of one ``use_bfloat16`` run: the constants, the new ones, the bindings."""
 
     def __init__(self, g: Graph) -> None:
         self.data = g.constant_data()
@@ -135,15 +135,6 @@ class _Rewriter:
             self.made[key] = value
         return self.made[key]
 
-    def view(self, v: Value, shape: tuple) -> Value:
-        """``v`` reshaped (no copy), one view per value and shape."""
-        key = (v.name, str(shape))
-        if key not in self.made:
-            out = Value(self.fresh(f"{v.name}_view"), TensorType(shape, v.type.dtype))
-            self.bindings.append(Call((out,), Op.RESHAPE, (v,), (("shape", shape),)))
-            self.made[key] = out
-        return self.made[key]
-
     def emit(self, fn, inputs: tuple[Value, ...], out: Value) -> None:
         result = call_te(fn, inputs)
         digest = hashlib.sha256(str(result.to_program()).encode()).hexdigest()[:16]
@@ -167,15 +158,6 @@ def _conv(r: _Rewriter, c: Call) -> bool:
     return True
 
 
-def _rows(r: _Rewriter, x: Value) -> Value:
-    """``x`` as a matrix when its leading axes are constants (the rows of one parallel
-    product), else itself."""
-    shape = x.type.shape
-    if len(shape) <= 2 or not all(isinstance(d, int) for d in shape[:-1]):
-        return x
-    return r.view(x, (int(np.prod(shape[:-1])), shape[-1]))
-
-
 def _dense(r: _Rewriter, c: Call) -> bool:
     """A linear layer, or a product by a constant matrix: on packed bf16 panels."""
     x, w = c.inputs[0], c.inputs[1]
@@ -188,36 +170,20 @@ def _dense(r: _Rewriter, c: Call) -> bool:
         matrix = matrix.T                    # (out, in) -> (in, out)
     packed = r.constant((w.name, "bf16_panels"), ops.pack_bf16_weight(
         np.ascontiguousarray(matrix, dtype=np.float32)))
-    _product(r, Bf16Matmul(matrix.shape[1]), _rows(r, x), (packed, *c.inputs[2:]),
-             c.outputs[0])
+    r.emit(Bf16Matmul(matrix.shape[1]), (x, packed, *c.inputs[2:]), c.outputs[0])
     return True
 
 
-def _product(r: _Rewriter, fn, a: Value, rest: tuple[Value, ...], out: Value) -> None:
-    """``out = fn(a, *rest)``, through a view when ``a`` was viewed with fewer axes."""
-    if a.type.shape[:-1] == out.type.shape[:-1]:
-        r.emit(fn, (a, *rest), out)
-        return
-    flat = Value(r.fresh(f"{out.name}_flat"),
-                 TensorType((*a.type.shape[:-1], out.type.shape[-1]), out.type.dtype))
-    r.emit(fn, (a, *rest), flat)
-    r.bindings.append(Call((out,), Op.RESHAPE, (flat,), (("shape", out.type.shape),)))
-
-
 def _batched(r: _Rewriter, c: Call) -> bool:
-    """A product of two activations with equal leading axes (attention's), constant leading
-    axes merged into one."""
+    """A product of two activations with the same leading axes (attention's)."""
+    if len(c.inputs) != 2:
+        return False
     a, b = c.inputs
     sa, sb = a.type.shape, b.type.shape
-    if len(c.inputs) != 2 or len(sa) != len(sb) or len(sa) < 2 or sa[:-2] != sb[:-2] \
+    if len(sa) != len(sb) or len(sa) < 2 or sa[:-2] != sb[:-2] \
             or a.type.dtype != "float32" or b.type.dtype != "float32":
         return False
-    if len(sa) > 3 and all(isinstance(d, int) for d in sa[:-2]):
-        batch = int(np.prod(sa[:-2]))
-        a, b = r.view(a, (batch, *sa[-2:])), r.view(b, (batch, *sb[-2:]))
-    if len(a.type.shape) > 3:
-        return False                 # several symbolic batch axes: the operator takes one
-    _product(r, Bf16Matmul(), a, (b,), c.outputs[0])
+    r.emit(Bf16Matmul(), (a, b), c.outputs[0])
     return True
 
 

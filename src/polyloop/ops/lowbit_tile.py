@@ -118,7 +118,7 @@ def _right_operand(found: dict[str, Tensor]) -> str | None:
     if "B_g" in found:
         return "B_g"
     c = found["C"]
-    return next((t.name for t in c.inputs if t.is_placeholder and t.ndim == 4), None)
+    return next((t.name for t in reversed(c.inputs) if t.is_placeholder and t.ndim == 4), None)
 
 
 def _chosen(family: str, intrin: TensorIntrin | str | None, rows: int | None,
@@ -183,6 +183,7 @@ def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str | None, p
     operand stays in L1 and the block of panels in L2. Returns the ids of the loops ``jo`` and
     ``i0``."""
     rows, cols = tile_of(intrin)
+    extents = sch.program.buffer(block).shape
     if packed is not None and group is not None:
         sch.transform_layout(block, packed, lambda k, j: (j // cols, k // group, j % cols,
                                                           k % group))
@@ -216,8 +217,17 @@ def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str | None, p
     *_, last = sch.get_loops(write_back)
     sch.vectorize(last)
     if parallel:
-        sch.parallel(outer[0] if outer else jo)
+        sch.parallel(_parallel_loop(extents, outer, jo))
     return jo.id, i0.id
+
+
+def _parallel_loop(extents: tuple, outer: list, jo):
+    """The first batch loop of more than one iteration (a batch of constant size 1 keeps the
+    threads idle), else the blocks of panels."""
+    for loop, extent in zip(outer, extents):
+        if not (isinstance(extent, Const) and extent.value == 1):
+            return loop
+    return jo
 
 
 def _panel_bytes(sch: Schedule, c, dims: int = 3) -> int | None:

@@ -44,7 +44,7 @@ def matmul_bf16(a: Tensor, b: Tensor, *, bias: Tensor | None = None, out_dtype: 
     """``sum_k float32(a[..., i, k]) * float32(b[..., k, j]) (+ bias[j])`` as ``out_dtype``
     (``"float32"``, or ``"bfloat16"`` rounded to nearest even).
 
-    ``a``: ``(m, k)`` or ``(batch, m, k)``; ``b``: ``(k, n)`` or ``(batch, k, n)``; each
+    ``a``: ``(..., m, k)``; ``b``: ``(k, n)`` or ``(..., k, n)`` with ``a``'s leading axes; each
     bfloat16, or float32 rounded to bfloat16 (to nearest even) as it is grouped (a stage
     ``A_g`` / ``B_g``: a float32 operand is read once, in the grouping the tiles take).
     ``bias``: a float32 vector of ``n``, or None.
@@ -56,11 +56,13 @@ def matmul_bf16(a: Tensor, b: Tensor, *, bias: Tensor | None = None, out_dtype: 
     """
     who = "matmul_bf16"
     for what, t in (("a", a), ("b", b)):
-        if not isinstance(t, Tensor) or t.ndim not in (2, 3) or t.dtype not in ROUNDED:
-            raise ScheduleError(f"{who}: operand {what} must be a 2-D or 3-D bfloat16 (or "
-                                f"float32) tensor, got {t!r}")
-    if b.ndim == 3 and (a.ndim != 3 or str(a.shape[0]) != str(b.shape[0])):
-        raise ScheduleError(f"{who}: a batched b {b!r} needs an a with the same batch, got {a!r}")
+        if not isinstance(t, Tensor) or t.ndim < 2 or t.dtype not in ROUNDED:
+            raise ScheduleError(f"{who}: operand {what} must be a bfloat16 (or float32) tensor "
+                                f"of 2 axes or more, got {t!r}")
+    if b.ndim > 2 and (a.ndim != b.ndim or [str(d) for d in a.shape[:-2]]
+                       != [str(d) for d in b.shape[:-2]]):
+        raise ScheduleError(f"{who}: a batched b {b!r} needs an a with the same batch axes, "
+                            f"got {a!r}")
     m, k_len = a.shape[-2:]
     n = b.shape[-1]
     if str(k_len) != str(b.shape[-2]):
