@@ -60,6 +60,7 @@ def distilbert():
 
 
 MODELS = {"resnet50": resnet50, "distilbert": distilbert}
+LABELS = {"float32": "polyloop f32", "bfloat16": "polyloop bf16"}
 
 
 def export(model, x, path: Path) -> None:
@@ -87,7 +88,7 @@ def engines(name: str, threads: int, workdir: Path) -> tuple[dict, np.ndarray, n
         t0 = time.perf_counter()
         ex = pl.graph.build(g, dtype=dtype)
         print(f"{name}: polyloop {dtype} built in {time.perf_counter() - t0:.1f} s", flush=True)
-        runs[f"polyloop {dtype[:4].replace('bflo', 'bf16')}"] = (lambda e: lambda: e(xn))(ex)
+        runs[LABELS[dtype]] = (lambda e: lambda: e(xn))(ex)
         if dtype == "bfloat16":
             with contextlib.redirect_stdout(io.StringIO()):     # report() prints it all
                 text = ex.report()
@@ -106,7 +107,8 @@ def engines(name: str, threads: int, workdir: Path) -> tuple[dict, np.ndarray, n
     else:
         compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": threads})
         precision = compiled.get_property("INFERENCE_PRECISION_HINT")
-        runs[f"openvino default ({precision})"] = lambda: compiled({0: xn})[0]
+        runs[f"openvino default ({precision})".replace("<Type: ", "").replace(">", "")] = \
+            lambda: compiled({0: xn})[0]
     return runs, xn, sess.run(None, {"x": xn})[0]
 
 

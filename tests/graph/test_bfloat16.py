@@ -116,10 +116,12 @@ def test_cnn_runs_every_product_in_bf16_with_fused_epilogues(cnn):
     assert not any(c.op in (Op.CONV2D, Op.MATMUL, Op.LINEAR) for k in kernels for c in k.body)
     # ReLU after the first convolution, add + ReLU after the second: in their kernels
     assert any([str(c.op) for c in k.body] == ["te", "relu"] for k in kernels)
+    # the weights: rounded to bf16 once and packed as the recipe reads them
     weights = {c.value.name: c.data for c in ex.graph.constants}
     w1 = next(v for k in kernels for c in k.body if isinstance(c.attr("fn"), Bf16Conv)
               and c.attr("fn").stride == 1 for v in c.inputs[1:2])
-    np.testing.assert_array_equal(weights[w1.name], W1.astype(ml_dtypes.bfloat16))
+    np.testing.assert_array_equal(weights[w1.name], pl.ops.pack_bf16_conv_weight(W1))
+    assert weights[w1.name].dtype == ml_dtypes.bfloat16
     text = ex.report()
     assert text.count("(bfloat16 products)") == 4 and "0 product(s) in float32" in text
 

@@ -51,7 +51,9 @@ def check_dtype(dtype: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Bf16Conv:
-    """``ops.conv2d_bf16`` of a float32 input and bfloat16 weights (+ a float32 bias).
+    """``ops.conv2d_bf16`` of a float32 input and bfloat16 weights (+ a float32 bias);
+    ``out_channels`` set: ``conv2d_bf16_packed`` on weights packed by
+    ``ops.pack_bf16_conv_weight``.
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 3, 6, 6), "float32", name="X")
@@ -61,11 +63,15 @@ class Bf16Conv:
 
     stride: int
     padding: int
+    out_channels: int | None = None
     takes_epilogue: ClassVar[bool] = True
 
     def __call__(self, x: Tensor, w: Tensor, *bias: Tensor) -> Tensor:
-        return ops.conv2d_bf16(x, w, stride=self.stride, padding=self.padding,
-                               bias=bias[0] if bias else None)
+        b = bias[0] if bias else None
+        if self.out_channels is not None:
+            return ops.conv2d_bf16_packed(x, w, self.out_channels, stride=self.stride,
+                                          padding=self.padding, bias=b)
+        return ops.conv2d_bf16(x, w, stride=self.stride, padding=self.padding, bias=b)
 
     def library_schedule(self, y: Tensor):
         """The bf16 recipe's schedule; None (the default schedule) where it cannot tile this
@@ -153,8 +159,14 @@ def _conv(r: _Rewriter, c: Call) -> bool:
             or padding is None or w.name not in r.data or x.type.dtype != "float32" \
             or any(v.name not in r.data for v in c.inputs[2:]):
         return False
-    weight = r.constant((w.name, "bf16"), r.data[w.name].astype(bfloat16_numpy()))
-    r.emit(Bf16Conv(stride, padding), (x, weight, *c.inputs[2:]), c.outputs[0])
+    data = r.data[w.name]
+    if isinstance(x.type.shape[1], int):       # packed once, as the recipe reads them
+        weight = r.constant((w.name, "bf16_panels"), ops.pack_bf16_conv_weight(data))
+        fn = Bf16Conv(stride, padding, data.shape[0])
+    else:
+        weight = r.constant((w.name, "bf16"), data.astype(bfloat16_numpy()))
+        fn = Bf16Conv(stride, padding)
+    r.emit(fn, (x, weight, *c.inputs[2:]), c.outputs[0])
     return True
 
 

@@ -113,6 +113,15 @@ def inline_epilogue(sch: Schedule, found: dict[str, Tensor], out: str) -> None:
             sch.compute_inline(name)
 
 
+def _packed_window(found: dict[str, Tensor]) -> str | None:
+    """The weights a convolution's ``C`` reads packed ahead of time (a 6-D placeholder:
+    ``conv_bf16_packed``), else None."""
+    c = found.get("C")
+    if c is None or "W_g" in found:
+        return None
+    return next((t.name for t in c.inputs if t.is_placeholder and t.ndim == 6), None)
+
+
 def _right_operand(found: dict[str, Tensor]) -> str | None:
     """``B_g``, or the packed panels C reads (a 4-D placeholder), or None."""
     if "B_g" in found:
@@ -293,25 +302,33 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     """The schedule of a low-bit convolution ``y`` (stages ``X_g``, ``W_g``, ``C``; see
     ``conv_lowbit``): ``jo > n > y (parallel) > x0 > ji > r > s > [tile]``."""
     found = stages(y)
-    if not {"C", "X_g", "W_g"} <= set(found) or y.name == "C":
+    packed = _packed_window(found)
+    if not {"C", "X_g"} <= set(found) or y.name == "C" or ("W_g" not in found and not packed):
         raise ScheduleError(f"{who}: expected the result of a low-bit conv2d builder (stages "
-                            f"X_g, W_g, C and an output), got {y!r}")
+                            f"X_g, W_g or packed weights, C and an output), got {y!r}")
     if intrin is None and rows is None and isinstance(y.shape[3], Const) \
             and lowbit_body(host_isa(config.CONFIG.cc), family) != "amx":
         rows = next((h for h in ROW_HEIGHTS if y.shape[3].value % h == 0), None)
-    w_g = found["W_g"]
+    w_g = found["W_g"] if packed is None else None
+    window = w_g.shape[:2] if packed is None else found[packed].shape[1:3]
     # a 1 x 1 window has nothing for the window variant to sum over
-    taps = not (isinstance(w_g.shape[0], Const) and isinstance(w_g.shape[1], Const)
-                and w_g.shape[0].value * w_g.shape[1].value == 1)
+    taps = not (isinstance(window[0], Const) and isinstance(window[1], Const)
+                and window[0].value * window[1].value == 1)
     it = _chosen(family, intrin, rows, cols, who, window=taps)
     rows, cols = tile_of(it)
+    if packed is not None and found[packed].shape[4].value != cols:   # type: ignore
+        raise ScheduleError(f"{who}: {packed} is packed in panels of {found[packed].shape[4]} "
+                            f"output channels, intrinsic {it.name} computes {cols}; pack the "
+                            f"weights for {cols}")
     program = y.to_program()
     if family == "u8s8":
         r_ext, s_ext, cg, _, group = w_g.shape
         program = _limited(program, cg * group * r_ext * s_ext, "A_sum" in found
                            or "B_sum" in found, who)
     sch = Schedule(program)
-    sch.transform_layout("C", "W_g", lambda r, s, g, k, t: (k // cols, r, s, g, k % cols, t))
+    if packed is None:
+        sch.transform_layout("C", "W_g", lambda r, s, g, k, t: (k // cols, r, s, g, k % cols,
+                                                                 t))
     write_back = sch.cache_write("C", "local")
     sch.transform_layout("C", "C_local", lambda n, k, y, x: (n, y, x, k))   # pixel-major
     c = sch.get_block("C")
@@ -327,13 +344,15 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     inline_epilogue(sch, found, y.name)
     sch.reverse_compute_inline(sch.get_block(y.name))
     sch.reverse_compute_at(write_back, ji)
-    # the weights panel by panel (each written in order), the panels in parallel
-    r, s, g, k, t = sch.get_loops("W_g")
-    kp, kk = sch.split(k, [None, cols])
-    sch.reorder(kp, r, s, g, kk, t)
+    kp = None
+    if packed is None:     # the weights panel by panel (each written in order), in parallel
+        r, s, g, k, t = sch.get_loops("W_g")
+        kp, kk = sch.split(k, [None, cols])
+        sch.reorder(kp, r, s, g, kk, t)
     if parallel:
         sch.parallel(yy)
-        sch.parallel(kp)
+        if kp is not None:
+            sch.parallel(kp)
         for name in ("X_g", "A_sum"):
             if name in found:
                 sch.parallel(sch.get_loops(name)[1])
