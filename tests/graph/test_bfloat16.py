@@ -10,6 +10,8 @@ feature counts, a symbolic batch, NaN-poisoned outputs.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -147,81 +149,84 @@ def test_single_layers_equal_the_reference_exactly_rounded():
 
 # -- a transformer block: projections, two batched attention products, GELU feed-forward --
 
-torch = pytest.importorskip("torch", reason="the block is a PyTorch module (extra 'graph')")
+D, HEADS, FFN, SEQ = 22, 2, 37, 9
+BLOCK = {name: RNG.standard_normal(shape).astype("f4") * scale for name, shape, scale in (
+    ("qkv.weight", (3 * D, D), 0.3), ("qkv.bias", (3 * D,), 0.1),
+    ("out.weight", (D, D), 0.3), ("out.bias", (D,), 0.1),
+    ("ln.weight", (D,), 1.0), ("ln.bias", (D,), 0.1),
+    ("up.weight", (FFN, D), 0.3), ("up.bias", (FFN,), 0.1),
+    ("down.weight", (D, FFN), 0.3), ("down.bias", (D,), 0.1))}
 
 
-class Block(torch.nn.Module):
-    def __init__(self, d=22, heads=2, ffn=37):
-        super().__init__()
-        self.heads = heads
-        self.qkv = torch.nn.Linear(d, 3 * d)
-        self.out = torch.nn.Linear(d, d)
-        self.ln = torch.nn.LayerNorm(d)
-        self.up = torch.nn.Linear(d, ffn)
-        self.down = torch.nn.Linear(ffn, d)
+def block_graph():
+    """``h = x + out(attention(qkv(x)))``, ``y = h + down(gelu(up(layer_norm(h))))``, the
+    batch symbolic: the attention products are 4-D with a symbolic leading axis."""
+    b = pl.graph.GraphBuilder("block")
+    x = b.input("x", ("n", SEQ, D))
+    c = {k: b.constant(v, k.replace(".", "_")) for k, v in BLOCK.items()}
 
-    def forward(self, x):
-        b, s, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=-1)
-        split = lambda t: t.reshape(b, s, self.heads, -1).transpose(1, 2)   # noqa: E731
-        q, k, v = split(q), split(k), split(v)
-        att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1)
-        h = x + self.out((att @ v).transpose(1, 2).reshape(b, s, d))
-        return h + self.down(torch.nn.functional.gelu(self.up(self.ln(h))))
+    def linear(t, name):
+        return b.emit(Op.LINEAR, t, c[f"{name}.weight"], c[f"{name}.bias"])
+    qkv = linear(x, "qkv")
+    heads = [b.emit(Op.PERMUTE, b.emit(Op.RESHAPE, b.emit(
+        Op.SLICE, qkv, begin=(0, 0, k * D), step=(1, 1, 1), size=("n", SEQ, D)),
+        shape=("n", SEQ, HEADS, D // HEADS)), axes=(0, 2, 1, 3)) for k in range(3)]
+    kt = b.emit(Op.PERMUTE, heads[1], axes=(0, 1, 3, 2))
+    scale = b.constant(np.array(1 / np.sqrt(D // HEADS), "f4"), "scale")
+    scores = b.emit(Op.MUL, b.emit(Op.MATMUL, heads[0], kt), scale)
+    att = b.emit(Op.MATMUL, b.emit(Op.SOFTMAX, scores, axis=-1), heads[2])
+    merged = b.emit(Op.RESHAPE, b.emit(Op.PERMUTE, att, axes=(0, 2, 1, 3)), shape=("n", SEQ, D))
+    h = b.emit(Op.ADD, x, linear(merged, "out"))
+    n = b.emit(Op.LAYER_NORM, h, c["ln.weight"], c["ln.bias"], eps=1e-5)
+    return b.build(b.emit(Op.ADD, h, linear(b.emit(Op.GELU, linear(n, "up")), "down")))
 
 
-def block_reference(m: Block, x: np.ndarray) -> np.ndarray:
-    """The block in float64, every product's operands rounded to bfloat16."""
-    p = {k: v.detach().numpy() for k, v in m.state_dict().items()}
+def block_reference(x: np.ndarray, rounded=True) -> np.ndarray:
+    """The block in float64, every product's operands rounded to bfloat16 when ``rounded``."""
+    r = bf if rounded else (lambda a: np.asarray(a, np.float64))
     f32 = lambda a: np.asarray(a, np.float32)                              # noqa: E731
 
     def lin(t, name):
-        return bf(t) @ bf(p[f"{name}.weight"].T) + p[f"{name}.bias"]
-    b, s, d = x.shape
+        return r(t) @ r(BLOCK[f"{name}.weight"].T) + BLOCK[f"{name}.bias"]
+    b = len(x)
     q, k, v = np.split(f32(lin(x, "qkv")), 3, axis=-1)
-    split = lambda t: t.reshape(b, s, m.heads, -1).transpose(0, 2, 1, 3)   # noqa: E731
+    split = lambda t: t.reshape(b, SEQ, HEADS, -1).transpose(0, 2, 1, 3)   # noqa: E731
     q, k, v = split(q), split(k), split(v)
-    scores = f32(bf(q) @ bf(k.transpose(0, 1, 3, 2))) / np.float32((d // m.heads) ** 0.5)
+    scores = f32(r(q) @ r(k.transpose(0, 1, 3, 2))) * np.float32(1 / np.sqrt(D // HEADS))
     e = np.exp(scores - scores.max(-1, keepdims=True))
     att = f32(e / e.sum(-1, keepdims=True))
-    h = f32(x + lin(f32(bf(att) @ bf(v)).transpose(0, 2, 1, 3).reshape(b, s, d), "out"))
+    h = f32(x + lin(f32(r(att) @ r(v)).transpose(0, 2, 1, 3).reshape(b, SEQ, D), "out"))
     mu, var = h.mean(-1, keepdims=True), h.var(-1, keepdims=True)
-    n = f32((h - mu) / np.sqrt(var + 1e-5) * p["ln.weight"] + p["ln.bias"])
+    n = f32((h - mu) / np.sqrt(var + 1e-5) * BLOCK["ln.weight"] + BLOCK["ln.bias"])
     u = lin(n, "up")
-    from math import erf
-    g = f32(0.5 * u * (1 + np.vectorize(erf)(u / np.sqrt(2))))
+    g = f32(0.5 * u * (1 + np.vectorize(math.erf)(u / np.sqrt(2))))
     return h + lin(g, "down")
 
 
 @pytest.fixture(scope="module")
 def block():
-    torch.manual_seed(3)
-    m = Block().eval()
-    g = pl.graph.from_torch(m, (torch.randn(2, 9, 22),))
-    return m, pl.graph.build(g, dtype="bfloat16")
+    return pl.graph.build(block_graph(), dtype="bfloat16")
 
 
-def test_block_equals_the_bf16_reference(block):
-    m, ex = block
-    x = np.random.default_rng(11).standard_normal((2, 9, 22)).astype("f4")
-    got = poisoned_run(ex, x, shape=(2, 9, 22))
-    ref = block_reference(m, x)
+@pytest.mark.parametrize("batch", [1, 2])
+def test_block_equals_the_bf16_reference(block, batch):
+    x = np.random.default_rng(11 + batch).standard_normal((batch, SEQ, D)).astype("f4")
+    got = poisoned_run(block, x, shape=(batch, SEQ, D))
+    ref = block_reference(x)
     assert close_fraction(got, ref, 1e-5) >= 0.95
     np.testing.assert_allclose(got, ref, atol=2e-3 * np.abs(ref).max())
-    with torch.no_grad():
-        exact = m(torch.from_numpy(x)).numpy()
+    exact = block_reference(x, rounded=False)
     assert close_fraction(exact, ref, 1e-5) < 0.5       # float32 misses the rounded reference
     np.testing.assert_allclose(got, exact, atol=2e-2 * np.abs(exact).max())
 
 
 def test_block_runs_projections_and_attention_products_in_bf16(block):
-    _, ex = block
-    fns = [c.attr("fn") for b in ex.graph.bindings if isinstance(b, pl.graph.KernelCall)
+    fns = [c.attr("fn") for b in block.graph.bindings if isinstance(b, pl.graph.KernelCall)
            for c in b.kernel.body if c.op is Op.TE]
     dense = [f for f in fns if isinstance(f, Bf16Matmul) and f.columns is not None]
     batched = [f for f in fns if isinstance(f, Bf16Matmul) and f.columns is None]
     assert len(dense) == 4 and len(batched) == 2
-    assert "0 product(s) in float32" in ex.report()
+    assert "0 product(s) in float32" in block.report()
 
 
 def test_default_build_is_the_float32_build():
