@@ -267,8 +267,10 @@ def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool,
     b_g, c = found["B_g"], found["C"]
     rows = c.shape[-2]
     # one B per output matrix: packed in its panel, unless the rows may be none (a symbolic
-    # count may be 0: then nothing under the panel loop reads the panel)
-    if b_g.ndim == c.ndim + 1 and isinstance(rows, Const) and rows.value > 0:
+    # count may be 0: then nothing under the panel loop reads the panel). A batched B is
+    # packed whole in a nest of its own: packed at a panel under the batch loops, its local
+    # copy was declared twice in the generated C and the tiles read the unwritten one.
+    if b_g.ndim == c.ndim + 1 == 3 and isinstance(rows, Const) and rows.value > 0:
         sch.compute_at("B_g", panel)
     elif parallel:
         sch.parallel(sch.get_loops("B_g")[0])
