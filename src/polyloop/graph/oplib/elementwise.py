@@ -40,7 +40,6 @@ def broadcast_index(t: Tensor, out_ndim: int, idx: tuple) -> tuple:
 def _binary(fn: Callable[[Expr, Expr], Expr]):
     def lower(inputs, attrs, shape, name):
         a, b = inputs
-        n = len(shape)
         return te.compute(shape, lambda *i: fn(a[operand_index(a, shape, i)],
                                                b[operand_index(b, shape, i)]), name=name)
     return lower
