@@ -193,6 +193,9 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f})")
     cols = "".join(f" | {'graph' + str(t):>8} {'auto' + str(t):>8} {'tune' + str(t):>8} "
                    f"{'a/O3':>5} {'t/O3':>5} {'g/O3':>5}" for t in threads)
+    if opts.tune:
+        print(f"pl.tune: {opts.tune} trials per kernel (once, with {max(threads)} threads), "
+              f"records in {work}/<kernel>/")
     print(f"{'kernel':15} {'O3 ms':>9}{cols} | build  ok")
     ratios: dict[str, list[float]] = {}
     builds, accepted = [], 0

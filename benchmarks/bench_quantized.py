@@ -5,14 +5,19 @@ float32 run of the model before quantization, in the same run.
     python benchmarks/bench_quantized.py                      # a small CNN defined here
     python benchmarks/bench_quantized.py resnet18             # bench_graph.py's ResNet-18
     python benchmarks/bench_quantized.py path/to/model.onnx   # a float32 ONNX model
+    python benchmarks/bench_quantized.py --quantizer polyloop # quantized by pl.graph.quantize
 
 The float32 model is quantized by ONNX Runtime's tool (``quantize_static``, QDQ format, uint8
 activations, int8 weights, per channel unless ``--per-tensor``) on a few random calibration
 batches; polyloop imports the QDQ model (its Conv/MatMul/Gemm layers fold into int8 kernels).
+With ``--quantizer polyloop`` polyloop quantizes the float32 model itself
+(``pl.graph.quantize`` on the same calibration batches, min-max, the same formulas) and ONNX
+Runtime's QDQ model is still timed as the reference.
 Each row prints the best median milliseconds of each engine over ``--rounds`` blocks of
 ``--repeat`` calls, polyloop's speed relative to each
-ONNX Runtime run (> 1: polyloop faster), and the largest difference between polyloop's output
-and ONNX Runtime's on the QDQ model in units of the output's quantization step.
+ONNX Runtime run (> 1: polyloop faster), and the largest difference of polyloop's output from
+ONNX Runtime's on the QDQ model and from the float32 model's, in units of the output's
+quantization step (ONNX Runtime's own QDQ-vs-float32 difference beside it).
 Threads: ``--threads`` for every engine (POLYLOOP_NUM_THREADS set before polyloop is
 imported). Random weights and inputs: the timings, not the accuracy, are the point.
 """
@@ -55,6 +60,7 @@ def export(name: str, batch: int, folder: str) -> tuple[str, tuple]:
     import torch
     if name not in ("cnn", "resnet18"):
         raise SystemExit(f"unknown model {name!r}: cnn, resnet18 or a float32 .onnx file")
+    torch.manual_seed(0)      # the same weights in every run: the quantizers compare
     model, x = small_cnn() if name == "cnn" else resnet18()
     x = x.repeat(batch, *([1] * (x.dim() - 1)))
     path = os.path.join(folder, f"{name}.onnx")
@@ -63,17 +69,20 @@ def export(name: str, batch: int, folder: str) -> tuple[str, tuple]:
     return path, tuple(x.shape)
 
 
+def calibration(shape: tuple) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+
+
 def quantize(path: str, shape: tuple, folder: str, per_channel: bool) -> str:
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
     import onnx
     name = onnx.load(path).graph.input[0].name
-    rng = np.random.default_rng(0)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{name: rng.standard_normal(shape).astype(np.float32)}
-                            for _ in range(4)])
+            self.it = iter([{name: x} for x in calibration(shape)])
 
         def get_next(self):
             return next(self.it, None)
@@ -115,6 +124,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-tensor", action="store_true")
+    parser.add_argument("--quantizer", choices=("ort", "polyloop"), default="ort",
+                        help="who quantizes the float32 model for polyloop: ONNX Runtime's "
+                        "quantize_static (QDQ, imported) or pl.graph.quantize")
     parser.add_argument("--no-spin", action="store_true",
                         help="ONNX Runtime's idle threads sleep instead of spinning")
     parser.add_argument("--label", default="", help="conditions printed with the figures")
@@ -127,8 +139,14 @@ def main() -> None:
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
         f32, q8 = (session(p, args.threads, not args.no_spin) for p in (src, qdq))
         t0 = time.perf_counter()
-        mod = pl.graph.build(pl.graph.from_onnx(qdq))
-        build_s = time.perf_counter() - t0
+        if args.quantizer == "ort":
+            g = pl.graph.from_onnx(qdq)
+        else:
+            g = pl.graph.quantize(pl.graph.from_onnx(src), calibration(shape),
+                                  per_channel=not args.per_tensor)
+        quantize_s = time.perf_counter() - t0
+        mod = pl.graph.build(g)
+        build_s = time.perf_counter() - t0 - quantize_s
         feed_f = {f32.get_inputs()[0].name: x}
         feed_q = {q8.get_inputs()[0].name: x}
         runs = {"polyloop int8": lambda: mod(x), "ORT QDQ": lambda: q8.run(None, feed_q),
@@ -136,8 +154,11 @@ def main() -> None:
         got = mod(x)
         got = got[0] if isinstance(got, (list, tuple)) else got
         ref = q8.run(None, feed_q)[0]
-        step = output_step(qdq)
+        ref_f = f32.run(None, feed_f)[0]
+        step = output_step(qdq) or float("nan")
         diff = float(np.abs(got - ref).max())
+        diff_f = float(np.abs(got - ref_f).max())
+        ort_f = float(np.abs(ref - ref_f).max())
         # blocks of calls per engine, the blocks interleaved over rounds (calls interleaved one
         # by one would let one engine's thread pool, still spinning after its call, take the
         # cores from the next engine's); each engine's best median over the rounds
@@ -153,9 +174,13 @@ def main() -> None:
                     wall.append(time.perf_counter() - t)
                 ms[k] = min(ms[k], statistics.median(wall) * 1e3)
     print(f"{args.model} batch {args.batch}, {args.threads} threads, "
-          f"{'per tensor' if args.per_tensor else 'per channel'} {args.label}".rstrip())
-    print(f"  polyloop build {build_s:.1f} s; max |polyloop - ORT QDQ| = {diff:.3g} "
-          f"({diff / step if step else float('nan'):.2f} output steps)")
+          f"{'per tensor' if args.per_tensor else 'per channel'}, quantized by "
+          f"{'ONNX Runtime' if args.quantizer == 'ort' else 'polyloop'} {args.label}".rstrip())
+    what = "import" if args.quantizer == "ort" else "quantize (calibration included)"
+    print(f"  polyloop {what} {quantize_s:.1f} s, build {build_s:.1f} s")
+    print(f"  max |polyloop - ORT QDQ| = {diff:.3g} ({diff / step:.2f} output steps); "
+          f"max |polyloop - float32| = {diff_f:.3g} ({diff_f / step:.2f} steps; ORT QDQ: "
+          f"{ort_f / step:.2f})")
     for k, v in ms.items():
         print(f"  {k:14s} {v:9.3f} ms")
     print(f"  polyloop vs ORT QDQ: {ms['ORT QDQ'] / ms['polyloop int8']:.2f}x; vs ORT float32: "

@@ -17,7 +17,8 @@ Where polyloop's spelling differs from the tutorial's, and why:
 - an intrinsic of one's own needs no registry in polyloop: ``mylog`` is a Python function
   that builds the expression (``pl.log``), which is what TVM's registered lowering rule
   rewrites ``tir.mylog`` into. polyloop's ``exp`` and ``log`` have vector forms (its own
-  exp, glibc's libmvec log), so the vectorized loops stay vector code.
+  exp, glibc's libmvec log), so the vectorized loops stay vector code; a call of ``expf``
+  declared by ``<math.h>`` in a vectorized loop is polyloop's ``exp`` there too.
 TVM 0.27 writes the GPU binding as ``parallel``/``vectorize`` here too.
 """
 from __future__ import annotations

@@ -152,3 +152,16 @@ def test_emit_te_kernel_in_a_graph():
                                atol=1e-5)
     with pytest.raises(pl.PolyloopError, match="must return a tensor"):
         b.emit_te(lambda a: a, x)
+    z = b.input("z", (3,))     # an input the kernel does not read would shift its arguments
+    with pytest.raises(pl.PolyloopError, match=r"does not read the input\(s\) \['z'\]"):
+        b.emit_te(lambda a, c: pl.compute(a.shape, lambda i, j: a[i, j] * 2.0), x, z)
+
+
+def test_conv2d_takes_pytorchs_defaults_and_names_a_missing_attribute():
+    b = pl.graph.GraphBuilder("c")
+    x = b.input("x", ("n", 6, 9, 7))
+    y = b.emit(Op.CONV2D, x, b.constant(rand(4, 3, 3, 3), "w"), groups=2)
+    assert dict(b.build(y).bindings[-1].attrs) == {"stride": (1, 1), "padding": (0, 0),
+                                                    "dilation": (1, 1), "groups": 2}
+    with pytest.raises(pl.PolyloopError, match="attribute 'axes' is missing"):
+        b.emit(Op.PERMUTE, x)

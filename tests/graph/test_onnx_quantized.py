@@ -15,7 +15,7 @@ onnx = pytest.importorskip("onnx", reason="the quantized models need onnx (extra
 ort = pytest.importorskip("onnxruntime", reason="the reference is ONNX Runtime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from polyloop.graph.integer import IntegerConv, IntegerMatmul  # noqa: E402
+from polyloop.graph.integer import IntegerAdd, IntegerConv, IntegerMatmul  # noqa: E402
 from polyloop.graph.ir import KernelCall, Op  # noqa: E402
 
 RNG = np.random.default_rng(0)
@@ -59,7 +59,7 @@ def _poisoned(mod, *inputs):
 def _integer_kernels(g) -> list:
     return [c.attr("fn") for b in pl.graph.optimize(g).bindings if isinstance(b, KernelCall)
             for c in b.kernel.body if c.op is Op.TE
-            and isinstance(c.attr("fn"), (IntegerConv, IntegerMatmul))]
+            and isinstance(c.attr("fn"), (IntegerAdd, IntegerConv, IntegerMatmul))]
 
 
 def _within_one_step(got, want):
@@ -256,3 +256,40 @@ def test_matmul_integer_four_axes():
     a = RNG.integers(0, 256, (2, 3, 4, 7)).astype(np.uint8)
     np.testing.assert_array_equal(_poisoned(pl.graph.build(pl.graph.from_onnx(m)), a)[0],
                                   _ort(m, {"a": a})[0])
+
+
+def test_qdq_pool_and_additions_in_integers():
+    """Between integer layers: DequantizeLinear -> MaxPool -> QuantizeLinear of the same scale
+    runs on the uint8 tensor (no float operation left), additions of two dequantized tensors
+    (one through a Relu, one broadcast: in float32) equal ORT's within one output step."""
+    c = 5
+    inits = {"as": np.float32(0.05), "az": np.uint8(100), "bs": np.float32(0.03),
+             "bz": np.uint8(140), "ys": np.float32(0.07), "yz": np.uint8(90),
+             "cs": np.float32(0.02), "cz": np.int8(-6),
+             "v": RNG.integers(-128, 128, (1, c, 1, 1)).astype(np.int8)}
+    def dq(i, s, z, o):
+        return helper.make_node("DequantizeLinear", [i, s, z], [o])
+    def q(i, s, z, o):
+        return helper.make_node("QuantizeLinear", [i, s, z], [o])
+    nodes = [dq("a", "as", "az", "af"), dq("b", "bs", "bz", "bf"),
+             helper.make_node("MaxPool", ["af"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             q("p", "as", "az", "pool"),
+             helper.make_node("Add", ["af", "bf"], ["s"]), q("s", "ys", "yz", "sum"),
+             dq("a", "as", "az", "af2"), dq("b", "bs", "bz", "bf2"),
+             helper.make_node("Add", ["af2", "bf2"], ["s2"]), helper.make_node("Relu", ["s2"], ["r"]),
+             q("r", "cs", "cz", "relu"),
+             dq("a", "as", "az", "af3"), dq("v", "cs", "cz", "vf"),
+             helper.make_node("Add", ["af3", "vf"], ["s3"]), q("s3", "ys", "yz", "wide")]
+    shape = ["n", c, 9, 7]
+    m = _model(nodes, [("a", "uint8", shape), ("b", "uint8", shape)],
+               [("pool", "uint8", 4), ("sum", "uint8", 4), ("relu", "int8", 4),
+                ("wide", "uint8", 4)], {k: v for k, v in inits.items()})
+    g = pl.graph.from_onnx(m)
+    assert [type(f).__name__ for f in _integer_kernels(g)] == ["IntegerAdd"] * 2
+    bodies = [[c.op for c in b.kernel.body] for b in pl.graph.optimize(g).bindings
+              if isinstance(b, KernelCall)]
+    assert [Op.POOL] in bodies and not any(Op.MAX_POOL2D in ops for ops in bodies)
+    a, b = (RNG.integers(0, 256, (2, c, 9, 7)).astype(np.uint8) for _ in range(2))
+    for got, want in zip(_poisoned(pl.graph.build(g), a, b), _ort(m, {"a": a, "b": b})):
+        _within_one_step(got, want)

@@ -61,3 +61,46 @@ def test_declaration_errors(kwargs, message):
 def test_wrong_argument_count():
     with pytest.raises(pl.PolyloopError, match="takes 1 arguments"):
         clamp01(1.0, 2.0)
+
+
+# C's math library in a vectorized loop: the call is the operator it computes, so the loop is
+# explicit vector code (the operator's vector form); a call outside one, or of another
+# header's function, stays the call the user wrote.
+MATH = [("expf", "float32", np.exp, lambda rng, k: rng.uniform(-80, 80, k)),
+        ("logf", "float32", np.log, lambda rng, k: rng.uniform(1e-3, 1e3, k)),
+        ("sqrt", "float64", np.sqrt, lambda rng, k: rng.uniform(0, 1e4, k)),
+        ("tanhf", "float32", np.tanh, lambda rng, k: rng.uniform(-9, 9, k))]
+
+
+@pytest.mark.parametrize("name, dtype, ref, values", MATH, ids=[m[0] for m in MATH])
+def test_math_library_call_in_a_vectorized_loop_is_vector_code(rng, name, dtype, ref, values):
+    fn = pl.extern(name, dtype=dtype, args=[dtype], header="<math.h>")
+    n = pl.var("n")
+    A = pl.placeholder((n,), dtype, name="A")
+    s = pl.Schedule(pl.compute((n,), lambda i: fn(A[i]), name="B"))
+    outer, inner = s.split(s.get_loops("B")[0], factor=16)
+    s.vectorize(inner)
+    mod = pl.build(s)
+    assert "Extern has no vector form" not in mod.source
+    tol = 1e-6 if dtype == "float32" else 1e-14
+    for size in (77, 1):        # whole vectors and a masked remainder; a remainder alone
+        a = values(rng, size).astype(dtype)
+        got = np.full(size, np.nan, dtype)
+        mod(a, got)
+        np.testing.assert_allclose(got, ref(a.astype("float64")), rtol=tol, atol=tol)
+
+
+def test_other_calls_stay_the_calls_written(rng):
+    expf = pl.extern("expf", dtype="float32", args=["float32"], header="<math.h>")
+    mine = pl.extern("expf_approx", dtype="float32", args=["float32"],
+                     source="static float expf_approx(float x) { return 1.0f + x; }")
+    A = pl.placeholder((9,), "float32", name="A")
+    scalar = pl.build(pl.compute((9,), lambda i: expf(A[i]), name="B"))
+    assert "expf(A[i])" in scalar.source       # not vectorized: the call as written
+    s = pl.Schedule(pl.compute((9,), lambda i: mine(A[i]), name="B"))
+    s.vectorize(s.get_loops("B")[0])
+    own = pl.build(s)
+    assert "expf_approx(A[i])" in own.source   # not the math library's: not an operator
+    a = rng.standard_normal(9).astype("float32")
+    np.testing.assert_allclose(scalar(a), np.exp(a), rtol=1e-6)
+    np.testing.assert_allclose(own(a), 1.0 + a, rtol=1e-6)

@@ -36,7 +36,7 @@ def test_every_step_is_dumped_in_order(dump_lower, capsys):
     mod = pl.build(_two_stage(pl.var("n")))
     err = capsys.readouterr().err
     names = [step.name for step in lowering.STEPS]
-    assert len(names) == 11 and len(set(names)) == 11
+    assert len(names) == 13 and len(set(names)) == 13
     positions = [err.index(f"# --- after {name}\n") for name in names]
     assert positions == sorted(positions)
     # before the loop AST exists the program is shown (its temporary B), then the loops

@@ -11,6 +11,7 @@ import polyloop as pl
 from polyloop.ir.expr import loads
 from polyloop.ir.loops import For, Store, iter_nodes
 from polyloop.lower.lower import lower
+from polyloop.testing import interpret
 
 
 def ladder_step(n, *, unroll: bool) -> pl.Schedule:
@@ -126,3 +127,35 @@ def test_element_read_through_another_index_is_not_promoted(rng):
     want = self_update_reference(w, x)
     pl.build(self_update)(w, x)
     np.testing.assert_allclose(x, want, rtol=1e-12)
+
+
+@pl.script
+def cholesky_update(A: pl.Buffer[("n", "n"), "float64"]):
+    for i in range(n):  # noqa: F821
+        for j in range(i):
+            for k in range(j):
+                A[i, j] -= A[i, k] * A[j, k]
+
+
+@pl.script
+def reaching_update(A: pl.Buffer[("n", "n"), "float64"]):
+    for i in range(n):  # noqa: F821
+        for j in range(i):
+            for k in range(j + 1):          # k = j reads A[i, j] itself
+                A[i, j] -= A[i, k] * A[j, k]
+
+
+@pytest.mark.parametrize("script, kept", [(cholesky_update, True), (reaching_update, False)])
+def test_other_elements_of_the_buffer_leave_the_accumulator_in_a_register(script, kept, rng):
+    """A[i, k] and A[j, k] with k < j < i never are A[i, j] (isl shows it), so A[i, j] stays in
+    a register across k; with k <= j, A[i, k] is A[i, j] at k = j, and nothing is promoted."""
+    kernel = lower(script, pl.Schedule(script).state.root)
+    (k,) = loops_named(kernel.body, "k")
+    assert accesses(k, "A") == ((2, 0) if kept else (3, 1))
+    assert any("kept in registers" in note for note in kernel.notes) == kept
+    for n in (1, 9):
+        a = rng.standard_normal((n, n)) * 0.3
+        want = a.copy()
+        interpret(script, want)
+        pl.build(script)(a)
+        np.testing.assert_allclose(a, want, rtol=1e-12)

@@ -84,3 +84,46 @@ def test_conv_bad_requests():
     big = pl.placeholder((1, 8192, 8, 8), "uint8", name="B")
     with pytest.raises(pl.ScheduleError, match="73728 products of up to 254 x 128 may overflow"):
         ops.conv2d_int8(big, pl.placeholder((8, 8192, 3, 3), "int8", name="W"), x_zero_point=1)
+
+
+@pytest.mark.parametrize("x_dtype,c_in,k_out,size,kernel,stride,pad", [
+    ("uint8", 1, 9, (13, 11), 7, 2, 3),     # a grayscale stem
+    ("int8", 3, 33, (11, 12), 5, 3, 2)])    # RGB, an int8 input (offset by 128), stride 3
+def test_int8_conv_few_channels(rng, x_dtype, c_in, k_out, size, kernel, stride, pad):
+    """Four input channels or fewer: one channel group per tap (the group's loop runs once),
+    zero points on both sides, every output element written (poisoned output)."""
+    x_shape, w_shape = (1, c_in, *size), (k_out, c_in, kernel, kernel)
+    X = pl.placeholder(x_shape, x_dtype, name="X")
+    W = pl.placeholder(w_shape, "int8", name="W")
+    acc = ops.conv2d_int8(X, W, stride=stride, padding=pad, x_zero_point=5, w_zero_point=-2)
+    mod = pl.build(ops.schedule_conv2d_int8(acc))
+    x, w = integers(rng, x_dtype, x_shape), integers(rng, "int8", w_shape)
+    exact = reference(x, w, 5, np.full(k_out, -2), stride, pad)
+    y = np.full(exact.shape, -7, np.int32)
+    mod(x, w, y)
+    np.testing.assert_array_equal(y, exact)
+
+
+def test_int8_conv_on_packed_weights(rng):
+    """Weights packed once (uint8 weights: shifted by -128; 37 channels: a partial panel;
+    7 input channels: a partial group) and their sums, an int8 input with a zero point: the
+    exact sums; the sums left out where they are needed, or panels of another width, are
+    refused by name."""
+    x_shape, w_shape = (2, 7, 9, 8), (37, 7, 3, 3)
+    w = integers(rng, "uint8", w_shape)
+    panels, sums = ops.pack_conv_int8_weight(w)
+    X = pl.placeholder((pl.var("n"), 7, 9, 8), "int8", name="X")
+    P = pl.placeholder(panels.shape, "int8", name="P")
+    S = pl.placeholder(sums.shape, "int32", name="S")
+    acc = ops.conv2d_int8_packed(X, P, S, w_shape, w_dtype="uint8", stride=2, padding=1,
+                                 x_zero_point=-4, w_zero_point=9)
+    mod = pl.build(ops.schedule_conv2d_int8(acc))
+    x = integers(rng, "int8", x_shape)
+    exact = reference(x, w, -4, np.full(37, 9), 2, 1)
+    y = np.full(exact.shape, -7, np.int32)
+    mod(x, panels, sums, y)
+    np.testing.assert_array_equal(y, exact)
+    with pytest.raises(pl.ScheduleError, match="the weights' sums are needed"):
+        ops.conv2d_int8_packed(X, P, None, w_shape, x_zero_point=1)
+    with pytest.raises(pl.ScheduleError, match="does not hold weights of shape"):
+        ops.conv2d_int8_packed(X, P, S, (37, 7, 5, 5))

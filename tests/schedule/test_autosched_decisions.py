@@ -7,12 +7,14 @@ cannot pay), time tiling of stencils, the stride-1 loop innermost and vectorized
 cannot be written as primitives."""
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
 import pytest
 
 import polyloop as pl
+from polyloop import config
 from polyloop.ir.loops import LoopKind
 from polyloop.poly import band_transform, locality
 from polyloop.poly.tree import LoopNode, loops, statements_under
@@ -229,3 +231,36 @@ def test_non_triangular_band_transform_warns_and_keeps_the_band():
     (w,) = caught
     assert issubclass(w.category, auto.AutoScheduleWarning)
     assert "[[1, 1], [1, 2]]" in str(w.message) and "left as written" in str(w.message)
+
+
+# -- a band that only a wavefront makes parallel gets one of tiles ----------------------------------
+
+@pl.script
+def triangle_dp(T: pl.Buffer[("n", "n"), "int32"]):
+    """A dynamic program over a triangle (nussinov's shape): each cell takes the best split of
+    its row to the left and its column below."""
+    for i in range(n - 1, -1, -1):  # noqa: F821
+        for j in range(i + 1, n):  # noqa: F821
+            for k in range(i + 1, j):
+                T[i, j] = max(T[i, j], T[i, k] + T[k + 1, j])
+
+
+def test_wavefront_only_band_is_tiled_for_its_wavefront(monkeypatch, rng):
+    monkeypatch.setattr(config, "CONFIG", dataclasses.replace(config.CONFIG, num_threads=2))
+    sch = pl.auto_schedule(triangle_dp)
+    steps = primitives(sch)
+    assert steps[:2] == ["split", "split"] and "skew" in steps and "parallel" in steps
+    assert str(sch.trace).count("factors=[None, 32]") == 2
+    # the parallel loop runs over the tiles of one diagonal of tiles
+    top = sch.state.root.children[0]
+    assert top.kind is LoopKind.SERIAL and top.children[0].kind is LoopKind.PARALLEL
+    mod = pl.build(sch)
+    for n in (1, 2, 33, 70):
+        t = rng.integers(0, 5, (n, n)).astype(np.int32)
+        want = t.copy()
+        interpret(triangle_dp, want)
+        mod(t)
+        np.testing.assert_array_equal(t, want)
+    # one thread: no wavefront, nothing tiled for it
+    monkeypatch.setattr(config, "CONFIG", dataclasses.replace(config.CONFIG, num_threads=1))
+    assert "split" not in primitives(pl.auto_schedule(triangle_dp))

@@ -20,9 +20,10 @@ from .importers import from_onnx, from_torch
 from .ir import Call, Constant, ExternCall, Graph, Kernel, KernelCall, Op, TensorType, Value
 from .lower import lower_kernel
 from .memory import plan_memory
+from .quant import quantize
 from .tune import GraphTuneResult, extract_tasks, tune
 
 __all__ = ["Call", "Constant", "Executor", "ExternCall", "Graph", "GraphBuilder", "Kernel",
            "KernelCall", "Op", "TensorType", "Value", "build", "from_onnx", "from_torch",
-           "lower_kernel", "optimize", "passes", "plan_memory", "register_extern", "tune",
-           "GraphTuneResult", "extract_tasks"]
+           "lower_kernel", "optimize", "passes", "plan_memory", "quantize", "register_extern",
+           "tune", "GraphTuneResult", "extract_tasks"]

@@ -13,7 +13,7 @@ from .ir import (Binding, Call, Constant, Dim, ExternCall, Graph, Op, SizeRule, 
 from .kinds import BinaryFn
 from .oplib.custom import call_te, te_dim
 from .reference import evaluate
-from .shapes import infer
+from .shapes import ATTR_DEFAULTS, infer
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8", "int16", "float16")
@@ -98,7 +98,7 @@ class GraphBuilder:
 
     def emit(self, op: Op, *inputs: Value, name: str | None = None, **attrs: object) -> Value:
         """Append ``op(*inputs, **attrs)``; returns its (typed) result."""
-        frozen = {k: _freeze(v) for k, v in attrs.items()}
+        frozen = {**ATTR_DEFAULTS.get(op, {}), **{k: _freeze(v) for k, v in attrs.items()}}
         out_type = infer(op, tuple(v.type for v in inputs), frozen)
         if self.fold and 0 in out_type.shape:      # no elements: nothing to compute
             return self.constant(np.zeros(out_type.shape, out_type.dtype), name or str(op))

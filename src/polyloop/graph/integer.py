@@ -3,7 +3,7 @@
 
 An importer emits a quantized convolution or matrix product (ONNX ``QLinearConv``,
 ``QLinearMatMul``, ``ConvInteger``, ``MatMulInteger``, and the Q/DQ patterns folded into
-them) as a tensor-expression call whose function is one of these frozen descriptions. The
+them) or a quantized addition (``QLinearAdd``) as a tensor-expression call whose function is one of these frozen descriptions. The
 description builds the ``polyloop.ops`` tensor (``u8/s8 x s8`` products summed in int32, the
 zero points as correction terms, then a bias, a scale and a requantization that rounds halves
 to even and saturates) and names the operator schedule that runs it on the CPU's dot-product
@@ -16,7 +16,10 @@ from dataclasses import dataclass
 
 from .. import ops
 from ..errors import ScheduleError
+from ..frontend import te
 from ..frontend.te import Tensor
+from ..ir.quantize import dequantize_linear, quantize_linear
+from ..schedule import Schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,8 @@ class IntegerMatmul:
 
 @dataclass(frozen=True, slots=True)
 class IntegerConv:
-    """``ops.conv2d_int8`` (NCHW, one stride and one padding for both axes).
+    """``ops.conv2d_int8`` (NCHW, one stride and one padding for both axes), or
+    ``ops.conv2d_int8_packed`` on constant weights packed once.
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 3, 6, 6), "uint8", name="X")
@@ -84,19 +88,75 @@ class IntegerConv:
     epilogue: Epilogue
     stride: int = 1
     padding: int = 0
+    weight: tuple[int, int, int, int] | None = None   # packed weights: the shape they had
+    w_dtype: str = "int8"
+    weight_sums: bool = False                         # the packed weights' sums follow them
 
     def __call__(self, x: Tensor, w: Tensor, *rest: Tensor) -> Tensor:
+        """``w``: the weights, or (``weight`` set) their panels by
+        ``ops.pack_conv_int8_weight``, whose sums come first in ``rest`` where the input's
+        zero point needs them."""
         e = self.epilogue
-        args = e.arguments(list(rest))
-        return ops.conv2d_int8(x, w, stride=self.stride, padding=self.padding,
-                               x_zero_point=args["a_zero"], w_zero_point=args["b_zero"],
-                               bias=args["bias"], scale=args["scale"],
-                               out_zero_point=e.out_zero, out_dtype=e.out_dtype)
+        args = e.arguments(list(rest[1:] if self.weight_sums else rest))
+        common = dict(stride=self.stride, padding=self.padding, x_zero_point=args["a_zero"],
+                      w_zero_point=args["b_zero"], bias=args["bias"], scale=args["scale"],
+                      out_zero_point=e.out_zero, out_dtype=e.out_dtype)
+        if self.weight is not None:
+            return ops.conv2d_int8_packed(x, w, rest[0] if self.weight_sums else None,
+                                          self.weight, w_dtype=self.w_dtype, **common)
+        return ops.conv2d_int8(x, w, **common)
 
     def library_schedule(self, y: Tensor):
         """The int8 recipe's schedule; None (the default schedule) where the recipe cannot
-        tile this convolution (at the time of writing: four input channels or fewer)."""
+        tile this convolution."""
         try:
             return ops.schedule_conv2d_int8(y)
         except ScheduleError:
             return None
+
+
+# elements of a flat integer addition summed by one vector loop of a parallel chunk
+ADD_CHUNK = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class IntegerAdd:
+    """ONNX Runtime's ``QLinearAdd`` with one scale and zero point per tensor: ``a`` and ``b``
+    dequantized, added and quantized again (``saturate(round((float32(a - za) * sa +
+    float32(b - zb) * sb) / scale) + zero)``, halves to even), as the QDQ form computes it;
+    ``a`` and ``b`` of one shape.
+
+    >>> import polyloop as pl
+    >>> A = pl.placeholder((10,), "uint8", name="A"); B = pl.placeholder((10,), "uint8", name="B")
+    >>> IntegerAdd(0.5, 3, 0.25, 0, 1.0, 128, "uint8")(A, B)
+    Tensor(Y: uint8[10])
+    """
+
+    a_scale: float
+    a_zero: int
+    b_scale: float
+    b_zero: int
+    scale: float
+    zero: int
+    out_dtype: str
+
+    def __call__(self, a: Tensor, b: Tensor) -> Tensor:
+        if [str(d) for d in a.shape] != [str(d) for d in b.shape]:
+            raise ScheduleError(f"IntegerAdd: the operands have shapes {a.shape} and "
+                                f"{b.shape}; one shape is needed")
+
+        def value(*i):
+            total = dequantize_linear(a[i], self.a_scale, self.a_zero) + \
+                dequantize_linear(b[i], self.b_scale, self.b_zero)
+            return quantize_linear(total, self.scale, self.zero, self.out_dtype)
+        return te.compute(a.shape, value, name="Y")
+
+    def library_schedule(self, y: Tensor) -> Schedule:
+        """Chunks of ``ADD_CHUNK`` elements of the last axis in parallel, each one vector
+        loop (a flat tensor: the whole addition is one loop)."""
+        sch = Schedule(y)
+        *outer, last = sch.get_loops(y.name)
+        chunk, lanes = sch.split(last, [None, ADD_CHUNK])
+        sch.parallel(outer[0] if outer else chunk)
+        sch.vectorize(lanes)
+        return sch

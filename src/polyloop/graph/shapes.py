@@ -142,7 +142,20 @@ def infer(op: Op, types: tuple[TensorType, ...], attrs: Attrs) -> TensorType:
     >>> print(infer(Op.ADD, (TensorType(("n", 3)), TensorType((3,))), {}))
     float32[n, 3]
     """
-    return RULES[op](op, types, attrs)
+    try:
+        return RULES[op](op, types, attrs)
+    except KeyError as e:       # an attribute the operator needs and has no default for
+        if not e.args or not isinstance(e.args[0], str) or e.args[0] in attrs:
+            raise
+        raise _fail(op, types, f"the attribute {e.args[0]!r} is missing (given: "
+                    f"{sorted(attrs) or 'none'})") from None
+
+
+ATTR_DEFAULTS: dict[Op, dict[str, object]] = {
+    Op.CONV2D: {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1},
+}
+"""Attributes an operator takes when a call leaves them out (PyTorch's and ONNX's defaults);
+``GraphBuilder.emit`` fills them in, so every pass reads them."""
 
 
 def numel(shape: tuple[Dim, ...]) -> int | None:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import PolyloopError
 from .dtypes import DType, as_dtype
-from .expr import Expr, ExprLike, _node, as_expr, cast
+from .expr import Expr, ExprLike, Unary, UnaryKind, _node, as_expr, cast
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _HEADER = re.compile(r"(<[A-Za-z0-9_./+-]+>|[A-Za-z0-9_./+-]+)\Z")
@@ -65,6 +65,40 @@ class Extern(Expr):
     def render_text(self, text: Callable[[Expr], str]) -> str:
         """The call as printed by ``expr_to_str`` (which renders the arguments)."""
         return f"{self.function.name}({', '.join(text(a) for a in self.args)})"
+
+
+# The functions of C's math library (declared by <math.h>) that compute one of polyloop's
+# operators: ``expf`` on a float32 is ``exp`` on it (the float64 functions have no suffix).
+MATH_LIBRARY_OPERATORS = {"exp": UnaryKind.EXP, "log": UnaryKind.LOG, "sqrt": UnaryKind.SQRT,
+                          "sin": UnaryKind.SIN, "cos": UnaryKind.COS, "tan": UnaryKind.TAN,
+                          "tanh": UnaryKind.TANH, "erf": UnaryKind.ERF, "fabs": UnaryKind.ABS,
+                          "floor": UnaryKind.FLOOR, "ceil": UnaryKind.CEIL,
+                          "rint": UnaryKind.ROUND}
+_SUFFIX = {DType.FLOAT32: "f", DType.FLOAT64: ""}
+
+
+def as_operator(e: Expr) -> Unary | None:
+    """The operator a call of C's math library computes (``expf(x)`` on a float32 ``x`` is
+    ``exp(x)``), or None for any other call: a function given with source, declared by another
+    header, or taking other types. Code generation uses it to give such a call the operator's
+    vector form.
+
+    >>> import polyloop as pl
+    >>> expf = pl.extern("expf", dtype="float32", args=["float32"], header="<math.h>")
+    >>> x = pl.placeholder((4,), "float32", name="x")
+    >>> str(as_operator(expf(x[0])))
+    'exp(x[0])'
+    >>> as_operator(pl.extern("expf", dtype="float32", args=["float32"], header="my.h")(x[0]))
+    """
+    if not isinstance(e, Extern) or len(e.args) != 1:
+        return None
+    fn = e.function
+    suffix = _SUFFIX.get(fn.dtype)
+    if fn.header != "<math.h>" or fn.source or suffix is None or fn.arg_dtypes != (fn.dtype,) \
+            or not fn.name.endswith(suffix):
+        return None
+    op = MATH_LIBRARY_OPERATORS.get(fn.name[:len(fn.name) - len(suffix)] if suffix else fn.name)
+    return None if op is None else Unary(op, e.args[0], fn.dtype)
 
 
 def extern(name: str, *, dtype: object, args: Sequence[object] = (), header: str = "",

@@ -23,7 +23,9 @@ from ..ir.barriers import barrier_scope
 from .barriers import explicit_barriers
 from .storage import place_temporaries
 from ..ir.simplify import simplify
+from .guard_split import split_guarded_loops
 from .init_fusion import fuse_reduction_inits
+from .math_calls import math_calls_as_operators
 from .names import kernel_name
 from .normalize import normalize_loops
 from .prefetch import apply_prefetch, mark_paths
@@ -132,7 +134,9 @@ STEPS: tuple[Step[Lowering], ...] = (
     Step("tensorize", lambda s: replace(s, body=apply_tensorize(s.program, s.root, s.body))),
     Step("prefetch", lambda s: replace(s, body=apply_prefetch(s.program, s.root, s.body))),
     Step("normalize loops", _on_body(normalize_loops)),
+    Step("math library calls", _on_body(math_calls_as_operators)),
     Step("promote registers", lambda s: _promote(s)),
+    Step("split guarded loops", _on_body(split_guarded_loops)),
 )
 
 

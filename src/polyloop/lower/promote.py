@@ -10,11 +10,15 @@ unrolled ``k``.
 
 A buffer ``X`` is promoted across a loop ``L`` only when that is exact:
 
-- every access to ``X`` in ``L``'s body (loads and stores) has one and the same index tuple,
-  which depends on no loop inside ``L`` other than register loops enclosing every access (so
-  no other element of ``X`` is touched in the nest, and each register holds one element: each
-  register loop's variable appears, affinely, in exactly one index dimension and a dimension
-  holds at most one of them);
+- the accesses promoted (loads and stores) have one and the same index tuple, that of the
+  first store to ``X`` in ``L``'s body, which depends on no loop inside ``L`` other than
+  register loops enclosing every such access (each register holds one element: each register
+  loop's variable appears, affinely, in exactly one index dimension and a dimension holds at
+  most one of them);
+- every other access to ``X`` in ``L``'s body never touches a promoted element: isl finds no
+  iteration (each loop, enclosing ``L`` or inside it, within its bounds) where the two index
+  tuples are equal (``poly.apart``), so ``A[i][k]`` and ``A[j][k]`` inside ``for k < j`` beside
+  ``A[i][j]`` (a Cholesky update, with ``j < i``) leave ``A[i][j]`` to its register;
 - ``X`` is not named in a loop bound, a condition or an index inside ``L``, no condition lies
   between ``L`` and an access, and the body holds no call of an intrinsic, no barrier and no
   GPU-bound loop;
@@ -41,6 +45,7 @@ from ..ir.shapes import evaluate
 from ..ir.simplify import affine_form, simplify, split_terms
 from ..ir.traverse import substitute
 from ..errors import PolyloopError
+from ..poly.apart import Bound, never_equal
 
 # the most elements one promotion keeps in registers (AVX-512 has 32 registers of 16 floats)
 MAX_ELEMENTS = 256
@@ -88,31 +93,38 @@ class _State:
     temps: list[Buffer]
     done: list[Promotion]
 
-    def visit(self, node: Node) -> Node:
+    def visit(self, node: Node, outer: tuple[For, ...] = ()) -> Node:
+        """``node`` with its promotions; ``outer``: the loops enclosing it, outermost first."""
         if isinstance(node, For) and node.kind in (LoopKind.SERIAL, LoopKind.UNROLLED) \
                 and not _blocked(node.body):
             for name in _written(node.body):
-                out = self.promote(node, name)
+                out = self.promote(node, name, outer)
                 if out is not None:
-                    return self.visit_promoted(out)
-        return map_children(node, self.visit)
+                    return self.visit_promoted(out, outer)
+        inside = outer + (node,) if isinstance(node, For) else outer
+        return map_children(node, lambda c: self.visit(c, inside))
 
-    def visit_promoted(self, node: Node) -> Node:
+    def visit_promoted(self, node: Node, outer: tuple[For, ...]) -> Node:
         """Look for more promotions inside the loop just promoted (other buffers)."""
         if isinstance(node, For):
-            return map_children(node, self.visit)
-        return map_children(node, self.visit_promoted)
+            return map_children(node, lambda c: self.visit(c, outer + (node,)))
+        return map_children(node, lambda c: self.visit_promoted(c, outer))
 
-    def promote(self, loop: For, name: str) -> Node | None:
+    def promote(self, loop: For, name: str, outer: tuple[For, ...]) -> Node | None:
         buffer = self.buffers.get(name)
         if buffer is None or any(t.name == name for t in self.temps):
             return None
         accesses = list(_accesses(loop.body, name, (), False))
-        regs = _register_loops(loop, accesses)
-        if regs is None:
+        key = next((a for a in accesses if a.write), None)
+        if key is None or any(not a.indices for a in accesses):
             return None
-        indices = accesses[0].indices
-        guard = _guard(loop, accesses[0].path, regs)
+        mine = [a for a in accesses if _same_indices(a.indices, key.indices)]
+        regs = _register_loops(loop, mine)
+        others = [a for a in accesses if not _same_indices(a.indices, key.indices)]
+        if regs is None or not _apart(outer + (loop,), key, regs, others):
+            return None
+        indices = key.indices
+        guard = _guard(loop, key.path, regs)
         if guard is None:
             return None
         shape = tuple(_extent_bound(r) or 0 for r in regs)
@@ -193,6 +205,36 @@ def _mentions(e: Expr, name: str) -> bool:
 def _reduces(node: Node, name: str) -> bool:
     return any(isinstance(n, Store) and n.buffer == name and n.reduction is not None
                for n in iter_nodes(node))
+
+
+def _same_indices(a: tuple[Expr, ...], b: tuple[Expr, ...]) -> bool:
+    return len(a) == len(b) and all(x is y or same(x, y) for x, y in zip(a, b))
+
+
+def _apart(outer: tuple[For, ...], key: _Access, regs: tuple[For, ...],
+           others: list[_Access]) -> bool:
+    """Does no access of ``others`` touch an element the promotion keeps in registers, at any
+    iteration of the loops ``outer`` (enclosing, the promoted loop last) and its own loops?
+    The register loops' variables are renamed in the promoted index (a register and another
+    access in the same register iteration need not coincide)."""
+    if not others:
+        return True
+    if any(f.step < 1 for f in outer + regs) or any(f.step < 1 for a in others for f in a.path):
+        return False
+    names = {f.var for f in outer} | {f.var for a in others for f in a.path}
+    names |= set().union(*(free_vars(i) for a in (key, *others) for i in a.indices))
+    renamed: dict[str, Expr] = {}
+    for r in regs:
+        new = f"{r.var}_kept"
+        while new in names:
+            new += "_"
+        names.add(new)
+        renamed[r.var] = Var(new)
+    kept = tuple(substitute(i, renamed) for i in key.indices)
+    base: list[Bound] = [(f.var, f.start, f.stop) for f in outer]
+    base += [(renamed[r.var].name, r.start, r.stop) for r in regs]  # type: ignore[attr-defined]
+    return all(never_equal(kept, a.indices, base + [(f.var, f.start, f.stop) for f in a.path])
+               for a in others)
 
 
 def _register_loops(loop: For, accesses: list[_Access]) -> tuple[For, ...] | None:
@@ -310,17 +352,21 @@ def _nest(regs: tuple[For, ...], store: Store) -> Node:
 
 def _replace(loop: For, name: str, indices: tuple[Expr, ...], reg: str,
              ridx: tuple[Expr, ...], buffer: Buffer) -> For:
+    def kept(buffer_name: str, at: tuple[Expr, ...]) -> bool:
+        return buffer_name == name and _same_indices(at, indices)
+
     def fix(e: Expr) -> Expr:
         def fn(x: Expr) -> Expr | None:
-            if isinstance(x, Load) and x.buffer == name:
+            if isinstance(x, Load) and kept(x.buffer, x.indices):
                 return Load(reg, ridx, x.dtype, x.weak)
             return None
         return rewrite(e, fn)
 
     def walk(n: Node) -> Node:
         if isinstance(n, Store):
-            target = reg if n.buffer == name else n.buffer
-            idx = ridx if n.buffer == name else n.indices
+            mine = kept(n.buffer, n.indices)
+            target = reg if mine else n.buffer
+            idx = ridx if mine else n.indices
             return Store(target, idx, fix(n.value), n.reduction, n.statement)
         return map_children(n, walk)
     return replace(loop, body=walk(loop.body))

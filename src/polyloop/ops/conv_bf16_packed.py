@@ -5,7 +5,9 @@
 output channels, ``(K / cols, R, S, C / 2, cols, 2)``, on every call: for a model's constant
 weights that is a read and a write of every weight per inference. ``pack_bf16_conv_weight``
 makes that array once (rounded to bfloat16, to nearest even; zeros past K and C) and
-``conv2d_bf16_packed`` reads it where ``conv2d_bf16`` reads ``W_g``; the schedule is the same.
+``conv2d_bf16_packed`` reads it where ``conv2d_bf16`` reads ``W_g``: the same stages (``X_g``,
+the pixel-major sums ``C`` and epilogue ``E``, the output a copy: ``conv_lowbit.bf16_conv``)
+and the same schedule.
 
 >>> import numpy as np, polyloop as pl
 >>> from polyloop import ops
@@ -22,14 +24,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ScheduleError
-from ..frontend import te
 from ..frontend.te import Tensor
-from ..ir.dtypes import DType, bfloat16_numpy
-from ..ir.expr import Const, Expr, const
-from . import lowbit_tile as tile
+from ..ir.dtypes import DType
+from ..ir.expr import Const
 from .conv import check_conv, conv_output_size
-from .conv_lowbit import grouped_input
+from .conv_lowbit import bf16_conv, panel_weight
 from .knobs import check_knobs
+from .matmul_bf16 import bf16_weight
 
 PAIR = 2
 
@@ -43,18 +44,11 @@ def pack_bf16_conv_weight(w: np.ndarray, cols: int | None = None) -> np.ndarray:
     >>> pack_bf16_conv_weight(np.ones((40, 3, 1, 1), np.float32), cols=32).shape
     (2, 1, 1, 2, 32, 2)
     """
-    bf16 = bfloat16_numpy()
-    if not isinstance(w, np.ndarray) or w.ndim != 4 or w.dtype not in (np.dtype(np.float32),
-                                                                        bf16):
-        raise ScheduleError(f"pack_bf16_conv_weight: w must be a 4-D float32 or bfloat16 array "
-                            f"(K, C, R, S), got {getattr(w, 'dtype', type(w).__name__)} "
-                            f"{getattr(w, 'shape', '')}")
-    cols = tile.default_tile("bf16")[1] if cols is None else cols
-    check_knobs("pack_bf16_conv_weight", cols=cols)
+    rounded, cols = bf16_weight("pack_bf16_conv_weight", "w (K, C, R, S)", w, 4, cols)
     k, c, r, s = w.shape
     panels, groups = -(-k // cols), -(-c // PAIR)
-    full = np.zeros((panels * cols, groups * PAIR, r, s), bf16)
-    full[:k, :c] = w.astype(bf16)
+    full = np.zeros((panels * cols, groups * PAIR, r, s), rounded.dtype)
+    full[:k, :c] = rounded
     # (panel, column, group, pair, r, s) -> (panel, r, s, group, column, pair)
     blocks = full.reshape(panels, cols, groups, PAIR, r, s).transpose(0, 4, 5, 2, 1, 3)
     return np.ascontiguousarray(blocks)
@@ -89,27 +83,12 @@ def conv2d_bf16_packed(x: Tensor, packed: Tensor, k_out: int, *, stride: int = 1
                             f"{s_ext}) weights in panels of {cols}; pack them with "
                             f"pack_bf16_conv_weight(w, {cols})")
     check_conv(who, x, None, padding, stride)
-    if bias is not None and (not isinstance(bias, Tensor) or bias.dtype is not DType.FLOAT32
-                             or bias.ndim != 1 or str(bias.shape[0]) != str(k_out)):
-        raise ScheduleError(f"{who}: bias must be a float32 vector of {k_out} values, got "
-                            f"{bias!r}")
     n, _, h, wd = x.shape
     out_h, out_w = conv_output_size(who, h, wd, Const(r_ext, DType.INT64),
                                     Const(s_ext, DType.INT64), padding, stride)
-    rounded = (lambda v: v.astype("bfloat16")) if x.dtype is DType.FLOAT32 else None
-    x_g = grouped_input(x, padding, PAIR, "bfloat16", rounded, const(0.0, DType.BFLOAT16))
-    r = te.reduce_axis((0, r_ext), name="r")
-    s = te.reduce_axis((0, s_ext), name="s")
-    g = te.reduce_axis((0, groups), name="g")
-    t = te.reduce_axis((0, PAIR), name="t")
-    c = te.compute((n, k_out, out_h, out_w), lambda b, k, y, xx: te.sum(
-        x_g[b, stride * y + r, stride * xx + s, g, t].astype("float32")
-        * packed[k // cols, r, s, g, k % cols, t].astype("float32"), axis=[r, s, g, t]),
-        name="C")
-
-    def result(b: Expr, k: Expr, y: Expr, xx: Expr) -> Expr:
-        return c[b, k, y, xx] + bias[k] if bias is not None else c[b, k, y, xx]
-    return te.compute(c.shape, result, name=name)
+    extents = tuple(Const(v, DType.INT64) for v in (r_ext, s_ext, groups, k_out))
+    return bf16_conv(who, x, panel_weight(packed), extents, (n, out_h, out_w), stride, padding, bias, "float32",
+                     name)
 
 
 __all__ = ["conv2d_bf16_packed", "pack_bf16_conv_weight"]

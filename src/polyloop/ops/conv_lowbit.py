@@ -12,9 +12,13 @@ The stages, visible to the schedule:
   stored in panels of output channels by the schedule;
 - ``A_sum`` (the window sums of ``X_g``) and ``B_sum`` (the weights' sums), where zero points
   or offsets need them;
-- ``C[n, k, y, x]``: the sum over the window and the channel groups (the schedule sums a
-  tile pixel-major: its pixels are the rows, its output channels the columns);
-- the output ``Y[n, k, y, x]``: the corrected sum through the epilogue (``quantized``).
+- ``C[n, y, x, k]``: the sum over the window and the channel groups, pixel-major (a tile's
+  pixels are its rows, its output channels the columns);
+- ``E[n, y, x, k]``: the corrected sum through the epilogue (``quantized``), pixel-major, an
+  8-bit result held as int32: the schedule computes it along the output channels as vector
+  code (as the NCHW output, a select per element, it ran scalar at several times the cost
+  of the tile's dot products);
+- the output ``Y[n, k, y, x]``: ``E`` copied in the output's dtype.
 
 >>> import numpy as np, polyloop as pl
 >>> from polyloop import ops
@@ -27,12 +31,15 @@ The stages, visible to the schedule:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
 from ..ir.dtypes import DType
 from ..ir.elementwise import where
-from ..ir.expr import Const, Expr, cast, const
+from ..ir.expr import Cast, Const, Expr, cast, const
 from ..schedule import Schedule
 from ..schedule.intrin_registry import TensorIntrin
 from . import lowbit_tile as tile
@@ -63,39 +70,81 @@ def conv2d_int8(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
     x = q.check_operand(x, who, "x", (4,))
     w = q.check_operand(w, who, "w", (4,))
     shape = _shape(who, x, w, stride, padding)
-    k_out, c_in, r_ext, s_ext = w.shape
+    shift_b = -128 if w.dtype is DType.UINT8 else 0
+    w_g = grouped_weight(w, 4, "int8", lambda v: q.shifted(v, shift_b, "int8"))
+    weights = Weights(tuple(w.shape), w.dtype, lambda r, s, g, k, t: w_g[r, s, g, k, t],
+                      lambda: _weight_sums(w, shift_b))
+    return int8_conv(who, x, weights, shape, stride, padding, x_zero_point, w_zero_point,
+                     q.Epilogue(out_dtype, bias, scale, out_zero_point), name)
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """The weights of an int8 convolution as its sums read them: ``shape`` ``(K, C, R, S)``
+    and ``dtype`` of the weights, ``at(r, s, g, k, t)`` the shifted weight of channel
+    ``4 g + t`` (zero past C), ``sums()`` the tensor of the shifted weights' sums per output
+    channel (made only where a zero point needs it)."""
+    shape: tuple
+    dtype: DType
+    at: Callable[..., Expr]
+    sums: Callable[[], Tensor]
+
+
+def int8_conv(who: str, x: Tensor, weights: Weights, shape: tuple, stride: int, padding: int,
+              x_zero_point: int | Tensor, w_zero_point: int | Tensor, epilogue: q.Epilogue,
+              name: str) -> Tensor:
+    """The stages of ``conv2d_int8`` on given ``weights`` (see the module docstring)."""
+    k_out, c_in, r_ext, s_ext = weights.shape
     zx = q.zero_point(x_zero_point, x.dtype, Const(1, DType.INT64), who, "x_zero_point")
     if isinstance(zx.value, Tensor) and zx.value.ndim != 0:
         raise ScheduleError(f"{who}: x_zero_point must be one value for the tensor, got "
                             f"{zx.value!r}")
-    zw = q.zero_point(w_zero_point, w.dtype, k_out, who, "w_zero_point")
+    zw = q.zero_point(w_zero_point, weights.dtype, k_out, who, "w_zero_point")
     terms = c_in * r_ext * s_ext
     q.check_length(terms, who, q.largest_difference(x.dtype, zx),
-                   q.largest_difference(w.dtype, zw))
-    epilogue = q.Epilogue(out_dtype, bias, scale, out_zero_point)
+                   q.largest_difference(weights.dtype, zw))
     epilogue.check(who, k_out)
-    off = q.Offsets(128 if x.dtype is DType.INT8 else 0, -128 if w.dtype is DType.UINT8 else 0,
-                    zx, zw)
+    off = q.Offsets(128 if x.dtype is DType.INT8 else 0,
+                    -128 if weights.dtype is DType.UINT8 else 0, zx, zw)
     pad_value = (lambda: _shifted_zero(off)) if isinstance(zx.value, Tensor) else \
         _shifted_zero(off)
     x_g = grouped_input(x, padding, 4, "uint8", lambda v: q.shifted(v, off.shift_a, "uint8"),
                         pad_value)
     a_sum = _window_sums(x_g, shape, r_ext, s_ext, stride) if off.needs_a_sums else None
-    b_sum = _weight_sums(w, off.shift_b) if off.needs_b_sums else None
-    w_g = grouped_weight(w, 4, "int8", lambda v: q.shifted(v, off.shift_b, "int8"))
-    c = _window_products(x_g, w_g, shape, stride, "int32")
+    b_sum = weights.sums() if off.needs_b_sums else None
+    c = _window_products(x_g, weights.at, (r_ext, s_ext, x_g.shape[3], k_out), shape, stride,
+                         "int32")
 
     def result(b: Expr, k: Expr, y: Expr, xx: Expr) -> Expr:
         za = off.a_zero(Const(0, DType.INT64))      # one zero point for the whole input
-        acc = c[b, k, y, xx]
+        acc = c[b, y, xx, k]
         if a_sum is not None:
             acc = acc - off.b_zero(k) * a_sum[b, y, xx]
         if b_sum is not None:
             acc = acc - za * b_sum[k]
         if a_sum is not None and b_sum is not None:
             acc = acc + cast(DType.INT32, terms) * za * off.b_zero(k)
-        return epilogue.apply(acc, k)
-    return te.compute((shape[0], k_out, shape[1], shape[2]), result, name=name)
+        return _widened(epilogue.apply(acc, k))
+    return _pixel_major_then_copy(shape, k_out, result, epilogue.out_dtype, name)
+
+
+def _pixel_major_then_copy(shape: tuple, k_out: Expr, result, out_dtype: str, name: str
+                           ) -> Tensor:
+    """``E[n, y, x, k] = result(n, k, y, x)`` (pixel-major, as the tile's sums are: the
+    epilogue runs as vector code along the output channels), then the output ``Y[n, k, y,
+    x]`` as a copy of ``E`` in ``out_dtype``."""
+    n, out_h, out_w = shape
+    e = te.compute((n, out_h, out_w, k_out), lambda b, y, xx, k: result(b, k, y, xx), name="E")
+    return te.compute((n, k_out, out_h, out_w),
+                      lambda b, k, y, xx: cast(DType(out_dtype), e[b, y, xx, k]), name=name)
+
+
+def _widened(value: Expr) -> Expr:
+    """An 8-bit result as the int32 of the same value (a saturated requantization is in
+    range: the narrowing cast moves to the copy into the output)."""
+    if isinstance(value, Cast) and value.dtype in (DType.INT8, DType.UINT8):
+        return cast(DType.INT32, value.value)
+    return value
 
 
 def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
@@ -117,11 +166,22 @@ def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
         if not isinstance(t, Tensor) or t.ndim != 4 or t.dtype not in dtypes:
             raise ScheduleError(f"{who}: operand {what} must be a 4-D "
                                 f"{' or '.join(str(d) for d in dtypes)} tensor, got {t!r}")
+    shape = _shape(who, x, w, stride, padding)
+    w_g = grouped_weight(w, 2, "bfloat16", None)
+    return bf16_conv(who, x, lambda r, s, g, k, t: w_g[r, s, g, k, t], w_g.shape[:4], shape,
+                     stride, padding, bias, out_dtype, name)
+
+
+def bf16_conv(who: str, x: Tensor, weight: Callable[..., Expr], extents: tuple, shape: tuple,
+              stride: int, padding: int, bias: Tensor | None, out_dtype: str, name: str
+              ) -> Tensor:
+    """The stages of ``conv2d_bf16`` on the bfloat16 weights ``weight(r, s, g, k, t)`` (the
+    weight of channel ``2 g + t``, zero past C) over ``extents`` ``(R, S, groups, K)``:
+    ``X_g``, ``C`` and ``E`` pixel-major, the output a copy (see the module docstring)."""
     if out_dtype not in ("float32", "bfloat16"):
         raise ScheduleError(f"{who}: out_dtype must be 'float32' or 'bfloat16', got "
                             f"{out_dtype!r}")
-    shape = _shape(who, x, w, stride, padding)
-    k_out = w.shape[0]
+    k_out = extents[3]
     if bias is not None and (not isinstance(bias, Tensor) or bias.dtype is not DType.FLOAT32
                              or bias.ndim != 1 or str(bias.shape[0]) != str(k_out)):
         raise ScheduleError(f"{who}: bias must be a float32 vector of {k_out} values, got "
@@ -129,13 +189,20 @@ def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
     zero = const(0.0, DType.BFLOAT16)
     rounded = (lambda v: v.astype("bfloat16")) if x.dtype is DType.FLOAT32 else None
     x_g = grouped_input(x, padding, 2, "bfloat16", rounded, zero)
-    w_g = grouped_weight(w, 2, "bfloat16", None)
-    c = _window_products(x_g, w_g, shape, stride, "float32")
+    c = _window_products(x_g, weight, extents, shape, stride, "float32")
 
     def result(b: Expr, k: Expr, y: Expr, xx: Expr) -> Expr:
-        value = c[b, k, y, xx] + bias[k] if bias is not None else c[b, k, y, xx]
+        value = c[b, y, xx, k] + bias[k] if bias is not None else c[b, y, xx, k]
         return value if out_dtype == "float32" else value.astype(out_dtype)
-    return te.compute((shape[0], k_out, shape[1], shape[2]), result, name=name)
+    return _pixel_major_then_copy(shape, k_out, result, out_dtype, name)
+
+
+def panel_weight(packed: Tensor) -> Callable[..., Expr]:
+    """``weight(r, s, g, k, t)`` read from weights packed in panels of output channels,
+    ``packed[k // cols, r, s, g, k % cols, t]`` (a builder's ``W_g`` as the schedule stores
+    it): the weights of a convolution on weights packed once."""
+    cols = packed.shape[4]
+    return lambda r, s, g, k, t: packed[k // cols, r, s, g, k % cols, t]
 
 
 def _shape(who: str, x: Tensor, w: Tensor, stride: int, padding: int) -> tuple:
@@ -193,18 +260,20 @@ def grouped_weight(w: Tensor, group: int, dtype: str, convert) -> Tensor:
     return te.compute((r_ext, s_ext, cg, k_out, group), body, name="W_g")
 
 
-def _window_products(x_g: Tensor, w_g: Tensor, shape: tuple, stride: int, acc: str) -> Tensor:
-    """``C[n, k, y, x] = sum_{r, s, g, t} acc(X_g[n, stride y + r, stride x + s, g, t]) *
-    acc(W_g[r, s, g, k, t])``."""
-    r_ext, s_ext, cg, k_out, group = w_g.shape
+def _window_products(x_g: Tensor, weight: Callable[..., Expr], extents: tuple, shape: tuple,
+                     stride: int, acc: str) -> Tensor:
+    """``C[n, y, x, k] = sum_{r, s, g, t} acc(X_g[n, stride y + r, stride x + s, g, t]) *
+    acc(weight(r, s, g, k, t))`` over ``extents`` ``(R, S, groups, K)``."""
+    r_ext, s_ext, cg, k_out = extents
+    group = x_g.shape[4]
     r = te.reduce_axis((0, r_ext), name="r")
     s = te.reduce_axis((0, s_ext), name="s")
     g = te.reduce_axis((0, cg), name="g")
     t = te.reduce_axis((0, group), name="t")
     n, out_h, out_w = shape
-    return te.compute((n, k_out, out_h, out_w), lambda b, k, y, xx: te.sum(
-        x_g[b, stride * y + r, stride * xx + s, g, t].astype(acc) * w_g[r, s, g, k, t].astype(acc),
-        axis=[r, s, g, t]), name="C")
+    return te.compute((n, out_h, out_w, k_out), lambda b, y, xx, k: te.sum(
+        x_g[b, stride * y + r, stride * xx + s, g, t].astype(acc) *
+        weight(r, s, g, k, t).astype(acc), axis=[r, s, g, t]), name="C")
 
 
 def _window_sums(x_g: Tensor, shape: tuple, r_ext: Expr, s_ext: Expr, stride: int) -> Tensor:

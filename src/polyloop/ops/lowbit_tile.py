@@ -97,7 +97,10 @@ def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | Non
 
 
 # the stages a low-bit builder makes before the sum's consumers
-_BUILDER_STAGES = frozenset({"C", "A_g", "B_g", "X_g", "W_g", "A_sum", "B_sum"})
+# (a convolution's epilogue ``E`` is the builder's too: the chain is inlined into the output)
+_BUILDER_STAGES = frozenset({"C", "E", "A_g", "B_g", "X_g", "W_g", "A_sum", "B_sum"})
+# what packs a convolution's weights for each family
+_PACKERS = {"u8s8": "pack_conv_int8_weight", "bf16": "pack_bf16_conv_weight"}
 
 
 def inline_epilogue(sch: Schedule, found: dict[str, Tensor], out: str) -> None:
@@ -111,15 +114,6 @@ def inline_epilogue(sch: Schedule, found: dict[str, Tensor], out: str) -> None:
         if name != out and name not in _BUILDER_STAGES and not t.is_placeholder \
                 and reads_sum(t):
             sch.compute_inline(name)
-
-
-def _packed_window(found: dict[str, Tensor]) -> str | None:
-    """The weights a convolution's ``C`` reads packed ahead of time (a 6-D placeholder:
-    ``conv_bf16_packed``), else None."""
-    c = found.get("C")
-    if c is None or "W_g" in found:
-        return None
-    return next((t.name for t in c.inputs if t.is_placeholder and t.ndim == 6), None)
 
 
 def _right_operand(found: dict[str, Tensor]) -> str | None:
@@ -302,39 +296,39 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
                     rows: int | None, cols: int | None, panels: int | None, parallel: bool,
                     who: str) -> Schedule:
     """The schedule of a low-bit convolution ``y`` (stages ``X_g``, ``W_g``, ``C``; see
-    ``conv_lowbit``): ``jo > n > y (parallel) > x0 > ji > r > s > [tile]``."""
+    ``conv_lowbit``): ``jo > n > y (parallel) > x0 > ji > r > s > [tile]``, then the tile's
+    epilogue ``E`` (vector code along the output channels) and its copy into the output."""
     found = stages(y)
-    packed = _packed_window(found)
-    if not {"C", "X_g"} <= set(found) or y.name == "C" or ("W_g" not in found and not packed):
+    panels_of = _window_weights(found)
+    if not {"C", "X_g"} <= set(found) or panels_of is None or y.name == "C":
         raise ScheduleError(f"{who}: expected the result of a low-bit conv2d builder (stages "
                             f"X_g, W_g or packed weights, C and an output), got {y!r}")
     if intrin is None and rows is None and isinstance(y.shape[3], Const) \
             and lowbit_body(host_isa(config.CONFIG.cc), family) != "amx":
         rows = next((h for h in ROW_HEIGHTS if y.shape[3].value % h == 0), None)
-    w_g = found["W_g"] if packed is None else None
-    window = w_g.shape[:2] if packed is None else found[packed].shape[1:3]
+    w = found[panels_of]
+    # (R, S, groups, group) of the weights: W_g[r, s, g, k, t] or panels[p, r, s, g, k, t]
+    r_ext, s_ext, cg, group = (w.shape[0], w.shape[1], w.shape[2], w.shape[4]) \
+        if panels_of == "W_g" else (w.shape[1], w.shape[2], w.shape[3], w.shape[5])
     # a 1 x 1 window has nothing for the window variant to sum over
-    taps = not (isinstance(window[0], Const) and isinstance(window[1], Const)
-                and window[0].value * window[1].value == 1)
+    taps = not (isinstance(r_ext, Const) and isinstance(s_ext, Const)
+                and r_ext.value * s_ext.value == 1)
     it = _chosen(family, intrin, rows, cols, who, window=taps)
     rows, cols = tile_of(it)
-    if packed is not None and found[packed].shape[4].value != cols:   # type: ignore
-        raise ScheduleError(f"{who}: {packed} is packed in panels of {found[packed].shape[4]} "
-                            f"output channels, intrinsic {it.name} computes {cols}; pack the "
-                            f"weights for {cols}")
+    if panels_of != "W_g" and w.shape[4].value != cols:  # type: ignore[attr-defined]
+        raise ScheduleError(f"{who}: {panels_of} is packed in panels of {w.shape[4]} "
+                            f"channels, intrinsic {it.name} computes {cols}; pack with "
+                            f"{_PACKERS[family]}(w, {cols})")
     program = y.to_program()
     if family == "u8s8":
-        r_ext, s_ext, cg, _, group = w_g.shape
         program = _limited(program, cg * group * r_ext * s_ext, "A_sum" in found
                            or "B_sum" in found, who)
     sch = Schedule(program)
-    if packed is None:
-        sch.transform_layout("C", "W_g", lambda r, s, g, k, t: (k // cols, r, s, g, k % cols,
-                                                                 t))
+    if panels_of == "W_g":
+        sch.transform_layout("C", "W_g", lambda r, s, g, k, t: (k // cols, r, s, g, k % cols, t))
     write_back = sch.cache_write("C", "local")
-    sch.transform_layout("C", "C_local", lambda n, k, y, x: (n, y, x, k))   # pixel-major
     c = sch.get_block("C")
-    n, k, yy, x, r, s, g, t = sch.get_loops(c)
+    n, yy, x, k, r, s, g, t = sch.get_loops(c)
     if panels is None:
         panels = panel_block(sch, "C", _panel_bytes(sch, c, dims=5), cols)
     check_knobs(who, panels=panels)
@@ -344,19 +338,38 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     sch.decompose_reduction(c, r)
     sch.tensorize(r if it.name.endswith("_win") else g, it)
     inline_epilogue(sch, found, y.name)
-    sch.reverse_compute_inline(sch.get_block(y.name))
-    sch.reverse_compute_at(write_back, ji)
-    kp = None
-    if packed is None:     # the weights panel by panel (each written in order), in parallel
+    _epilogue_then_copy(sch, write_back, ji, y.name)
+    if panels_of == "W_g":
+        # the weights panel by panel (each written in order), the panels in parallel
         r, s, g, k, t = sch.get_loops("W_g")
         kp, kk = sch.split(k, [None, cols])
         sch.reorder(kp, r, s, g, kk, t)
+        if parallel:
+            sch.parallel(kp)
     if parallel:
         sch.parallel(yy)
-        if kp is not None:
-            sch.parallel(kp)
         for name in ("X_g", "A_sum"):
             if name in found:
                 sch.parallel(sch.get_loops(name)[1])
     roll_padded_groups(sch)
     return sch
+
+
+def _epilogue_then_copy(sch: Schedule, write_back, ji, out: str) -> None:
+    """The tile's epilogue ``E`` computed from the local sums pixel-major (output channels
+    innermost: contiguous in the sums and the per-channel terms, vector code), then copied
+    into the output's layout and dtype, both at the tile."""
+    sch.reverse_compute_inline(sch.get_block("E"))
+    sch.reverse_compute_at(write_back, ji)
+    *_, last = sch.get_loops(write_back)
+    sch.vectorize(last)
+    sch.reverse_compute_at(sch.get_block(out), ji)
+
+
+def _window_weights(found: dict[str, Tensor]) -> str | None:
+    """``W_g``, or the packed weights C reads (a 6-D placeholder), or None."""
+    if "W_g" in found:
+        return "W_g"
+    if "C" not in found:
+        return None
+    return next((t.name for t in found["C"].inputs if t.is_placeholder and t.ndim == 6), None)

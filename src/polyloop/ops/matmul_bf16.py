@@ -104,15 +104,27 @@ def pack_bf16_weight(b: np.ndarray, cols: int | None = None) -> np.ndarray:
     >>> pack_bf16_weight(np.ones((5, 3), np.float32), cols=32).shape
     (1, 3, 32, 2)
     """
+    rounded, cols = bf16_weight("pack_bf16_weight", "b", b, 2, cols)
+    return gr.pack_grouped(rounded, PAIR, cols)
+
+
+def bf16_weight(who: str, what: str, w: object, ndim: int, cols: int | None
+                ) -> tuple[np.ndarray, int]:
+    """The ``ndim``-D float32 or bfloat16 array ``w`` of the packer ``who`` rounded to
+    bfloat16 (to nearest even), and the panel width: ``cols``, or the host's tile's where
+    None; else a ``ScheduleError`` naming ``what``.
+
+    >>> bf16_weight("pack", "b", np.ones((2, 3), np.float32), 2, 16)[0].dtype.name
+    'bfloat16'
+    """
     bf16 = bfloat16_numpy()
-    if not isinstance(b, np.ndarray) or b.ndim != 2 or b.dtype not in (np.dtype(np.float32),
-                                                                        bf16):
-        raise ScheduleError(f"pack_bf16_weight: b must be a 2-D float32 or bfloat16 array, "
-                            f"got {getattr(b, 'dtype', type(b).__name__)} "
-                            f"{getattr(b, 'shape', '')}")
+    if not isinstance(w, np.ndarray) or w.ndim != ndim or w.dtype not in (np.dtype(np.float32),
+                                                                           bf16):
+        raise ScheduleError(f"{who}: {what} must be a {ndim}-D float32 or bfloat16 array, got "
+                            f"{getattr(w, 'dtype', type(w).__name__)} {getattr(w, 'shape', '')}")
     cols = tile.default_tile("bf16")[1] if cols is None else cols
-    check_knobs("pack_bf16_weight", cols=cols)
-    return gr.pack_grouped(b.astype(bf16), PAIR, cols)
+    check_knobs(who, cols=cols)
+    return w.astype(bf16), cols
 
 
 def matmul_bf16_packed(a: Tensor, packed: Tensor, n: int, *, bias: Tensor | None = None,

@@ -54,7 +54,10 @@ legality test as a hand-written schedule (so the result can be printed, edited a
    constant extent of at most the size are kept whole.
 5. **Parallelism**: the outermost loop (tile loop) of a band that carries no dependence is
    made ``parallel``; when there is none, a wavefront (``skew`` + ``reorder``) of the band's
-   two outer (tile) loops exposes one, and only then a loop inside the tiles; failing that,
+   two outer (tile) loops exposes one (a band that only a wavefront makes parallel is tiled
+   by 32 for it when the cache model leaves it whole: the threads then meet once per diagonal
+   of tiles, not once per diagonal of iterations), and only then a loop inside the tiles;
+   failing that,
    the bands below are tried (e.g. the space loops inside a time loop), where only loops that
    contain loops are made parallel (a lone loop only when it is long enough). A parallel
    loop over a triangle is marked ``balanced`` (its iterations are handed out in chunks), and

@@ -14,6 +14,14 @@ from .auto_common import (AutoScheduleWarning, attempt, cache_sizes, constant_ex
 from .schedule import Schedule
 
 
+# a band that only a wavefront makes parallel, and that the cache model leaves untiled, is
+# tiled by this for the wavefront: one parallel region per diagonal of tiles, each tile's
+# iterations in their order (a wavefront of single iterations forks and joins the threads once
+# per diagonal of the iteration space: more than the work of a diagonal where there is a loop
+# below, as in nussinov, and more than the whole kernel on a loaded machine)
+WAVEFRONT_TILE = 32
+
+
 def schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
                   parallel: bool, in_time: frozenset[int] = frozenset()) -> Schedule:
     """Transform, tile and parallelize the perfectly nested band starting at loop ``first_id``,
@@ -41,6 +49,8 @@ def schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
         coincident = list(transform.coincident[:perm])
         sizes = _tile_sizes(sch, order[:perm], tile, coincident,
                             whole_inside=any(n.id in in_time for n in band))
+        if sizes is None and parallel and tile == "auto" and not any(coincident):
+            sizes = [WAVEFRONT_TILE] * perm     # only a wavefront makes it parallel: of tiles
     tiled = None
     if sizes is not None:
         tiled = attempt(sch, lambda t: _tile(t, order[:perm], sizes, coincident))

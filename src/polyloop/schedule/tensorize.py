@@ -130,12 +130,14 @@ def _assign_axes(shape: NestShape, want: NestShape, names: list[str], intrin: Te
         return True
 
     used: set[int] = set()
-    out = []
-    for t in range(len(names)):
+    out: dict[int, int] = {}
+    # a loop of one iteration that moves nothing can run any axis of a symbolic extent: it
+    # takes one that the other loops leave (taken in order, it could take theirs)
+    spare = [t for t in range(len(names)) if shape.extents[t] == 1 and not any(moves(shape, t))]
+    for t in [t for t in range(len(names)) if t not in spare] + spare:
         sig = moves(shape, t)
         candidates = [a for a in range(len(intrin.axes)) if a not in used and moves(want, a) == sig]
         if not candidates and shape.extents[t] == 1:
-            # a loop of one iteration moves nothing: it can run any axis of a symbolic extent
             candidates = [a for a in range(len(intrin.axes))
                           if a not in used and want.extents[a] in (None, 1)]
         if not candidates:
@@ -143,10 +145,12 @@ def _assign_axes(shape: NestShape, want: NestShape, names: list[str], intrin: Te
             raise ScheduleError(f"tensorize: access stride differs: loop '{names[t]}' moves "
                                 f"{', '.join(moved) or 'no operand'}; no axis of intrinsic "
                                 f"'{intrin.name}' moves the same operands")
-        a = next((a for a in candidates if fits(t, a)), candidates[0])
+        fitting = [a for a in candidates if fits(t, a)] or candidates
+        # an axis of the loop's own constant extent first: a symbolic one takes any loop
+        a = next((a for a in fitting if want.extents[a] == shape.extents[t]), fitting[0])
         used.add(a)
-        out.append(a)
-    return out
+        out[t] = a
+    return [out[t] for t in range(len(names))]
 
 
 def _linear(delta: tuple[int, ...], shape: tuple[Expr, ...]) -> Expr:

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Quantized operators in integers: ``QLinearConv``, ``QLinearMatMul``, ``ConvInteger``,
-``MatMulInteger`` become ``polyloop.ops`` int8 kernels (``graph.integer``: ``u8/s8 x s8``
+``MatMulInteger`` become ``polyloop.ops`` int8 kernels, ``QLinearAdd`` (ONNX Runtime's) an
+integer addition (``graph.integer``: ``u8/s8 x s8``
 summed in int32, requantized with halves to even and saturation); ``DynamicQuantizeLinear``
 is computed as ONNX defines it. ``QLinearMatMul`` takes an int32 bias as a ninth input, as
 ``QLinearConv`` does: the form ``qdq.fold_qdq`` gives a quantized ``Gemm``."""
@@ -9,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import PolyloopError
-from ...ops import pack_int8_weight
-from ..integer import Epilogue, IntegerConv, IntegerMatmul
+from ...ops import pack_conv_int8_weight, pack_int8_weight
+from ..integer import Epilogue, IntegerAdd, IntegerConv, IntegerMatmul
 from ..ir import Op, Value
-from ..kinds import BinaryFn, PadMode, ReduceFn, UnaryFn
+from ..kinds import BinaryFn, ReduceFn, UnaryFn
 from .node import Node
 
 
@@ -87,19 +88,19 @@ def _weights(n: Node, k: int) -> Value:
     return w
 
 
-def _wider(n: Node, x: Value, w: Value, a_zero: int | None) -> tuple[Value, Value]:
-    """Input and constant weights with the input channels made 8 when they are 4 or fewer
-    (the int8 recipe tiles two channel groups or more): padded channels hold the input's zero
-    point and zero weights, so they add nothing."""
+def _packed(n: Node, inputs: list[Value], a_zero: int | None) -> dict:
+    """Constant weights (``inputs[1]``) packed once, their sums inserted after them where the
+    input's zero point needs them (an int8 input, or a zero point other than 0): the
+    ``IntegerConv`` fields saying so (none for weights computed by the model)."""
+    x, w = inputs[:2]
     data = n.b.data(w)
-    c_in = w.type.shape[1]
-    if a_zero is None or data is None or not isinstance(c_in, int) or c_in > 4:
-        return x, w
-    pads = (0, 0, 0, 0, 0, 8 - c_in, 0, 0)
-    x = n.emit(Op.PAD, x, pads=pads, mode=PadMode.CONSTANT, value=float(a_zero))
-    wide = np.zeros((data.shape[0], 8, *data.shape[2:]), data.dtype)
-    wide[:, :c_in] = data
-    return x, n.const(wide)
+    if data is None or data.ndim != 4:
+        return {}
+    panels, sums = pack_conv_int8_weight(data)
+    needs_sums = x.type.dtype == "int8" or a_zero != 0
+    inputs[1:2] = [n.const(panels, "int8")] + ([n.const(sums, "int32")] if needs_sums else [])
+    return {"weight": tuple(int(d) for d in data.shape), "w_dtype": str(data.dtype),
+            "weight_sums": needs_sums}
 
 
 def convert_qlinear_conv(n: Node) -> Value:
@@ -109,13 +110,13 @@ def convert_qlinear_conv(n: Node) -> Value:
     inputs = [x, w]
     b_zero = _zero(n, 5, "the weight zero point", inputs, k_out)
     a_zero = _zero(n, 2, "the input zero point", inputs)
-    inputs[:2] = _wider(n, x, w, a_zero)
     has_bias = n.has(8)
     if has_bias:
         inputs.append(n.value(8))
     scale, tensor, out_zero, out_dtype = _requantize(n, 1, k_out, inputs)
     e = Epilogue(out_dtype, a_zero, b_zero, has_bias, scale, tensor, out_zero)
-    return n.b.emit_te(IntegerConv(e, stride, padding), *inputs, name=n.hint)
+    packed = _packed(n, inputs, a_zero)
+    return n.b.emit_te(IntegerConv(e, stride, padding, **packed), *inputs, name=n.hint)
 
 
 def _matmul(n: Node, a: Value, b: Value, zeros: tuple[int, int], epilogue: dict) -> Value:
@@ -165,9 +166,56 @@ def convert_conv_integer(n: Node) -> Value:
     inputs = [x, w]
     b_zero = _zero(n, 3, "the weight zero point", inputs, w.type.shape[0])
     a_zero = _zero(n, 2, "the input zero point", inputs)
-    inputs[:2] = _wider(n, x, w, a_zero)
-    return n.b.emit_te(IntegerConv(Epilogue(a_zero=a_zero, b_zero=b_zero), stride, padding),
-                       *inputs, name=n.hint)
+    packed = _packed(n, inputs, a_zero)
+    return n.b.emit_te(IntegerConv(Epilogue(a_zero=a_zero, b_zero=b_zero), stride, padding,
+                                   **packed), *inputs, name=n.hint)
+
+
+def _one(n: Node, k: int, what: str, zero_point: bool = False) -> float | int:
+    """Input ``k``: one constant value (a zero point: an int, 0 where it is left out)."""
+    if zero_point and not n.has(k):
+        return 0
+    data = n.array(k, what).reshape(-1)
+    if data.size != 1:
+        raise PolyloopError(f"{what} must be one value (per tensor), got {data.size}")
+    return int(data[0]) if zero_point else float(np.float32(data[0]))
+
+
+def _dequantized(n: Node, v: Value, scale: float, zero: int) -> Value:
+    f = n.emit(Op.CAST, v, dtype="float32")
+    f = n.emit(Op.BINARY, f, n.const(np.array(zero, np.float32)), fn=BinaryFn.SUB)
+    return n.emit(Op.BINARY, f, n.const(np.array(scale, np.float32)), fn=BinaryFn.MUL)
+
+
+def convert_qlinear_add(n: Node) -> Value:
+    """ONNX Runtime's ``QLinearAdd`` (what ``qdq.fold_qdq`` makes of a QDQ ``Add``):
+    ``quantize(dequantize(a) + dequantize(b))``, one scale and zero point per tensor; operands
+    of one shape are added by an integer kernel, broadcast ones through float32 as ONNX's
+    operators are."""
+    a, b = n.value(0), n.value(3)
+    for v, what in ((a, "A"), (b, "B")):
+        if v.type.dtype not in ("uint8", "int8"):
+            raise PolyloopError(f"{what} is {v.type.dtype}; uint8 or int8 needed")
+    out_dtype = str(n.array(7, "C_zero_point").dtype) if n.has(7) else a.type.dtype
+    params = (_one(n, 1, "A_scale"), _one(n, 2, "A_zero_point", True),
+              _one(n, 4, "B_scale"), _one(n, 5, "B_zero_point", True),
+              _one(n, 6, "C_scale"), _one(n, 7, "C_zero_point", True))
+    if a.type.shape == b.type.shape:
+        shape = a.type.shape
+        flat = all(isinstance(d, int) for d in shape) and len(shape) != 1
+        if flat:
+            size = int(np.prod(shape))
+            a, b = (n.emit(Op.RESHAPE, v, shape=(size,)) for v in (a, b))
+        y = n.b.emit_te(IntegerAdd(*params, out_dtype), a, b, name=n.hint)  # type: ignore[arg-type]
+        return n.emit(Op.RESHAPE, y, shape=shape) if flat else y
+    total = n.emit(Op.BINARY, _dequantized(n, a, *params[0:2]),  # type: ignore[arg-type]
+                   _dequantized(n, b, *params[2:4]), fn=BinaryFn.ADD)  # type: ignore[arg-type]
+    y = n.emit(Op.BINARY, total, n.const(np.array(params[4], np.float32)), fn=BinaryFn.DIV)
+    y = n.emit(Op.BINARY, n.emit(Op.UNARY, y, fn=UnaryFn.ROUND),
+               n.const(np.array(params[5], np.float32)), fn=BinaryFn.ADD)
+    info = np.iinfo(out_dtype)
+    y = n.emit(Op.UNARY, y, fn=UnaryFn.CLIP, lo=float(info.min), hi=float(info.max))
+    return n.emit(Op.CAST, y, dtype=out_dtype)
 
 
 def convert_dynamic_quantize(n: Node) -> tuple[Value, Value, Value]:
@@ -194,4 +242,6 @@ def convert_dynamic_quantize(n: Node) -> tuple[Value, Value, Value]:
 
 CONVERTERS = {"QLinearConv": convert_qlinear_conv, "QLinearMatMul": convert_qlinear_matmul,
               "MatMulInteger": convert_matmul_integer, "ConvInteger": convert_conv_integer,
-              "DynamicQuantizeLinear": convert_dynamic_quantize}
+              "DynamicQuantizeLinear": convert_dynamic_quantize, "QLinearAdd": convert_qlinear_add}
+# ONNX Runtime's operators (domain com.microsoft) converted here
+CONTRIB_OPS = frozenset({("com.microsoft", "QLinearAdd")})

@@ -32,6 +32,8 @@ CONVERTERS = {**convert_math.CONVERTERS, **convert_tensor.CONVERTERS, **convert_
               **convert_norm.CONVERTERS, **convert_resize.CONVERTERS,
               **convert_composite.CONVERTERS, **convert_rnn.CONVERTERS,
               **convert_index.CONVERTERS, **convert_quant.CONVERTERS}
+# operators of other domains that have a converter: (domain, op_type)
+CONTRIB_OPS = convert_quant.CONTRIB_OPS
 MIN_OPSET = 7
 # The largest buffer the graph allocates: offsets are 64-bit, and no address space is larger.
 MAX_BYTES = 1 << 62
@@ -211,6 +213,8 @@ class OnnxImporter:
         return verify(graph, where="after the ONNX import", rules=True)
 
     def _support(self, proto, opset: int) -> str | None:
+        if (proto.domain, proto.op_type) in CONTRIB_OPS:
+            return None
         if proto.domain not in ("", "ai.onnx"):
             return f"operators of domain '{proto.domain}' are not supported"
         if proto.op_type in CONVERTERS or proto.op_type in ("If", "Scan") or \

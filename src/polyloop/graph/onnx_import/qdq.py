@@ -9,6 +9,13 @@ another one rounded to that scale), and whose only reader is a ``QuantizeLinear`
 or through one ``Relu``) becomes the ``QLinearConv`` / ``QLinearMatMul`` of the same meaning (a ``Relu`` becomes ``Max`` with the
 output zero point), computed in integers (``convert_quant``). What does not match keeps its
 float32 form: every ``QuantizeLinear`` / ``DequantizeLinear`` left converts as ONNX defines it.
+
+Between the integer layers, a ``MaxPool`` whose input is dequantized and whose output is
+quantized again with the same scale and zero point runs on the 8-bit tensor (exactly: the
+maximum commutes with the increasing dequantization), and an ``Add`` of two dequantized
+tensors read by a ``QuantizeLinear`` (directly or through a ``Relu``), all per tensor,
+becomes ``QLinearAdd`` (dequantize both, add, quantize: ``convert_quant``), so that 8-bit
+tensors flow from one integer kernel to the next.
 """
 from __future__ import annotations
 
@@ -193,9 +200,68 @@ def _fold(m: _Model, node, nodes, new_inits: dict) -> list | None:
     return [made, [node, out] + ([relu] if relu is not None else [])]
 
 
+def _per_tensor(q: _Dq | None) -> bool:
+    """A DequantizeLinear of an 8-bit tensor with one positive scale and one zero point."""
+    return q is not None and q.scale.size == 1 and q.zero.size == 1 and \
+        str(q.zero.dtype) in _EIGHT_BIT and float(q.scale[0]) > 0
+
+
+def _quantize_params(m: _Model, q) -> tuple[np.ndarray, np.ndarray] | None:
+    """(scale, zero point) of a QuantizeLinear with one constant 8-bit pair, else None."""
+    if q is None or q.op_type != "QuantizeLinear" or len(q.input) < 3 or \
+            any(i not in m.inits for i in q.input[1:3]) or \
+            any(a.name != "axis" for a in q.attribute):
+        return None
+    scale, zero = m.inits[q.input[1]].reshape(-1), m.inits[q.input[2]].reshape(-1)
+    if scale.size != 1 or zero.size != 1 or str(zero.dtype) not in _EIGHT_BIT:
+        return None
+    return scale, zero
+
+
+def _fold_pool(m: _Model, node, nodes) -> list | None:
+    """A MaxPool between a DequantizeLinear and a QuantizeLinear of the same scale and zero
+    point, run on the 8-bit tensor itself: dequantizing is increasing, so the maximum
+    commutes with it, and quantizing a dequantized value gives it back exactly."""
+    from onnx import helper
+    x = m.dq(node.input[0])
+    out = m.reader(node.output[0], nodes)
+    params = _quantize_params(m, out)
+    if len(node.output) != 1 or not _per_tensor(x) or params is None or \
+            params[1].dtype != x.zero.dtype or \
+            np.float32(params[0][0]) != np.float32(x.scale[0]) or params[1][0] != x.zero[0]:
+        return None
+    made = helper.make_node("MaxPool", [x.data], [out.output[0]], name=f"{node.name}_int8")
+    made.attribute.extend(node.attribute)
+    return [[made], [node, out]]
+
+
+def _fold_add(m: _Model, node, nodes) -> list | None:
+    """An Add of two DequantizeLinear read by a QuantizeLinear (directly or through a Relu),
+    all per tensor: ``QLinearAdd`` (ONNX Runtime's operator, of the same meaning: dequantize
+    both, add, quantize), computed on the 8-bit tensors."""
+    from onnx import helper
+    a, b = (m.dq(i) for i in node.input[:2])
+    ends = _output(m, node, nodes)
+    qa, qb = (m.producer.get(i) for i in node.input[:2])
+    if len(node.input) != 2 or not _per_tensor(a) or not _per_tensor(b) or ends is None or \
+            any(p is None or p.op_type != "DequantizeLinear" for p in (qa, qb)):
+        return None
+    out, relu = ends
+    inputs = [a.data, qa.input[1], qa.input[2], b.data, qb.input[1], qb.input[2],
+              out.input[1], out.input[2]]
+    target = out.output[0] if relu is None else f"{out.output[0]}_before_relu"
+    made = [helper.make_node("QLinearAdd", inputs, [target], name=f"{node.name}_int8",
+                             domain="com.microsoft")]
+    if relu is not None:
+        made.append(helper.make_node("Max", [target, out.input[2]], [out.output[0]],
+                                     name=f"{relu.name}_int8"))
+    return [made, [node, out] + ([relu] if relu is not None else [])]
+
+
 def fold_qdq(model):
-    """``model`` with each quantized Conv / MatMul / Gemm of the QDQ form folded into its
-    integer operator (see the module docstring); the model itself when none is."""
+    """``model`` with each quantized Conv / MatMul / Gemm, MaxPool and Add of the QDQ form
+    folded into its integer operator (see the module docstring); the model itself when none
+    is."""
     from onnx import numpy_helper
     nodes = list(model.graph.node)
     if not any(n.op_type == "QuantizeLinear" for n in nodes):
@@ -205,9 +271,16 @@ def fold_qdq(model):
     replaced: dict[int, list] = {}
     removed: set[int] = set()
     for node in nodes:
-        if node.op_type not in ("Conv", "MatMul", "Gemm") or node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx"):
             continue
-        folded = _fold(m, node, nodes, new_inits)
+        if node.op_type in ("Conv", "MatMul", "Gemm"):
+            folded = _fold(m, node, nodes, new_inits)
+        elif node.op_type == "MaxPool":
+            folded = _fold_pool(m, node, nodes)
+        elif node.op_type == "Add":
+            folded = _fold_add(m, node, nodes)
+        else:
+            continue
         if folded is not None:
             replaced[id(node)] = folded[0]
             removed.update(id(n) for n in folded[1])

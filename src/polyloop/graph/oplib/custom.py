@@ -6,6 +6,7 @@ from ...errors import PolyloopError
 from ...frontend import te
 from ...frontend.te import Tensor
 from ...ir.expr import Const, Var
+from ...ir.program import BufferRole
 
 
 def te_dim(d: object) -> int | str:
@@ -22,7 +23,14 @@ def call_te(fn, inputs) -> Tensor:
     holders = [te.placeholder(tuple(te.var(d) if isinstance(d, str) else d
                                     for d in v.type.shape), v.type.dtype, name=v.name)
                for v in inputs]
-    return _checked(fn, holders)
+    result = _checked(fn, holders)
+    read = {b.name for b in result.to_program().buffers if b.role is BufferRole.INPUT}
+    unread = [v.name for v, h in zip(inputs, holders) if h.name not in read]
+    if unread:     # a kernel's arguments are its inputs in order: an unread one would shift them
+        raise PolyloopError(f"emit_te: {getattr(fn, '__qualname__', fn)} does not read the "
+                            f"input(s) {unread} it was given; pass only the values its result "
+                            "reads")
+    return result
 
 
 def _checked(fn, tensors) -> Tensor:
