@@ -20,6 +20,7 @@ from ..runtime.compiler import (BASE_FLAGS, Library, compile_c_units, compile_un
                                 compiler_version)
 from ..runtime.records import Database, workload_key
 from ..runtime.target import HOST, Target
+from .bfloat16 import check_dtype, use_bfloat16
 from .canonical import canonical_call
 from .cross import CrossModel
 from .entry import Step, entry_source, weight_blob
@@ -57,11 +58,14 @@ def materialize_outputs(g: Graph) -> Graph:
     return g.replace(bindings=tuple(bindings), outputs=tuple(outputs))
 
 
-def optimize(g: Graph, *, winograd: bool = True, fallback: str = "error") -> Graph:
+def optimize(g: Graph, *, winograd: bool = True, fallback: str = "error",
+             dtype: str = "float32") -> Graph:
     """The graph passes of ``build``, in order (print the result to see the fused kernels);
-    ``winograd=False``: no convolution runs as Winograd; ``fallback``: see ``build``."""
+    ``winograd=False``: no convolution runs as Winograd; ``fallback``, ``dtype``: see
+    ``build``."""
+    precision = [use_bfloat16] if check_dtype(dtype) == "bfloat16" else []
     steps = [functools.partial(apply_fallback, fallback=fallback), materialize_outputs,
-             fold_constants, remove_dead_code, route_externs,
+             fold_constants, remove_dead_code, route_externs, *precision,
              fuse_operators, functools.partial(use_library_kernels, winograd=winograd),
              fuse_into_consumers, fuse_conv_pool, fold_conv_epilogues, fuse_conv_pool_dense,
              pad_dense_columns, remove_dead_code]
@@ -79,9 +83,10 @@ def _library_schedule(kc: KernelCall):
              or conv_pool_dense_schedule(kc) or conv_epilogue_schedule(kc))
     if fused is not None:
         return fused
-    integer = getattr(body[0].attr("fn"), "library_schedule", None) \
-        if len(body) == 1 and body[0].op is Op.TE else None
-    if integer is not None:        # an int8 product of a quantized model (graph.integer)
+    head = body[0].attr("fn") if body[0].op is Op.TE else None
+    integer = getattr(head, "library_schedule", None) \
+        if len(body) == 1 or getattr(head, "takes_epilogue", False) else None
+    if integer is not None:        # an int8 (graph.integer) or bf16 (graph.bfloat16) product
         return integer(lower_kernel(kc.kernel).results[0])   # None: the default schedule
     if len(body) != 1 or len(kc.inputs) != 2:
         return None
@@ -244,7 +249,8 @@ def extern_function(call: ExternCall):
 
 
 def build(graph: Graph, target: str | Target = "c", *, database: object = None,
-          winograd: bool = True, fallback: str = "error") -> Executor | CrossModel:
+          winograd: bool = True, fallback: str = "error",
+          dtype: str = "float32") -> Executor | CrossModel:
     """Optimise, lower, schedule and compile ``graph`` into one shared library.
 
     ``winograd=False`` runs every convolution with the direct recipe; by default the 3 x 3,
@@ -256,6 +262,21 @@ def build(graph: Graph, target: str | Target = "c", *, database: object = None,
     ``"torch"`` or ``"numpy"`` runs each through that reference implementation inside the
     executor, between the compiled kernels, and prints which; ``Executor.report()`` lists
     them beside the compiled kernels.
+
+    ``dtype="bfloat16"`` runs the convolutions and matrix products that ``polyloop.ops``' bf16
+    operators take on bfloat16 inputs and weights with float32 sums (AVX-512 BF16 or AMX where
+    the CPU has them): weights rounded to bfloat16 (to nearest even) once, at build time,
+    activations as each product reads them; everything else, bias and activations included,
+    stays float32 (``polyloop.graph.bfloat16``). ``Executor.report()`` marks the kernels that
+    run in bfloat16 and lists the products that stayed float32. The default, ``"float32"``,
+    computes everything in float32.
+
+    >>> import numpy as np, polyloop as pl, ml_dtypes
+    >>> b = pl.graph.GraphBuilder("mlp"); x = b.input("x", ("n", 3))
+    >>> w = b.constant(np.array([[1.0, 2.0], [3.0, 4.0], [1 / 3, 0.0]], "float32"), "w")
+    >>> y = pl.graph.build(b.build(b.emit(pl.graph.Op.MATMUL, x, w)), dtype="bfloat16")
+    >>> y(np.array([[1.0, 0.0, 3.0]], "float32"))     # 1/3 rounded to bfloat16: 0.333984375
+    array([[2.0019531, 2.       ]], dtype=float32)
 
     A model built before (same graph, weights, options and polyloop version) is loaded from
     the cache without generating code again. A C target for another machine (``"c
@@ -273,8 +294,8 @@ def build(graph: Graph, target: str | Target = "c", *, database: object = None,
         raise PolyloopError(f"pl.graph.build: target {target!r} is not supported; the graph "
                             "executor targets 'c' (or 'c -mtriple=...' for another machine)")
     db = _open_database(database)
-    return compile_graph(optimize(graph, winograd=winograd, fallback=fallback), database=db,
-                         target=c_target)
+    return compile_graph(optimize(graph, winograd=winograd, fallback=fallback, dtype=dtype),
+                         database=db, target=c_target)
 
 
 def compile_graph(g: Graph, *, database: Database | None = None,

@@ -23,6 +23,7 @@ from ..runtime.compiler import Library
 from ..runtime.module import apply_thread_count
 from ..runtime.openmp import load_library
 from ..util.aligned import aligned_bytes
+from .bfloat16 import bf16_kernels, precision_lines
 from .entry import ALIGN
 from .export import model_header
 from .index_checks import IndexCheck, index_checks
@@ -305,9 +306,11 @@ class Executor:
         """The compiled kernels and the operator calls run outside generated code (fallbacks
         and registered externs), in the order the model runs them; printed and returned."""
         lines = []
+        bf16 = bf16_kernels(self.graph)
         for s in self.segments:
             if s.entry is not None:
-                lines += [f"kernel    {label}" for label in s.labels]
+                lines += [f"kernel    {label}" + (" (bfloat16 products)" if label in bf16
+                                                   else "") for label in s.labels]
                 continue
             call = s.extern
             ref = dict(call.attrs).get("reference")
@@ -321,6 +324,7 @@ class Executor:
         n_f = sum(line.startswith("fallback") for line in lines)
         lines.append(f"{n_k} compiled kernel(s), {n_f} fallback call(s), "
                      f"{len(lines) - n_k - n_f} extern call(s)")
+        lines += precision_lines(self.graph)
         text = "\n".join(lines)
         print(text)
         return text

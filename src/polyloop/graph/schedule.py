@@ -13,6 +13,7 @@ from ..frontend.te import Tensor
 from ..ir.expr import Const, Load, Reduce, ReduceKind, Var, walk
 from ..ops.knobs import default_lanes
 from ..schedule import Schedule, Trace
+from .ir import Op
 from .lower import LoweredKernel
 from .schedule_reduce import vector_reduction
 
@@ -361,7 +362,7 @@ def dense_schedule(sch: Schedule, t: Tensor, epilogue: Tensor | None = None, *,
 
 def call_work(call) -> int | None:
     """The element operations of a graph call (output elements times the products or window
-    elements behind each), None for symbolic sizes.
+    elements behind each), None for symbolic sizes or a tensor-expression call.
 
     >>> import numpy as np, polyloop as pl
     >>> b = pl.graph.GraphBuilder("f"); x = b.input("x", (1, 6, 1, 1))
@@ -371,6 +372,8 @@ def call_work(call) -> int | None:
     >>> call_work(g.bindings[0])
     864
     """
+    if call.op is Op.TE:       # a tensor-expression call: its reductions are not known here
+        return None
     out = call.outputs[0].type.shape
     dims = list(out)
     name = str(call.op)

@@ -28,8 +28,9 @@ from .matmul import (batch_matmul_relu, matmul, matmul_relu, schedule_batch_matm
                      schedule_matmul, schedule_matmul_relu)
 from .matmul_packed import matmul_packed, matmul_panel_width, pack_matmul_weight
 from .matmul_int8 import matmul_int8, matmul_int8_packed, pack_int8_weight, schedule_matmul_int8
-from .matmul_bf16 import matmul_bf16, schedule_matmul_bf16
+from .matmul_bf16 import matmul_bf16, matmul_bf16_packed, pack_bf16_weight, schedule_matmul_bf16
 from .conv_lowbit import conv2d_bf16, conv2d_int8, schedule_conv2d_bf16, schedule_conv2d_int8
+from .conv_bf16_packed import conv2d_bf16_packed, pack_bf16_conv_weight
 from .conv_lowbit_packed import conv2d_int8_packed, pack_conv_int8_weight
 from .depthwise_int8 import depthwise_conv2d_int8, schedule_depthwise_conv2d_int8
 from .gpu_conv import (depthwise_conv2d_gpu, depthwise_conv2d_gpu_kernel,
@@ -59,6 +60,8 @@ __all__ += ["attention", "schedule_attention"]
 __all__ += ["matmul_packed", "matmul_panel_width", "pack_matmul_weight"]
 __all__ += ["conv2d_bias_relu_maxpool_overlap_nchw", "schedule_conv2d_bias_relu_maxpool_overlap_nchw"]
 __all__ += ["conv_pool_dense_nchw", "schedule_conv_pool_dense_nchw"]
+__all__ += ["conv2d_bf16_packed", "matmul_bf16_packed", "pack_bf16_conv_weight",
+            "pack_bf16_weight"]
 __all__ += ["matmul_bf16", "matmul_int8", "matmul_int8_packed", "pack_int8_weight",
             "schedule_matmul_bf16", "schedule_matmul_int8"]
 __all__ += ["conv2d_bf16", "conv2d_int8", "schedule_conv2d_bf16", "schedule_conv2d_int8"]

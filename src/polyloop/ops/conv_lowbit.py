@@ -152,6 +152,8 @@ def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
                 ) -> Tensor:
     """``sum_{c, r, s} float32(pad(x)) * float32(w)`` (+ a float32 bias per output channel)
     for bfloat16 ``x (N, C, H, W)`` and ``w (K, C, R, S)``, as float32 or rounded to bfloat16.
+    A float32 ``x`` is rounded to bfloat16 (to nearest even) as it is padded and grouped
+    (the stage ``X_g``), so a float32 model's activations need no pass of their own.
 
     >>> import polyloop as pl
     >>> conv2d_bf16(pl.placeholder((1, 8, 6, 6), "bfloat16", name="X"),
@@ -159,28 +161,48 @@ def conv2d_bf16(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
     Tensor(Y: float32[1, 4, 6, 6])
     """
     who = "conv2d_bf16"
-    for what, t in (("x", x), ("w", w)):
-        if not isinstance(t, Tensor) or t.ndim != 4 or t.dtype is not DType.BFLOAT16:
-            raise ScheduleError(f"{who}: operand {what} must be a 4-D bfloat16 tensor, got {t!r}")
+    for what, t, dtypes in (("x", x, (DType.BFLOAT16, DType.FLOAT32)),
+                            ("w", w, (DType.BFLOAT16,))):
+        if not isinstance(t, Tensor) or t.ndim != 4 or t.dtype not in dtypes:
+            raise ScheduleError(f"{who}: operand {what} must be a 4-D "
+                                f"{' or '.join(str(d) for d in dtypes)} tensor, got {t!r}")
+    shape = _shape(who, x, w, stride, padding)
+    w_g = grouped_weight(w, 2, "bfloat16", None)
+    return bf16_conv(who, x, lambda r, s, g, k, t: w_g[r, s, g, k, t], w_g.shape[:4], shape,
+                     stride, padding, bias, out_dtype, name)
+
+
+def bf16_conv(who: str, x: Tensor, weight: Callable[..., Expr], extents: tuple, shape: tuple,
+              stride: int, padding: int, bias: Tensor | None, out_dtype: str, name: str
+              ) -> Tensor:
+    """The stages of ``conv2d_bf16`` on the bfloat16 weights ``weight(r, s, g, k, t)`` (the
+    weight of channel ``2 g + t``, zero past C) over ``extents`` ``(R, S, groups, K)``:
+    ``X_g``, ``C`` and ``E`` pixel-major, the output a copy (see the module docstring)."""
     if out_dtype not in ("float32", "bfloat16"):
         raise ScheduleError(f"{who}: out_dtype must be 'float32' or 'bfloat16', got "
                             f"{out_dtype!r}")
-    shape = _shape(who, x, w, stride, padding)
-    k_out = w.shape[0]
+    k_out = extents[3]
     if bias is not None and (not isinstance(bias, Tensor) or bias.dtype is not DType.FLOAT32
                              or bias.ndim != 1 or str(bias.shape[0]) != str(k_out)):
         raise ScheduleError(f"{who}: bias must be a float32 vector of {k_out} values, got "
                             f"{bias!r}")
     zero = const(0.0, DType.BFLOAT16)
-    x_g = grouped_input(x, padding, 2, "bfloat16", None, zero)
-    w_g = grouped_weight(w, 2, "bfloat16", None)
-    c = _window_products(x_g, lambda r, s, g, k, t: w_g[r, s, g, k, t], w_g.shape[:4], shape,
-                         stride, "float32")
+    rounded = (lambda v: v.astype("bfloat16")) if x.dtype is DType.FLOAT32 else None
+    x_g = grouped_input(x, padding, 2, "bfloat16", rounded, zero)
+    c = _window_products(x_g, weight, extents, shape, stride, "float32")
 
     def result(b: Expr, k: Expr, y: Expr, xx: Expr) -> Expr:
         value = c[b, y, xx, k] + bias[k] if bias is not None else c[b, y, xx, k]
         return value if out_dtype == "float32" else value.astype(out_dtype)
     return _pixel_major_then_copy(shape, k_out, result, out_dtype, name)
+
+
+def panel_weight(packed: Tensor) -> Callable[..., Expr]:
+    """``weight(r, s, g, k, t)`` read from weights packed in panels of output channels,
+    ``packed[k // cols, r, s, g, k % cols, t]`` (a builder's ``W_g`` as the schedule stores
+    it): the weights of a convolution on weights packed once."""
+    cols = packed.shape[4]
+    return lambda r, s, g, k, t: packed[k // cols, r, s, g, k % cols, t]
 
 
 def _shape(who: str, x: Tensor, w: Tensor, stride: int, padding: int) -> tuple:

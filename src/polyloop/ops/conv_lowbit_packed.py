@@ -25,11 +25,11 @@ import numpy as np
 from ..errors import ScheduleError
 from ..frontend.te import Tensor
 from ..ir.dtypes import DType
-from ..ir.expr import Const, Expr
+from ..ir.expr import Const
 from . import lowbit_tile as tile
 from . import quantized as q
 from .conv import check_conv, conv_output_size
-from .conv_lowbit import Weights, int8_conv, schedule_conv2d_int8
+from .conv_lowbit import Weights, int8_conv, panel_weight, schedule_conv2d_int8
 from .knobs import check_knobs
 
 GROUP = 4
@@ -105,16 +105,14 @@ def conv2d_int8_packed(x: Tensor, packed: Tensor, sums: Tensor | None, w_shape: 
     out_h, out_w = conv_output_size(who, h, wd, Const(r_ext, DType.INT64),
                                     Const(s_ext, DType.INT64), padding, stride)
 
-    def at(r: Expr, s: Expr, g: Expr, k: Expr, t: Expr) -> Expr:
-        return packed[k // cols, r, s, g, k % cols, t]
     def weight_sums() -> Tensor:
         if sums is None:
             raise ScheduleError(f"{who}: the weights' sums are needed (x is int8 or has a "
                                 "zero point other than 0); pass the sums of "
                                 "pack_conv_int8_weight")
         return sums
-    weights = Weights(tuple(Const(d, DType.INT64) for d in w_shape), DType(w_dtype), at,
-                      weight_sums)
+    weights = Weights(tuple(Const(d, DType.INT64) for d in w_shape), DType(w_dtype),
+                      panel_weight(packed), weight_sums)
     return int8_conv(who, x, weights, (n, out_h, out_w), stride, padding, x_zero_point,
                      w_zero_point, q.Epilogue(out_dtype, bias, scale, out_zero_point), name)
 

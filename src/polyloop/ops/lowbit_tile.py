@@ -88,6 +88,7 @@ def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | Non
         raise ScheduleError(f"{who}: {packed} is packed in panels of "
                             f"{found[packed].shape[-2]} columns, intrinsic {it.name} computes "
                             f"{tile_of(it)[1]}; pack with pack_int8_weight(b, {tile_of(it)[1]})")
+    inline_epilogue(sch, found, y.name)
     tile_product(sch, it, epilogue=y.name, parallel=parallel,
                  packed="B_g" if packed == "B_g" else None, panels=panels)
     place_packing(sch, found, parallel=parallel, cols=tile_of(it)[1])
@@ -95,12 +96,32 @@ def schedule_product(y: Tensor, family: str, *, intrin: TensorIntrin | str | Non
     return sch
 
 
+# the stages a low-bit builder makes before the sum's consumers
+# (a convolution's epilogue ``E`` is the builder's too: the chain is inlined into the output)
+_BUILDER_STAGES = frozenset({"C", "E", "A_g", "B_g", "X_g", "W_g", "A_sum", "B_sum"})
+# what packs a convolution's weights for each family
+_PACKERS = {"u8s8": "pack_conv_int8_weight", "bf16": "pack_bf16_conv_weight"}
+
+
+def inline_epilogue(sch: Schedule, found: dict[str, Tensor], out: str) -> None:
+    """Inline every stage between the sum ``C`` and the result ``out`` into its readers: an
+    elementwise chain after the product (a graph's bias, residual add, activation) then is
+    one stage, which the schedule applies as each tile is written back. A stage that cannot be
+    inlined raises the ``ScheduleError`` of ``compute_inline``."""
+    def reads_sum(t: Tensor) -> bool:
+        return any(i.name == "C" or (not i.is_placeholder and reads_sum(i)) for i in t.inputs)
+    for name, t in found.items():
+        if name != out and name not in _BUILDER_STAGES and not t.is_placeholder \
+                and reads_sum(t):
+            sch.compute_inline(name)
+
+
 def _right_operand(found: dict[str, Tensor]) -> str | None:
     """``B_g``, or the packed panels C reads (a 4-D placeholder), or None."""
     if "B_g" in found:
         return "B_g"
     c = found["C"]
-    return next((t.name for t in c.inputs if t.is_placeholder and t.ndim == 4), None)
+    return next((t.name for t in reversed(c.inputs) if t.is_placeholder and t.ndim == 4), None)
 
 
 def _chosen(family: str, intrin: TensorIntrin | str | None, rows: int | None,
@@ -165,6 +186,7 @@ def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str | None, p
     operand stays in L1 and the block of panels in L2. Returns the ids of the loops ``jo`` and
     ``i0``."""
     rows, cols = tile_of(intrin)
+    extents = sch.program.buffer(block).shape
     if packed is not None and group is not None:
         sch.transform_layout(block, packed, lambda k, j: (j // cols, k // group, j % cols,
                                                           k % group))
@@ -198,8 +220,17 @@ def tile_product(sch: Schedule, intrin: TensorIntrin, *, epilogue: str | None, p
     *_, last = sch.get_loops(write_back)
     sch.vectorize(last)
     if parallel:
-        sch.parallel(outer[0] if outer else jo)
+        sch.parallel(_parallel_loop(extents, outer, jo))
     return jo.id, i0.id
+
+
+def _parallel_loop(extents: tuple, outer: list, jo):
+    """The first batch loop of more than one iteration (a batch of constant size 1 keeps the
+    threads idle), else the blocks of panels."""
+    for loop, extent in zip(outer, extents):
+        if not (isinstance(extent, Const) and extent.value == 1):
+            return loop
+    return jo
 
 
 def _panel_bytes(sch: Schedule, c, dims: int = 3) -> int | None:
@@ -230,8 +261,10 @@ def place_packing(sch: Schedule, found: dict[str, Tensor], *, parallel: bool,
     b_g, c = found["B_g"], found["C"]
     rows = c.shape[-2]
     # one B per output matrix: packed in its panel, unless the rows may be none (a symbolic
-    # count may be 0: then nothing under the panel loop reads the panel)
-    if b_g.ndim == c.ndim + 1 and isinstance(rows, Const) and rows.value > 0:
+    # count may be 0: then nothing under the panel loop reads the panel). A batched B is
+    # packed whole in a nest of its own: packed at a panel under the batch loops, its local
+    # copy was declared twice in the generated C and the tiles read the unwritten one.
+    if b_g.ndim == c.ndim + 1 == 3 and isinstance(rows, Const) and rows.value > 0:
         sch.compute_at("B_g", panel)
     elif parallel:
         sch.parallel(sch.get_loops("B_g")[0])
@@ -285,7 +318,7 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     if panels_of != "W_g" and w.shape[4].value != cols:  # type: ignore[attr-defined]
         raise ScheduleError(f"{who}: {panels_of} is packed in panels of {w.shape[4]} "
                             f"channels, intrinsic {it.name} computes {cols}; pack with "
-                            f"pack_conv_int8_weight(w, {cols})")
+                            f"{_PACKERS[family]}(w, {cols})")
     program = y.to_program()
     if family == "u8s8":
         program = _limited(program, cg * group * r_ext * s_ext, "A_sum" in found
@@ -304,6 +337,7 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     sch.reorder(jo, n, yy, x0, ji, r, s, g, x1, j1, t)
     sch.decompose_reduction(c, r)
     sch.tensorize(r if it.name.endswith("_win") else g, it)
+    inline_epilogue(sch, found, y.name)
     _epilogue_then_copy(sch, write_back, ji, y.name)
     if panels_of == "W_g":
         # the weights panel by panel (each written in order), the panels in parallel

@@ -40,10 +40,18 @@ def broadcast_index(t: Tensor, out_ndim: int, idx: tuple) -> tuple:
 def _binary(fn: Callable[[Expr, Expr], Expr]):
     def lower(inputs, attrs, shape, name):
         a, b = inputs
-        n = len(shape)
-        return te.compute(shape, lambda *i: fn(a[broadcast_index(a, n, i)],
-                                               b[broadcast_index(b, n, i)]), name=name)
+        return te.compute(shape, lambda *i: fn(a[operand_index(a, shape, i)],
+                                               b[operand_index(b, shape, i)]), name=name)
     return lower
+
+
+def operand_index(t: Tensor, shape: tuple, idx: tuple) -> tuple:
+    """An operand of the result's shape is read at the result's own index (a unit axis too:
+    a consumer read at its own iterators can be inlined into the producer's stores), any other
+    as broadcasting says."""
+    if [str(d) for d in t.shape] == [str(d) for d in shape]:
+        return tuple(idx)
+    return broadcast_index(t, len(shape), idx)
 
 
 def _unary(fn: Callable[[Expr], Expr]):

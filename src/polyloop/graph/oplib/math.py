@@ -22,7 +22,7 @@ from ...ir.elementwise import erf as erf_exact
 from ...ir.expr import Expr, cast, const
 from ...ir.extern import extern
 from ..kinds import BinaryFn, UnaryFn
-from .elementwise import broadcast_index, gelu_tanh
+from .elementwise import broadcast_index, gelu_tanh, operand_index
 
 
 @functools.cache
@@ -228,9 +228,9 @@ def binary_expr(fn: BinaryFn, a: Expr, b: Expr, dtype: str) -> Expr:
 
 def lower_binary(inputs, attrs, shape, name):
     a, b = inputs
-    n, fn, dtype = len(shape), attrs["fn"], str(a.dtype)
-    return te.compute(shape, lambda *i: binary_expr(fn, a[broadcast_index(a, n, i)],
-                                                    b[broadcast_index(b, n, i)], dtype),
+    fn, dtype = attrs["fn"], str(a.dtype)
+    return te.compute(shape, lambda *i: binary_expr(fn, a[operand_index(a, shape, i)],
+                                                    b[operand_index(b, shape, i)], dtype),
                       name=name)
 
 

@@ -109,7 +109,8 @@ def fuse_operators(g: Graph) -> Graph:
                 continue
             close()
             group.append(b)
-            if b.op is Op.TE and hasattr(b.attr("fn"), "library_schedule"):
+            fn = b.attr("fn") if b.op is Op.TE else None
+            if hasattr(fn, "library_schedule") and not getattr(fn, "takes_epilogue", False):
                 close()        # an int8 product keeps its operator schedule (graph.integer)
         else:
             close()
