@@ -5,7 +5,8 @@ Each mark ``L<id>`` names the loop node of the band below it: the ``for`` isl wr
 loop's name, kind, unroll factor, GPU axis and annotations. A fused loop whose AST was built
 from its parts becomes one loop over their product (each part's loop a guard); where isl left
 a part without a loop the conversion gives up (``CannotCollapse``) and the caller builds the
-fused loop as isl writes it. A statement instance becomes a ``Store`` with its iterators
+fused loop as isl writes it; a fused loop of one iteration gets no loop at all, as isl writes
+none for a loop of one value. A statement instance becomes a ``Store`` with its iterators
 replaced by isl's expressions and its affine indices written by isl (``AccessIndices``).
 """
 from __future__ import annotations
