@@ -275,8 +275,7 @@ def conv_tiles(sch: Schedule, out: Tensor, who: str, *, lanes: int | None = None
     else:
         sch.reorder(n, y, k0, x0, c, r, s, x1, k1, k2)
     outer = {"k": k0, "n": n, "y": y}[parallel]
-    if parallel == "k" and c_block is None and isinstance(out.shape[2], Const) \
-            and out.shape[2].value > 1:
+    if parallel == "k" and c_block is None and isinstance(out.shape[2], Const):
         # the channel blocks' rows as one parallel loop: the threads share out whole blocks
         # when they divide evenly (the same split as the blocks alone), and split a block's
         # rows when they do not (one block of 24 channels ran on one thread, three on two

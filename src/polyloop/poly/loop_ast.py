@@ -5,7 +5,8 @@ Each mark ``L<id>`` names the loop node of the band below it: the ``for`` isl wr
 loop's name, kind, unroll factor, GPU axis and annotations. A fused loop whose AST was built
 from its parts becomes one loop over their product (each part's loop a guard); where isl left
 a part without a loop the conversion gives up (``CannotCollapse``) and the caller builds the
-fused loop as isl writes it. A statement instance becomes a ``Store`` with its iterators
+fused loop as isl writes it; a fused loop of one iteration gets no loop at all, as isl writes
+none for a loop of one value. A statement instance becomes a ``Store`` with its iterators
 replaced by isl's expressions and its affine indices written by isl (``AccessIndices``).
 """
 from __future__ import annotations
@@ -121,6 +122,8 @@ class Converter:
             inner[it] = simplify(binop(BinOpKind.ADD, v, lo) if lo else v)
             if ext > 1:     # a part of one value gets no loop from isl, and needs none
                 added[it] = (loop.id, lo, ext)
+        if total == 1:
+            return self.node(n, self.single(inner, ranges, loop), ())
         saved = dict(self.unbound)
         self.unbound.update(added)
         body = self.node(n, inner, ())
@@ -128,6 +131,18 @@ class Converter:
         return For(var, Const(0, INDEX, weak=True), Const(total, INDEX, weak=True), body,
                    kind=loop.kind, unroll_factor=loop.unroll_factor, thread=loop.thread,
                    annotations=loop.annotations)
+
+    def single(self, inner: dict[str, Expr], ranges: tuple, loop: LoopNode) -> dict[str, Expr]:
+        """The names of a collapsed loop of one iteration, which gets no ``for``, as isl
+        writes none for a loop of one value: each part is its one value. isl may emit the
+        children of such a loop's body (or of a loop of one value around it) in a copy each
+        of the loops above; a ``for`` of one iteration in each copy would read as copies over
+        disjoint iterations, and a local tile declared in each would not reach from its
+        initialization to its copy-out (``codegen.temps``)."""
+        out = dict(inner)
+        for k, (lo, _) in enumerate(ranges):
+            out[f"c{self.depths[loop.id] + k}"] = Const(lo, INDEX, weak=True)
+        return out
 
     def guard(self, n: isl.AstNode, names: dict[str, Expr]) -> Node:
         """The loop isl wrote for a collapsed part, as a condition on the part's value."""
