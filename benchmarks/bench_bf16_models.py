@@ -137,6 +137,9 @@ def main() -> int:
     args = ap.parse_args()
     # polyloop reads its thread count once, at import
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
+    # PyTorch, imported below, starts the OpenMP runtime polyloop's kernels share: let its
+    # threads sleep while they wait, as polyloop asks when it starts the runtime itself
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     import torch
     torch.set_num_threads(args.threads)
     flags = open("/proc/cpuinfo").read() if Path("/proc/cpuinfo").exists() else ""

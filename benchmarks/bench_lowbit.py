@@ -166,6 +166,9 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = parser.parse_args()
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
+    # PyTorch, imported below, starts the OpenMP runtime polyloop's kernels share: let its
+    # threads sleep while they wait, as polyloop asks when it starts the runtime itself
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     import torch
     torch.set_num_threads(args.threads)
     size = args.size

@@ -132,6 +132,9 @@ def main() -> None:
     parser.add_argument("--label", default="", help="conditions printed with the figures")
     args = parser.parse_args()
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
+    # PyTorch, imported below, starts the OpenMP runtime polyloop's kernels share: let its
+    # threads sleep while they wait, as polyloop asks when it starts the runtime itself
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     import polyloop as pl
     with tempfile.TemporaryDirectory() as folder:
         src, shape = export(args.model, args.batch, folder)
