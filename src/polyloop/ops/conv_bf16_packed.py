@@ -27,6 +27,7 @@ from ..errors import ScheduleError
 from ..frontend.te import Tensor
 from ..ir.dtypes import DType
 from ..ir.expr import Const
+from . import grouped as gr
 from .conv import check_conv, conv_output_size
 from .conv_lowbit import bf16_conv, panel_weight
 from .knobs import check_knobs
@@ -45,13 +46,7 @@ def pack_bf16_conv_weight(w: np.ndarray, cols: int | None = None) -> np.ndarray:
     (2, 1, 1, 2, 32, 2)
     """
     rounded, cols = bf16_weight("pack_bf16_conv_weight", "w (K, C, R, S)", w, 4, cols)
-    k, c, r, s = w.shape
-    panels, groups = -(-k // cols), -(-c // PAIR)
-    full = np.zeros((panels * cols, groups * PAIR, r, s), rounded.dtype)
-    full[:k, :c] = rounded
-    # (panel, column, group, pair, r, s) -> (panel, r, s, group, column, pair)
-    blocks = full.reshape(panels, cols, groups, PAIR, r, s).transpose(0, 4, 5, 2, 1, 3)
-    return np.ascontiguousarray(blocks)
+    return gr.pack_grouped_window(rounded, PAIR, cols)
 
 
 def conv2d_bf16_packed(x: Tensor, packed: Tensor, k_out: int, *, stride: int = 1,

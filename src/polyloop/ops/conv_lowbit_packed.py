@@ -26,6 +26,7 @@ from ..errors import ScheduleError
 from ..frontend.te import Tensor
 from ..ir.dtypes import DType
 from ..ir.expr import Const
+from . import grouped as gr
 from . import lowbit_tile as tile
 from . import quantized as q
 from .conv import check_conv, conv_output_size
@@ -48,14 +49,8 @@ def pack_conv_int8_weight(w: np.ndarray, cols: int | None = None
     cols = tile.default_tile("u8s8")[1] if cols is None else cols
     check_knobs("pack_conv_int8_weight", cols=cols)
     shifted = (w.astype(np.int16) - 128 if w.dtype == np.uint8 else w).astype(np.int8)
-    k_out, c_in, r_ext, s_ext = w.shape
-    cg, panels = -(-c_in // GROUP), -(-k_out // cols)
-    full = np.zeros((panels * cols, cg * GROUP, r_ext, s_ext), np.int8)
-    full[:k_out, :c_in] = shifted
-    # (panel, col, g, t, r, s) -> (panel, r, s, g, col, t)
-    packed = full.reshape(panels, cols, cg, GROUP, r_ext, s_ext).transpose(0, 4, 5, 2, 1, 3)
-    sums = shifted.astype(np.int32).reshape(k_out, -1).sum(axis=1).astype(np.int32)
-    return np.ascontiguousarray(packed), sums
+    sums = shifted.astype(np.int32).reshape(w.shape[0], -1).sum(axis=1).astype(np.int32)
+    return gr.pack_grouped_window(shifted, GROUP, cols), sums
 
 
 def conv2d_int8_packed(x: Tensor, packed: Tensor, sums: Tensor | None, w_shape: tuple, *,

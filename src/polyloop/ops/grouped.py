@@ -112,3 +112,20 @@ def pack_grouped(b: np.ndarray, group: int, cols: int, dtype: np.dtype | None = 
     full = np.zeros((kg * group, panels * cols), dtype or b.dtype)
     full[:k, :n] = b
     return np.ascontiguousarray(full.reshape(kg, group, panels, cols).transpose(2, 0, 3, 1))
+
+
+def pack_grouped_window(w: np.ndarray, group: int, cols: int) -> np.ndarray:
+    """NumPy convolution weights ``(K, C, R, S)`` as ``(ceil(K / cols), R, S, ceil(C / group),
+    cols, group)`` panels, zeros past K and past C: the layout the low-bit convolutions read
+    packed weights in (``panels[k // cols, r, s, g, k % cols, t] = w[k, group * g + t, r, s]``).
+
+    >>> pack_grouped_window(np.ones((3, 5, 1, 1)), 4, 8).shape
+    (1, 1, 1, 2, 8, 4)
+    """
+    k_out, c_in, r, s = w.shape
+    groups, panels = -(-c_in // group), -(-k_out // cols)
+    full = np.zeros((panels * cols, groups * group, r, s), w.dtype)
+    full[:k_out, :c_in] = w
+    # (panel, column, g, t, r, s) -> (panel, r, s, g, column, t)
+    return np.ascontiguousarray(
+        full.reshape(panels, cols, groups, group, r, s).transpose(0, 4, 5, 2, 1, 3))
