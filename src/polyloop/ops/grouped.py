@@ -15,11 +15,13 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
-from ..ir.dtypes import INDEX, as_dtype
+from ..ir.dtypes import INDEX, DType, as_dtype
 from ..ir.elementwise import where
 from ..ir.expr import Const, Expr, const
+from .knobs import check_knobs
 
 
 def group_count(k_len: Expr, group: int) -> Expr:
@@ -112,6 +114,25 @@ def pack_grouped(b: np.ndarray, group: int, cols: int, dtype: np.dtype | None = 
     full = np.zeros((kg * group, panels * cols), dtype or b.dtype)
     full[:k, :n] = b
     return np.ascontiguousarray(full.reshape(kg, group, panels, cols).transpose(2, 0, 3, 1))
+
+
+def packed_columns(who: str, packed: object, dtype: DType, group: int, k_len: Expr, n: int,
+                   packer: str) -> int:
+    """The panel width of ``packed``, checked to be ``pack_grouped``'s panels of a ``(k_len,
+    n)`` matrix in ``dtype`` (constant sizes, groups of ``group``; ``n`` a valid knob);
+    ``packer`` names the function that makes them, for the error."""
+    if not isinstance(packed, Tensor) or packed.ndim != 4 or packed.dtype is not dtype \
+            or not all(isinstance(d, Const) for d in packed.shape) \
+            or packed.shape[3].value != group:    # type: ignore[attr-defined]
+        raise ScheduleError(f"{who}: packed must be a (panels, k / {group}, cols, {group}) "
+                            f"{dtype.value} tensor of constant sizes ({packer}), got {packed!r}")
+    panels, kg, cols, _ = (d.value for d in packed.shape)   # type: ignore[attr-defined]
+    check_knobs(who, n=n)
+    if panels != -(-n // cols) or not (isinstance(k_len, Const)
+                                       and -(-k_len.value // group) == kg):
+        raise ScheduleError(f"{who}: {packed!r} does not hold a ({k_len}, {n}) matrix in panels "
+                            f"of {cols} columns; pack it with {packer}(b, {cols})")
+    return cols
 
 
 def pack_grouped_window(w: np.ndarray, group: int, cols: int) -> np.ndarray:

@@ -142,19 +142,8 @@ def matmul_bf16_packed(a: Tensor, packed: Tensor, n: int, *, bias: Tensor | None
     if not isinstance(a, Tensor) or a.ndim < 2 or a.dtype not in ROUNDED:
         raise ScheduleError(f"{who}: operand a must be a bfloat16 or float32 tensor of 2 axes "
                             f"or more, got {a!r}")
-    if not isinstance(packed, Tensor) or packed.ndim != 4 \
-            or packed.dtype is not DType.BFLOAT16 \
-            or not all(isinstance(d, Const) for d in packed.shape) \
-            or packed.shape[3].value != PAIR:    # type: ignore[attr-defined]
-        raise ScheduleError(f"{who}: packed must be a (panels, k / 2, cols, 2) bfloat16 tensor "
-                            f"of constant sizes (pack_bf16_weight), got {packed!r}")
-    panels, kg, cols, _ = (d.value for d in packed.shape)   # type: ignore[attr-defined]
     k_len = a.shape[-1]
-    check_knobs(who, n=n)
-    if panels != -(-n // cols) or not (isinstance(k_len, Const)
-                                       and -(-k_len.value // PAIR) == kg):
-        raise ScheduleError(f"{who}: {packed!r} does not hold a ({k_len}, {n}) matrix in panels "
-                            f"of {cols} columns; pack it with pack_bf16_weight(b, {cols})")
+    gr.packed_columns(who, packed, DType.BFLOAT16, PAIR, k_len, n, "pack_bf16_weight")
     if out_dtype not in OUT_DTYPES:
         raise ScheduleError(f"{who}: out_dtype must be one of {', '.join(OUT_DTYPES)}, got "
                             f"{out_dtype!r}")

@@ -112,17 +112,8 @@ def matmul_int8_packed(a: Tensor, packed: Tensor, n: int, *, b_dtype: str = "int
     """
     who = "matmul_int8_packed"
     a = q.check_operand(a, who, "a", (2, 3))
-    if not isinstance(packed, Tensor) or packed.ndim != 4 or packed.dtype is not DType.INT8 \
-            or not all(isinstance(d, Const) for d in packed.shape) \
-            or packed.shape[3].value != GROUP:    # type: ignore[attr-defined]
-        raise ScheduleError(f"{who}: packed must be a (panels, k / 4, cols, 4) int8 tensor of "
-                            f"constant sizes (pack_int8_weight), got {packed!r}")
-    panels, kg, cols, _ = (d.value for d in packed.shape)   # type: ignore[attr-defined]
     k_len = a.shape[-1]
-    check_knobs(who, n=n)
-    if panels != -(-n // cols) or not (isinstance(k_len, Const) and -(-k_len.value // GROUP) == kg):
-        raise ScheduleError(f"{who}: {packed!r} does not hold a ({k_len}, {n}) matrix in panels "
-                            f"of {cols} columns; pack it with pack_int8_weight(b, {cols})")
+    gr.packed_columns(who, packed, DType.INT8, GROUP, k_len, n, "pack_int8_weight")
     if b_dtype not in ("int8", "uint8"):
         raise ScheduleError(f"{who}: b_dtype must be 'int8' or 'uint8', got {b_dtype!r}")
     return _product(a, packed, DType(b_dtype), k_len, Const(n, INDEX, weak=True), a_zero_point,
