@@ -124,18 +124,27 @@ def _mlc_conv2d(nb: int, ci: int, h: int, w: int, co: int, *, decompose: bool) -
     Y = pl.compute((nb, co, h - 2, w - 2), lambda b, f, y, x: pl.sum(
         X[b, rc, y + ry, x + rx] * W[f, rc, ry, rx], axis=[rc, ry, rx]), name="Y")
     sch = pl.Schedule(Y)
+    outer, c = _course_tiles(sch)
+    sch.parallel(outer)
+    if decompose:
+        sch.decompose_reduction("Y", c)
+    return sch
+
+
+def _course_tiles(sch: pl.Schedule):
+    """The course's tiling of ``Y``: batch split [2, 2], channels by 4, rows and columns by 2,
+    the outer four fused, (b1, f1) fused and unrolled, (y1, x1) fused and vectorized; returns
+    the fused outer loop and the first reduction loop."""
     b, f, y, x, c, r, s = sch.get_loops("Y")
     b0, b1 = sch.split(b, factors=[2, 2])
     f0, f1 = sch.split(f, factor=4)
     y0, y1 = sch.split(y, factor=2)
     x0, x1 = sch.split(x, factor=2)
     sch.reorder(b0, f0, y0, x0, c, r, s, b1, f1, y1, x1)
-    sch.parallel(sch.fuse(b0, f0, y0, x0))
+    outer = sch.fuse(b0, f0, y0, x0)
     sch.unroll(sch.fuse(b1, f1))
     sch.vectorize(sch.fuse(y1, x1))
-    if decompose:
-        sch.decompose_reduction("Y", c)
-    return sch
+    return outer, c
 
 
 def _conv2d_ref(xs: np.ndarray, ws: np.ndarray) -> np.ndarray:
@@ -181,15 +190,7 @@ def test_a_stage_computed_at_a_fused_loop_keeps_it_built_from_its_parts(rng):
     Y = pl.compute((nb, co, h, w), lambda b, f, y, x: pl.sum(
         P[b, rc, y + ry, x + rx] * W[f, rc, ry, rx], axis=[rc, ry, rx]), name="Y")
     sch = pl.Schedule(Y)
-    b, f, y, x, c, r, s = sch.get_loops("Y")
-    b0, b1 = sch.split(b, factors=[2, 2])
-    f0, f1 = sch.split(f, factor=4)
-    y0, y1 = sch.split(y, factor=2)
-    x0, x1 = sch.split(x, factor=2)
-    sch.reorder(b0, f0, y0, x0, c, r, s, b1, f1, y1, x1)
-    outer = sch.fuse(b0, f0, y0, x0)
-    sch.unroll(sch.fuse(b1, f1))
-    sch.vectorize(sch.fuse(y1, x1))
+    outer, _ = _course_tiles(sch)
     sch.compute_at("P", outer)
     mod = pl.build(sch)
     assert "pl_index_ok" not in mod.source
