@@ -79,9 +79,18 @@ def conjuncts(e: Expr) -> list[Expr]:
 
 def any_of(options: list[Expr]) -> Expr:
     """The conditions joined by ``or`` (the first one alone when there is one)."""
-    out = options[0]
-    for o in options[1:]:
-        out = binop(BinOpKind.OR, out, o)
+    return _joined(BinOpKind.OR, options)
+
+
+def all_of(conditions: list[Expr]) -> Expr:
+    """The conditions joined by ``and`` (the first one alone when there is one)."""
+    return _joined(BinOpKind.AND, conditions)
+
+
+def _joined(op: BinOpKind, terms: list[Expr]) -> Expr:
+    out = terms[0]
+    for t in terms[1:]:
+        out = binop(op, out, t)
     return out
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..ir.assumption import all_of, conjuncts
 from ..ir.dtypes import INDEX
 from ..ir.expr import BinOp, BinOpKind, Const, Expr, Load, Select, binop, walk
 from ..ir.loops import Block, For, If, LoopKind, Node, Store, map_children
@@ -68,7 +69,7 @@ def _split(loop: For, store: Store) -> Node | None:
     upper: list[Expr] = []
     outer: list[Expr] = []          # conjuncts free of the loop's index
     inner: list[Expr] = []          # conjuncts on it that give no bound
-    for c in _conjuncts(value.cond):
+    for c in conjuncts(value.cond):
         bound = _bound(c, loop.var)
         if bound is not None:
             (lower if bound[0] else upper).append(bound[1])
@@ -80,7 +81,7 @@ def _split(loop: For, store: Store) -> Node | None:
         return None
     start = _minmax(BinOpKind.MIN, _extreme(BinOpKind.MAX, [loop.start, *lower]), loop.stop)
     stop = _minmax(BinOpKind.MAX, _extreme(BinOpKind.MIN, [loop.stop, *upper]), start)
-    chosen = value.true_value if not inner else replace(value, cond=_all(inner))
+    chosen = value.true_value if not inner else replace(value, cond=all_of(inner))
     pieces = Block(tuple(
         p for p in (replace(loop, stop=start, body=replace(store, value=value.false_value)),
                     replace(loop, start=start, stop=stop, body=replace(store, value=chosen)),
@@ -88,20 +89,7 @@ def _split(loop: For, store: Store) -> Node | None:
         if not _empty(p)))
     if not outer:
         return pieces
-    return If(_all(outer), pieces, replace(loop, body=replace(store, value=value.false_value)))
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, BinOp) and e.op is BinOpKind.AND:
-        return _conjuncts(e.lhs) + _conjuncts(e.rhs)
-    return [e]
-
-
-def _all(conds: list[Expr]) -> Expr:
-    out = conds[0]
-    for c in conds[1:]:
-        out = binop(BinOpKind.AND, out, c)
-    return out
+    return If(all_of(outer), pieces, replace(loop, body=replace(store, value=value.false_value)))
 
 
 def _extreme(op: BinOpKind, values: list[Expr]) -> Expr:
