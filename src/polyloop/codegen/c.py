@@ -19,6 +19,7 @@ from ..ir.expr import Const
 from ..ir.loop_notes import NoteKey
 from ..ir.loops import Barrier, Call, For, Kernel, LoopKind, Node, Region
 from ..ir.program import Buffer
+from ..ir.simplify import simplify
 from ..schedule.intrin_registry import lookup
 from ..util.isa import ISA, host_isa
 from .cfamily import CFamilyPrinter
@@ -121,7 +122,8 @@ class CPrinter(CFamilyPrinter):
             w.comment(text)
         w.comment(f"loop {loop.var}: this thread's part of the iterations (the team's loop)")
         with w.block(""):
-            emit_part_bounds(w, self.index_expr(loop.start), self.index_expr(trip_count(loop)),
+            emit_part_bounds(w, self.index_expr(loop.start),
+                             self.index_expr(simplify(trip_count(loop))),
                              team_parts(loop, self.index_expr))
             var = self.names.ident(NameKind.ITERATOR, loop.var)
             step = "" if loop.step == 1 else f" * {self.step(loop)}"

@@ -120,7 +120,8 @@ def barriers(reads: Sequence[set], writes: Sequence[set]) -> list[bool]:
     a step since the last wait wrote, or writes storage one read. (The region's start and
     end are waits.)
 
-    >>> barriers([{"x"}, {"x"}, {"a"}, {"b"}], [{"a"}, {"b"}, {"c"}, {"x"}])
+    >>> # two independent kernels; one reading the first's result; one overwriting what it read
+    >>> barriers([{"x"}, {"x"}, {"a"}, {"b"}], [{"a"}, {"b"}, {"c"}, {"a"}])
     [False, False, True, True]
     """
     written: set = set()
@@ -151,14 +152,16 @@ def region_lines(name: str, steps: Sequence, indices: Sequence[int], plan: Memor
                      [storage(s.args[len(s.args) - s.outputs:], plan) for s in run])
     yield "    {"
     yield "        pl_team team = PL_TEAM_INIT;"
+    # read once: every thread must pass the same waits, whatever Python sets meanwhile
+    yield f"        const int32_t profiling = {name}_profiling;"
     yield "        #pragma omp parallel"
     yield "        {"
     yield "            const int32_t pl_thread = omp_get_thread_num(), " \
           "pl_threads = omp_get_num_threads();"
-    yield f"            int64_t t0 = {name}_profiling ? pl_now_ns() : 0; (void)t0;"
+    yield "            int64_t t0 = profiling ? pl_now_ns() : 0; (void)t0;"
     for k, s, wait in zip(indices, run, waits):
         if wait:
-            yield f"            if (!{name}_profiling) pl_team_wait(&team, pl_threads);"
+            yield "            if (!profiling) pl_team_wait(&team, pl_threads);"
         arrays, params = call(s)
         lead = f"{k} % pl_threads"
         yield f"            {{   /* {s.role.value} */"
@@ -171,7 +174,7 @@ def region_lines(name: str, steps: Sequence, indices: Sequence[int], plan: Memor
             yield (f"                if (pl_thread == {lead} && !pl_team_failed(&team)) "
                    f"pl_team_report(&team, {s.function}(a, p));")
         yield "            }"
-        yield f"            if ({name}_profiling) {{"
+        yield "            if (profiling) {"
         yield "                pl_team_wait(&team, pl_threads);"
         yield "                if (pl_thread == 0) {"
         yield f"                    const int64_t t1 = pl_now_ns(); " \
