@@ -96,13 +96,27 @@ def test_missing_waits_give_wrong_values(monkeypatch):
     """The same model built with no wait between its kernels: the thread that did not compute
     the mean subtracts the value the workspace held before (the last call's), and the test
     above would fail."""
-    monkeypatch.setattr(team, "barriers", lambda reads, writes: [False] * len(reads))
+    monkeypatch.setattr(team, "barriers", lambda reads, *_: [False] * len(reads))
     ex = pl.graph.build(centred("team_centred_without_waits"))
     wrong = 0
     for _ in range(10):
         x = rand(700, 900) + RNG.uniform(-5, 5)
         wrong += not np.allclose(poisoned(ex, x)[0], x - x.mean(), rtol=1e-5, atol=1e-4)
     assert wrong
+
+
+def test_kernel_with_a_prologue_per_thread_equals_pytorch():
+    """A global average pool: a serial prologue zeroes the sums (a temporary), then the loop
+    over channels; each thread runs the prologue into its own sums."""
+    b = pl.graph.GraphBuilder("team_squeeze")
+    x = b.input("x", (1, 48, 41, 39))
+    g = b.build(b.emit(Op.MUL, x, b.emit(Op.ADAPTIVE_AVG_POOL2D, x, output_size=(1, 1))))
+    assert roles(g) == [TeamRole.SHARED, TeamRole.SHARED]
+    ex = pl.graph.build(g)
+    for _ in range(CALLS):
+        x = rand(1, 48, 41, 39)
+        want = torch.from_numpy(x) * F.adaptive_avg_pool2d(torch.from_numpy(x), 1)
+        np.testing.assert_allclose(poisoned(ex, x)[0], want.numpy(), rtol=1e-5, atol=1e-6)
 
 
 class Branches(torch.nn.Module):

@@ -17,7 +17,8 @@ all: nothing in it can open a nested region, and it never waits; the entry place
 barriers between kernels.
 
 Each kernel gets a role (``team_role``): SHARED kernels (one parallel loop at the top of the
-body, no temporary shared by its iterations, no run-time index check) have the variant;
+body, after at most a serial prologue that fills temporaries; no run-time index check) have
+the variant, whose temporaries are each thread's own;
 ONE_THREAD kernels have no parallel loop and run as they are on one thread of the team; a
 kernel of any other form is ALONE: the entry runs it outside the team, where its own
 ``omp parallel for`` works as in a stand-alone module.
@@ -28,7 +29,7 @@ import enum
 
 from ..ir.expr import Const
 from ..ir.loop_notes import NoteKey
-from ..ir.loops import Block, For, Kernel, LoopKind, Node, iter_nodes
+from ..ir.loops import Barrier, Block, Call, For, Kernel, LoopKind, Node, Store, iter_nodes
 from .parallel import MIN_PARALLEL_WORK, work
 from .temps import temp_homes
 from .writer import CodeWriter
@@ -57,18 +58,32 @@ def team_symbol(entry: str) -> str:
 
 
 def shared_loop(kernel: Kernel) -> For | None:
-    """The parallel loop a SHARED kernel splits among the team: the body's only top-level
-    node and only parallel loop, with a static schedule; else None."""
-    body: Node = kernel.body
+    """The parallel loop a SHARED kernel splits among the team, else None: the body's last
+    top-level node and only parallel loop, with a static schedule, after a serial prologue
+    that writes only temporaries at function scope (every thread runs it into its own
+    copies: an iteration of a parallel loop reads nothing another one writes)."""
+    parts = _top_level(kernel.body)
+    loop = parts[-1] if parts else None
+    if not (isinstance(loop, For) and loop.kind is LoopKind.PARALLEL):
+        return None
+    if any(k == NoteKey.BALANCED for k, _ in loop.annotations):
+        return None     # handed out dynamically (parallel.py): stays an omp parallel for
+    if any(isinstance(n, For) and n.kind is LoopKind.PARALLEL for n in iter_nodes(loop.body)):
+        return None
+    private = {b.name for b in temp_homes(kernel)[1]}
+    for part in parts[:-1]:
+        for n in iter_nodes(part):
+            if isinstance(n, (Call, Barrier)) or isinstance(n, For) and \
+                    n.kind is LoopKind.PARALLEL or isinstance(n, Store) and \
+                    n.buffer not in private:
+                return None
+    return loop
+
+
+def _top_level(body: Node) -> tuple[Node, ...]:
     while isinstance(body, Block) and len(body.body) == 1:
         body = body.body[0]
-    if not (isinstance(body, For) and body.kind is LoopKind.PARALLEL):
-        return None
-    if any(k == NoteKey.BALANCED for k, _ in body.annotations):
-        return None     # handed out dynamically (parallel.py): stays an omp parallel for
-    if any(isinstance(n, For) and n.kind is LoopKind.PARALLEL for n in iter_nodes(body.body)):
-        return None
-    return body
+    return body.body if isinstance(body, Block) else (body,)
 
 
 def team_role(kernel: Kernel, *, checks_indices: bool) -> TeamRole:
@@ -83,8 +98,8 @@ def team_role(kernel: Kernel, *, checks_indices: bool) -> TeamRole:
     if not any(isinstance(n, For) and n.kind is LoopKind.PARALLEL
                for n in iter_nodes(kernel.body)):
         return TeamRole.ONE_THREAD
-    if shared_loop(kernel) is None or checks_indices or temp_homes(kernel)[1]:
-        return TeamRole.ALONE   # a function-scope temporary would be one per thread
+    if shared_loop(kernel) is None or checks_indices:
+        return TeamRole.ALONE
     return TeamRole.SHARED
 
 

@@ -7,8 +7,8 @@ instead opens one region for each run of consecutive kernels that can share it, 
 thread of the team calls each kernel in turn (``codegen.team``):
 
 - a SHARED kernel's team variant runs this thread's part of its parallel loop;
-- a ONE_THREAD kernel (no parallel loop) runs whole on one thread, a different one for
-  consecutive such kernels, so independent ones run at once;
+- a ONE_THREAD kernel (no parallel loop) runs whole on the first thread, so a chain of them
+  needs no wait between them;
 - an ALONE kernel (any other form) ends the run: it runs between regions, on its own region,
   as in a stand-alone module. A run without a SHARED kernel opens no region at all.
 
@@ -34,6 +34,9 @@ from .memory import MemoryPlan
 
 # how long a thread spins at a wait between two kernels before it sleeps
 TEAM_SPIN_NS = 20_000
+# the thread that runs the kernels without a parallel loop: all on one, so that a chain of
+# them (a squeeze-excitation) needs no wait and hands no data between cores
+ONE_THREAD = 0
 
 TEAM_RUNTIME = r"""
 /* Waiting between the kernels of one parallel region (graph/team.py): spin for at most
@@ -115,25 +118,30 @@ def team_runs(roles: Sequence[TeamRole]) -> list[tuple[int, ...]]:
     return runs
 
 
-def barriers(reads: Sequence[set], writes: Sequence[set]) -> list[bool]:
+def barriers(reads: Sequence[set], writes: Sequence[set],
+             threads: Sequence[int | None]) -> list[bool]:
     """For each step of a run, whether the team waits before it: it reads or writes storage
-    a step since the last wait wrote, or writes storage one read. (The region's start and
-    end are waits.)
+    a step since the last wait wrote, or writes storage one read, unless both steps run on
+    the same one thread (``threads[k]``: that thread, or None for a step every thread runs;
+    one thread sees its own writes in program order). The region's start and end are waits.
 
     >>> # two independent kernels; one reading the first's result; one overwriting what it read
-    >>> barriers([{"x"}, {"x"}, {"a"}, {"b"}], [{"a"}, {"b"}, {"c"}, {"a"}])
+    >>> barriers([{"x"}, {"x"}, {"a"}, {"b"}], [{"a"}, {"b"}, {"c"}, {"a"}], [None] * 4)
     [False, False, True, True]
+    >>> barriers([{"x"}, {"a"}, {"b"}], [{"a"}, {"b"}, {"c"}], [0, 0, None])   # a chain on 0
+    [False, False, True]
     """
-    written: set = set()
-    read: set = set()
+    written: list[tuple[set, int | None]] = []
+    read: list[tuple[set, int | None]] = []
     waits = []
-    for r, w in zip(reads, writes):
-        wait = bool(r & written or w & written or w & read)
+    for r, w, t in zip(reads, writes, threads):
+        wait = any((r | w) & s and (t is None or t != u) for s, u in written) or \
+            any(w & s and (t is None or t != u) for s, u in read)
         if wait:
-            written, read = set(), set()
+            written, read = [], []
         waits.append(wait)
-        written |= w
-        read |= r
+        written.append((w, t))
+        read.append((r, t))
     return waits
 
 
@@ -149,7 +157,8 @@ def region_lines(name: str, steps: Sequence, indices: Sequence[int], plan: Memor
     step's function with them."""
     run = [steps[k] for k in indices]
     waits = barriers([storage(s.args[:len(s.args) - s.outputs], plan) for s in run],
-                     [storage(s.args[len(s.args) - s.outputs:], plan) for s in run])
+                     [storage(s.args[len(s.args) - s.outputs:], plan) for s in run],
+                     [ONE_THREAD if s.role is TeamRole.ONE_THREAD else None for s in run])
     yield "    {"
     yield "        pl_team team = PL_TEAM_INIT;"
     # read once: every thread must pass the same waits, whatever Python sets meanwhile
@@ -163,7 +172,7 @@ def region_lines(name: str, steps: Sequence, indices: Sequence[int], plan: Memor
         if wait:
             yield "            if (!profiling) pl_team_wait(&team, pl_threads);"
         arrays, params = call(s)
-        lead = f"{k} % pl_threads"
+        lead = ONE_THREAD
         yield f"            {{   /* {s.role.value} */"
         yield f"                {arrays}"
         yield f"                {params}"
