@@ -6,6 +6,7 @@ batch; and a build without the waits between kernels, which must give wrong valu
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 
 import numpy as np
 import pytest
@@ -200,3 +201,15 @@ def test_extern_call_between_two_regions():
         want = (torch.softmax(tt, 1) * tt) @ torch.from_numpy(v)
         np.testing.assert_allclose(poisoned(ex, xv)[0], want.numpy(), rtol=1e-4, atol=1e-4)
     assert len(calls) == CALLS
+
+
+def test_region_per_kernel_setting(monkeypatch):
+    """POLYLOOP_GRAPH_REGIONS=kernel: every kernel alone, in its own region; same values."""
+    monkeypatch.setattr(pl.config, "CONFIG",
+                        dataclasses.replace(pl.config.CONFIG, region_per_kernel=True))
+    g = centred("team_centred")
+    _, segments = _generate(optimize(g), None)
+    assert [s.role for s in segments[0].steps] == [TeamRole.ALONE, TeamRole.ALONE]
+    ex = pl.graph.build(g)
+    x = rand(700, 900) + RNG.uniform(-5, 5)
+    np.testing.assert_allclose(poisoned(ex, x)[0], x - x.mean(), rtol=1e-5, atol=1e-4)
