@@ -25,6 +25,9 @@ class Config:
     cross_cc: tuple[tuple[str, str], ...] = ()
     rpc_key: str | None = None           # POLYLOOP_RPC_KEY: the RPC servers' shared key
     onnx_backend_test: bool = False     # POLYLOOP_ONNX_BACKEND_TEST=1: run ONNX's BackendTest
+    # POLYLOOP_GRAPH_REGIONS=kernel: each kernel of a compiled model opens its own parallel
+    # region, as a stand-alone kernel does (to compare with the default, one per run)
+    region_per_kernel: bool = False
 
     def cc_for(self, triple: str) -> str:
         """The C compiler of cross target ``triple``: POLYLOOP_CC_<TRIPLE> or ``<triple>-gcc``.
@@ -110,6 +113,7 @@ def load() -> Config:
         cross_cc=tuple(sorted((k[len("POLYLOOP_CC_"):], v) for k, v in os.environ.items()
                               if k.startswith("POLYLOOP_CC_") and v.strip())),
         onnx_backend_test=os.environ.get("POLYLOOP_ONNX_BACKEND_TEST", "") not in ("", "0"),
+        region_per_kernel=os.environ.get("POLYLOOP_GRAPH_REGIONS", "").strip() == "kernel",
     )
 
 

@@ -135,7 +135,8 @@ def sized_program(sch: Schedule) -> Sized:
 
 
 def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
-             check_bounds: bool = True, sized: Sized | None = None, target: Target = HOST):
+             check_bounds: bool = True, sized: Sized | None = None, target: Target = HOST,
+             team: bool = False):
     """Lower a schedule and generate its C function: ``(kernel, source, extra_flags, sites)``,
     where ``kernel`` has the entry's ``name``, ``args`` and ``params``, ``extra_flags`` are the
     compiler flags the source needs and ``sites`` the accesses checked at run time. (The graph
@@ -143,6 +144,7 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
     returns (computed here when not given, unless ``check_bounds=False``: then only the
     program's own assumptions are checked); the C function checks those conditions itself.
     ``target``: the machine the code is for (its vector ISA; this machine's by default).
+    ``team``: also the variant a model's parallel region calls (``codegen.team``).
 
     >>> import polyloop as pl
     >>> B = pl.compute((4,), lambda i: pl.placeholder((4,), name="A")[i] + 1.0, name="B")
@@ -157,7 +159,8 @@ def c_kernel(sch: Schedule, *, name: str | None = None, profile: int = 0,
     kernel = lower(with_preconditions(sch.program, pre), sch.state.root, name=name)
     regions = tuple(profile_regions(kernel.body, depth=profile))
     source, sites = codegen.generate_c_unit(kernel, profile=regions, assumptions=conditions,
-                                            isa=None if target.runs_here else target.isa())
+                                            isa=None if target.runs_here else target.isa(),
+                                            team=team)
     flags = workaround_flags(negative_step_reduction=negative_stride_reduction(kernel.body),
                              target=target)
     return kernel, source, flags, sites

@@ -14,10 +14,12 @@ from dataclasses import replace
 from .. import config
 from ..errors import BuildError
 from ..ir.assumption import Assumption
+from ..ir.dtypes import INDEX
 from ..ir.expr import Const
 from ..ir.loop_notes import NoteKey
 from ..ir.loops import Barrier, Call, For, Kernel, LoopKind, Node, Region
 from ..ir.program import Buffer
+from ..ir.simplify import simplify
 from ..schedule.intrin_registry import lookup
 from ..util.isa import ISA, host_isa
 from .cfamily import CFamilyPrinter
@@ -26,9 +28,11 @@ from .guarded_loads import NO_IF_CONVERSION, needs_no_if_conversion
 from .helpers import HelperKind
 from .index_checks import FAULT_WORDS, INDEX_FAULT_STATUS, IndexSite, fault_symbol
 from .names import NameKind, is_c_identifier
-from .parallel import MIN_PARALLEL_WORK, chunk, work
+from .parallel import MIN_PARALLEL_WORK, chunk, trip_count, work
 from .profile import ProfileRegion, emit_profile_prelude, emit_timed
 from .size_checks import emit_size_check_call, emit_size_checks
+from .team import (TEAM_ARGUMENTS, TEAM_PARAMETERS, TEAM_SIGNATURE, TeamRole, emit_part_bounds,
+                   shared_loop, team_parts, team_role, team_symbol)
 from .vector import VectorLoopWriter
 from .vector_lib import VectorLibrary
 from .vector_plan import NotVectorized, plan_vector_loop, short_scalar_loop, simd_accumulation
@@ -70,6 +74,7 @@ class CPrinter(CFamilyPrinter):
         self.vectors = VectorLibrary(isa if isa is not None else host_isa(config.CONFIG.cc))
         self.profiled = {id(r.node): r for r in profile}   # node -> its timer (profile.py)
         self.streams = StreamScopes(self.vectors)   # "nontemporal" annotations (vector_stream)
+        self.team_loop: For | None = None   # split among a running team (team.py), if any
 
     def emit(self, w: CodeWriter, node: Node) -> None:
         region = self.profiled.get(id(node))
@@ -87,6 +92,9 @@ class CPrinter(CFamilyPrinter):
         self.streams.end_of_iteration(w, loop)
 
     def _emit_for(self, w: CodeWriter, loop: For) -> None:
+        if loop is self.team_loop:
+            self._emit_team_loop(w, loop)
+            return
         if loop.kind is not LoopKind.VECTORIZED:
             super().emit_for(w, loop)
             return
@@ -107,6 +115,21 @@ class CPrinter(CFamilyPrinter):
             VectorLoopWriter(self, self.vectors, loop, plan, self.streams).emit(w, var)
         finally:
             self.unbind_iterator(loop)
+
+    def _emit_team_loop(self, w: CodeWriter, loop: For) -> None:
+        """The parallel loop of a team variant: this thread's part of it (``team.py``)."""
+        for text in self.annotation_lines(loop):
+            w.comment(text)
+        w.comment(f"loop {loop.var}: this thread's part of the iterations (the team's loop)")
+        with w.block(""):
+            emit_part_bounds(w, self.index_expr(loop.start),
+                             self.index_expr(simplify(trip_count(loop))),
+                             team_parts(loop, self.index_expr))
+            var = self.names.ident(NameKind.ITERATOR, loop.var)
+            step = "" if loop.step == 1 else f" * {self.step(loop)}"
+            with w.block("for (int64_t pl_k = pl_lo; pl_k < pl_hi; pl_k++)"):
+                w.statement(f"const {self.type_name(INDEX)} {var} = pl_first + pl_k{step}")
+                self.emit_loop_body(w, loop, var)
 
     def loop_pragmas(self, loop: For) -> list[str]:
         if loop.kind is LoopKind.UNROLLED:
@@ -199,24 +222,8 @@ class CPrinter(CFamilyPrinter):
         read from one array in a register across stores to another (a row of B hoisted out of
         the loop over the rows of C). The entry only unpacks ``args`` and ``params``."""
         k = self.kernel
-        body_name = f"pl_{k.name}_body"
-        params = [f"const int64_t {self.param(p)}" for p in k.params]
-        params += [self.pointer_parameter(b) for b in k.args]
-        attributes = ", ".join(["noinline"] + ([NO_IF_CONVERSION] if needs_no_if_conversion(k)
-                                               else []))
-        with w.block(f"static __attribute__(({attributes})) int32_t {body_name}("
-                     f"{', '.join(params) or 'void'})"):
-            self.emit_body(w)
-        w.blank()
-        with w.block(self.kernel_prefix + ENTRY_SIGNATURE.format(name=k.name)):
-            emit_size_check_call(w, k.name, k.params)
-            for i, p in enumerate(k.params):
-                w.statement(f"const int64_t {self.param(p)} = params[{i}]")
-            for i, b in enumerate(k.args):
-                w.statement(self.pointer_declaration(b, f"args[{i}]"))
-            names = [self.param(p) for p in k.params] + [self.buffer_name(b.name) for b in k.args]
-            w.statement(f"return {body_name}({', '.join(names)})")
-        w.blank()
+        self._emit_body_function(w, f"pl_{k.name}_body", ())
+        self._emit_entry(w, ENTRY_SIGNATURE.format(name=k.name), f"pl_{k.name}_body", ())
         # ``number`` calls in one: Module.benchmark times the kernel without a Python call per
         # run (as TVM's time_evaluator does)
         with w.block(self.kernel_prefix + REPEAT_SIGNATURE.format(name=repeat_symbol(k.name))):
@@ -224,6 +231,44 @@ class CPrinter(CFamilyPrinter):
             with w.block("for (int64_t pl_k = 0; pl_k < number && !status; pl_k++)"):
                 w.statement(f"status = {k.name}(args, params)")
             w.statement("return status")
+
+    def emit_team_function(self, w: CodeWriter) -> None:
+        """The team variant of a SHARED kernel (``team.py``): its body function, with this
+        thread's part of the parallel loop, and ``pl_team_NAME``, which calls it."""
+        k = self.kernel
+        self.team_loop = shared_loop(k)
+        try:
+            self._emit_body_function(w, f"pl_{k.name}_team_body", TEAM_PARAMETERS)
+        finally:
+            self.team_loop = None
+        self._emit_entry(w, TEAM_SIGNATURE.format(name=team_symbol(k.name)),
+                         f"pl_{k.name}_team_body", TEAM_ARGUMENTS)
+
+    def _emit_body_function(self, w: CodeWriter, name: str, leading: tuple[str, ...]) -> None:
+        k = self.kernel
+        params = list(leading) + [f"const int64_t {self.param(p)}" for p in k.params]
+        params += [self.pointer_parameter(b) for b in k.args]
+        attributes = ", ".join(["noinline"] + ([NO_IF_CONVERSION] if needs_no_if_conversion(k)
+                                               else []))
+        with w.block(f"static __attribute__(({attributes})) int32_t {name}("
+                     f"{', '.join(params) or 'void'})"):
+            self.emit_body(w)
+        w.blank()
+
+    def _emit_entry(self, w: CodeWriter, signature: str, body: str,
+                    leading: tuple[str, ...]) -> None:
+        """A function that checks the sizes, unpacks ``args``/``params``, calls ``body``."""
+        k = self.kernel
+        with w.block(self.kernel_prefix + signature):
+            emit_size_check_call(w, k.name, k.params)
+            for i, p in enumerate(k.params):
+                w.statement(f"const int64_t {self.param(p)} = params[{i}]")
+            for i, b in enumerate(k.args):
+                w.statement(self.pointer_declaration(b, f"args[{i}]"))
+            names = list(leading) + [self.param(p) for p in k.params]
+            names += [self.buffer_name(b.name) for b in k.args]
+            w.statement(f"return {body}({', '.join(names)})")
+        w.blank()
 
     def pointer_parameter(self, buffer: Buffer) -> str:
         """``float (*restrict A)[n]``: the declaration of ``pointer_declaration`` as a
@@ -361,16 +406,19 @@ def generate_c(kernel: Kernel, *, isa: ISA | None = None,
 
 def generate_c_unit(kernel: Kernel, *, isa: ISA | None = None,
                     profile: tuple[ProfileRegion, ...] = (),
-                    assumptions: tuple[Assumption, ...] = ()
+                    assumptions: tuple[Assumption, ...] = (), team: bool = False
                     ) -> tuple[str, tuple[IndexSite, ...]]:
     """``generate_c``'s text and the accesses it checks at run time, by site number
     (``index_checks``): what an out-of-range fault of the compiled kernel refers to.
     ``assumptions``: the conditions on the sizes the entry checks besides their being
-    non-negative (``size_checks``)."""
+    non-negative (``size_checks``). ``team``: add the team variant (``team.py``) when the
+    kernel's role is SHARED."""
     _check_name(kernel)
     printer = CPrinter(kernel, isa, tuple(profile))
     function = CodeWriter()
     printer.emit_function(function)  # first: it records the helpers the prelude must define
+    if team and team_role(kernel, checks_indices=printer.checks_indices) is TeamRole.SHARED:
+        printer.emit_team_function(function)
     w = CodeWriter()
     _emit_notes(w, kernel)
     headers = INCLUDES + (("immintrin.h",) if printer.vectors.needs_immintrin else ())

@@ -49,7 +49,8 @@ def _zero() -> Expr:
     return Const(0, INDEX, weak=True)
 
 
-def _trip(loop: For) -> Expr:
+def trip_count(loop: For) -> Expr:
+    """How many times ``loop`` runs (0 when its range is empty)."""
     span = binop(BinOpKind.SUB, loop.stop, loop.start)
     if loop.step != 1:
         span = binop(BinOpKind.FLOORDIV, binop(BinOpKind.ADD, span, loop.step - 1), loop.step)
@@ -60,7 +61,7 @@ def _work(node: Node) -> Expr:
     if isinstance(node, For):
         middle = binop(BinOpKind.FLOORDIV, binop(BinOpKind.ADD, node.start, node.stop), 2)
         inner = _work(_bind(node.body, node.var, middle))
-        return binop(BinOpKind.MUL, _trip(node), inner)
+        return binop(BinOpKind.MUL, trip_count(node), inner)
     if isinstance(node, Block):
         total: Expr = _zero()
         for child in node.body:
@@ -87,6 +88,6 @@ def _bind(node: Node, var: str, value: Expr) -> Node:
 
 def chunk(loop: For, threads: int) -> Expr:
     """Iterations per chunk of a balanced loop: ``CHUNKS_PER_THREAD`` chunks per thread."""
-    return simplify(binop(BinOpKind.MAX, binop(BinOpKind.FLOORDIV, _trip(loop),
+    return simplify(binop(BinOpKind.MAX, binop(BinOpKind.FLOORDIV, trip_count(loop),
                                               CHUNKS_PER_THREAD * threads),
                           Const(1, INDEX, weak=True)))

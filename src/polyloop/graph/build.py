@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import config, driver, ops
+from ..codegen.team import TeamRole, team_role
 from ..frontend import te
 from ..schedule import Schedule
 from ..errors import PolyloopError
@@ -206,6 +207,7 @@ def model_key(g: Graph, weights: str, database: Database | None,
     cfg = config.CONFIG
     h = hashlib.sha256()
     for part in (str(g), weights, _database_state(database), f"threads={cfg.threads}",
+                 f"region per kernel={cfg.region_per_kernel}",
                  str(target), " ".join(BASE_FLAGS), " ".join(cfg.cflags), target.cc,
                  compiler_version(target.cc), _code_version()):
         h.update(part.encode())
@@ -350,7 +352,8 @@ def _generate(g: Graph, database: Database | None,
     segments: list[Segment] = []
     steps: list[Step] = []
     labels: list[str] = []
-    made: dict[str, tuple[str, tuple[str, ...]]] = {}  # schedule -> function, size params
+    made: dict[str, tuple] = {}    # schedule -> function, size params, role (codegen.team)
+    shared = not config.CONFIG.region_per_kernel    # kernels may share a parallel region
     with ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
         compiling = []
         for b in g.bindings:
@@ -358,13 +361,16 @@ def _generate(g: Graph, database: Database | None,
                 sch = _schedule(b, database, target)
                 key = workload_key(sch.original, str(target)) + sch.trace.to_json()
                 if key not in made:     # a kernel equal to an earlier one calls its function
-                    kernel, source, extra, _ = driver.c_kernel(sch, name=b.kernel.name,
-                                                               target=target)
+                    kernel, source, extra, sites = driver.c_kernel(
+                        sch, name=b.kernel.name, target=target, team=shared)
                     units.append((source, extra))
                     compiling.append(pool.submit(compile_unit, source, extra, target))
-                    made[key] = (kernel.name, tuple(kernel.params))
-                function, params = made[key]
-                steps.append(Step(function, (*b.inputs, *b.outputs), params))
+                    made[key] = (kernel.name, tuple(kernel.params),
+                                 team_role(kernel, checks_indices=bool(sites)) if shared
+                                 else TeamRole.ALONE)
+                function, params, role = made[key]
+                steps.append(Step(function, (*b.inputs, *b.outputs), params,
+                                  outputs=len(b.outputs), role=role))
                 labels.append(b.kernel.name)
             elif isinstance(b, ExternCall):
                 if steps:

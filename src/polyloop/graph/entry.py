@@ -5,7 +5,8 @@
 then the workspace (``NAME_workspace_bytes(params)`` bytes, 64-byte aligned); ``params`` = the
 size parameters in the graph's order. The weights are embedded in the library (``.incbin`` of
 a blob written next to the generated sources). When ``NAME_profiling`` is non-zero each step's
-time is added to ``NAME_step_ns``.
+time is added to ``NAME_step_ns``. Consecutive kernels run in one OpenMP parallel region,
+their parallel loops shared among its threads (``graph/team.py``).
 """
 from __future__ import annotations
 
@@ -14,20 +15,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..codegen.team import TEAM_SIGNATURE, TeamRole, team_symbol
 from ..errors import PolyloopError
 from .ir import Graph, Value
 from .memory import MemoryPlan, Where
+from .team import TEAM_INCLUDES, TEAM_RUNTIME, region_lines, team_runs
 
 ALIGN = 64
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One kernel call of the entry: its C function, argument values and size parameters."""
+    """One kernel call of the entry: its C function, argument values (the last ``outputs``
+    of them written), size parameters and role in a parallel region (``codegen.team``)."""
 
     function: str
     args: tuple[Value, ...]
     params: tuple[str, ...]
+    outputs: int = 1
+    role: TeamRole = TeamRole.ALONE
 
 
 def weight_blob(g: Graph) -> tuple[bytes, list[int]]:
@@ -82,9 +88,11 @@ def entry_source(name: str, g: Graph, plan: MemoryPlan, steps: list[Step],
                             "newline; set POLYLOOP_CACHE_DIR to a plain directory")
     sym = f"{name}_weights"
     n_in, n_out = len(g.inputs), len(g.outputs)
-    lines = ["#include <stdint.h>", "#include <time.h>", ""]
-    lines += [f"int32_t {s.function}(void **args, const int64_t *params);"
-              for s in dict((s.function, s) for s in steps).values()]
+    lines = [f"#include <{h}>" for h in ("stdint.h", "time.h", *TEAM_INCLUDES)] + [""]
+    for s in dict((s.function, s) for s in steps).values():
+        lines.append(f"int32_t {s.function}(void **args, const int64_t *params);")
+        if s.role is TeamRole.SHARED:
+            lines.append(f"{TEAM_SIGNATURE.format(name=team_symbol(s.function))};")
     lines += [f'__asm__(".section .rodata\\n.balign {ALIGN}\\n{sym}:\\n.incbin \\"{blob_path}\\"'
               f'\\n.previous");',
               f"extern const char {sym}[] __attribute__((visibility(\"hidden\")));",
@@ -96,7 +104,8 @@ def entry_source(name: str, g: Graph, plan: MemoryPlan, steps: list[Step],
               f"    return {name}_offsets(params, off);", "}", "",
               "static int64_t pl_now_ns(void) {",
               "    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);",
-              "    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;", "}", "",
+              "    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;", "}",
+              *TEAM_RUNTIME.splitlines(), "",
               f"int32_t {name}(void **args, const int64_t *params) {{",
               f"    char *ws = (char *)args[{n_in + n_out}]; (void)ws;",
               f"    int64_t off[{max(len(plan.slots), 1)}];",
@@ -104,16 +113,23 @@ def entry_source(name: str, g: Graph, plan: MemoryPlan, steps: list[Step],
               "    int32_t status; int64_t t0 = 0;"]
     for k, p in enumerate(g.params):
         lines.append(f"    const int64_t {p} = params[{k}]; (void){p};")
-    for k, s in enumerate(steps):
+
+    def call(s: Step) -> tuple[str, str]:
         ptrs = ", ".join(_pointer(v, plan, n_in, offsets, sym) for v in s.args)
-        prm = ", ".join(s.params) if s.params else "0"
-        lines += ["    {",
-                  f"        void *a[] = {{{ptrs}}};",
-                  f"        const int64_t p[] = {{{prm}}};",
-                  f"        if ({name}_profiling) t0 = pl_now_ns();",
-                  f"        status = {s.function}(a, p);",
-                  f"        if ({name}_profiling) {name}_step_ns[{k}] += pl_now_ns() - t0;",
-                  "        if (status) return status;",
-                  "    }"]
+        return f"void *a[] = {{{ptrs}}};", \
+            f"const int64_t p[] = {{{', '.join(s.params) if s.params else '0'}}};"
+
+    for run in team_runs([s.role for s in steps]):
+        if any(steps[k].role is TeamRole.SHARED for k in run):
+            lines += region_lines(name, steps, run, plan, call)
+            continue
+        for k in run:
+            arrays, params = call(steps[k])
+            lines += ["    {", f"        {arrays}", f"        {params}",
+                      f"        if ({name}_profiling) t0 = pl_now_ns();",
+                      f"        status = {steps[k].function}(a, p);",
+                      f"        if ({name}_profiling) {name}_step_ns[{k}] += pl_now_ns() - t0;",
+                      "        if (status) return status;",
+                      "    }"]
     lines += ["    return 0;", "}", ""]
     return "\n".join(lines)
