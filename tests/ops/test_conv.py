@@ -139,15 +139,18 @@ def test_depthwise_whole_padding_pass_symbolic_sizes(rng):
 
 
 def test_depthwise_default_padding_by_plane_size():
-    """A padded plane that fits in L1 is made per channel; a bigger one is not made at all."""
+    """A padded plane of whole-vector rows that fits in L1 is made per channel; a bigger one,
+    or one whose rows are widened to whole vectors (7 x 7), is not made at all."""
     def text(hw):
         X = pl.placeholder((1, 2, hw, hw), "float32", name="X")
         Wt = pl.placeholder((2, 1, 3, 3), "float32", name="Wt")
         return str(ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt),
                                                       lanes=16))
-    small, big = text(64), text(96)
+    small, big, narrow = text(64), text(96), text(7)
     assert "X_pad_local[" in small
-    assert "X_pad" not in big and "where(" in big and "X[0, ch, y + ry - 1" in big
+    for inlined in (big, narrow):
+        assert "X_pad" not in inlined and "where(" in inlined
+        assert "X[0, ch, y" in inlined
 
 
 def test_depthwise_inline_pad_loads_are_zero_masked_without_blend(rng):

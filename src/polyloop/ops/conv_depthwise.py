@@ -129,9 +129,13 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
     the padded input is made whole first, in parallel. The default inlines the padding when a
     channel's padded plane is larger than ``_PLANE_IN_L1`` elements (24 KB of float32: a bigger
     plane leaves L1, and making it then costs more than masking: 0.87 vs 1.7 ms at 96 x 96 x 256
-    and 0.55 vs 0.79 ms at 80 x 80, one thread) or a size is symbolic, and pads in the channel
-    otherwise (a plane that stays in L1 is cheaper than masks that change with the row: 0.073
-    vs 0.10 ms at 32 x 32 x 256; even at 64 x 64, a 17 KB plane, within noise).
+    and 0.55 vs 0.79 ms at 80 x 80, one thread), when a size is symbolic, or when the rows are
+    widened (an output row that is not whole vectors: its loads are masked anyway, and a plane
+    made per channel and read at once stalls on its own fresh stores: inlined, one thread,
+    AVX-512, 7 x 7 x 960 (3 x 3) 0.025 vs 0.041 ms, 7 x 7 x 1152 (5 x 5) 0.064 vs 0.085,
+    14 x 14 x 672 (5 x 5) 0.085 vs 0.10, 56 x 56 x 144 (5 x 5) 0.33 vs 0.43), and pads in the
+    channel otherwise (rows of whole vectors: 0.10 vs 0.11 ms at 64 x 64 x 96, level at
+    32 x 32 x 256).
     ``stream``: the output
     is written with streaming stores (``nontemporal``); worth it only when the output does not
     stay in the last-level cache between uses.
@@ -222,7 +226,8 @@ def _padding(sch: Schedule, who: str, out: Tensor, wide: Tensor, padded: Tensor,
                                 "input split by column phase; it cannot inline the padding")
         inline_pad = False
     if inline_pad is None:
-        inline_pad = pad_in_channel is None and _plane_leaves_l1(padded)
+        inline_pad = pad_in_channel is None and (_plane_leaves_l1(padded)
+                                                  or _widened(out, wide))
     if inline_pad and pad_in_channel:
         raise ScheduleError(f"{who}: inline_pad and pad_in_channel exclude each other (the "
                             "padding is either read in place or made per channel); give one")
@@ -250,6 +255,11 @@ def _padding(sch: Schedule, who: str, out: Tensor, wide: Tensor, padded: Tensor,
 
 
 _PLANE_IN_L1 = 6144    # elements of a padded plane made per channel (24 KB of float32)
+
+
+def _widened(out: Tensor, wide: Tensor) -> bool:
+    """Whether the rows are summed wider than the output's (a row that is not whole vectors)."""
+    return str(out.shape[3]) != str(wide.shape[3])
 
 
 def _plane_leaves_l1(padded: Tensor) -> bool:
