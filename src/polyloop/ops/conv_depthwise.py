@@ -45,14 +45,15 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, in
     float32 vector width when the width is a constant, else 1), in a stage ``dwconv_wide``
     whose extra columns see only padding zeros and are dropped by ``dwconv``: every vector of
     the sum is then whole (no masked accumulation, which would go through memory). With a
-    column stride ``sw`` > 1 (constant sizes) the rows are summed at every column of the
-    window's span, ``(W_out - 1) * sw + 1`` widened likewise, and ``dwconv`` keeps every
-    ``sw``-th: ``sw`` times the products, but read in place, in whole vectors, with no copy of
-    the input (one thread, AVX-512, 3 x 3 stride 2: 1.5 times faster at 112 x 112 x 96 than by
-    column phases, 2.6 times at 28 x 28 x 256, 3.2 at 14 x 14 x 672 with 5 x 5). With
-    ``column_phases=True`` the padded input is instead a stage ``<data>_phases``
-    ``[n, c, row, phase, column]`` holding column ``column * sw + phase``: the taps of
-    neighbouring outputs are then contiguous, and only the kept columns are summed.
+    column stride ``sw`` > 1 (constant sizes) and ``column_phases`` (the default,
+    ``COLUMN_PHASES``) the padded input is a stage ``<data>_phases`` ``[n, c, row, phase,
+    column]`` holding column ``column * sw + phase``: the taps of neighbouring outputs are then
+    contiguous, and only the kept columns are summed. With ``column_phases=False`` the rows are
+    summed at every column of the window's span, ``(W_out - 1) * sw + 1`` widened likewise, and
+    ``dwconv`` keeps every ``sw``-th: ``sw`` times the products, but read in place, in whole
+    vectors, with no copy of the input (alone, one thread, AVX-512, 3 x 3 stride 2: 1.5 times
+    faster at 112 x 112 x 96, 2.6 times at 28 x 28 x 256, 3.2 at 14 x 14 x 672 with 5 x 5; but
+    with an elementwise epilogue level or slower, so not the default).
 
     >>> import polyloop as pl
     >>> depthwise_conv2d_nchw(pl.placeholder((1, 3, 8, 8), name="X"),
@@ -81,6 +82,8 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, in
         wide_w = -(-out_w // row_multiple) * row_multiple
     ry = te.reduce_axis((0, r_ext), name="ry")
     rx = te.reduce_axis((0, s_ext), name="rx")
+    if column_phases is None:
+        column_phases = COLUMN_PHASES
     if sw == 1 or not column_phases:
         # with a column stride: every column of the window's span is summed, every sw-th kept
         if sw > 1:
@@ -103,6 +106,11 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, in
                               * weight[ch, 0, ry, rx], axis=[ry, rx]),
                           name="dwconv_wide")
     return te.compute((n, c, out_h, out_w), lambda b, ch, y, x: wide[b, ch, y, x], name="dwconv")
+
+
+#: the default of ``column_phases``: the whole span summed in place measured faster alone but
+#: slower with an elementwise epilogue (its strided read of the row buffer), so not yet default
+COLUMN_PHASES = True
 
 
 def _phases(data: Tensor, ph: int, pw: int, sw: int, columns: int) -> Tensor:
