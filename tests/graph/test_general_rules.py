@@ -19,7 +19,7 @@ F = torch.nn.functional
 CONVS = [(12, 24, (1, 7), (0, 3), (1, 1), (1, 1), 1),     # 24 outputs: half-vector blocks
          (12, 20, (7, 1), (3, 0), (2, 1), (1, 1), 1),
          (32, 64, (3, 3), (1, 1), (2, 2), (1, 1), 16),
-         (26, 104, (3, 3), (1, 1), (2, 2), (1, 1), 13),   # 8 per group: a last half block
+         (26, 104, (3, 3), (1, 1), (2, 2), (1, 1), 13),   # 8 per group: blocks of one group
          (16, 64, (3, 3), (2, 2), (1, 1), (2, 2), 2),
          (24, 40, (3, 3), (1, 1), (1, 1), (1, 1), 8)]     # 5 per group: the default schedule
 
@@ -113,6 +113,34 @@ def test_depthwise_bias_and_silu_run_on_each_row_in_one_kernel(stride):
     xv = rng.standard_normal((2, c, 17, 23)).astype("float32") * 40    # SiLU's tails too
     ref = F.silu(F.conv2d(torch.from_numpy(xv), torch.from_numpy(w), torch.from_numpy(bias),
                           stride, 1, 1, c)).numpy()
+    out = np.full(ref.shape, np.nan, np.float32)
+    ex(xv, out=(out,))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("k", [40, 104, 8])
+def test_output_channels_of_half_vectors_run_blocks_of_whole_half_vectors(k):
+    """A 1 x 1 convolution whose output channels end in half a vector (104 of AVX-512's 16
+    lanes) packs its weights in blocks of three half vectors (the last block partial, but of
+    whole half vectors), with its ReLU; symbolic batch, NaN-poisoned output."""
+    from polyloop.ops import conv2d_channel_block
+    c = 19
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((k, c, 1, 1)).astype("float32")
+    bias = rng.standard_normal(k).astype("float32")
+    b = pl.graph.GraphBuilder("g")
+    x = b.input("x", ("n", c, 9, 11))
+    y = b.emit(Op.CONV2D, x, b.constant(w, "w"), b.constant(bias, "b"), stride=(1, 1),
+               padding=(0, 0), dilation=(1, 1), groups=1)
+    ex = pl.graph.build(b.build(b.emit(Op.RELU, y)))
+    kernels = [kc for kc in ex.graph.bindings if isinstance(kc, pl.graph.KernelCall)]
+    assert len(kernels) == 1
+    half = conv2d_channel_block() // 4
+    if k % (2 * half) and k % half == 0:
+        assert kernels[0].kernel.body[0].inputs[1].type.shape[-1] == half * min(3, k // half)
+    xv = rng.standard_normal((2, c, 9, 11)).astype("float32")
+    ref = F.relu(F.conv2d(torch.from_numpy(xv), torch.from_numpy(w),
+                          torch.from_numpy(bias))).numpy()
     out = np.full(ref.shape, np.nan, np.float32)
     ex(xv, out=(out,))
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

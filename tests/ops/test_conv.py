@@ -138,16 +138,39 @@ def test_depthwise_whole_padding_pass_symbolic_sizes(rng):
         check(mod, rng, n, c, h, w, None, 3, 1, depthwise=True)
 
 
+# strided: every stride, both ways of the column stride, sizes that divide neither the stride
+# nor the vector width
+@pytest.mark.parametrize("h, w, r, pad, stride, column_phases", [
+    (15, 13, 3, 1, (2, 2), None), (14, 14, 5, 2, (2, 2), None), (9, 37, 3, 1, (2, 2), True),
+    (11, 21, 5, 2, (1, 2), None), (10, 19, 3, 0, (2, 1), None), (7, 40, 3, 1, (3, 3), False),
+    (12, 35, 5, 2, (2, 2), True)])
+def test_depthwise_strided_matches_numpy(rng, h, w, r, pad, stride, column_phases):
+    X = pl.placeholder((2, 3, h, w), "float32", name="X")
+    Wt = pl.placeholder((3, 1, r, r), "float32", name="Wt")
+    dw = ops.depthwise_conv2d_nchw(X, Wt, pad, stride=stride, column_phases=column_phases)
+    mod = pl.build(ops.schedule_depthwise_conv2d_nchw(dw))
+    x = rng.standard_normal((2, 3, h, w), dtype=np.float32)
+    wt = rng.standard_normal((3, 1, r, r), dtype=np.float32)
+    expected = conv_reference(x, wt, pad, True)[:, :, ::stride[0], ::stride[1]]
+    np.testing.assert_allclose(run(mod, (x, wt), expected.shape), expected, rtol=1e-4,
+                               atol=1e-4)
+    # a column stride reads column phases unless told to sum every column of the span
+    assert ("X_phases" in mod.source) == (stride[1] > 1 and column_phases is not False)
+
+
 def test_depthwise_default_padding_by_plane_size():
-    """A padded plane that fits in L1 is made per channel; a bigger one is not made at all."""
+    """A padded plane of whole-vector rows that fits in L1 is made per channel; a bigger one,
+    or one whose rows are widened to whole vectors (7 x 7), is not made at all."""
     def text(hw):
         X = pl.placeholder((1, 2, hw, hw), "float32", name="X")
         Wt = pl.placeholder((2, 1, 3, 3), "float32", name="Wt")
         return str(ops.schedule_depthwise_conv2d_nchw(ops.depthwise_conv2d_nchw(X, Wt),
                                                       lanes=16))
-    small, big = text(64), text(96)
+    small, big, narrow = text(64), text(96), text(7)
     assert "X_pad_local[" in small
-    assert "X_pad" not in big and "where(" in big and "X[0, ch, y + ry - 1" in big
+    for inlined in (big, narrow):
+        assert "X_pad" not in inlined and "where(" in inlined
+        assert "X[0, ch, y" in inlined
 
 
 def test_depthwise_inline_pad_loads_are_zero_masked_without_blend(rng):

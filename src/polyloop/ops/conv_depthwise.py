@@ -35,7 +35,8 @@ from .knobs import check_knobs, default_lanes
 
 def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, int] = 1, *,
                           stride: int | tuple[int, int] = 1,
-                          row_multiple: int | None = None) -> Tensor:
+                          row_multiple: int | None = None,
+                          column_phases: bool | None = None) -> Tensor:
     """``out[n, c, y, x] = sum_{r, s} pad(data)[n, c, sh y + r, sw x + s] * weight[c, 0, r, s]``
     (``pad = (R - 1) // 2`` is SAME padding for odd R; ``pad`` and ``stride`` an int or a
     (rows, columns) pair); the result is ``dwconv``.
@@ -44,9 +45,15 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, in
     float32 vector width when the width is a constant, else 1), in a stage ``dwconv_wide``
     whose extra columns see only padding zeros and are dropped by ``dwconv``: every vector of
     the sum is then whole (no masked accumulation, which would go through memory). With a
-    column stride ``sw`` > 1 (constant sizes) the padded input is a stage ``<data>_phases``
-    ``[n, c, row, phase, column]`` holding column ``column * sw + phase``: the taps of
-    neighbouring outputs are then contiguous, read in whole vectors.
+    column stride ``sw`` > 1 (constant sizes) and ``column_phases`` (the default,
+    ``COLUMN_PHASES``) the padded input is a stage ``<data>_phases`` ``[n, c, row, phase,
+    column]`` holding column ``column * sw + phase``: the taps of neighbouring outputs are then
+    contiguous, and only the kept columns are summed. With ``column_phases=False`` the rows are
+    summed at every column of the window's span, ``(W_out - 1) * sw + 1`` widened likewise, and
+    ``dwconv`` keeps every ``sw``-th: ``sw`` times the products, but read in place, in whole
+    vectors, with no copy of the input (alone, one thread, AVX-512, 3 x 3 stride 2: 1.5 times
+    faster at 112 x 112 x 96, 2.6 times at 28 x 28 x 256, 3.2 at 14 x 14 x 672 with 5 x 5; but
+    with an elementwise epilogue level or slower, so not the default).
 
     >>> import polyloop as pl
     >>> depthwise_conv2d_nchw(pl.placeholder((1, 3, 8, 8), name="X"),
@@ -75,13 +82,22 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, in
         wide_w = -(-out_w // row_multiple) * row_multiple
     ry = te.reduce_axis((0, r_ext), name="ry")
     rx = te.reduce_axis((0, s_ext), name="rx")
-    if sw == 1:
+    if column_phases is None:
+        column_phases = COLUMN_PHASES
+    if sw == 1 or not column_phases:
+        # with a column stride: every column of the window's span is summed, every sw-th kept
+        if sw > 1:
+            full = (out_w - 1) * sw + 1
+            wide_w = -(-full // row_multiple) * row_multiple
         padded = padded_input(data, pad, kernel_width=s_ext,
                               extra_columns=wide_w if isinstance(wide_w, int) else None)
         wide = te.compute((n, c, out_h, wide_w),
                           lambda b, ch, y, x: te.sum(padded[b, ch, sh * y + ry, x + rx]
                                                      * weight[ch, 0, ry, rx], axis=[ry, rx]),
                           name="dwconv_wide")
+        if sw > 1:
+            return te.compute((n, c, out_h, out_w), lambda b, ch, y, x: wide[b, ch, y, sw * x],
+                              name="dwconv")
     else:
         phases = _phases(data, ph, pw, sw, wide_w + (s_ext.value - 1) // sw)
         wide = te.compute((n, c, out_h, wide_w),
@@ -90,6 +106,11 @@ def depthwise_conv2d_nchw(data: Tensor, weight: Tensor, pad: int | tuple[int, in
                               * weight[ch, 0, ry, rx], axis=[ry, rx]),
                           name="dwconv_wide")
     return te.compute((n, c, out_h, out_w), lambda b, ch, y, x: wide[b, ch, y, x], name="dwconv")
+
+
+#: the default of ``column_phases``: the whole span summed in place measured faster alone but
+#: slower with an elementwise epilogue (its strided read of the row buffer), so not yet default
+COLUMN_PHASES = True
 
 
 def _phases(data: Tensor, ph: int, pw: int, sw: int, columns: int) -> Tensor:
@@ -129,9 +150,13 @@ def schedule_depthwise_conv2d_nchw(out: Tensor, *, lanes: int | None = None,
     the padded input is made whole first, in parallel. The default inlines the padding when a
     channel's padded plane is larger than ``_PLANE_IN_L1`` elements (24 KB of float32: a bigger
     plane leaves L1, and making it then costs more than masking: 0.87 vs 1.7 ms at 96 x 96 x 256
-    and 0.55 vs 0.79 ms at 80 x 80, one thread) or a size is symbolic, and pads in the channel
-    otherwise (a plane that stays in L1 is cheaper than masks that change with the row: 0.073
-    vs 0.10 ms at 32 x 32 x 256; even at 64 x 64, a 17 KB plane, within noise).
+    and 0.55 vs 0.79 ms at 80 x 80, one thread), when a size is symbolic, or when the rows are
+    widened (an output row that is not whole vectors: its loads are masked anyway, and a plane
+    made per channel and read at once stalls on its own fresh stores: inlined, one thread,
+    AVX-512, 7 x 7 x 960 (3 x 3) 0.025 vs 0.041 ms, 7 x 7 x 1152 (5 x 5) 0.064 vs 0.085,
+    14 x 14 x 672 (5 x 5) 0.085 vs 0.10, 56 x 56 x 144 (5 x 5) 0.33 vs 0.43), and pads in the
+    channel otherwise (rows of whole vectors: 0.10 vs 0.11 ms at 64 x 64 x 96, level at
+    32 x 32 x 256).
     ``stream``: the output
     is written with streaming stores (``nontemporal``); worth it only when the output does not
     stay in the last-level cache between uses.
@@ -222,7 +247,8 @@ def _padding(sch: Schedule, who: str, out: Tensor, wide: Tensor, padded: Tensor,
                                 "input split by column phase; it cannot inline the padding")
         inline_pad = False
     if inline_pad is None:
-        inline_pad = pad_in_channel is None and _plane_leaves_l1(padded)
+        inline_pad = pad_in_channel is None and (_plane_leaves_l1(padded)
+                                                  or _widened(out, wide))
     if inline_pad and pad_in_channel:
         raise ScheduleError(f"{who}: inline_pad and pad_in_channel exclude each other (the "
                             "padding is either read in place or made per channel); give one")
@@ -241,7 +267,7 @@ def _padding(sch: Schedule, who: str, out: Tensor, wide: Tensor, padded: Tensor,
             # the phases of a row are split from that padded row, made right before
             row = sch.cache_read(plane, padded.inputs[0].name, "local")
             sch.compute_inline(padded.inputs[0].name)
-            sch.compute_at(row, sch.get_loops(plane)[-4])
+            sch.compute_at(row, sch.get_loops(plane)[-3])
             sch.vectorize(sch.split(sch.get_loops(row)[-1], factors=[None, lanes])[1])
         else:
             sch.vectorize(sch.split(sch.get_loops(plane)[-1], factors=[None, lanes])[1])
@@ -250,6 +276,11 @@ def _padding(sch: Schedule, who: str, out: Tensor, wide: Tensor, padded: Tensor,
 
 
 _PLANE_IN_L1 = 6144    # elements of a padded plane made per channel (24 KB of float32)
+
+
+def _widened(out: Tensor, wide: Tensor) -> bool:
+    """Whether the rows are summed wider than the output's (a row that is not whole vectors)."""
+    return str(out.shape[3]) != str(wide.shape[3])
 
 
 def _plane_leaves_l1(padded: Tensor) -> bool:

@@ -53,18 +53,27 @@ def library_conv(call: Call) -> str | None:
 
 def conv_block(out_channels: int, groups: int, dtype: str = "float32") -> int | None:
     """Output channels per packed weight block of a convolution: the recipe's default
-    (``ops.conv2d_channel_block``) without groups; with groups, the first of two vectors or one
-    vector that holds whole groups or divides a group (fewest zeros in the block-diagonal
-    blocks), None when neither does.
+    (``ops.conv2d_channel_block``) without groups; with groups, the first of two vectors, one
+    vector or (for groups of at most half a vector) half a vector that divides a group, else the
+    smallest that holds whole groups (fewest zeros in the block-diagonal blocks), None when
+    none does.
 
     >>> conv_block(64, 1) == conv2d_channel_block()
     True
+    >>> block = conv2d_channel_block()
+    >>> [conv_block(k, g) * 4 // block for k, g in [(104, 13), (128, 32), (96, 6), (64, 2)]]
+    [1, 1, 2, 4]
     """
     block = conv2d_channel_block(dtype)
     if groups == 1:
         return _whole_vectors(out_channels, block)
     kg = out_channels // groups
-    choices = (block, block // 2)
+    # half a vector too for groups of at most that many channels: a block of 16 holding two
+    # groups of 8 is half zeros, and with 104 channels (13 groups) its last block is masked
+    # (one thread, 3 x 3, 8 per group: 104 on 56 x 56, stride 2, 0.18 vs 1.5 ms; 440 on 7 x 7
+    # 0.046 vs 0.24; 4 per group, 256 on 28 x 28, stride 2, 0.11 vs 0.17). Not for larger
+    # groups: 16 per group in blocks of 8 ran 30 times slower than in blocks of 16.
+    choices = (block, block // 2) + ((block // 4,) if 0 < kg <= block // 4 else ())
     for b in choices:                   # a group spans whole blocks: no zeros
         if kg % b == 0:
             return b
@@ -75,22 +84,25 @@ def conv_block(out_channels: int, groups: int, dtype: str = "float32") -> int | 
 
 
 def _whole_vectors(out_channels: int, block: int) -> int:
-    """The default block, or, when the output channels end in part of a vector (24 of
-    AVX-512's 16 lanes), blocks of two to five half vectors that divide them (24: one block of
-    three): a masked last vector can make the C compiler keep every accumulator of the tile in
-    memory (a 1 x 1, 144 -> 24 convolution on 56 x 56 ran 13 times slower). Where no such
-    block divides them, the default.
+    """The default block, or, when the output channels end in half a vector (24, 40, 104 of
+    AVX-512's 16 lanes), blocks of three half vectors (fewer when there are fewer): the recipe
+    then works in whole half vectors, the last block holding one or two of them. A masked last
+    vector can make the C compiler keep every accumulator of the tile in memory (a 1 x 1,
+    144 -> 24 convolution on 56 x 56 ran 13 times slower), and five half vectors, where they
+    divide the channels, measured slower than three (one thread, AVX-512, 1 x 1: 440 -> 440
+    on 7 x 7 0.19 vs 0.41 ms, 120 -> 120 on 28 x 28 0.22 vs 0.31; against the default block's
+    masked last vector, 104 -> 104 on 28 x 28 0.19 vs 0.57, 48 -> 104 on 56 x 56 0.44 vs 1.1).
 
-    >>> _whole_vectors(24, 32), _whole_vectors(40, 32), _whole_vectors(64, 32), _whole_vectors(56, 32)
-    (24, 40, 32, 32)
+    >>> _whole_vectors(24, 32), _whole_vectors(40, 32), _whole_vectors(64, 32), _whole_vectors(104, 32)
+    (24, 24, 32, 24)
+    >>> _whole_vectors(8, 32), _whole_vectors(100, 32)      # one half vector; a masked one
+    (8, 32)
     """
     lanes = block // 2
     half = lanes // 2
     if out_channels % lanes == 0 or half < 1 or out_channels % half:
         return block
-    count = out_channels // half
-    fits = [m for m in (2, 3, 4, 5) if count % m == 0]
-    return half * max(fits) if fits else block
+    return half * min(3, out_channels // half)
 
 
 def packed_conv(call: Call, x, w):
