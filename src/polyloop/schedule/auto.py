@@ -85,7 +85,7 @@ from .auto_fusion import has_deep_reuse, distribute_deep_nests, fuse_nests
 from .auto_register import contraction, register_tile
 from .schedule import Schedule
 
-__all__ = ["AutoScheduleWarning", "FUSIONS", "TARGETS", "auto_schedule"]
+__all__ = ["AutoScheduleWarning", "FUSIONS", "TARGETS", "auto_schedule", "balance"]
 
 FUSIONS = ("min", "smart", "max")
 TARGETS = ("c",)
@@ -138,13 +138,14 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
                                                              in_time)
     if vectorize:
         _vectorize(sch)
-    _balance(sch)
+    balance(sch)
     return sch
 
 
-def _balance(sch: Schedule) -> None:
+def balance(sch: Schedule) -> None:
     """Parallel loops over a triangle hand out their iterations in chunks (``balanced``): the
-    threads then finish together, and one the system deschedules does not hold up the rest."""
+    threads then finish together, and one the system deschedules does not hold up the rest.
+    (Also applied to the tuner's schedules: ``tune.space``.)"""
     for node in list(loops(sch.state.root)):
         if node.kind is LoopKind.PARALLEL and locality.unequal_iterations(
                 sch.program, sch.state.path(node.id)[:-1], node):

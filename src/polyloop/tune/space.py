@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from ..errors import PolyloopError, ScheduleError
 from ..ir.program import Program
 from ..schedule import Schedule
-from ..schedule.auto import FUSIONS, auto_schedule
+from ..schedule.auto import FUSIONS, auto_schedule, balance
 from ..schedule.sampling import with_decisions
 from . import rules, rules_lowbit
 
@@ -65,6 +65,7 @@ def generated_space(sch: Schedule) -> Schedule:
             sch = rules.separate_nest(sch, shape)
             rules.multi_level_tile(sch, rules.block_shape(sch, shape.name))
     rules.parallel_serial_nests(sch)
+    balance(sch)        # a parallel loop over a triangle (syrk's tiles) hands out chunks
     return sch
 
 
