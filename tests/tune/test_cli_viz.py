@@ -29,7 +29,7 @@ def test_cli_tunes_a_function_of_a_file(tmp_path, capsys):
     assert "2/2" in err                     # the progress bar
     key = Database(work).workloads()[0]
     records = Database(work).records(key)
-    assert len(records) == 2
+    assert len({r.trace for r in records}) == 2     # (the fastest are timed again at the end)
     # the best record's trace is printed; the default schedule (a seed the tuner measures
     # first) has no step, and says so
     best = min((r for r in records if r.seconds is not None), key=lambda r: r.seconds)

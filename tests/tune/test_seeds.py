@@ -56,7 +56,7 @@ def tuned(tmp_path_factory):
 def test_the_auto_schedule_seed_is_the_generated_space_with_auto_schedules_choices():
     prog = transpose_add()
     seed = auto_schedule_seed(prog)
-    assert decisions_of(seed.trace) == auto_schedule_decisions(prog) == [1, 0, 1, 0, 0, 0]
+    assert decisions_of(seed.trace) == auto_schedule_decisions(prog) == [1, 0, 1, 0, 0, 0, 0]
     assert seed.state.root == pl.auto_schedule(prog).state.root
     # other decisions give another schedule: the comparison can fail
     decisions = auto_schedule_decisions(prog)

@@ -85,7 +85,7 @@ from .auto_fusion import has_deep_reuse, distribute_deep_nests, fuse_nests
 from .auto_register import contraction, register_tile
 from .schedule import Schedule
 
-__all__ = ["AutoScheduleWarning", "FUSIONS", "TARGETS", "auto_schedule"]
+__all__ = ["AutoScheduleWarning", "FUSIONS", "TARGETS", "auto_schedule", "balance"]
 
 FUSIONS = ("min", "smart", "max")
 TARGETS = ("c",)
@@ -93,12 +93,14 @@ TARGETS = ("c",)
 
 def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
                   tile: int | str | None = "auto", parallel: bool = True,
-                  vectorize: bool = True) -> Schedule:
+                  vectorize: bool = True, cache_share: float = 0.5) -> Schedule:
     """An automatic schedule for ``program`` (a Program, e.g. from ``@pl.script``, or output
     tensors), as a ``pl.Schedule`` whose trace lists the primitives used (see the module
     docstring). ``tile="auto"`` sizes tiles from a cache model, an int tiles every permutable
     band with that size, ``tile=None`` disables tiling; ``parallel=False`` disables parallel
     loops and wavefronts (as does running on one thread: ``POLYLOOP_NUM_THREADS=1``).
+    ``cache_share`` (with ``tile="auto"``): the share of L2 the data of one tile fills (the
+    cache model sizes tiles for it; smaller shares make smaller tiles, ``pl.tune`` draws it).
 
     >>> import polyloop as pl
     >>> n = pl.var("n")
@@ -124,6 +126,10 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
                                                 or isinstance(tile, bool) or tile < 2):
         raise PolyloopError(f"auto_schedule: tile is \"auto\", a size >= 2 or None, got "
                             f"{tile!r}")
+    if isinstance(cache_share, bool) or not isinstance(cache_share, (int, float)) or \
+            not 0 < cache_share <= 1:
+        raise PolyloopError(f"auto_schedule: cache_share is a share of L2 in (0, 1], got "
+                            f"{cache_share!r}")
     sch = program.copy() if isinstance(program, Schedule) else Schedule(program)
     # one thread (POLYLOOP_NUM_THREADS=1, or one core): a parallel loop would only cost
     parallel = parallel and config.CONFIG.threads > 1
@@ -135,16 +141,17 @@ def auto_schedule(program: Any, target: str = "c", *, fusion: str = "smart",
     for top in [c for c in sch.state.root.children if isinstance(c, LoopNode)]:
         tiled = _register_tiled(sch, top, parallel) if tile == "auto" else None
         sch = tiled if tiled is not None else schedule_band(sch, top.id, tile, parallel,
-                                                             in_time)
+                                                             in_time, cache_share)
     if vectorize:
         _vectorize(sch)
-    _balance(sch)
+    balance(sch)
     return sch
 
 
-def _balance(sch: Schedule) -> None:
+def balance(sch: Schedule) -> None:
     """Parallel loops over a triangle hand out their iterations in chunks (``balanced``): the
-    threads then finish together, and one the system deschedules does not hold up the rest."""
+    threads then finish together, and one the system deschedules does not hold up the rest.
+    (Also applied to the tuner's schedules: ``tune.space``.)"""
     for node in list(loops(sch.state.root)):
         if node.kind is LoopKind.PARALLEL and locality.unequal_iterations(
                 sch.program, sch.state.path(node.id)[:-1], node):

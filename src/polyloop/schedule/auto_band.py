@@ -23,10 +23,12 @@ WAVEFRONT_TILE = 32
 
 
 def schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
-                  parallel: bool, in_time: frozenset[int] = frozenset()) -> Schedule:
+                  parallel: bool, in_time: frozenset[int] = frozenset(),
+                  cache_share: float = 0.5) -> Schedule:
     """Transform, tile and parallelize the perfectly nested band starting at loop ``first_id``,
     then the bands below it (``parallel``: no loop above is parallel yet). ``in_time``: the
-    loops fused to be tiled in time, whose bands are tiled with the sweeps inside whole."""
+    loops fused to be tiled in time, whose bands are tiled with the sweeps inside whole.
+    ``cache_share``: the share of L2 the data of one tile of the cache model's sizes fills."""
     band = loop_chain(sch, first_id)
     depth = len(sch.state.path(first_id)) - 1
     transform = band_transform.band_transform(sch.program, sch.state.deps,
@@ -48,7 +50,8 @@ def schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
     if tile is not None and perm >= 2:
         coincident = list(transform.coincident[:perm])
         sizes = _tile_sizes(sch, order[:perm], tile, coincident,
-                            whole_inside=any(n.id in in_time for n in band))
+                            whole_inside=any(n.id in in_time for n in band),
+                            cache_share=cache_share)
         if sizes is None and parallel and tile == "auto" and not any(coincident):
             sizes = [WAVEFRONT_TILE] * perm     # only a wavefront makes it parallel: of tiles
     tiled = None
@@ -64,7 +67,7 @@ def schedule_band(sch: Schedule, first_id: int, tile: int | str | None,
         parallel = not found
     top = sch.state.path(order[-1])[depth]
     for child in [c for c in loop_chain(sch, top.id)[-1].children if isinstance(c, LoopNode)]:
-        sch = schedule_band(sch, child.id, tile, parallel, in_time)
+        sch = schedule_band(sch, child.id, tile, parallel, in_time, cache_share)
     return sch
 
 
@@ -177,7 +180,7 @@ def _inner_key(sch: Schedule, node: LoopNode, coincident: bool) -> tuple[bool, i
 
 
 def _tile_sizes(sch: Schedule, ids: list[int], tile: int | str, coincident: list[bool], *,
-                whole_inside: bool = False) -> list[int] | None:
+                whole_inside: bool = False, cache_share: float = 0.5) -> list[int] | None:
     """One size per loop of the permutable band ``ids``: ``tile`` when it is an int; with
     ``"auto"``, from the cache model (None: tiling cannot pay, the band has no reuse that its
     loops miss). A band with loops below it is tiled only with ``whole_inside`` (time tiles
@@ -198,7 +201,7 @@ def _tile_sizes(sch: Schedule, ids: list[int], tile: int | str, coincident: list
         return None
     keys = [_inner_key(sch, n, c) for n, c in zip(nodes, coincident)]  # type: ignore[arg-type]
     innermost = max(range(len(ids)), key=lambda k: (keys[k], -k))
-    return list(locality.tile_sizes(groups, extents, budget, innermost))
+    return list(locality.tile_sizes(groups, extents, int(l2 * cache_share), innermost))
 
 
 def _parallelize(sch: Schedule, ids: list[int], permutable: bool, *,

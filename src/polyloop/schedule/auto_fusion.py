@@ -70,6 +70,9 @@ def _fuse_children(sch: Schedule, parent: int | None, fusion: str, context: Any,
                     fusion_shifts.conformable(sch.program, first[keep], second[keep], context):
                 keep += 1
             shifts = shifts[:keep]
+            if any(walks_columns(sch, n) and len(shifts) < len(loop_chain(sch, n.id))
+                   for n in (a, b)):
+                shifts = []     # its loops would no longer be one band: not interchanged
         merged = attempt(sch, lambda t: _merge(t, first, second, shifts)) if shifts else None
         if merged is None:
             k += 1
@@ -152,6 +155,19 @@ def has_deep_reuse(sch: Schedule, top: LoopNode) -> bool:
             if locality.tiling_pays(groups, extents, cache_sizes()[1] // 2):
                 return True
     return False
+
+
+def walks_columns(sch: Schedule, top: LoopNode) -> bool:
+    """Is the nest at ``top`` a perfect nest whose innermost loop helps spatial locality less
+    than a loop around it (``locality.locality_score``: a transposed matrix-vector product
+    walking ``A[j, i]`` down its columns)? Fused with a neighbour at fewer levels than it has,
+    its loops would no longer form one band, and the interchange that puts the stride-1 loop
+    inside could not be made."""
+    chain = loop_chain(sch, top.id)
+    if len(chain) < 2 or any(isinstance(c, LoopNode) for c in chain[-1].children):
+        return False
+    inner = locality.locality_score(sch.program, chain[-1])
+    return any(locality.locality_score(sch.program, n) > inner for n in chain[:-1])
 
 
 def _split_out(sch: Schedule, node: LoopNode, cuts: list[int]) -> None:

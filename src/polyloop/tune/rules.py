@@ -34,6 +34,7 @@ ROW_TILES = 8          # the largest register tile height drawn
 VECTORS = (1, 2, 3, 4, 6)
 KC = (64, 128, 256, 512)
 AUTO_TILES = ("auto", None, 8, 16, 32, 64, 128)
+CACHE_SHARES = (0.5, 0.125, 0.25, 1.0)     # of L2, for the cache model's tiles (auto's first)
 UNROLLS = (1, 2, 4, 8)
 
 
@@ -297,13 +298,17 @@ def micro_kernel(sch: Schedule, shape: BlockShape) -> None:
 
 def polyhedral(sch: Schedule) -> Schedule:
     """``pl.auto_schedule`` with its decisions drawn: the fusion strategy, the tile size (from
-    the cache model, one size for every band, or no tiling: with it goes time tiling) and
-    whether to look for parallel loops (no: no wavefront skew either); then the innermost
-    loops unrolled by a drawn factor."""
+    the cache model, one size for every band, or no tiling: with it goes time tiling), the
+    share of L2 the cache model's tiles fill (its sizes for smaller or larger tiles: a tile
+    loop with fewer iterations than threads is a parallel loop without work) and whether to
+    look for parallel loops (no: no wavefront skew either); then the innermost loops unrolled
+    by a drawn factor."""
     fusion = sch.sample_categorical(list(FUSIONS), [1.0, 2.0, 1.0])
     tile = sch.sample_categorical(list(AUTO_TILES))
+    share = sch.sample_categorical(list(CACHE_SHARES), [2.0, 1.0, 1.0, 1.0])
     parallel = sch.sample_categorical([True, False], [3.0, 1.0])
-    out = auto_schedule(sch, fusion=str(fusion), tile=tile, parallel=bool(parallel))
+    out = auto_schedule(sch, fusion=str(fusion), tile=tile, parallel=bool(parallel),
+                        cache_share=float(share))
     unroll_innermost(out)
     return out
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from ..errors import PolyloopError, ScheduleError
 from ..ir.program import Program
 from ..schedule import Schedule
-from ..schedule.auto import FUSIONS, auto_schedule
+from ..schedule.auto import FUSIONS, auto_schedule, balance
 from ..schedule.sampling import with_decisions
 from . import rules, rules_lowbit
 
@@ -65,24 +65,25 @@ def generated_space(sch: Schedule) -> Schedule:
             sch = rules.separate_nest(sch, shape)
             rules.multi_level_tile(sch, rules.block_shape(sch, shape.name))
     rules.parallel_serial_nests(sch)
+    balance(sch)        # a parallel loop over a triangle (syrk's tiles) hands out chunks
     return sch
 
 
 def auto_schedule_decisions(program: Program) -> list[int]:
     """The decisions of ``generated_space`` that make ``pl.auto_schedule``'s own choices: no
-    producer inlined, the ``polyhedral`` strategy, ``fusion="smart"``, ``tile="auto"``,
-    ``parallel=True`` and no unrolling.
+    producer inlined, the ``polyhedral`` strategy, ``fusion="smart"``, ``tile="auto"``, half
+    of L2 per tile, ``parallel=True`` and no unrolling.
 
     >>> import polyloop as pl
     >>> A = pl.placeholder((8,), name="A"); B = pl.compute((8,), lambda i: A[i], name="B")
     >>> auto_schedule_decisions(pl.to_program(B))
-    [0, 1, 0, 0, 0]
+    [0, 1, 0, 0, 0, 0]
     """
     sch = Schedule(program)
     no_inline = [1] * sum(rules.inlinable(sch, b.name) for b in sch.blocks())
     # "polyhedral" is generated_space's first strategy; parallel's choices are [True, False]
-    return no_inline + [0, FUSIONS.index("smart"), rules.AUTO_TILES.index("auto"), 0,
-                        rules.UNROLLS.index(1)]
+    return no_inline + [0, FUSIONS.index("smart"), rules.AUTO_TILES.index("auto"),
+                        rules.CACHE_SHARES.index(0.5), 0, rules.UNROLLS.index(1)]
 
 
 def auto_schedule_seed(program: Program) -> Schedule | None:

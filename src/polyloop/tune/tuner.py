@@ -44,6 +44,8 @@ from .space import SpaceFn, auto_schedule_seed, generated_space
 log = logging.getLogger("polyloop.tune")
 
 DEFAULT_SIZE = 128     # the value a size parameter gets when sizes= does not give one
+BATCH = 8              # candidates built and measured per round of the search (default)
+CONFIRM = (4, 2)       # the fastest candidates timed again at the end, and how many times
 RUNNERS = ("local", "ray")
 TARGETS = ("c", *GPU_TARGETS)
 
@@ -84,6 +86,7 @@ def tune(obj: Any, target: str = "c", trials: int = 200, *, strategy: str = "evo
         task = TaskTuner(obj, db, build_, run_, target=target, strategy=strategy, seed=seed,
                          space=space, sizes=sizes, progress=progress, seeds=seeds)
         task.run(trials, batch)
+        task.confirm()
     finally:
         close_measurers(build_, run_)
     return task.result()
@@ -125,6 +128,7 @@ class TaskTuner:
                       for sch in _same_program(program, seeds)]
         if auto_seeds and parse_target(target)[0] == "c" and space is None:
             self.first += _seeds(program)
+        self.seed_traces = [c.trace for c in self.first]
         self.loop: _Loop | None = None
 
     def run(self, trials: int, batch: int | None = None) -> float | None:
@@ -136,9 +140,16 @@ class TaskTuner:
                               self.build_, self.run_, self.search, self.progress,
                               _flops(self.program, self.sizes))
         done = len(self.loop.history)
-        self.loop.run(done + trials, batch or max(1, min(16, trials)), self.first)
+        self.loop.run(done + trials, batch or max(1, min(BATCH, trials)), self.first)
         self.first = []
         return self.loop.best[0][0] if self.loop.best else None
+
+    def confirm(self) -> None:
+        """Time the fastest candidates of this run and the seeds again, taking turns, so
+        that a schedule a busy moment made look slow (the seeds: the untuned decision) gets
+        its chance before the best one is chosen (``CONFIRM``)."""
+        if self.loop is not None:
+            self.loop.confirm(self.seed_traces)
 
     def result(self) -> TuneResult:
         """The best schedule recorded (this run's or an earlier one's)."""
@@ -302,6 +313,7 @@ class _Loop:
         self.reference, self.build_, self.run_, self.search = reference, build_, run_, search
         self.progress, self.flops = progress, flops
         self.history: list[Record] = []
+        self.kernels: dict[str, Any] = {}      # the built kernels of this run, by trace
         self.seen = {r.trace for r in db.records(key)}
         self.best = [(r.seconds, decisions_of(Trace.from_json(r.trace)))
                      for r in db.top(key, 64)]
@@ -317,10 +329,12 @@ class _Loop:
         seeds = [c for c in seeds or [] if c.trace not in self.seen]
         while len(self.history) < trials and idle < 3:
             n = min(batch, trials - len(self.history))
+            # the seeds make a round of their own: the search then starts from their times
+            # (mutations of the untuned decision), not from draws made before any is known
             cands, seeds = seeds[:n], seeds[n:]
             self.seen.update(c.trace for c in cands)
-            if len(cands) < n:
-                cands += self.search.propose(n - len(cands), self.seen, self.best)
+            if not cands:
+                cands = self.search.propose(n, self.seen, self.best)
             if not cands:
                 idle += 1
                 log.warning("no new schedule drawn (refused: %d; last: %s)",
@@ -351,6 +365,8 @@ class _Loop:
             log.info("candidate failed (%s): %s", status.value, error.strip()[-300:])
         rec = Record(self.key, cand.trace, ran.times if status is Status.OK else (),
                      status, error, self.target)
+        if status is Status.OK:
+            self.kernels[cand.trace] = built.kernel
         self.db.add(rec)
         self.history.append(rec)
         if rec.seconds is not None:
@@ -358,6 +374,25 @@ class _Loop:
             self.best.sort(key=lambda t: t[0])
         self._report()
         return rec.seconds
+
+    def confirm(self, seeds: Sequence[str]) -> None:
+        """Time again, in turns, the ``CONFIRM[0]`` fastest candidates this run measured and
+        the ``seeds`` (traces) among them, ``CONFIRM[1]`` times; each timing is recorded
+        (the best record then is the fastest timing of any)."""
+        count, times = CONFIRM
+        fastest = [t for _, t in sorted((r.seconds, r.trace) for r in self.history
+                                        if r.seconds is not None)]
+        chosen = list(dict.fromkeys(fastest[:count] + [t for t in seeds if t in self.kernels]))
+        if len(chosen) < 2:
+            return
+        for _ in range(times):
+            for trace in chosen:
+                ran = self.run_.run(self.kernels[trace])
+                if ran.status is Status.OK:
+                    self.db.add(Record(self.key, trace, ran.times, Status.OK, "", self.target))
+                    decisions = decisions_of(Trace.from_json(trace))
+                    self.best.append((min(ran.times), list(decisions)))
+        self.best.sort(key=lambda t: t[0])
 
     def _report(self) -> None:
         if self.progress is None:
