@@ -18,7 +18,9 @@ Where polyloop's spelling differs from the tutorial's, and why:
   that builds the expression (``pl.log``), which is what TVM's registered lowering rule
   rewrites ``tir.mylog`` into. polyloop's ``exp`` and ``log`` have vector forms (its own
   exp, glibc's libmvec log), so the vectorized loops stay vector code; a call of ``expf``
-  declared by ``<math.h>`` in a vectorized loop is polyloop's ``exp`` there too.
+  declared by ``<math.h>`` in a vectorized loop is polyloop's ``exp`` there too. Outside a
+  vectorized loop (``exp, default``) polyloop's ``exp`` is its own branch-free scalar code,
+  which gcc vectorizes (TVM's LLVM vectorizes the loop too, but calls ``expf`` per lane).
 TVM 0.27 writes the GPU binding as ``parallel``/``vectorize`` here too.
 """
 from __future__ import annotations

@@ -16,7 +16,8 @@ call; ``--calls python`` calls from Python, argument checks included), by the wa
 (``--clock cpu``, one thread) the calling thread's CPU time, which leaves out waiting for a
 core on a loaded machine. ``ratio`` is the reference's time over polyloop's: >= 1 means polyloop
 is at least as fast. TVM's thread pool is sized and left unpinned as in
-``benchmarks/schedule_parity.py``. Loo.py needs islpy < 2026, which polyloop cannot share a
+``benchmarks/schedule_parity.py``; polyloop's OpenMP threads wait as in a process of its own
+(``wait_as_polyloop_would``: importing TVM would otherwise leave them spinning). Loo.py needs islpy < 2026, which polyloop cannot share a
 process with: its kernels run in a separate Python (``--loopy-python``, by default
 ``$POLYLOOP_LOOPY_PYTHON``) driven over a pipe (``loopy_worker.py``).
 """
@@ -26,6 +27,7 @@ import argparse
 import ctypes
 import importlib
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -250,6 +252,16 @@ def table(rows: list[Row], markdown: bool) -> str:
     return "\n".join([fmt(head), *(fmt(c) for c in lines)])
 
 
+def wait_as_polyloop_would() -> None:
+    """Ask OpenMP for the waiting polyloop asks for in a process of its own (passive, unless
+    the user chose: ``runtime/openmp.py``). Importing TVM imports PyTorch, whose GNU OpenMP
+    runtime starts before polyloop's first kernel loads, and a running runtime keeps its
+    settings: polyloop's kernels would spin-wait between regions. TVM's thread pool is its own
+    (not OpenMP's), so this changes nothing on TVM's side."""
+    if pl.config.CONFIG.omp_waiting is None:
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tutorials", nargs="*", default=[*TUTORIALS, "loopy"])
@@ -271,6 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.clock == "cpu" and args.threads != [1]:
         p.error("--clock cpu measures the calling thread only: use it with --threads 1")
     rng = np.random.default_rng(0)
+    wait_as_polyloop_would()
     peer = load_tvm(max(args.threads)) if not args.no_tvm else None
     names = [t for t in args.tutorials if t != "loopy"]
     rows = rows_for(load_ports(names, args.small), args.threads,

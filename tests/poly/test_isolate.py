@@ -184,3 +184,53 @@ def test_skewed_time_tiles_are_not_isolated_and_match_numpy(rng):
     pl.build(sch)(a, b, np.zeros(tsteps), n=n, tsteps=tsteps)
     np.testing.assert_allclose(a, ra, rtol=1e-12)
     np.testing.assert_allclose(b, rb, rtol=1e-12)
+
+
+def _write_cache_gemm(m, n, k_):
+    """The GEMM tutorial's write cache, as it writes it: the result written back tile by tile
+    from a cache computed in the tile, the reduction split by 4 and unrolled, the cache's row
+    vectorized."""
+    A = pl.placeholder((m, k_), "float32", name="A")
+    B = pl.placeholder((k_, n), "float32", name="B")
+    k = pl.reduce_axis((0, k_), name="k")
+    C = pl.compute((m, n), lambda x, y: pl.sum(A[x, k] * B[k, y], axis=k), name="C")
+    sch = pl.Schedule(C)
+    wb = sch.cache_write("C", "global")
+    _, no, _, _ = sch.tile(*sch.get_loops(wb), 8, 16)
+    sch.compute_at("C", no)
+    mc, nc, kaxis = sch.get_loops("C")[-3:]
+    ko, ki = sch.split(kaxis, factor=4)
+    sch.reorder(ko, mc, ki, nc)
+    sch.vectorize(nc)
+    sch.unroll(ki)
+    return sch
+
+
+def test_write_cache_tile_with_a_short_last_reduction_block_is_isolated_below_it():
+    """k = 13 in blocks of 4: no (k_0, x, k_1, y) tile is full, the (x, k_1, y) tiles of the
+    first three blocks are; they get a nest of constant trips (the accumulator row stays in
+    registers), the last block and the partial row tiles the general one."""
+    sch = _write_cache_gemm(20, 48, 13)
+    plan = _plan(sch)
+    names = {n.id: n.name for n in loops(sch.state.root)}
+    assert [names[k] for k in plan] == ["k_0"]
+    src = pl.build(sch).source
+    assert re.search(r"for \(int64_t k_1 = 0; k_1 < 4; k_1\+\+\)", src), src
+
+
+@pytest.mark.parametrize("m, n, k", [(20, 48, 13), (8, 16, 4), (7, 40, 9), (17, 33, 3), (1, 1, 1)])
+def test_write_cache_gemm_matches_numpy_at_sizes_around_the_tiles(rng, m, n, k):
+    mod = pl.build(_write_cache_gemm(m, n, k))
+    a = rng.random((m, k), dtype=np.float32) - 0.5
+    b = rng.random((k, n), dtype=np.float32) - 0.5
+    got = _poisoned_call(mod, a, b, shape=(m, n))
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_write_cache_gemm_symbolic_rows_matches_numpy(rng):
+    mod = pl.build(_write_cache_gemm(pl.var("m"), 48, 13))
+    for m in (1, 8, 21):
+        a = rng.random((m, 13), dtype=np.float32) - 0.5
+        b = rng.random((13, 48), dtype=np.float32) - 0.5
+        got = _poisoned_call(mod, a, b, shape=(m, 48))
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

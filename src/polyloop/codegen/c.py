@@ -14,8 +14,8 @@ from dataclasses import replace
 from .. import config
 from ..errors import BuildError
 from ..ir.assumption import Assumption
-from ..ir.dtypes import INDEX
-from ..ir.expr import Const
+from ..ir.dtypes import INDEX, DType
+from ..ir.expr import Const, UnaryKind
 from ..ir.loop_notes import NoteKey
 from ..ir.loops import Barrier, Call, For, Kernel, LoopKind, Node, Region
 from ..ir.program import Buffer
@@ -75,6 +75,14 @@ class CPrinter(CFamilyPrinter):
         self.profiled = {id(r.node): r for r in profile}   # node -> its timer (profile.py)
         self.streams = StreamScopes(self.vectors)   # "nontemporal" annotations (vector_stream)
         self.team_loop: For | None = None   # split among a running team (team.py), if any
+
+    def math_function(self, op: UnaryKind, d: DType) -> str:
+        """libm's function, but ``exp``: polyloop's own (``helpers.HelperKind.EXP``), which gcc
+        vectorizes in a loop around it, where a call of libm's ``expf`` stays one call per
+        element."""
+        if op is UnaryKind.EXP and d in (DType.FLOAT32, DType.FLOAT64):
+            return self.use_helper(HelperKind.EXP, d)
+        return super().math_function(op, d)
 
     def emit(self, w: CodeWriter, node: Node) -> None:
         region = self.profiled.get(id(node))

@@ -14,6 +14,7 @@ from typing import Mapping
 
 from ..errors import BuildError
 from ..ir.dtypes import DType
+from .vector_math import exp_scalar_body
 from .writer import CodeWriter
 
 
@@ -22,6 +23,7 @@ class HelperKind(enum.Enum):
     MOD = "mod"
     MIN = "min"
     MAX = "max"
+    EXP = "exp"             # C's scalar exp, vectorizable (vector_math.exp_scalar_body)
     ALLOC_BYTES = "alloc_bytes"
 
 
@@ -126,6 +128,11 @@ def emit_helper(w: CodeWriter, h: Helper, *, qualifier: str, types: Mapping[DTyp
         return
     assert h.dtype is not None
     d = h.dtype
+    if h.kind is HelperKind.EXP:
+        bits = {DType.FLOAT32: "int32_t", DType.FLOAT64: "int64_t"}[d]
+        with w.block(f"{qualifier} {types[d]} {h.name}({types[d]} x)"):
+            w.lines(exp_scalar_body(d, types[d], bits))
+        return
     bodies = _FLOAT_BODIES if d.is_float else _INT_BODIES
     fields = {"T": types[d], "U": unsigned_types.get(d, ""), "f": libm_suffix.get(d, "")}
     with w.block(f"{qualifier} {types[d]} {h.name}({types[d]} a, {types[d]} b)"):

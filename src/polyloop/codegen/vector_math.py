@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The body of the vector ``exp`` helper: our own range reduction and polynomial.
+"""The bodies of the ``exp`` helpers, vector and scalar: our own range reduction and polynomial.
 
 ``exp(x) = 2**k * exp(r)`` with ``k = round(x / ln 2)`` and ``r = x - k ln 2``, ``|r| <= ln(2)/2``.
 ``k ln 2`` is subtracted in two parts (Cody and Waite: the high part has few enough bits that
@@ -19,6 +19,15 @@ With AVX-512 (:func:`exp_body_avx512`) the same method takes fewer instructions:
 by ``2**k`` with one rounding, subnormal and overflowing results included (measured the same
 way: 0.91 ulp float32, 0.85 ulp float64).
 
+The scalar form (:func:`exp_scalar_body`, C's scalar ``exp`` on the C target) is the same
+method in plain C, written so that gcc vectorizes a loop that calls it: glibc's ``expf`` is a
+call gcc cannot vectorize (its vector forms are declared only under -ffast-math), so a plain
+``B[i] = exp(A[i])`` loop stayed one call per element. The clamp selects through integer
+masks (a select on a float comparison stays a branch under -ftrapping-math, and a branch
+stops the vectorizer) and ``k`` is read from the bits of ``x / ln 2 + 1.5 * 2**mantissa_bits``
+(a float-to-integer conversion may trap, which stops it too). Same accuracy (largest error
+0.91 ulp float32, tests/codegen/test_scalar_exp.py).
+
 >>> lines = exp_body(DType.FLOAT32, "v16f", "v16i", "pl_select_v16f", "pl_broadcast_v16f")
 >>> lines[-1]
 'return p * s1 * s2;'
@@ -26,6 +35,7 @@ way: 0.91 ulp float32, 0.85 ulp float64).
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 
 from ..ir.dtypes import DType
@@ -113,3 +123,58 @@ def exp_body_avx512(dtype: DType, v: str, x86: str, prefix: str, suffix: str) ->
     lines += ["// p * 2^k, rounded once",
               f"return ({v}){call('scalef', 'p', 'k')};"]
     return lines
+
+
+def exp_scalar_body(dtype: DType, f: str, i: str) -> list[str]:
+    """C lines of scalar ``f exp(f x)`` (``f`` the float type, ``i`` the signed integer type of
+    its width) that gcc can vectorize in a loop around the call (see the module's docstring).
+
+    >>> exp_scalar_body(DType.FLOAT32, "float", "int32_t")[-1]
+    'return p * s1 * s2;'
+    """
+    c = _CONSTANTS[dtype]
+    s = c.suffix
+    magic_bits = _bits(dtype, float(c.magic.rstrip("f")))
+    terms = [f"{1 / math.factorial(d)!r}{s}" for d in range(c.degree, -1, -1)]
+    lines = [
+        f"// clamp: exp({c.high:g}) overflows to inf, exp({c.low:g}) rounds to 0; NaN stays NaN.",
+        "// The selects are on integer masks: a float comparison's select would stay a branch",
+        f"const {f} low = {c.low:.1f}{s}, high = {c.high:.1f}{s};",
+        f"{i} xb, lb, hb;",
+        "__builtin_memcpy(&xb, &x, sizeof xb);",
+        "__builtin_memcpy(&lb, &low, sizeof lb);",
+        "__builtin_memcpy(&hb, &high, sizeof hb);",
+        f"const {i} below = -({i})(x < low), above = -({i})(x > high);",
+        "xb = (xb & ~below) | (lb & below);",
+        "xb = (xb & ~above) | (hb & above);",
+        "__builtin_memcpy(&x, &xb, sizeof x);",
+        f"// k = round(x / ln 2): adding 1.5 * 2^{c.mantissa_bits} leaves k in the low bits of t",
+        f"const {f} t = x * {LOG2E}{s} + {c.magic};",
+        f"{i} tb;",
+        "__builtin_memcpy(&tb, &t, sizeof tb);",
+        f"const {i} k = tb - ({i}){magic_bits:#x};",
+        f"const {f} kf = ({f})k;",
+        "// r = x - k ln 2, with ln 2 in two parts so that k * ln2_hi is exact",
+        f"{f} r = x - kf * {c.ln2_hi};",
+        f"r = r - kf * {c.ln2_lo};",
+        f"// exp(r): Taylor polynomial of degree {c.degree}, Horner's rule",
+        f"{f} p = {terms[0]};",
+    ]
+    lines += [f"p = p * r + {term};" for term in terms[1:]]
+    lines += [
+        "// 2^k in two halves: each is a normal number even where 2^k is not",
+        f"const {i} k1 = k >> 1, k2 = k - k1;",
+        f"const {i} b1 = (k1 + {c.bias}) << {c.mantissa_bits}, "
+        f"b2 = (k2 + {c.bias}) << {c.mantissa_bits};",
+        f"{f} s1, s2;",
+        "__builtin_memcpy(&s1, &b1, sizeof s1);",
+        "__builtin_memcpy(&s2, &b2, sizeof s2);",
+        "return p * s1 * s2;",
+    ]
+    return lines
+
+
+def _bits(dtype: DType, value: float) -> int:
+    """The bits of ``value`` in ``dtype`` (float32 or float64), as an unsigned integer."""
+    fmt = ("<f", "<I") if dtype is DType.FLOAT32 else ("<d", "<Q")
+    return struct.unpack(fmt[1], struct.pack(fmt[0], value))[0]
