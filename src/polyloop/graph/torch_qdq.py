@@ -144,7 +144,6 @@ class QuantizedLayer:
     relu: object
     chain: tuple
     out: object
-    rows: tuple | None       # a linear over more than two axes: the 2-D product's shape
 
     def emit(self, imp, node) -> Value | None:
         """The layer's quantized result computed by the fold's integer kernel, the FX calls
@@ -155,12 +154,7 @@ class QuantizedLayer:
         sub = integer_layer(self.form, self.quantization, quantized_input=True)
         if sub is None:
             return None
-        if self.rows is not None:
-            xq = imp.b.emit(Op.RESHAPE, xq, shape=self.rows, name=f"{node.name}_rows")
         _, yq = imp.b.inline(sub, [xq], node.name)
-        if self.rows is not None:
-            yq = imp.b.emit(Op.RESHAPE, yq, shape=imp.result_types(node)[0].shape,
-                            name=f"{node.name}_q")
         last = self.chain[-1] if self.chain else (self.relu or node)
         if self.relu is not None:
             imp.aliases[self.relu.name] = node.name
@@ -168,29 +162,17 @@ class QuantizedLayer:
         return yq
 
 
-def _linear_form(imp, node, x: Value, weight: np.ndarray, has_bias: bool):
-    """(kind, attrs, weights as the ONNX node reads them, the 2-D shape of the rows or None)
-    of a linear layer, else None."""
-    if len(x.type.shape) == 2:
-        return LayerKind.GEMM, (("transB", 1),), weight, None
-    if not has_bias:
-        return LayerKind.MATMUL, (), np.ascontiguousarray(weight.T), None
-    if not all(isinstance(d, int) for d in x.type.shape):
-        return None     # a bias after a product over symbolic rows: kept in float32
-    return LayerKind.GEMM, (("transB", 1),), weight, (int(np.prod(x.type.shape[:-1])),
-                                                      x.type.shape[-1])
-
-
-def _form(imp, node, x: Value, weight: np.ndarray, has_bias: bool):
-    """(kind, attrs, weights, rows) of a convolution or linear ``node``, else None."""
+def _form(imp, node, weight: np.ndarray):
+    """(kind, attrs) of a convolution or linear ``node`` (a ``Gemm`` whatever the rank of its
+    input: the fold makes it a ``QLinearMatMul``), else None."""
     if op_name(node) == "linear":
-        return _linear_form(imp, node, x, weight, has_bias) if weight.ndim == 2 else None
+        return (LayerKind.GEMM, (("transB", 1),)) if weight.ndim == 2 else None
     args = [imp.resolve(a) for a in node.args]
     if weight.ndim != 4 or len(args) < 9 or args[6]:
         return None
     stride, pad, dilation = (list(args[k]) for k in (3, 4, 5))
     return LayerKind.CONV, (("strides", stride), ("pads", pad + pad), ("dilations", dilation),
-                            ("group", int(args[8]))), weight, None
+                            ("group", int(args[8])))
 
 
 def match_layer(imp, node) -> QuantizedLayer | None:
@@ -207,20 +189,16 @@ def match_layer(imp, node) -> QuantizedLayer | None:
     if bias is not None and not (imp.is_constant(bias) and str(bias.dtype) == "torch.float32"):
         return None
     w, weight = found
-    form = _form(imp, node, imp.env[dq.name], weight, bias is not None)
+    form = _form(imp, node, weight)
     if form is None:
         return None
-    kind, attrs, weight, rows = form
-    out_shape = imp.result_types(node)[0].shape
-    x_shape = imp.env[dq.name].type.shape
-    if rows is not None:
-        x_shape, out_shape = rows, (rows[0], out_shape[-1])
     xq = x.quantization()
     b, b_int = bias_quantization(imp.array(bias), xq, w) if bias is not None else (None, None)
     relu, chain, out, y = ends
     q = LayerQuantization(xq, w, weight, b, b_int, y.quantization())
-    return QuantizedLayer(dq.args[0], LayerForm(kind, attrs, relu is not None, x_shape,
-                                                out_shape), q, relu, tuple(chain), out, rows)
+    shapes = imp.env[dq.name].type.shape, imp.result_types(node)[0].shape
+    return QuantizedLayer(dq.args[0], LayerForm(*form, relu is not None, *shapes), q, relu,
+                          tuple(chain), out)
 
 
 def _operands(node) -> list:
@@ -245,9 +223,10 @@ def pass_quantized(imp, node, convert) -> object | None:
     else:
         last = node
     out = params(imp, after, "quantize_per_tensor") if after is not None else None
-    sources = [imp.env.get(a.args[0].name) for a in operands] if out is not None else []
-    if out is None or any(p != out for p in found) or \
-            not all(isinstance(v, Value) and v.type.dtype == out.dtype for v in sources):
+    if out is None or any(p != out for p in found):
+        return None
+    sources = [imp.env.get(a.args[0].name) for a in operands]
+    if not all(isinstance(v, Value) and v.type.dtype == out.dtype for v in sources):
         return None
     if name == "relu":
         (v,) = sources
