@@ -241,7 +241,9 @@ def from_torch(module, example_inputs, *, batch: str | None = None,
     dimensions that may vary, per input (the names of ``forward``'s parameters):
     ``dynamic={"x": {0: "batch", 1: "seq"}}``. The model then runs at any such size (sizes
     are checked at call time). Weights become constants (copied). Calls with no conversion
-    stay in the graph as foreign operators (see ``pl.graph.build``'s ``fallback``).
+    stay in the graph as foreign operators (see ``pl.graph.build``'s ``fallback``). A model
+    quantized with PyTorch's PT2E flow (``convert_pt2e``) runs its quantized convolutions and
+    linear layers as integer kernels (``graph.torch_qdq``).
 
     >>> import torch, polyloop as pl
     >>> g = pl.graph.from_torch(torch.nn.ReLU(), (torch.randn(2, 3),))
