@@ -7,7 +7,6 @@ pooling, ReLU, concat and reshapes between equal quantizations; odd sizes, symbo
 poisoned outputs."""
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
