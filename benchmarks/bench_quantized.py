@@ -6,13 +6,18 @@ float32 run of the model before quantization, in the same run.
     python benchmarks/bench_quantized.py resnet18             # bench_graph.py's ResNet-18
     python benchmarks/bench_quantized.py path/to/model.onnx   # a float32 ONNX model
     python benchmarks/bench_quantized.py --quantizer polyloop # quantized by pl.graph.quantize
+    python benchmarks/bench_quantized.py path/to/bert.onnx --dynamic   # quantize_dynamic
 
 The float32 model is quantized by ONNX Runtime's tool (``quantize_static``, QDQ format, uint8
 activations, int8 weights, per channel unless ``--per-tensor``) on a few random calibration
 batches; polyloop imports the QDQ model (its Conv/MatMul/Gemm layers fold into int8 kernels).
 With ``--quantizer polyloop`` polyloop quantizes the float32 model itself
 (``pl.graph.quantize`` on the same calibration batches, min-max, the same formulas) and ONNX
-Runtime's QDQ model is still timed as the reference.
+Runtime's QDQ model is still timed as the reference. With ``--dynamic`` ONNX Runtime's
+``quantize_dynamic`` quantizes the weights of every MatMul (int8, per output column unless
+``--per-tensor``), its activations quantized at run time: ``DynamicQuantizeLinear`` and
+``MatMulInteger``, standard ONNX operators (a transformer such as BERT, whose int64 token ids
+are drawn below 1000).
 Each row prints the best median milliseconds of each engine over ``--rounds`` blocks of
 ``--repeat`` calls, polyloop's speed relative to each
 ONNX Runtime run (> 1: polyloop faster), and the largest difference of polyloop's output from
@@ -69,9 +74,31 @@ def export(name: str, batch: int, folder: str) -> tuple[str, tuple]:
     return path, tuple(x.shape)
 
 
-def calibration(shape: tuple) -> list[np.ndarray]:
+def sample(shape: tuple, dtype: str, rng) -> np.ndarray:
+    """A random input: token ids below 1000 for an integer input, else normal floats."""
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(0, 1000, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def calibration(shape: tuple, dtype: str = "float32") -> list[np.ndarray]:
     rng = np.random.default_rng(0)
-    return [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+    return [sample(shape, dtype, rng) for _ in range(4)]
+
+
+def input_dtype(path: str) -> str:
+    import onnx
+    from onnx import helper
+    elem = onnx.load(path, load_external_data=False).graph.input[0].type.tensor_type.elem_type
+    return str(helper.tensor_dtype_to_np_dtype(elem))
+
+
+def quantize_dynamically(path: str, folder: str, per_channel: bool) -> str:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    out = os.path.join(folder, "dynamic.onnx")
+    quantize_dynamic(path, out, op_types_to_quantize=["MatMul"], per_channel=per_channel,
+                     weight_type=QuantType.QInt8)
+    return out
 
 
 def quantize(path: str, shape: tuple, folder: str, per_channel: bool) -> str:
@@ -124,6 +151,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-tensor", action="store_true")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="quantize with ONNX Runtime's quantize_dynamic (MatMul weights; "
+                        "activations at run time)")
     parser.add_argument("--quantizer", choices=("ort", "polyloop"), default="ort",
                         help="who quantizes the float32 model for polyloop: ONNX Runtime's "
                         "quantize_static (QDQ, imported) or pl.graph.quantize")
@@ -131,6 +161,8 @@ def main() -> None:
                         help="ONNX Runtime's idle threads sleep instead of spinning")
     parser.add_argument("--label", default="", help="conditions printed with the figures")
     args = parser.parse_args()
+    if args.dynamic and args.quantizer == "polyloop":
+        raise SystemExit("--dynamic quantizes with ONNX Runtime's tool: leave out --quantizer")
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
     # PyTorch, imported below, starts the OpenMP runtime polyloop's kernels share: let its
     # threads sleep while they wait, as polyloop asks when it starts the runtime itself
@@ -138,8 +170,10 @@ def main() -> None:
     import polyloop as pl
     with tempfile.TemporaryDirectory() as folder:
         src, shape = export(args.model, args.batch, folder)
-        qdq = quantize(src, shape, folder, not args.per_tensor)
-        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        dtype = input_dtype(src)
+        qdq = quantize_dynamically(src, folder, not args.per_tensor) if args.dynamic else \
+            quantize(src, shape, folder, not args.per_tensor)
+        x = sample(shape, dtype, np.random.default_rng(1))
         f32, q8 = (session(p, args.threads, not args.no_spin) for p in (src, qdq))
         t0 = time.perf_counter()
         if args.quantizer == "ort":
@@ -152,13 +186,15 @@ def main() -> None:
         build_s = time.perf_counter() - t0 - quantize_s
         feed_f = {f32.get_inputs()[0].name: x}
         feed_q = {q8.get_inputs()[0].name: x}
-        runs = {"polyloop int8": lambda: mod(x), "ORT QDQ": lambda: q8.run(None, feed_q),
+        runs = {"polyloop int8": lambda: mod(x), "ORT int8": lambda: q8.run(None, feed_q),
                 "ORT float32": lambda: f32.run(None, feed_f)}
         got = mod(x)
         got = got[0] if isinstance(got, (list, tuple)) else got
         ref = q8.run(None, feed_q)[0]
         ref_f = f32.run(None, feed_f)[0]
-        step = output_step(qdq) or float("nan")
+        # a dynamically quantized model's output is float32 (no step): differences in units
+        # of ONNX Runtime's own quantization error instead
+        step = output_step(qdq) or float(np.abs(ref - ref_f).max())
         diff = float(np.abs(got - ref).max())
         diff_f = float(np.abs(got - ref_f).max())
         ort_f = float(np.abs(ref - ref_f).max())
@@ -176,17 +212,19 @@ def main() -> None:
                     fn()
                     wall.append(time.perf_counter() - t)
                 ms[k] = min(ms[k], statistics.median(wall) * 1e3)
+    how = "dynamically (quantize_dynamic)" if args.dynamic else "statically (QDQ)"
     print(f"{args.model} batch {args.batch}, {args.threads} threads, "
-          f"{'per tensor' if args.per_tensor else 'per channel'}, quantized by "
+          f"{'per tensor' if args.per_tensor else 'per channel'}, quantized {how} by "
           f"{'ONNX Runtime' if args.quantizer == 'ort' else 'polyloop'} {args.label}".rstrip())
+    unit = "ORT int8-vs-float32 errors" if args.dynamic else "output steps"
     what = "import" if args.quantizer == "ort" else "quantize (calibration included)"
     print(f"  polyloop {what} {quantize_s:.1f} s, build {build_s:.1f} s")
-    print(f"  max |polyloop - ORT QDQ| = {diff:.3g} ({diff / step:.2f} output steps); "
-          f"max |polyloop - float32| = {diff_f:.3g} ({diff_f / step:.2f} steps; ORT QDQ: "
+    print(f"  max |polyloop - ORT int8| = {diff:.3g} ({diff / step:.2f} {unit}); "
+          f"max |polyloop - float32| = {diff_f:.3g} ({diff_f / step:.2f}; ORT int8: "
           f"{ort_f / step:.2f})")
     for k, v in ms.items():
         print(f"  {k:14s} {v:9.3f} ms")
-    print(f"  polyloop vs ORT QDQ: {ms['ORT QDQ'] / ms['polyloop int8']:.2f}x; vs ORT float32: "
+    print(f"  polyloop vs ORT int8: {ms['ORT int8'] / ms['polyloop int8']:.2f}x; vs ORT float32: "
           f"{ms['ORT float32'] / ms['polyloop int8']:.2f}x (> 1: polyloop faster)")
 
 

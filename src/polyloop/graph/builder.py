@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -33,6 +34,34 @@ def clean_name(name: str) -> str:
     """A C-identifier version of an arbitrary name (``layer1.0.conv`` -> ``layer1_0_conv``)."""
     s = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
     return s if not s[0].isdigit() else f"v{s}"
+
+
+def copy_graph(sub: Graph, bound: Sequence[tuple[Value, Value]], fresh: Callable[[str], str],
+               what: str) -> tuple[list[Constant], list[Call], list[Value]]:
+    """(the constants and calls of ``sub``, its outputs) with each value renamed
+    ``fresh(name)``, except each value of ``sub`` paired in ``bound`` with a value of another
+    graph: that value replaces it and must have the same type (``what`` names the copy in the
+    error)."""
+    values: dict[str, Value] = {}
+    for mine, v in bound:
+        if mine.type != v.type:
+            raise PolyloopError(f"{what}: %{mine.name} is {mine.type}, the graph's %{v.name} "
+                                f"is {v.type}")
+        values[mine.name] = v
+
+    def rename(v: Value) -> Value:
+        if v.name not in values:
+            values[v.name] = Value(fresh(v.name), v.type)
+        return values[v.name]
+    constants = [Constant(rename(c.value), c.data) for c in sub.constants]
+    calls = []
+    for b in sub.bindings:
+        if not isinstance(b, Call):
+            raise PolyloopError(f"{what}: the copied graph holds {b.callee()}; only operator "
+                                "calls can be copied")
+        calls.append(Call(tuple(rename(v) for v in b.outputs), b.op,
+                          tuple(rename(v) for v in b.inputs), b.attrs))
+    return constants, calls, [rename(v) for v in sub.outputs]
 
 
 class GraphBuilder:
@@ -167,6 +196,30 @@ class GraphBuilder:
         self._bindings.append(Call(outs, Op.FOREIGN, tuple(inputs),
                                    (("op", reference.op), ("reference", reference))))
         return outs
+
+    def inline(self, sub: Graph, inputs: Sequence[Value], name: str) -> tuple[Value, ...]:
+        """Append the constants and calls of ``sub`` (a graph of operator calls) reading
+        ``inputs`` (each of the type of ``sub``'s input in its place), its values renamed
+        ``name_<value>``; returns ``sub``'s outputs.
+
+        >>> import polyloop as pl
+        >>> s = pl.graph.GraphBuilder("double"); t = s.input("t", (3,))
+        >>> sub = s.build(s.emit(pl.graph.Op.ADD, t, t))
+        >>> b = pl.graph.GraphBuilder("m"); x = b.input("x", (3,))
+        >>> (y,) = b.inline(sub, [x], "twice"); print(y.name, y.type)
+        twice_add float32[3]
+        """
+        if len(inputs) != len(sub.inputs):
+            raise PolyloopError(f"inline {sub.name}: it takes {len(sub.inputs)} inputs, got "
+                                f"{len(inputs)}")
+        constants, calls, outputs = copy_graph(sub, list(zip(sub.inputs, inputs)),
+                                               lambda v: self.fresh(f"{name}_{v}"),
+                                               f"inline {sub.name}")
+        for c in constants:
+            self._constants.append(c)
+            self._data[c.value.name] = c.data
+        self._bindings.extend(calls)
+        return tuple(outputs)
 
     def size_rule(self, rule: SizeRule) -> None:
         """Bound a size parameter, or define a derived one (see ``SizeRule``): a derived

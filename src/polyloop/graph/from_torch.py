@@ -10,27 +10,20 @@ it, listing every one, or runs it through PyTorch with ``fallback="torch"``.
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from ..errors import PolyloopError
-from .aten import ASSERTS, CONVERTERS, KEEP_WHOLE, Call, Unsupported
+from .aten import ASSERTS, CONVERTERS, KEEP_WHOLE, Call, Unsupported, op_name
 from .aten.numpy_refs import NUMPY_REFERENCES
 from .builder import GraphBuilder
 from .foreign import Reference, unsupported_error
 from .ir import Dim, Graph, TensorType, Value
+from .passes.dce import remove_dead_code
 from .torch_export import export_program
+from .torch_qdq import match_layer, pass_quantized
 from .torch_sizes import SizeNames
 
 __all__ = ["from_torch", "unsupported_error"]
-
-
-def _op_name(node) -> str:
-    if node.target is operator.getitem:
-        return "getitem"
-    name = getattr(node.target, "__name__", str(node.target))
-    return name.split(".")[0]
 
 
 def where_in_model(node) -> str:
@@ -58,6 +51,9 @@ class _Importer:
         self.torch = torch
         self.ep, self.sizes, self.b = ep, sizes, GraphBuilder("model")
         self.env: dict[str, object] = {}
+        # calls whose value is another call's: the ones after a quantized layer, run on its
+        # 8-bit result (``torch_qdq``)
+        self.aliases: dict[str, str] = {}
         self._constants: dict[int, Value] = {}
 
     # values -----------------------------------------------------------------------------------
@@ -124,7 +120,9 @@ class _Importer:
         return False
 
     def call(self, node) -> object:
-        name = _op_name(node)
+        if node.name in self.aliases:
+            return self.env[self.aliases[node.name]]
+        name = op_name(node)
         val = node.meta.get("val")
         if name == "getitem":
             return self.resolve(node.args[0])[node.args[1]]
@@ -138,9 +136,16 @@ class _Importer:
         if not self._has_values((args, kwargs)):
             with self.torch.no_grad():
                 return node.target(*args, **kwargs)
+        layer = match_layer(self, node)
+        quantized = layer.emit(self, node) if layer is not None else None
+        if quantized is not None:
+            return quantized
         converter = CONVERTERS.get(name)
         if converter is None:
             return self.foreign(node, args, kwargs, "no converter for this operator")
+        passed = pass_quantized(self, node, lambda n: converter(Call(self, n)))
+        if passed is not None:
+            return passed
         try:
             return converter(Call(self, node))
         except Unsupported as e:
@@ -182,7 +187,7 @@ class _Importer:
             outs = out if isinstance(out, (list, tuple)) else (out,)
             return tuple(o.detach().numpy() for o in outs)
         impls = {"torch": run_torch}
-        numpy_ref = NUMPY_REFERENCES.get(_op_name(node))
+        numpy_ref = NUMPY_REFERENCES.get(op_name(node))
         if numpy_ref is not None:
             impls["numpy"] = _numpy_call(numpy_ref, node, targs, tkwargs)
         shown = ", ".join([repr(a) for a in targs] + [f"{k}={v!r}" for k, v in tkwargs.items()])
@@ -236,7 +241,9 @@ def from_torch(module, example_inputs, *, batch: str | None = None,
     dimensions that may vary, per input (the names of ``forward``'s parameters):
     ``dynamic={"x": {0: "batch", 1: "seq"}}``. The model then runs at any such size (sizes
     are checked at call time). Weights become constants (copied). Calls with no conversion
-    stay in the graph as foreign operators (see ``pl.graph.build``'s ``fallback``).
+    stay in the graph as foreign operators (see ``pl.graph.build``'s ``fallback``). A model
+    quantized with PyTorch's PT2E flow (``convert_pt2e``) runs its quantized convolutions and
+    linear layers as integer kernels (``graph.torch_qdq``).
 
     >>> import torch, polyloop as pl
     >>> g = pl.graph.from_torch(torch.nn.ReLU(), (torch.randn(2, 3),))
@@ -259,4 +266,5 @@ def from_torch(module, example_inputs, *, batch: str | None = None,
             outputs = [imp.output(imp.resolve(a)) for a in n.args[0] if a is not None]
     for rule in sizes.rules():
         imp.b.size_rule(rule)
-    return imp.b.build(*outputs)
+    g = imp.b.build(*outputs)
+    return remove_dead_code(g) if imp.aliases else g

@@ -138,7 +138,10 @@ def export_program(module, example_inputs: tuple, *, batch: str | None, dynamic:
         import torch
     except ImportError:
         raise PolyloopError("from_torch needs PyTorch: pip install 'polyloop[graph]'") from None
-    module = module.eval()
+    try:
+        module = module.eval()
+    except NotImplementedError:     # an exported graph (PT2E's convert_pt2e) has no modes
+        pass
     wanted = _dynamic_shapes(module, example_inputs, batch, dynamic)
     ep = _export(module, example_inputs, wanted, keep_whole)
     names, examples = _size_symbols(ep, wanted)

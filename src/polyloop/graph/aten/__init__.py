@@ -6,14 +6,15 @@ graph IR, one table per kind, keyed by the operator's name without its overload
 A converter takes a ``Call`` and returns the result value (a tuple for several results);
 ``Unsupported`` keeps the call as a foreign operator with its reason.
 """
-from .context import Call, Converter, Unsupported
+from .context import Call, Converter, Unsupported, op_name
 from .math import MATH
 from .movement import MOVEMENT
 from .nn import NN
+from .quantized import QUANTIZED
 from .reduce import REDUCE
 from .shape import SHAPE
 
-CONVERTERS: dict[str, Converter] = {**MATH, **MOVEMENT, **REDUCE, **NN, **SHAPE}
+CONVERTERS: dict[str, Converter] = {**MATH, **MOVEMENT, **REDUCE, **NN, **SHAPE, **QUANTIZED}
 
 # Composite operators whose decomposition would lose a form the graph compiles well: kept
 # whole by ``torch.export``'s decompositions when a converter takes them in one piece.
@@ -26,4 +27,4 @@ KEEP_WHOLE = tuple(name for name in (
 ASSERTS = ("_assert_tensor_metadata", "_assert_scalar", "_assert_async",
            "sym_constrain_range", "sym_constrain_range_for_size")
 
-__all__ = ["ASSERTS", "CONVERTERS", "Call", "Converter", "KEEP_WHOLE", "Unsupported"]
+__all__ = ["ASSERTS", "CONVERTERS", "Call", "Converter", "KEEP_WHOLE", "Unsupported", "op_name"]

@@ -3,12 +3,22 @@
 graph values, its result's type from ``torch.export``'s metadata, and the graph builder."""
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import numpy as np
 
 from ..builder import GraphBuilder
 from ..ir import Dim, Op, TensorType, Value
+
+
+def op_name(node) -> str:
+    """The name of an exported call's operator without its namespace and overload
+    (``"convolution"`` for ``aten.convolution.default``; ``"getitem"``)."""
+    if node.target is operator.getitem:
+        return "getitem"
+    name = getattr(node.target, "__name__", str(node.target))
+    return name.split(".")[0]
 
 
 class Unsupported(Exception):

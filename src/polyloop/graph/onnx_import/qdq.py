@@ -10,9 +10,12 @@ or through one ``Relu``) becomes the ``QLinearConv`` / ``QLinearMatMul`` of the 
 output zero point), computed in integers (``convert_quant``). What does not match keeps its
 float32 form: every ``QuantizeLinear`` / ``DequantizeLinear`` left converts as ONNX defines it.
 
-Between the integer layers, a ``MaxPool`` whose input is dequantized and whose output is
-quantized again with the same scale and zero point runs on the 8-bit tensor (exactly: the
-maximum commutes with the increasing dequantization), and an ``Add`` of two dequantized
+Between the integer layers, a ``MaxPool``, ``Relu``, ``Concat``, ``Reshape``, ``Flatten``,
+``Transpose``, ``Squeeze`` or ``Unsqueeze`` whose inputs are dequantized and whose output is
+quantized again, all with one scale and zero point, runs on the 8-bit tensors (exactly, as
+ONNX Runtime drops such pairs: these operators move or select elements, the maximum commutes
+with the increasing dequantization, a ``Relu`` is the maximum with the zero point; an
+``AveragePool`` rounds, and stays in float32), and an ``Add`` of two dequantized
 tensors read by a ``QuantizeLinear`` (directly or through a ``Relu``), all per tensor,
 becomes ``QLinearAdd`` (dequantize both, add, quantize: ``convert_quant``), so that 8-bit
 tensors flow from one integer kernel to the next.
@@ -218,21 +221,43 @@ def _quantize_params(m: _Model, q) -> tuple[np.ndarray, np.ndarray] | None:
     return scale, zero
 
 
-def _fold_pool(m: _Model, node, nodes) -> list | None:
-    """A MaxPool between a DequantizeLinear and a QuantizeLinear of the same scale and zero
-    point, run on the 8-bit tensor itself: dequantizing is increasing, so the maximum
-    commutes with it, and quantizing a dequantized value gives it back exactly."""
+# operators whose result, quantized, is the operator on the quantized operands when both
+# have one scale and zero point (they move or select elements): {op type: its data inputs}
+# (None: all of them)
+_PASSING = {"MaxPool": 1, "Reshape": 1, "Flatten": 1, "Transpose": 1, "Squeeze": 1,
+            "Unsqueeze": 1, "Concat": None, "Relu": 1}
+
+
+def _fold_pass(m: _Model, node, nodes) -> list | None:
+    """An operator of ``_PASSING`` whose data inputs are all dequantized with the scale and
+    zero point of the QuantizeLinear that alone reads its result (directly or through a
+    ``Relu``), run on the 8-bit tensors: quantizing a dequantized value gives it back
+    exactly, and these operators only move or select elements (a maximum commutes with the
+    increasing dequantization). A ``Relu`` becomes the maximum with the zero point."""
     from onnx import helper
-    x = m.dq(node.input[0])
-    out = m.reader(node.output[0], nodes)
-    params = _quantize_params(m, out)
-    if len(node.output) != 1 or not _per_tensor(x) or params is None or \
-            params[1].dtype != x.zero.dtype or \
-            np.float32(params[0][0]) != np.float32(x.scale[0]) or params[1][0] != x.zero[0]:
+    count = _PASSING[node.op_type] or len(node.input)
+    data = [m.dq(i) for i in node.input[:count]]
+    ends = _output(m, node, nodes) if len(node.output) == 1 else None
+    params = _quantize_params(m, ends[0]) if ends is not None else None
+    if params is None or any(
+            not _per_tensor(x) or x.zero.dtype != params[1].dtype or
+            np.float32(x.scale[0]) != np.float32(params[0][0]) or x.zero[0] != params[1][0]
+            for x in data):
         return None
-    made = helper.make_node("MaxPool", [x.data], [out.output[0]], name=f"{node.name}_int8")
-    made.attribute.extend(node.attribute)
-    return [[made], [node, out]]
+    out, relu = ends
+    inputs = [x.data for x in data] + list(node.input[count:])
+    target = out.output[0] if relu is None else f"{out.output[0]}_before_relu"
+    if node.op_type == "Relu":
+        made = [helper.make_node("Max", [inputs[0], out.input[2]], [target],
+                                 name=f"{node.name}_int8")]
+    else:
+        made = [helper.make_node(node.op_type, inputs, [target], name=f"{node.name}_int8",
+                                 domain=node.domain)]
+        made[0].attribute.extend(node.attribute)
+    if relu is not None:
+        made.append(helper.make_node("Max", [target, out.input[2]], [out.output[0]],
+                                     name=f"{relu.name}_int8"))
+    return [made, [node, out] + ([relu] if relu is not None else [])]
 
 
 def _fold_add(m: _Model, node, nodes) -> list | None:
@@ -259,7 +284,8 @@ def _fold_add(m: _Model, node, nodes) -> list | None:
 
 
 def fold_qdq(model):
-    """``model`` with each quantized Conv / MatMul / Gemm, MaxPool and Add of the QDQ form
+    """``model`` with each quantized Conv / MatMul / Gemm, the operators between equal
+    quantizations, and Add of the QDQ form
     folded into its integer operator (see the module docstring); the model itself when none
     is."""
     from onnx import numpy_helper
@@ -275,8 +301,8 @@ def fold_qdq(model):
             continue
         if node.op_type in ("Conv", "MatMul", "Gemm"):
             folded = _fold(m, node, nodes, new_inits)
-        elif node.op_type == "MaxPool":
-            folded = _fold_pool(m, node, nodes)
+        elif node.op_type in _PASSING:
+            folded = _fold_pass(m, node, nodes)
         elif node.op_type == "Add":
             folded = _fold_add(m, node, nodes)
         else:

@@ -87,7 +87,7 @@ def apply(p: Plan) -> Graph:
         layer, q = at[id(b)]
         before = quantized.get(layer.x.name)
         chained = before is not None and before[1].same(q.x)
-        sub = integer_layer(layer, q, quantized_input=chained)
+        sub = integer_layer(layer.form, q, quantized_input=chained)
         if sub is None:
             bindings.append(b)
             continue

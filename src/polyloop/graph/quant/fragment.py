@@ -18,7 +18,7 @@ from ...errors import PolyloopError
 from ..integer import IntegerConv, IntegerMatmul
 from ..ir import Graph, Op
 from ..onnx_import import from_onnx
-from .layers import Layer
+from .layers import LayerForm
 from .params import Quantization
 
 _ONNX_TYPES = {"float32": 1, "uint8": 2, "int8": 3, "int32": 6}
@@ -57,7 +57,7 @@ def _value_info(name: str, dtype: str, shape: tuple):
     return helper.make_tensor_value_info(name, _ONNX_TYPES[dtype], list(shape))
 
 
-def layer_model(layer: Layer, q: LayerQuantization, *, quantized_input: bool):
+def layer_model(layer: LayerForm, q: LayerQuantization, *, quantized_input: bool):
     """The ONNX QDQ model of ``layer`` (module docstring); its input is ``x`` (float32) or,
     with ``quantized_input``, ``xq`` (already quantized with ``q.x``); its outputs ``y``
     (float32), ``yq`` (quantized) and, from ``x``, ``xq``."""
@@ -75,22 +75,22 @@ def layer_model(layer: Layer, q: LayerQuantization, *, quantized_input: bool):
     nodes.append(helper.make_node(layer.kind.value, inputs, ["acc"], name="layer",
                                   **dict(layer.attrs)))
     last = "acc"
-    if layer.relu is not None:
+    if layer.relu:
         nodes.append(helper.make_node("Relu", ["acc"], ["act"], name="relu"))
         last = "act"
     nodes += [_qdq("QuantizeLinear", last, "y", "yq"), _qdq("DequantizeLinear", "yq", "y", "y")]
     x_type = ("xq", q.x.dtype) if quantized_input else ("x", "float32")
-    shape = layer.out.type.shape
+    shape = layer.out_shape
     outputs = [_value_info("y", "float32", shape), _value_info("yq", q.y.dtype, shape)]
     if not quantized_input:
-        outputs.append(_value_info("xq", q.x.dtype, layer.x.type.shape))
+        outputs.append(_value_info("xq", q.x.dtype, layer.x_shape))
     graph = helper.make_graph(
-        nodes, "layer", [_value_info(*x_type, layer.x.type.shape)], outputs,
+        nodes, "layer", [_value_info(*x_type, layer.x_shape)], outputs,
         [numpy_helper.from_array(np.ascontiguousarray(a), k) for k, a in inits.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
-def integer_layer(layer: Layer, q: LayerQuantization, *, quantized_input: bool
+def integer_layer(layer: LayerForm, q: LayerQuantization, *, quantized_input: bool
                   ) -> Graph | None:
     """The graph of ``layer`` quantized as ``q``: inputs ``x`` (or ``xq``), outputs the
     float32 result, the quantized one and (from ``x``) the quantized input; None when it

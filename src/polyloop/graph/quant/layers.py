@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Call, Graph, Op, Value, uses
+from ..ir import Call, Dim, Graph, Op, Value, uses
 from ..kinds import UnaryFn
 
 
@@ -25,6 +25,24 @@ class LayerKind(enum.Enum):
     CONV = "Conv"
     GEMM = "Gemm"
     MATMUL = "MatMul"
+
+
+@dataclass(frozen=True, slots=True)
+class LayerForm:
+    """What the QDQ form of a layer is written from (``fragment.layer_model``): the ONNX
+    operator and its attributes, whether a ReLU follows it, the shapes of its input and of
+    its result, and the weights' output-channel axis."""
+
+    kind: LayerKind
+    attrs: tuple[tuple[str, object], ...]
+    relu: bool
+    x_shape: tuple[Dim, ...]
+    out_shape: tuple[Dim, ...]
+
+    @property
+    def channel_axis(self) -> int:
+        """The weights' output-channel axis."""
+        return 1 if self.kind is LayerKind.MATMUL else 0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -45,7 +63,12 @@ class Layer:
     @property
     def channel_axis(self) -> int:
         """The weights' output-channel axis."""
-        return 1 if self.kind is LayerKind.MATMUL else 0
+        return self.form.channel_axis
+
+    @property
+    def form(self) -> LayerForm:
+        return LayerForm(self.kind, self.attrs, self.relu is not None, self.x.type.shape,
+                         self.out.type.shape)
 
 
 def _is_relu(b: object) -> bool:

@@ -2,7 +2,7 @@
 """A small graph (one imported quantized layer) copied into a larger one, its values renamed."""
 from __future__ import annotations
 
-from ...errors import PolyloopError
+from ..builder import copy_graph
 from ..ir import Call, Constant, Graph, Value
 
 
@@ -27,23 +27,5 @@ def splice(sub: Graph, bound: list[tuple[Value, Value]], prefix: str, names: Nam
     ``prefix_<name>``, except each value of ``sub`` paired in ``bound`` (its inputs, and
     outputs that must keep a name of the larger graph) with a value of the larger graph: that
     value replaces it, and must have the same type."""
-    values: dict[str, Value] = {}
-    for mine, v in bound:
-        if mine.type != v.type:
-            raise PolyloopError(f"quantize: the quantized layer's %{mine.name} is {mine.type}, "
-                                f"the graph's %{v.name} is {v.type}")
-        values[mine.name] = v
-
-    def rename(v: Value) -> Value:
-        if v.name not in values:
-            values[v.name] = Value(names.fresh(f"{prefix}_{v.name}"), v.type)
-        return values[v.name]
-    constants = [Constant(rename(c.value), c.data) for c in sub.constants]
-    calls = []
-    for b in sub.bindings:
-        if not isinstance(b, Call):
-            raise PolyloopError(f"quantize: the quantized layer holds {b.callee()}; only "
-                                "operator calls are expected")
-        calls.append(Call(tuple(rename(v) for v in b.outputs), b.op,
-                          tuple(rename(v) for v in b.inputs), b.attrs))
-    return constants, calls, [rename(v) for v in sub.outputs]
+    return copy_graph(sub, bound, lambda v: names.fresh(f"{prefix}_{v}"),
+                      "quantize: the quantized layer")
