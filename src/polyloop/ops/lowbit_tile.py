@@ -303,9 +303,10 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     if not {"C", "X_g"} <= set(found) or panels_of is None or y.name == "C":
         raise ScheduleError(f"{who}: expected the result of a low-bit conv2d builder (stages "
                             f"X_g, W_g or packed weights, C and an output), got {y!r}")
-    if intrin is None and rows is None and isinstance(y.shape[3], Const) \
+    width = found["C"].shape[2] if "C" in found else None     # output columns, any layout
+    if intrin is None and rows is None and isinstance(width, Const) \
             and lowbit_body(host_isa(config.CONFIG.cc), family) != "amx":
-        rows = next((h for h in ROW_HEIGHTS if y.shape[3].value % h == 0), None)
+        rows = next((h for h in ROW_HEIGHTS if width.value % h == 0), None)
     w = found[panels_of]
     # (R, S, groups, group) of the weights: W_g[r, s, g, k, t] or panels[p, r, s, g, k, t]
     r_ext, s_ext, cg, group = (w.shape[0], w.shape[1], w.shape[2], w.shape[4]) \
