@@ -20,7 +20,7 @@ from ..frontend import te
 from ..frontend.te import Tensor
 from ..ir.dtypes import DType
 from ..ir.elementwise import where
-from ..ir.expr import const
+from ..ir.expr import Cast, cast, const
 from ..ir.quantize import dequantize_linear, quantize_linear
 from ..schedule import Schedule
 
@@ -155,16 +155,22 @@ class IntegerAdd:
         def value(*i):
             total = dequantize_linear(a[i], self.a_scale, self.a_zero) + \
                 dequantize_linear(b[i], self.b_scale, self.b_zero)
-            return quantize_linear(total, self.scale, self.zero, self.out_dtype)
-        return te.compute(a.shape, value, name="Y")
+            q = quantize_linear(total, self.scale, self.zero, self.out_dtype)
+            # the saturated value as int32 (in range: the narrowing moves to the copy)
+            return cast(DType.INT32, q.value) if isinstance(q, Cast) else q
+        wide = te.compute(a.shape, value, name="E")
+        return te.compute(a.shape, lambda *i: cast(DType(self.out_dtype), wide[i]), name="Y")
 
     def library_schedule(self, y: Tensor) -> Schedule:
-        """Chunks of ``ADD_CHUNK`` elements of the last axis in parallel, each one vector
-        loop (a flat tensor: the whole addition is one loop)."""
+        """Chunks of ``ADD_CHUNK`` elements of the last axis in parallel (a flat tensor: the
+        whole addition is one loop); in each, the sums as int32 in one vector loop, then
+        copied into the 8-bit result (a loop the C compiler vectorizes)."""
         sch = Schedule(y)
         *outer, last = sch.get_loops(y.name)
         chunk, lanes = sch.split(last, [None, ADD_CHUNK])
         sch.parallel(outer[0] if outer else chunk)
+        sch.compute_at("E", chunk)
+        sch.vectorize(sch.get_loops("E")[-1])
         sch.vectorize(lanes)
         return sch
 

@@ -348,12 +348,23 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
         if parallel:
             sch.parallel(kp)
     if parallel:
-        sch.parallel(yy)
+        _parallel_blocks(sch, (jo, n, yy), found["C"].shape)
         for name in ("X_g", "A_sum"):
             if name in found:
                 sch.parallel(sch.get_loops(name)[1])
     roll_padded_groups(sch)
     return sch
+
+
+def _parallel_blocks(sch: Schedule, loops: tuple, extents: tuple) -> None:
+    """The blocks of panels, images and output rows (``jo > n > y``) as one parallel loop
+    where their extents are constants: one fork per layer (the threads wake once, and a
+    7-row image on 2 threads does not leave one idle for a seventh of every block);
+    else the rows in parallel in each block."""
+    if all(isinstance(d, Const) for d in (extents[0], extents[1], extents[3])):
+        sch.parallel(sch.fuse(*loops))
+    else:
+        sch.parallel(loops[2])
 
 
 def _epilogue_then_copy(sch: Schedule, write_back, ji, out: str) -> None:
