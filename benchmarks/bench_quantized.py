@@ -24,17 +24,25 @@ ONNX Runtime run (> 1: polyloop faster), and the largest difference of polyloop'
 ONNX Runtime's on the QDQ model and from the float32 model's, in units of the output's
 quantization step (ONNX Runtime's own QDQ-vs-float32 difference beside it).
 Threads: ``--threads`` for every engine (POLYLOOP_NUM_THREADS set before polyloop is
-imported). Random weights and inputs: the timings, not the accuracy, are the point.
+imported). ``--clock cpu`` times by the process's CPU time divided by the threads: on a machine
+other processes load, wall time measures the waiting, CPU time what ran (with 1 thread, the
+fairest comparison there). Random weights and inputs: the timings, not the accuracy, are the point.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import tempfile
 import time
 
 import numpy as np
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def small_cnn():
@@ -160,6 +168,8 @@ def main() -> None:
     parser.add_argument("--no-spin", action="store_true",
                         help="ONNX Runtime's idle threads sleep instead of spinning")
     parser.add_argument("--label", default="", help="conditions printed with the figures")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time, or the process's CPU time divided by the threads")
     args = parser.parse_args()
     if args.dynamic and args.quantizer == "polyloop":
         raise SystemExit("--dynamic quantizes with ONNX Runtime's tool: leave out --quantizer")
@@ -207,15 +217,18 @@ def main() -> None:
                 for _ in range(3):
                     fn()
                 wall = []
+                clock = cpu_seconds if args.clock == "cpu" else time.perf_counter
                 for _ in range(args.repeat):
-                    t = time.perf_counter()
+                    t = clock()
                     fn()
-                    wall.append(time.perf_counter() - t)
-                ms[k] = min(ms[k], statistics.median(wall) * 1e3)
+                    wall.append(clock() - t)
+                share = args.threads if args.clock == "cpu" else 1
+                ms[k] = min(ms[k], statistics.median(wall) * 1e3 / share)
     how = "dynamically (quantize_dynamic)" if args.dynamic else "statically (QDQ)"
     print(f"{args.model} batch {args.batch}, {args.threads} threads, "
           f"{'per tensor' if args.per_tensor else 'per channel'}, quantized {how} by "
-          f"{'ONNX Runtime' if args.quantizer == 'ort' else 'polyloop'} {args.label}".rstrip())
+          f"{'ONNX Runtime' if args.quantizer == 'ort' else 'polyloop'}, {args.clock} time "
+          f"{args.label}".rstrip())
     unit = "ORT int8-vs-float32 errors" if args.dynamic else "output steps"
     what = "import" if args.quantizer == "ort" else "quantize (calibration included)"
     print(f"  polyloop {what} {quantize_s:.1f} s, build {build_s:.1f} s")

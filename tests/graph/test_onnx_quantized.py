@@ -293,3 +293,60 @@ def test_qdq_pool_and_additions_in_integers():
     a, b = (RNG.integers(0, 256, (2, c, 9, 7)).astype(np.uint8) for _ in range(2))
     for got, want in zip(_poisoned(pl.graph.build(g), a, b), _ort(m, {"a": a, "b": b})):
         _within_one_step(got, want)
+
+
+def test_qdq_residual_block_channels_last(tmp_path):
+    """A residual CNN quantized by ONNX Runtime (QDQ, per channel): stem conv, max pool, two
+    convolutions added to a strided 1 x 1 shortcut, relu, a convolution, a float global pool.
+    The activations between integer layers run NHWC (the pool as ``IntegerMaxPool``, the
+    addition on NHWC operands), NCHW only where a float operation reads them; the output
+    equals ORT's within one output step, every element written."""
+    torch = pytest.importorskip("torch")
+    quant = pytest.importorskip("onnxruntime.quantization")
+    from polyloop.graph.integer import IntegerMaxPool
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, 13, 3, padding=1)
+            self.a = torch.nn.Conv2d(13, 21, 3, stride=2, padding=1)
+            self.b = torch.nn.Conv2d(21, 37, 1)
+            self.short = torch.nn.Conv2d(13, 37, 1, stride=2)
+            self.tail = torch.nn.Conv2d(37, 9, 3, padding=1)
+
+        def forward(self, x):
+            x = torch.nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+            y = torch.relu(self.b(torch.relu(self.a(x))) + self.short(x))
+            return torch.relu(self.tail(y)).mean((2, 3))
+
+    torch.manual_seed(0)
+    src, dst = tmp_path / "res.onnx", tmp_path / "res_qdq.onnx"
+    torch.onnx.export(Net().eval(), torch.randn(1, 3, 21, 19), str(src), input_names=["x"],
+                      output_names=["y"], opset_version=13, dynamo=False,
+                      dynamic_axes={"x": {0: "n"}})
+
+    class Reader(quant.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": RNG.standard_normal((2, 3, 21, 19)).astype(np.float32)}
+                            for _ in range(3)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quant.quantize_static(str(src), str(dst), Reader(), quant_format=quant.QuantFormat.QDQ,
+                          per_channel=True, activation_type=quant.QuantType.QUInt8,
+                          weight_type=quant.QuantType.QInt8)
+    m = onnx.load(str(dst))
+    g = pl.graph.from_onnx(m)
+    calls = [c for b in pl.graph.optimize(g).bindings if isinstance(b, KernelCall)
+             for c in b.kernel.body if c.op is Op.TE]
+    convs = [c.attr("fn") for c in calls if isinstance(c.attr("fn"), IntegerConv)]
+    assert sorted((f.in_layout, f.out_layout) for f in convs) == [
+        ("NCHW", "NHWC"), ("NHWC", "NCHW"), ("NHWC", "NHWC"), ("NHWC", "NHWC"),
+        ("NHWC", "NHWC")]
+    assert any(isinstance(c.attr("fn"), IntegerMaxPool) for c in calls)
+    x = RNG.standard_normal((2, 3, 21, 19)).astype(np.float32)
+    step = max(float(numpy_helper.to_array(i)) for i in m.graph.initializer
+               if i.name.endswith("_scale") and i.dims == [])
+    got = _poisoned(pl.graph.build(g), x)[0]
+    np.testing.assert_allclose(got, _ort(m, {"x": x})[0], rtol=0, atol=step * 1.001)

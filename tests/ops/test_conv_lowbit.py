@@ -127,3 +127,38 @@ def test_int8_conv_on_packed_weights(rng):
         ops.conv2d_int8_packed(X, P, None, w_shape, x_zero_point=1)
     with pytest.raises(pl.ScheduleError, match="does not hold weights of shape"):
         ops.conv2d_int8_packed(X, P, S, (37, 7, 5, 5))
+
+
+@pytest.mark.parametrize("in_layout,out_layout,packed", [
+    ("NHWC", "NHWC", True), ("NCHW", "NHWC", False)])
+def test_int8_conv_channels_last(rng, in_layout, out_layout, packed):
+    """Channels-last input and/or result (as consecutive int8 layers of a model pass them on):
+    the exact sums, a symbolic batch, 13 input channels (a partial group), 37 outputs (a
+    partial panel), stride 2, every output element written (poisoned); a bad layout is
+    refused by name."""
+    x_shape, w_shape = (2, 13, 9, 11), (37, 13, 3, 3)
+    x, w = integers(rng, "int8", x_shape), integers(rng, "int8", w_shape)
+    n = pl.var("n")
+    dims = (n, 13, 9, 11) if in_layout == "NCHW" else (n, 9, 11, 13)
+    X = pl.placeholder(dims, "int8", name="X")
+    common = dict(stride=2, padding=1, x_zero_point=-4, w_zero_point=3,
+                  in_layout=in_layout, out_layout=out_layout)
+    if packed:
+        panels, sums = ops.pack_conv_int8_weight(w)
+        P = pl.placeholder(panels.shape, "int8", name="P")
+        S = pl.placeholder(sums.shape, "int32", name="S")
+        acc = ops.conv2d_int8_packed(X, P, S, w_shape, **common)
+        weights = (panels, sums)
+    else:
+        acc = ops.conv2d_int8(X, pl.placeholder(w_shape, "int8", name="W"), **common)
+        weights = (w,)
+    mod = pl.build(ops.schedule_conv2d_int8(acc))
+    exact = reference(x, w, -4, np.full(37, 3), 2, 1)
+    if out_layout == "NHWC":
+        exact = exact.transpose(0, 2, 3, 1)
+    y = np.full(exact.shape, -7, np.int32)
+    mod(x if in_layout == "NCHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+        *weights, y)
+    np.testing.assert_array_equal(y, exact)
+    with pytest.raises(pl.ScheduleError, match="a layout must be 'NCHW' or 'NHWC'"):
+        ops.conv2d_int8(X, pl.placeholder(w_shape, "int8", name="W"), out_layout="NWHC")

@@ -33,6 +33,7 @@ from .lower import lower_kernel, te_shape
 from .memory import plan_memory
 from .passes.attention import attention_schedule
 from .passes.dense_panels import panel_dense_schedule
+from .passes.int8_layout import channels_last_int8
 from .passes import conv_pool_dense_schedule, fuse_conv_pool_dense, pad_dense_columns
 from .passes import (conv_epilogue_schedule, conv_pool_schedule, dense_split_schedule,
                      fold_constants, fold_conv_epilogues, fuse_conv_pool, fuse_into_consumers,
@@ -66,7 +67,8 @@ def optimize(g: Graph, *, winograd: bool = True, fallback: str = "error",
     ``build``."""
     precision = [use_bfloat16] if check_dtype(dtype) == "bfloat16" else []
     steps = [functools.partial(apply_fallback, fallback=fallback), materialize_outputs,
-             fold_constants, remove_dead_code, route_externs, *precision,
+             fold_constants, remove_dead_code, route_externs, channels_last_int8,
+             *precision,
              fuse_operators, functools.partial(use_library_kernels, winograd=winograd),
              fuse_into_consumers, fuse_conv_pool, fold_conv_epilogues, fuse_conv_pool_dense,
              pad_dense_columns, remove_dead_code]

@@ -18,6 +18,9 @@ from .. import ops
 from ..errors import ScheduleError
 from ..frontend import te
 from ..frontend.te import Tensor
+from ..ir.dtypes import DType
+from ..ir.elementwise import where
+from ..ir.expr import Cast, cast, const
 from ..ir.quantize import dequantize_linear, quantize_linear
 from ..schedule import Schedule
 
@@ -75,8 +78,9 @@ class IntegerMatmul:
 
 @dataclass(frozen=True, slots=True)
 class IntegerConv:
-    """``ops.conv2d_int8`` (NCHW, one stride and one padding for both axes), or
-    ``ops.conv2d_int8_packed`` on constant weights packed once.
+    """``ops.conv2d_int8`` (NCHW, or NHWC where ``in_layout`` / ``out_layout`` say so; one
+    stride and one padding for both axes), or ``ops.conv2d_int8_packed`` on constant weights
+    packed once.
 
     >>> import polyloop as pl
     >>> X = pl.placeholder((1, 3, 6, 6), "uint8", name="X")
@@ -91,6 +95,8 @@ class IntegerConv:
     weight: tuple[int, int, int, int] | None = None   # packed weights: the shape they had
     w_dtype: str = "int8"
     weight_sums: bool = False                         # the packed weights' sums follow them
+    in_layout: str = "NCHW"                           # or "NHWC": channels last
+    out_layout: str = "NCHW"
 
     def __call__(self, x: Tensor, w: Tensor, *rest: Tensor) -> Tensor:
         """``w``: the weights, or (``weight`` set) their panels by
@@ -100,7 +106,8 @@ class IntegerConv:
         args = e.arguments(list(rest[1:] if self.weight_sums else rest))
         common = dict(stride=self.stride, padding=self.padding, x_zero_point=args["a_zero"],
                       w_zero_point=args["b_zero"], bias=args["bias"], scale=args["scale"],
-                      out_zero_point=e.out_zero, out_dtype=e.out_dtype)
+                      out_zero_point=e.out_zero, out_dtype=e.out_dtype,
+                      in_layout=self.in_layout, out_layout=self.out_layout)
         if self.weight is not None:
             return ops.conv2d_int8_packed(x, w, rest[0] if self.weight_sums else None,
                                           self.weight, w_dtype=self.w_dtype, **common)
@@ -148,15 +155,65 @@ class IntegerAdd:
         def value(*i):
             total = dequantize_linear(a[i], self.a_scale, self.a_zero) + \
                 dequantize_linear(b[i], self.b_scale, self.b_zero)
-            return quantize_linear(total, self.scale, self.zero, self.out_dtype)
-        return te.compute(a.shape, value, name="Y")
+            q = quantize_linear(total, self.scale, self.zero, self.out_dtype)
+            # the saturated value as int32 (in range: the narrowing moves to the copy)
+            return cast(DType.INT32, q.value) if isinstance(q, Cast) else q
+        wide = te.compute(a.shape, value, name="E")
+        return te.compute(a.shape, lambda *i: cast(DType(self.out_dtype), wide[i]), name="Y")
 
     def library_schedule(self, y: Tensor) -> Schedule:
-        """Chunks of ``ADD_CHUNK`` elements of the last axis in parallel, each one vector
-        loop (a flat tensor: the whole addition is one loop)."""
+        """Chunks of ``ADD_CHUNK`` elements of the last axis in parallel (a flat tensor: the
+        whole addition is one loop); in each, the sums as int32 in one vector loop, then
+        copied into the 8-bit result (a loop the C compiler vectorizes)."""
         sch = Schedule(y)
         *outer, last = sch.get_loops(y.name)
         chunk, lanes = sch.split(last, [None, ADD_CHUNK])
         sch.parallel(outer[0] if outer else chunk)
+        sch.compute_at("E", chunk)
+        sch.vectorize(sch.get_loops("E")[-1])
         sch.vectorize(lanes)
+        return sch
+
+
+@dataclass(frozen=True, slots=True)
+class IntegerMaxPool:
+    """A 2-D max pool of an 8-bit NHWC tensor (``Op.POOL``'s max on the integer activations
+    of a quantized model, which a scale and zero point do not change): ``Y[n, y, x, c]`` the
+    largest ``x[n, y * stride + r - pad_top, x * stride + s - pad_left, c]`` inside the input
+    over the ``kernel`` window; the result's rows and columns are ``size``.
+
+    >>> import polyloop as pl
+    >>> X = pl.placeholder((1, 8, 8, 16), "uint8", name="X")
+    >>> IntegerMaxPool((3, 3), (2, 2), (1, 1), (4, 4))(X)
+    Tensor(Y: uint8[1, 4, 4, 16])
+    """
+
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    pads: tuple[int, int]          # top, left (the bottom and right ones follow from size)
+    size: tuple[int, int]
+
+    def __call__(self, x: Tensor) -> Tensor:
+        n, h, w, c = x.shape
+        r = te.reduce_axis((0, self.kernel[0]), name="r")
+        s = te.reduce_axis((0, self.kernel[1]), name="s")
+        lowest = const(-128 if x.dtype is DType.INT8 else 0, x.dtype)
+
+        def body(b, y, xx, ch):
+            row = y * self.strides[0] + r - self.pads[0]
+            col = xx * self.strides[1] + s - self.pads[1]
+            inside = (row >= 0) & (row < h) & (col >= 0) & (col < w)
+            return te.max(where(inside, x[b, row, col, ch], lowest), axis=[r, s])
+        return te.compute((n, *self.size, c), body, name="Y")
+
+    def library_schedule(self, y: Tensor) -> Schedule:
+        """Output rows in parallel; per output pixel, the window's taps outermost and the
+        channels one vector loop."""
+        sch = Schedule(y)
+        n, row, col, ch, r, s = sch.get_loops(y.name)
+        init = sch.decompose_reduction(y.name, ch)
+        sch.reorder(r, s, ch)
+        sch.vectorize(ch)
+        sch.vectorize(sch.get_loops(init)[-1])
+        sch.parallel(row)
         return sch

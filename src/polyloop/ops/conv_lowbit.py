@@ -52,13 +52,15 @@ def conv2d_int8(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
                 x_zero_point: int | Tensor = 0, w_zero_point: int | Tensor = 0,
                 bias: Tensor | None = None, scale: float | Tensor | None = None,
                 out_zero_point: int | Tensor = 0, out_dtype: str = "int32",
-                name: str = "Y") -> Tensor:
+                name: str = "Y", in_layout: str = "NCHW", out_layout: str = "NCHW") -> Tensor:
     """``Y[n, k, y, x] = epilogue(sum_{c, r, s} (pad(x)[n, c, .., ..] - zx) * (w[k, c, r, s] -
     zw))`` for uint8 or int8 ``x (N, C, H, W)`` and ``w (K, C, R, S)``; ``padding`` on each
     side (its value is ``zx``: padded taps add nothing), ``stride``. ``w_zero_point`` may be
     per output channel; the epilogue (bias, scale, output zero point, ``out_dtype``) is
     ``matmul_int8``'s, per output channel. A window of more terms than the int32 sum holds
-    exactly is refused.
+    exactly is refused. ``in_layout`` / ``out_layout`` "NHWC": ``x`` is ``(N, H, W, C)`` /
+    the result ``Y[n, y, x, k]`` (channels innermost, as the tile computes them: consecutive
+    int8 layers then pass their activations on with no transposition).
 
     >>> import polyloop as pl
     >>> conv2d_int8(pl.placeholder((1, 16, 9, 9), "int8", name="X"),
@@ -69,13 +71,33 @@ def conv2d_int8(x: Tensor, w: Tensor, *, stride: int = 1, padding: int = 0,
     who = "conv2d_int8"
     x = q.check_operand(x, who, "x", (4,))
     w = q.check_operand(w, who, "w", (4,))
-    shape = _shape(who, x, w, stride, padding)
+    check_layouts(who, in_layout, out_layout)
+    shape = _shape(who, nchw_view(x, in_layout), w, stride, padding)
     shift_b = -128 if w.dtype is DType.UINT8 else 0
     w_g = grouped_weight(w, 4, "int8", lambda v: q.shifted(v, shift_b, "int8"))
     weights = Weights(tuple(w.shape), w.dtype, lambda r, s, g, k, t: w_g[r, s, g, k, t],
                       lambda: _weight_sums(w, shift_b))
     return int8_conv(who, x, weights, shape, stride, padding, x_zero_point, w_zero_point,
-                     q.Epilogue(out_dtype, bias, scale, out_zero_point), name)
+                     q.Epilogue(out_dtype, bias, scale, out_zero_point), name,
+                     (in_layout, out_layout))
+
+
+LAYOUTS = ("NCHW", "NHWC")
+
+
+def check_layouts(who: str, *layouts: str) -> None:
+    """A ScheduleError naming ``who`` unless each layout is "NCHW" or "NHWC"."""
+    for layout in layouts:
+        if layout not in LAYOUTS:
+            raise ScheduleError(f"{who}: a layout must be 'NCHW' or 'NHWC', got {layout!r}")
+
+
+def nchw_view(x: Tensor, layout: str) -> Tensor:
+    """``x`` as the shape checks see it: an NHWC tensor's ``(N, C, H, W)`` placeholder."""
+    if layout == "NCHW":
+        return x
+    n, h, wd, c = x.shape
+    return te.placeholder((n, c, h, wd), str(x.dtype), name=x.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +114,9 @@ class Weights:
 
 def int8_conv(who: str, x: Tensor, weights: Weights, shape: tuple, stride: int, padding: int,
               x_zero_point: int | Tensor, w_zero_point: int | Tensor, epilogue: q.Epilogue,
-              name: str) -> Tensor:
-    """The stages of ``conv2d_int8`` on given ``weights`` (see the module docstring)."""
+              name: str, layouts: tuple[str, str] = ("NCHW", "NCHW")) -> Tensor:
+    """The stages of ``conv2d_int8`` on given ``weights`` (see the module docstring);
+    ``layouts``: the input's and the output's."""
     k_out, c_in, r_ext, s_ext = weights.shape
     zx = q.zero_point(x_zero_point, x.dtype, Const(1, DType.INT64), who, "x_zero_point")
     if isinstance(zx.value, Tensor) and zx.value.ndim != 0:
@@ -109,7 +132,7 @@ def int8_conv(who: str, x: Tensor, weights: Weights, shape: tuple, stride: int, 
     pad_value = (lambda: _shifted_zero(off)) if isinstance(zx.value, Tensor) else \
         _shifted_zero(off)
     x_g = grouped_input(x, padding, 4, "uint8", lambda v: q.shifted(v, off.shift_a, "uint8"),
-                        pad_value)
+                        pad_value, layouts[0])
     a_sum = _window_sums(x_g, shape, r_ext, s_ext, stride) if off.needs_a_sums else None
     b_sum = weights.sums() if off.needs_b_sums else None
     c = _window_products(x_g, weights.at, (r_ext, s_ext, x_g.shape[3], k_out), shape, stride,
@@ -125,16 +148,19 @@ def int8_conv(who: str, x: Tensor, weights: Weights, shape: tuple, stride: int, 
         if a_sum is not None and b_sum is not None:
             acc = acc + cast(DType.INT32, terms) * za * off.b_zero(k)
         return _widened(epilogue.apply(acc, k))
-    return _pixel_major_then_copy(shape, k_out, result, epilogue.out_dtype, name)
+    return _pixel_major_then_copy(shape, k_out, result, epilogue.out_dtype, name, layouts[1])
 
 
-def _pixel_major_then_copy(shape: tuple, k_out: Expr, result, out_dtype: str, name: str
-                           ) -> Tensor:
+def _pixel_major_then_copy(shape: tuple, k_out: Expr, result, out_dtype: str, name: str,
+                           layout: str = "NCHW") -> Tensor:
     """``E[n, y, x, k] = result(n, k, y, x)`` (pixel-major, as the tile's sums are: the
     epilogue runs as vector code along the output channels), then the output ``Y[n, k, y,
-    x]`` as a copy of ``E`` in ``out_dtype``."""
+    x]`` (``layout`` "NHWC": ``Y[n, y, x, k]``) as a copy of ``E`` in ``out_dtype``."""
     n, out_h, out_w = shape
     e = te.compute((n, out_h, out_w, k_out), lambda b, y, xx, k: result(b, k, y, xx), name="E")
+    if layout == "NHWC":
+        return te.compute((n, out_h, out_w, k_out),
+                          lambda b, y, xx, k: cast(DType(out_dtype), e[b, y, xx, k]), name=name)
     return te.compute((n, k_out, out_h, out_w),
                       lambda b, k, y, xx: cast(DType(out_dtype), e[b, y, xx, k]), name=name)
 
@@ -223,18 +249,19 @@ def _shifted_zero(off: q.Offsets) -> Expr:
         const(value.value, DType.UINT8)
 
 
-def grouped_input(x: Tensor, padding: int, group: int, dtype: str, convert, pad_value
-                  ) -> Tensor:
+def grouped_input(x: Tensor, padding: int, group: int, dtype: str, convert, pad_value,
+                  layout: str = "NCHW") -> Tensor:
     """``X_g[n, y, x, g, t]``: ``convert(x[n, group g + t, y - pad, x - pad])``, ``pad_value``
     (an expression, or a function making it: one that reads a tensor) outside the image,
-    zero past the channels."""
-    n, c_in, h, wd = x.shape
+    zero past the channels; ``layout`` "NHWC": ``x`` is ``(N, H, W, C)``."""
+    nhwc = layout == "NHWC"
+    n, c_in, h, wd = (x.shape[0], x.shape[3], x.shape[1], x.shape[2]) if nhwc else x.shape
     cg = group_count(c_in, group)
     p = padding
 
     def body(b: Expr, y: Expr, xx: Expr, g: Expr, t: Expr) -> Expr:
         ch = group * g + t
-        value = x[b, ch, y - p, xx - p]
+        value = x[b, y - p, xx - p, ch] if nhwc else x[b, ch, y - p, xx - p]
         value = convert(value) if convert else value
         if p:
             inside = (y >= p) & (y < h + p) & (xx >= p) & (xx < wd + p)

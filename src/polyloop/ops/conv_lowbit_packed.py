@@ -30,7 +30,8 @@ from . import grouped as gr
 from . import lowbit_tile as tile
 from . import quantized as q
 from .conv import check_conv, conv_output_size
-from .conv_lowbit import Weights, int8_conv, panel_weight, schedule_conv2d_int8
+from .conv_lowbit import (Weights, check_layouts, int8_conv, nchw_view, panel_weight,
+                          schedule_conv2d_int8)
 from .knobs import check_knobs
 
 GROUP = 4
@@ -58,11 +59,13 @@ def conv2d_int8_packed(x: Tensor, packed: Tensor, sums: Tensor | None, w_shape: 
                        x_zero_point: int | Tensor = 0, w_zero_point: int | Tensor = 0,
                        bias: Tensor | None = None, scale: float | Tensor | None = None,
                        out_zero_point: int | Tensor = 0, out_dtype: str = "int32",
-                       name: str = "Y") -> Tensor:
+                       name: str = "Y", in_layout: str = "NCHW", out_layout: str = "NCHW"
+                       ) -> Tensor:
     """``conv2d_int8(x, w, ...)`` with ``packed, sums = pack_conv_int8_weight(w)`` in place of
     ``w`` (``w_shape``: its ``(K, C, R, S)``, ``w_dtype``: its dtype; ``w_zero_point`` is
     ``w``'s). The packed tensor's sizes must be constants. ``sums`` may be None where
-    they are not needed: a uint8 ``x`` whose zero point is 0.
+    they are not needed: a uint8 ``x`` whose zero point is 0. ``in_layout``, ``out_layout``:
+    as in ``conv2d_int8``.
 
     >>> import polyloop as pl
     >>> P = pl.placeholder((2, 3, 3, 4, 32, 4), "int8", name="P")
@@ -73,7 +76,9 @@ def conv2d_int8_packed(x: Tensor, packed: Tensor, sums: Tensor | None, w_shape: 
     """
     who = "conv2d_int8_packed"
     x = q.check_operand(x, who, "x", (4,))
-    check_conv(who, x, None, padding, stride)
+    check_layouts(who, in_layout, out_layout)
+    view = nchw_view(x, in_layout)
+    check_conv(who, view, None, padding, stride)
     if w_dtype not in ("int8", "uint8"):
         raise ScheduleError(f"{who}: w_dtype must be 'int8' or 'uint8', got {w_dtype!r}")
     if len(w_shape) != 4 or any(not isinstance(d, int) or d < 1 for d in w_shape):
@@ -94,9 +99,9 @@ def conv2d_int8_packed(x: Tensor, packed: Tensor, sums: Tensor | None, w_shape: 
                              or sums.ndim != 1 or str(sums.shape[0]) != str(k_out)):
         raise ScheduleError(f"{who}: sums must be the int32 vector of {k_out} weight sums "
                             f"(pack_conv_int8_weight), got {sums!r}")
-    if str(x.shape[1]) != str(c_in):
-        raise ScheduleError(f"{who}: x has {x.shape[1]} channels, the weights expect {c_in}")
-    n, _, h, wd = x.shape
+    if str(view.shape[1]) != str(c_in):
+        raise ScheduleError(f"{who}: x has {view.shape[1]} channels, the weights expect {c_in}")
+    n, _, h, wd = view.shape
     out_h, out_w = conv_output_size(who, h, wd, Const(r_ext, DType.INT64),
                                     Const(s_ext, DType.INT64), padding, stride)
 
@@ -109,7 +114,8 @@ def conv2d_int8_packed(x: Tensor, packed: Tensor, sums: Tensor | None, w_shape: 
     weights = Weights(tuple(Const(d, DType.INT64) for d in w_shape), DType(w_dtype),
                       panel_weight(packed), weight_sums)
     return int8_conv(who, x, weights, (n, out_h, out_w), stride, padding, x_zero_point,
-                     w_zero_point, q.Epilogue(out_dtype, bias, scale, out_zero_point), name)
+                     w_zero_point, q.Epilogue(out_dtype, bias, scale, out_zero_point), name,
+                     (in_layout, out_layout))
 
 
 __all__ = ["conv2d_int8_packed", "pack_conv_int8_weight"]

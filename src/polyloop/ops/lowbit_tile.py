@@ -16,7 +16,8 @@ import re
 from .. import config
 from ..errors import ScheduleError
 from ..frontend.te import Tensor
-from ..ir.expr import Const, Expr, Select, loads, walk
+from ..ir.expr import Const, Expr, Load, Select, Var, loads, walk
+from ..ir.program import BufferRole
 from ..poly.assumptions import with_upper_bound
 from ..poly.isl_util import NotAffine
 from ..schedule import Schedule
@@ -303,9 +304,10 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     if not {"C", "X_g"} <= set(found) or panels_of is None or y.name == "C":
         raise ScheduleError(f"{who}: expected the result of a low-bit conv2d builder (stages "
                             f"X_g, W_g or packed weights, C and an output), got {y!r}")
-    if intrin is None and rows is None and isinstance(y.shape[3], Const) \
+    width = found["C"].shape[2] if "C" in found else None     # output columns, any layout
+    if intrin is None and rows is None and isinstance(width, Const) \
             and lowbit_body(host_isa(config.CONFIG.cc), family) != "amx":
-        rows = next((h for h in ROW_HEIGHTS if y.shape[3].value % h == 0), None)
+        rows = next((h for h in ROW_HEIGHTS if width.value % h == 0), None)
     w = found[panels_of]
     # (R, S, groups, group) of the weights: W_g[r, s, g, k, t] or panels[p, r, s, g, k, t]
     r_ext, s_ext, cg, group = (w.shape[0], w.shape[1], w.shape[2], w.shape[4]) \
@@ -336,6 +338,8 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
     jo, ji, j1 = sch.split(k, [None, panels, cols])
     sch.reorder(jo, n, yy, x0, ji, r, s, g, x1, j1, t)
     sch.decompose_reduction(c, r)
+    if _plain_copy(sch, "X_g"):
+        sch.compute_inline("X_g")
     sch.tensorize(r if it.name.endswith("_win") else g, it)
     inline_epilogue(sch, found, y.name)
     _epilogue_then_copy(sch, write_back, ji, y.name)
@@ -347,12 +351,39 @@ def schedule_window(y: Tensor, family: str, *, intrin: TensorIntrin | str | None
         if parallel:
             sch.parallel(kp)
     if parallel:
-        sch.parallel(yy)
+        _parallel_blocks(sch, (jo, n, yy), found["C"].shape)
+        blocks = {b.name for b in sch.blocks()}
         for name in ("X_g", "A_sum"):
-            if name in found:
+            if name in blocks:
                 sch.parallel(sch.get_loops(name)[1])
     roll_padded_groups(sch)
     return sch
+
+
+def _plain_copy(sch: Schedule, block: str) -> bool:
+    """Whether ``block`` (``X_g[n, y, x, g, t]``) only copies an input whose channels are
+    its last axis (no padding, conversion or zero channels: an NHWC input of whole channel
+    groups, read with ``g`` and ``t`` in its last index only); the tiles then read the input
+    itself."""
+    stmt = next(st for st in sch.program.statements if st.block_name == block)
+    value = stmt.value
+    if not isinstance(value, Load) or sch.program.buffer(value.buffer).role \
+            is not BufferRole.INPUT:
+        return False
+    groups = set(stmt.iters[-2:])
+    used = [{v.name for v in walk(i) if isinstance(v, Var)} for i in value.indices]
+    return groups <= used[-1] and not any(groups & u for u in used[:-1])
+
+
+def _parallel_blocks(sch: Schedule, loops: tuple, extents: tuple) -> None:
+    """The blocks of panels, images and output rows (``jo > n > y``) as one parallel loop
+    where their extents are constants: one fork per layer (the threads wake once, and a
+    7-row image on 2 threads does not leave one idle for a seventh of every block);
+    else the rows in parallel in each block."""
+    if all(isinstance(d, Const) for d in (extents[0], extents[1], extents[3])):
+        sch.parallel(sch.fuse(*loops))
+    else:
+        sch.parallel(loops[2])
 
 
 def _epilogue_then_copy(sch: Schedule, write_back, ji, out: str) -> None:
