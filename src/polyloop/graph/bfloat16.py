@@ -13,7 +13,8 @@ is written back. What the operators do not take stays float32; ``Executor.report
 the kernels that run in bfloat16 and lists the products that do not.
 
 Taken: ``conv2d`` with one group, no dilation, the same stride and padding on both axes and
-constant weights; ``linear`` and ``matmul`` with a constant 2-D right operand; ``matmul`` of
+constant weights (with stride 1 and rows of output pixels that fill most of a tile, along the
+rows: ``Bf16ConvRows``; else pixel-major: ``Bf16Conv``); ``linear`` and ``matmul`` with a constant 2-D right operand; ``matmul`` of
 two activations of equal leading axes (the batched products of attention).
 """
 from __future__ import annotations
@@ -83,6 +84,31 @@ class Bf16Conv:
 
 
 @dataclass(frozen=True, slots=True)
+class Bf16ConvRows:
+    """``ops.conv2d_bf16_rows`` (stride 1) of a float32 input and bfloat16 weights packed by
+    ``ops.pack_bf16_conv_rows_weight`` (+ a float32 bias): tiles along the rows of output
+    pixels, NCHW in and out.
+
+    >>> import polyloop as pl
+    >>> X = pl.placeholder((1, 3, 6, 6), "float32", name="X")
+    >>> Bf16ConvRows(1)(X, pl.placeholder((5, 3, 3, 2, 2), "bfloat16", name="W"))
+    Tensor(Y: float32[1, 5, 6, 6])
+    """
+
+    padding: int
+    takes_epilogue: ClassVar[bool] = True
+
+    def __call__(self, x: Tensor, w: Tensor, *bias: Tensor) -> Tensor:
+        return ops.conv2d_bf16_rows(x, w, padding=self.padding, bias=bias[0] if bias else None)
+
+    def library_schedule(self, y: Tensor):
+        try:
+            return ops.schedule_conv2d_bf16_rows(y)
+        except ScheduleError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
 class Bf16Matmul:
     """``ops.matmul_bf16`` of float32 operands (``columns`` set: ``matmul_bf16_packed`` on
     weights packed by ``ops.pack_bf16_weight``), + a float32 bias.
@@ -110,7 +136,7 @@ class Bf16Matmul:
 
 def is_bf16(call: Call) -> bool:
     """Whether a graph call is one of this module's bfloat16 products."""
-    return call.op is Op.TE and isinstance(call.attr("fn"), (Bf16Conv, Bf16Matmul))
+    return call.op is Op.TE and isinstance(call.attr("fn"), (Bf16Conv, Bf16ConvRows, Bf16Matmul))
 
 
 class _Rewriter:
@@ -152,6 +178,19 @@ def _square(pair: object) -> int | None:
         else None
 
 
+# a tile's width in pixels, and the share of its lanes a row of output pixels must fill for
+# the convolution to run along the rows (NCHW in and out) rather than pixel-major (which
+# transposes its input and output: costly where the channels are few and the images large)
+ROW_TILE = 32
+ROW_FILL = 0.6
+
+
+def _wide_rows(out: Value) -> bool:
+    """Whether the rows of an NCHW output fill the row tiles well enough (see ``ROW_FILL``)."""
+    width = out.type.shape[3]
+    return isinstance(width, int) and width / (ROW_TILE * -(-width // ROW_TILE)) >= ROW_FILL
+
+
 def _conv(r: _Rewriter, c: Call) -> bool:
     x, w = c.inputs[0], c.inputs[1]
     stride, padding = _square(c.attr("stride")), _square(c.attr("padding"))
@@ -160,6 +199,10 @@ def _conv(r: _Rewriter, c: Call) -> bool:
             or any(v.name not in r.data for v in c.inputs[2:]):
         return False
     data = r.data[w.name]
+    if stride == 1 and isinstance(x.type.shape[1], int) and _wide_rows(c.outputs[0]):
+        weight = r.constant((w.name, "bf16_rows"), ops.pack_bf16_conv_rows_weight(data))
+        r.emit(Bf16ConvRows(padding), (x, weight, *c.inputs[2:]), c.outputs[0])
+        return True
     if isinstance(x.type.shape[1], int):       # packed once, as the recipe reads them
         weight = r.constant((w.name, "bf16_panels"), ops.pack_bf16_conv_weight(data))
         fn = Bf16Conv(stride, padding, data.shape[0])
