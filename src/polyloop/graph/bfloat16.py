@@ -14,7 +14,8 @@ the kernels that run in bfloat16 and lists the products that do not.
 
 Taken: ``conv2d`` with one group, no dilation, the same stride and padding on both axes and
 constant weights (with stride 1 and rows of output pixels that fill most of a tile, along the
-rows: ``Bf16ConvRows``; else pixel-major: ``Bf16Conv``); ``linear`` and ``matmul`` with a constant 2-D right operand; ``matmul`` of
+rows: ``Bf16ConvRows``; else pixel-major: ``Bf16Conv``; a strided 1 x 1 convolution reads a
+slice of its input's pixels with stride 1); ``linear`` and ``matmul`` with a constant 2-D right operand; ``matmul`` of
 two activations of equal leading axes (the batched products of attention).
 """
 from __future__ import annotations
@@ -191,6 +192,18 @@ def _wide_rows(out: Value) -> bool:
     return isinstance(width, int) and width / (ROW_TILE * -(-width // ROW_TILE)) >= ROW_FILL
 
 
+def _subsampled(r: _Rewriter, x: Value, stride: int, out: Value) -> Value:
+    """The pixels a 1 x 1 convolution of ``stride`` reads (every ``stride``-th of each row and
+    column), sliced out first: the convolution then has stride 1, and converts and groups
+    only these (it read the whole input for a quarter of it at stride 2)."""
+    n, c_in = x.type.shape[:2]
+    size = (n, c_in, *out.type.shape[2:])
+    sliced = Value(r.fresh(f"{x.name}_stride{stride}"), TensorType(size, x.type.dtype))
+    r.bindings.append(Call((sliced,), Op.SLICE, (x,), (
+        ("begin", (0, 0, 0, 0)), ("step", (1, 1, stride, stride)), ("size", size))))
+    return sliced
+
+
 def _conv(r: _Rewriter, c: Call) -> bool:
     x, w = c.inputs[0], c.inputs[1]
     stride, padding = _square(c.attr("stride")), _square(c.attr("padding"))
@@ -199,6 +212,8 @@ def _conv(r: _Rewriter, c: Call) -> bool:
             or any(v.name not in r.data for v in c.inputs[2:]):
         return False
     data = r.data[w.name]
+    if stride > 1 and data.shape[2:] == (1, 1) and padding == 0:
+        x, stride = _subsampled(r, x, stride, c.outputs[0]), 1
     if stride == 1 and isinstance(x.type.shape[1], int) and _wide_rows(c.outputs[0]):
         weight = r.constant((w.name, "bf16_rows"), ops.pack_bf16_conv_rows_weight(data))
         r.emit(Bf16ConvRows(padding), (x, weight, *c.inputs[2:]), c.outputs[0])

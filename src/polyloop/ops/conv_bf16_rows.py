@@ -80,21 +80,9 @@ def conv2d_bf16_rows(x: Tensor, packed: Tensor, *, padding: int = 0,
     if not isinstance(x, Tensor) or x.ndim != 4 or x.dtype not in (DType.BFLOAT16,
                                                                    DType.FLOAT32):
         raise ScheduleError(f"{who}: x must be a 4-D bfloat16 or float32 tensor, got {x!r}")
-    if not isinstance(packed, Tensor) or packed.ndim != 5 or packed.dtype is not DType.BFLOAT16 \
-            or not all(isinstance(d, Const) for d in packed.shape) \
-            or packed.shape[4].value != PAIR:                   # type: ignore[attr-defined]
-        raise ScheduleError(f"{who}: packed must be a (K, R, S, C / 2, 2) bfloat16 tensor of "
-                            f"constant sizes (pack_bf16_conv_rows_weight), got {packed!r}")
-    k_out, r_ext, s_ext, groups, _ = packed.shape
-    c_in = x.shape[1]
-    if not (isinstance(c_in, Const) and -(-c_in.value // PAIR) == groups.value):  # type: ignore
-        raise ScheduleError(f"{who}: {packed!r} does not hold weights of {c_in} input channels; "
-                            "pack them with pack_bf16_conv_rows_weight(w)")
+    k_out = _check_weights(who, x, packed, bias)
+    _, r_ext, s_ext, groups, _ = packed.shape
     check_conv(who, x, None, padding, 1)
-    if bias is not None and (not isinstance(bias, Tensor) or bias.dtype is not DType.FLOAT32
-                             or bias.ndim != 1 or str(bias.shape[0]) != str(k_out)):
-        raise ScheduleError(f"{who}: bias must be a float32 vector of {k_out} values, got "
-                            f"{bias!r}")
     n, _, h, wd = x.shape
     out_h, out_w = conv_output_size(who, h, wd, r_ext, s_ext, padding, 1)
     x_p = _paired_input(x, padding)
@@ -128,6 +116,26 @@ def _paired_input(x: Tensor, padding: int) -> Tensor:
         return value
     return te.compute((n, group_count(c_in, PAIR), h + 2 * p, wd + 2 * p, PAIR), body,
                       name="X_p")
+
+
+def _check_weights(who: str, x: Tensor, packed: Tensor, bias: Tensor | None) -> Expr:
+    """The output channels of ``packed`` (``pack_bf16_conv_rows_weight``'s weights of ``x``'s
+    channels), checked with ``bias``."""
+    if not isinstance(packed, Tensor) or packed.ndim != 5 or packed.dtype is not DType.BFLOAT16 \
+            or not all(isinstance(d, Const) for d in packed.shape) \
+            or packed.shape[4].value != PAIR:                   # type: ignore[attr-defined]
+        raise ScheduleError(f"{who}: packed must be a (K, R, S, C / 2, 2) bfloat16 tensor of "
+                            f"constant sizes (pack_bf16_conv_rows_weight), got {packed!r}")
+    k_out, groups = packed.shape[0], packed.shape[3]
+    c_in = x.shape[1]
+    if not (isinstance(c_in, Const) and -(-c_in.value // PAIR) == groups.value):  # type: ignore
+        raise ScheduleError(f"{who}: {packed!r} does not hold weights of {c_in} input channels; "
+                            "pack them with pack_bf16_conv_rows_weight(w)")
+    if bias is not None and (not isinstance(bias, Tensor) or bias.dtype is not DType.FLOAT32
+                             or bias.ndim != 1 or str(bias.shape[0]) != str(k_out)):
+        raise ScheduleError(f"{who}: bias must be a float32 vector of {k_out} values, got "
+                            f"{bias!r}")
+    return k_out
 
 
 def schedule_conv2d_bf16_rows(y: Tensor, *, intrin: TensorIntrin | str | None = None,
