@@ -30,7 +30,7 @@ from .. import ops
 from ..errors import PolyloopError, ScheduleError
 from ..frontend.te import Tensor
 from ..ir.dtypes import bfloat16_numpy
-from .ir import Call, Constant, Graph, KernelCall, Op, TensorType, Value
+from .ir import INJECTIVE, Call, Constant, Graph, KernelCall, Op, TensorType, Value
 from .oplib.custom import call_te
 
 # the values of build's ``dtype``
@@ -276,7 +276,56 @@ def use_bfloat16(g: Graph) -> Graph:
             or (b.op is Op.MATMUL and _batched(r, b)))
         if not taken:
             r.bindings.append(b)
-    return g.replace(bindings=tuple(r.bindings), constants=g.constants + tuple(r.new))
+    g = g.replace(bindings=tuple(r.bindings), constants=g.constants + tuple(r.new))
+    return _stored_rounded(g, r)
+
+
+def _rounded_inputs(call: Call) -> tuple[int, ...]:
+    """The inputs of a bf16 product that it rounds to bfloat16 (its activations)."""
+    fn = call.attr("fn")
+    return (0, 1) if isinstance(fn, Bf16Matmul) and fn.columns is None else (0,)
+
+
+def _stored_rounded(g: Graph, r: _Rewriter) -> Graph:
+    """Store in bfloat16 each float32 value that only bf16 products read, where it ends an
+    elementwise chain after another bf16 product (the chain joins that product's kernel,
+    the conversion with it): every reader rounded it to bfloat16 (to nearest even) as it
+    read it, so rounding it once as it is written gives the same results, with half the
+    bytes written and read."""
+    readers: dict[str, list[tuple[Call, int]]] = {}
+    for b in g.bindings:
+        for k, v in enumerate(b.inputs):
+            readers.setdefault(v.name, []).append((b, k))
+    outputs = {v.name for v in g.outputs}
+    cast: dict[str, Value] = {}
+    for b in g.bindings:
+        if not (isinstance(b, Call) and is_bf16(b)):
+            continue
+        v = b.outputs[0]
+        while len(readers.get(v.name, ())) == 1 and v.name not in outputs:
+            (nxt, _), = readers[v.name]
+            if not (isinstance(nxt, Call) and nxt.op in INJECTIVE and nxt.op is not Op.CAST
+                    and len(nxt.outputs) == 1 and nxt.outputs[0].type == v.type):
+                break
+            v = nxt.outputs[0]
+        found = readers.get(v.name, ())
+        if v.type.dtype == "float32" and v.name not in outputs and found and all(
+                isinstance(c, Call) and is_bf16(c) and k in _rounded_inputs(c)
+                for c, k in found):
+            cast[v.name] = Value(r.fresh(f"{v.name}_bf16"), TensorType(v.type.shape,
+                                                                         "bfloat16"))
+    if not cast:
+        return g
+    bindings = []
+    for b in g.bindings:
+        if isinstance(b, Call) and any(v.name in cast for v in b.inputs):
+            b = Call(b.outputs, b.op, tuple(cast.get(v.name, v) for v in b.inputs), b.attrs)
+        bindings.append(b)
+        for v in b.outputs:
+            if v.name in cast:
+                bindings.append(Call((cast[v.name],), Op.CAST, (v,),
+                                     (("dtype", "bfloat16"),)))
+    return g.replace(bindings=tuple(bindings))
 
 
 def bf16_kernels(g: Graph) -> set[str]:
