@@ -14,6 +14,10 @@ load from another process does not land on one engine only. ``vs bf16`` is the e
 over polyloop's bfloat16 build (> 1: polyloop is faster). ``err`` is the largest absolute
 difference from ONNX Runtime's float32 output over the largest absolute value of that output.
 OpenVINO (``pip install openvino``) is skipped when it is not installed.
+
+``--layers`` also prints each polyloop kernel's time (the best of the medians of several
+``Executor.profile`` runs: the least disturbed by other processes), the float32 and bf16
+builds side by side in model order, each bf16 kernel with its product's recipe and shapes.
 """
 from __future__ import annotations
 
@@ -70,8 +74,10 @@ def export(model, x, path: Path) -> None:
                           input_names=["x"], output_names=["y"])
 
 
-def engines(name: str, threads: int, workdir: Path) -> tuple[dict, np.ndarray, np.ndarray]:
-    """Each engine's callable on the model's input, the input, and the float32 reference."""
+def engines(name: str, threads: int, workdir: Path, builds: dict
+            ) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Each engine's callable on the model's input, the input, and the float32 reference;
+    polyloop's executors go into ``builds`` by dtype."""
     import onnxruntime as ort
     import torch
     import polyloop as pl
@@ -89,6 +95,7 @@ def engines(name: str, threads: int, workdir: Path) -> tuple[dict, np.ndarray, n
         ex = pl.graph.build(g, dtype=dtype)
         print(f"{name}: polyloop {dtype} built in {time.perf_counter() - t0:.1f} s", flush=True)
         runs[LABELS[dtype]] = (lambda e: lambda: e(xn))(ex)
+        builds[dtype] = ex
         if dtype == "bfloat16":
             with contextlib.redirect_stdout(io.StringIO()):     # report() prints it all
                 text = ex.report()
@@ -128,12 +135,55 @@ def best_medians(runs: dict, rounds: int, calls: int) -> dict[str, float]:
     return best
 
 
+def kernel_times(ex, x: np.ndarray, rounds: int) -> dict[str, float]:
+    """Each kernel's best-of-``rounds`` profiled median time in ms, in model order."""
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        with contextlib.redirect_stdout(io.StringIO()):
+            text = ex.profile(x, repeat=5)
+        for line in text.splitlines()[1:]:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] not in ("total", "call,"):
+                best[parts[0]] = min(best.get(parts[0], float("inf")), float(parts[1]))
+    return best
+
+
+def describe(ex) -> dict[str, str]:
+    """The product each kernel of a build runs: the recipe (or op) and its shapes."""
+    import polyloop as pl
+    out = {}
+    for b in ex.graph.bindings:
+        if isinstance(b, pl.graph.KernelCall):
+            head = b.kernel.body[0]
+            fn = head.attr("fn")
+            out[b.kernel.name] = (f"{type(fn).__name__ if fn is not None else head.op} "
+                                  f"{head.inputs[0].type.shape} -> "
+                                  f"{head.outputs[0].type.shape}")
+    return out
+
+
+def print_layers(builds: dict, x: np.ndarray, rounds: int) -> None:
+    times = {dtype: kernel_times(ex, x, rounds) for dtype, ex in builds.items()}
+    rows = {dtype: list(t.items()) for dtype, t in times.items()}
+    words = describe(builds["bfloat16"])
+    print(f"\n{'float32 kernel':<36} {'ms':>7}   {'bfloat16 kernel':<36} {'ms':>7}  product")
+    f32, bf16 = rows["float32"], rows["bfloat16"]
+    for k in range(max(len(f32), len(bf16))):
+        a = f32[k] if k < len(f32) else ("", float("nan"))
+        b = bf16[k] if k < len(bf16) else ("", float("nan"))
+        print(f"{a[0]:<36} {a[1]:7.3f}   {b[0]:<36} {b[1]:7.3f}  {words.get(b[0], '')}")
+    print(f"{'sum':<36} {sum(t for _, t in f32):7.3f}   {'sum':<36} "
+          f"{sum(t for _, t in bf16):7.3f}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--layers", action="store_true",
+                    help="also print each polyloop kernel's time, float32 and bf16 builds")
     args = ap.parse_args()
     # polyloop reads its thread count once, at import
     os.environ["POLYLOOP_NUM_THREADS"] = str(args.threads)
@@ -147,7 +197,8 @@ def main() -> int:
           f"AMX: {'amx_bf16' in flags}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
-            runs, _, ref = engines(name, args.threads, Path(tmp))
+            builds: dict = {}
+            runs, xn, ref = engines(name, args.threads, Path(tmp), builds)
             scale = float(np.abs(ref).max())
             errors = {k: float(np.abs(np.asarray(f(), np.float32) - ref).max()) / scale
                       for k, f in runs.items()}
@@ -157,6 +208,8 @@ def main() -> int:
             for k in runs:
                 print(f"{'':<{len(name)}}  {k:<34} {ms[k]:8.2f} {ms[k] / mine:8.2f} "
                       f"{errors[k]:9.2e}", flush=True)
+            if args.layers:
+                print_layers(builds, xn, 2 * args.rounds)
     return 0
 
 

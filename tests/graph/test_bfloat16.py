@@ -242,3 +242,66 @@ def test_unknown_dtype_is_refused_naming_the_argument(dtype):
     g = b.build(b.emit(Op.RELU, b.input("x", (2,))))
     with pytest.raises(pl.PolyloopError, match=r"dtype=.*'float32', 'bfloat16'"):
         pl.graph.build(g, dtype=dtype)
+
+
+# -- wide rows, a residual add along them, strided 1 x 1 and 3 x 3 convolutions --
+
+torch = pytest.importorskip("torch")
+RW = {name: (RNG.standard_normal(shape) * 0.4).astype("f4") for name, shape in (
+    ("w1", (9, 5, 3, 3)), ("b1", (9,)), ("w2", (5, 9, 1, 1)), ("b2", (5,)),
+    ("w3", (12, 5, 3, 3)), ("w4", (12, 5, 1, 1)), ("b4", (12,)))}
+
+
+def rows_graph():
+    """Rows of 23 pixels (the row tiles' recipe, NCHW in and out), a 1 x 1 convolution with
+    a residual add (the input) and ReLU along its rows, then a stride-2 3 x 3 convolution and a stride-2
+    1 x 1 one (its pixels sliced first) added on rows of 12 (pixel-major)."""
+    b = pl.graph.GraphBuilder("rows")
+    x = b.input("x", ("n", 5, 22, 23))
+    c = {k: b.constant(v, k) for k, v in RW.items()}
+
+    def conv(t, w, *bias, stride=1, pad=0):
+        return b.emit(Op.CONV2D, t, c[w], *(c[v] for v in bias), stride=(stride, stride),
+                      padding=(pad, pad), dilation=(1, 1), groups=1)
+    h = b.emit(Op.RELU, conv(x, "w1", "b1", pad=1))
+    h2 = b.emit(Op.RELU, b.emit(Op.ADD, conv(h, "w2", "b2"), x))
+    y = b.emit(Op.ADD, conv(h2, "w3", stride=2, pad=1), conv(h2, "w4", "b4", stride=2))
+    return b.build(b.emit(Op.RELU, y))
+
+
+def rows_reference(x: np.ndarray, rounded: bool) -> np.ndarray:
+    """The model in float64 (PyTorch), each product's operands rounded to bfloat16 when
+    ``rounded``, every activation float32 as the build stores it."""
+    r = bf if rounded else (lambda a: np.asarray(a, np.float64))
+    f32 = lambda a: np.asarray(a, np.float32)                              # noqa: E731
+    fc = torch.nn.functional.conv2d
+
+    def conv(t, w, bias=None, stride=1, pad=0):
+        out = fc(torch.from_numpy(r(t)), torch.from_numpy(r(RW[w])), stride=stride,
+                 padding=pad).numpy()
+        return out + RW[bias].astype(np.float64).reshape(1, -1, 1, 1) if bias else out
+    h = f32(np.maximum(conv(x, "w1", "b1", pad=1), 0))
+    h2 = f32(np.maximum(conv(h, "w2", "b2") + x, 0))
+    return np.maximum(conv(h2, "w3", stride=2, pad=1) + conv(h2, "w4", "b4", stride=2), 0)
+
+
+def test_rows_model_equals_the_bf16_reference_and_pytorch():
+    ex = pl.graph.build(rows_graph(), dtype="bfloat16")
+    fns = [type(c.attr("fn")).__name__ for b in ex.graph.bindings
+           if isinstance(b, pl.graph.KernelCall) for c in b.kernel.body if c.op is Op.TE]
+    assert sorted(fns) == ["Bf16Conv"] * 2 + ["Bf16ConvRows"] * 2
+    assert "0 product(s) in float32" in ex.report()
+    # the first ReLU's output, read by a bf16 convolution alone, is stored as bfloat16 by
+    # its kernel; the second one's, read by a slice too, stays float32
+    ends = [[c.outputs[0].type.dtype for c in b.kernel.body][-1] for b in ex.graph.bindings
+            if isinstance(b, pl.graph.KernelCall)]
+    assert ends[0] == "bfloat16" and ends.count("bfloat16") == 1
+    for batch in (1, 2):
+        x = np.random.default_rng(batch).standard_normal((batch, 5, 22, 23)).astype("f4")
+        got = poisoned_run(ex, x, shape=(batch, 12, 11, 12))
+        ref = rows_reference(x, rounded=True)
+        assert close_fraction(got, ref, 1e-5) >= 0.95
+        np.testing.assert_allclose(got, ref, atol=2e-3 * np.abs(ref).max())
+        exact = rows_reference(x, rounded=False)
+        assert close_fraction(exact, ref, 1e-5) < 0.5
+        np.testing.assert_allclose(got, exact, atol=2e-2 * np.abs(exact).max())

@@ -13,7 +13,9 @@ is written back. What the operators do not take stays float32; ``Executor.report
 the kernels that run in bfloat16 and lists the products that do not.
 
 Taken: ``conv2d`` with one group, no dilation, the same stride and padding on both axes and
-constant weights; ``linear`` and ``matmul`` with a constant 2-D right operand; ``matmul`` of
+constant weights (with stride 1 and rows of output pixels that fill most of a tile, along the
+rows: ``Bf16ConvRows``; else pixel-major: ``Bf16Conv``; a strided 1 x 1 convolution reads a
+slice of its input's pixels with stride 1); ``linear`` and ``matmul`` with a constant 2-D right operand; ``matmul`` of
 two activations of equal leading axes (the batched products of attention).
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .. import ops
 from ..errors import PolyloopError, ScheduleError
 from ..frontend.te import Tensor
 from ..ir.dtypes import bfloat16_numpy
-from .ir import Call, Constant, Graph, KernelCall, Op, TensorType, Value
+from .ir import INJECTIVE, Call, Constant, Graph, KernelCall, Op, TensorType, Value
 from .oplib.custom import call_te
 
 # the values of build's ``dtype``
@@ -83,6 +85,31 @@ class Bf16Conv:
 
 
 @dataclass(frozen=True, slots=True)
+class Bf16ConvRows:
+    """``ops.conv2d_bf16_rows`` (stride 1) of a float32 input and bfloat16 weights packed by
+    ``ops.pack_bf16_conv_rows_weight`` (+ a float32 bias): tiles along the rows of output
+    pixels, NCHW in and out.
+
+    >>> import polyloop as pl
+    >>> X = pl.placeholder((1, 3, 6, 6), "float32", name="X")
+    >>> Bf16ConvRows(1)(X, pl.placeholder((5, 3, 3, 2, 2), "bfloat16", name="W"))
+    Tensor(Y: float32[1, 5, 6, 6])
+    """
+
+    padding: int
+    takes_epilogue: ClassVar[bool] = True
+
+    def __call__(self, x: Tensor, w: Tensor, *bias: Tensor) -> Tensor:
+        return ops.conv2d_bf16_rows(x, w, padding=self.padding, bias=bias[0] if bias else None)
+
+    def library_schedule(self, y: Tensor):
+        try:
+            return ops.schedule_conv2d_bf16_rows(y)
+        except ScheduleError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
 class Bf16Matmul:
     """``ops.matmul_bf16`` of float32 operands (``columns`` set: ``matmul_bf16_packed`` on
     weights packed by ``ops.pack_bf16_weight``), + a float32 bias.
@@ -110,7 +137,7 @@ class Bf16Matmul:
 
 def is_bf16(call: Call) -> bool:
     """Whether a graph call is one of this module's bfloat16 products."""
-    return call.op is Op.TE and isinstance(call.attr("fn"), (Bf16Conv, Bf16Matmul))
+    return call.op is Op.TE and isinstance(call.attr("fn"), (Bf16Conv, Bf16ConvRows, Bf16Matmul))
 
 
 class _Rewriter:
@@ -152,6 +179,31 @@ def _square(pair: object) -> int | None:
         else None
 
 
+# a tile's width in pixels, and the share of its lanes a row of output pixels must fill for
+# the convolution to run along the rows (NCHW in and out) rather than pixel-major (which
+# transposes its input and output: costly where the channels are few and the images large)
+ROW_TILE = 32
+ROW_FILL = 0.6
+
+
+def _wide_rows(out: Value) -> bool:
+    """Whether the rows of an NCHW output fill the row tiles well enough (see ``ROW_FILL``)."""
+    width = out.type.shape[3]
+    return isinstance(width, int) and width / (ROW_TILE * -(-width // ROW_TILE)) >= ROW_FILL
+
+
+def _subsampled(r: _Rewriter, x: Value, stride: int, out: Value) -> Value:
+    """The pixels a 1 x 1 convolution of ``stride`` reads (every ``stride``-th of each row and
+    column), sliced out first: the convolution then has stride 1, and converts and groups
+    only these (it read the whole input for a quarter of it at stride 2)."""
+    n, c_in = x.type.shape[:2]
+    size = (n, c_in, *out.type.shape[2:])
+    sliced = Value(r.fresh(f"{x.name}_stride{stride}"), TensorType(size, x.type.dtype))
+    r.bindings.append(Call((sliced,), Op.SLICE, (x,), (
+        ("begin", (0, 0, 0, 0)), ("step", (1, 1, stride, stride)), ("size", size))))
+    return sliced
+
+
 def _conv(r: _Rewriter, c: Call) -> bool:
     x, w = c.inputs[0], c.inputs[1]
     stride, padding = _square(c.attr("stride")), _square(c.attr("padding"))
@@ -160,6 +212,12 @@ def _conv(r: _Rewriter, c: Call) -> bool:
             or any(v.name not in r.data for v in c.inputs[2:]):
         return False
     data = r.data[w.name]
+    if stride > 1 and data.shape[2:] == (1, 1) and padding == 0:
+        x, stride = _subsampled(r, x, stride, c.outputs[0]), 1
+    if stride == 1 and isinstance(x.type.shape[1], int) and _wide_rows(c.outputs[0]):
+        weight = r.constant((w.name, "bf16_rows"), ops.pack_bf16_conv_rows_weight(data))
+        r.emit(Bf16ConvRows(padding), (x, weight, *c.inputs[2:]), c.outputs[0])
+        return True
     if isinstance(x.type.shape[1], int):       # packed once, as the recipe reads them
         weight = r.constant((w.name, "bf16_panels"), ops.pack_bf16_conv_weight(data))
         fn = Bf16Conv(stride, padding, data.shape[0])
@@ -218,7 +276,56 @@ def use_bfloat16(g: Graph) -> Graph:
             or (b.op is Op.MATMUL and _batched(r, b)))
         if not taken:
             r.bindings.append(b)
-    return g.replace(bindings=tuple(r.bindings), constants=g.constants + tuple(r.new))
+    g = g.replace(bindings=tuple(r.bindings), constants=g.constants + tuple(r.new))
+    return _stored_rounded(g, r)
+
+
+def _rounded_inputs(call: Call) -> tuple[int, ...]:
+    """The inputs of a bf16 product that it rounds to bfloat16 (its activations)."""
+    fn = call.attr("fn")
+    return (0, 1) if isinstance(fn, Bf16Matmul) and fn.columns is None else (0,)
+
+
+def _stored_rounded(g: Graph, r: _Rewriter) -> Graph:
+    """Store in bfloat16 each float32 value that only bf16 products read, where it ends an
+    elementwise chain after another bf16 product (the chain joins that product's kernel,
+    the conversion with it): every reader rounded it to bfloat16 (to nearest even) as it
+    read it, so rounding it once as it is written gives the same results, with half the
+    bytes written and read."""
+    readers: dict[str, list[tuple[Call, int]]] = {}
+    for b in g.bindings:
+        for k, v in enumerate(b.inputs):
+            readers.setdefault(v.name, []).append((b, k))
+    outputs = {v.name for v in g.outputs}
+    cast: dict[str, Value] = {}
+    for b in g.bindings:
+        if not (isinstance(b, Call) and is_bf16(b)):
+            continue
+        v = b.outputs[0]
+        while len(readers.get(v.name, ())) == 1 and v.name not in outputs:
+            (nxt, _), = readers[v.name]
+            if not (isinstance(nxt, Call) and nxt.op in INJECTIVE and nxt.op is not Op.CAST
+                    and len(nxt.outputs) == 1 and nxt.outputs[0].type == v.type):
+                break
+            v = nxt.outputs[0]
+        found = readers.get(v.name, ())
+        if v.type.dtype == "float32" and v.name not in outputs and found and all(
+                isinstance(c, Call) and is_bf16(c) and k in _rounded_inputs(c)
+                for c, k in found):
+            cast[v.name] = Value(r.fresh(f"{v.name}_bf16"), TensorType(v.type.shape,
+                                                                         "bfloat16"))
+    if not cast:
+        return g
+    bindings = []
+    for b in g.bindings:
+        if isinstance(b, Call) and any(v.name in cast for v in b.inputs):
+            b = Call(b.outputs, b.op, tuple(cast.get(v.name, v) for v in b.inputs), b.attrs)
+        bindings.append(b)
+        for v in b.outputs:
+            if v.name in cast:
+                bindings.append(Call((cast[v.name],), Op.CAST, (v,),
+                                     (("dtype", "bfloat16"),)))
+    return g.replace(bindings=tuple(bindings))
 
 
 def bf16_kernels(g: Graph) -> set[str]:

@@ -31,6 +31,7 @@ from .matmul_int8 import matmul_int8, matmul_int8_packed, pack_int8_weight, sche
 from .matmul_bf16 import matmul_bf16, matmul_bf16_packed, pack_bf16_weight, schedule_matmul_bf16
 from .conv_lowbit import conv2d_bf16, conv2d_int8, schedule_conv2d_bf16, schedule_conv2d_int8
 from .conv_bf16_packed import conv2d_bf16_packed, pack_bf16_conv_weight
+from .conv_bf16_rows import conv2d_bf16_rows, pack_bf16_conv_rows_weight, schedule_conv2d_bf16_rows
 from .conv_lowbit_packed import conv2d_int8_packed, pack_conv_int8_weight
 from .depthwise_int8 import depthwise_conv2d_int8, schedule_depthwise_conv2d_int8
 from .gpu_conv import (depthwise_conv2d_gpu, depthwise_conv2d_gpu_kernel,
@@ -65,5 +66,6 @@ __all__ += ["conv2d_bf16_packed", "matmul_bf16_packed", "pack_bf16_conv_weight",
 __all__ += ["matmul_bf16", "matmul_int8", "matmul_int8_packed", "pack_int8_weight",
             "schedule_matmul_bf16", "schedule_matmul_int8"]
 __all__ += ["conv2d_bf16", "conv2d_int8", "schedule_conv2d_bf16", "schedule_conv2d_int8"]
+__all__ += ["conv2d_bf16_rows", "pack_bf16_conv_rows_weight", "schedule_conv2d_bf16_rows"]
 __all__ += ["conv2d_int8_packed", "pack_conv_int8_weight"]
 __all__ += ["depthwise_conv2d_int8", "schedule_depthwise_conv2d_int8"]
