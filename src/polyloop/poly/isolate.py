@@ -183,29 +183,7 @@ def _tile_chains(program: Program, root: Root, paths: dict[str, list[LoopNode]],
 
 def _isolation(program: Program, chain: list[LoopNode], paths: dict[str, list[LoopNode]],
                context: isl.Set) -> tuple[int, isl.Set] | None:
-    """(isolation loop id, full-tile set) for a tile, or None when there is nothing to split.
-
-    When no iteration of the chain's outermost loop leaves the rest a full box (a write
-    cache's tile: ``k_0`` over the blocks of a reduction split that does not divide holds
-    ``x``, ``k_1``, ``y``, and its last block makes ``k_1`` short), the chain without that
-    loop is the tile, the loop one of those around it, and so on inwards while the chain
-    still holds a loop that asks for isolation."""
-    for start in range(len(chain)):
-        inner = chain[start:]
-        if not any(_asks(c) for c in inner):
-            return None
-        found = _isolation_of(program, inner, paths, context)
-        if found is not _NO_FULL_TILE:
-            return found
-    return None
-
-
-_NO_FULL_TILE = (-1, isl.Set("{ : false }"))
-
-
-def _isolation_of(program: Program, chain: list[LoopNode], paths: dict[str, list[LoopNode]],
-                  context: isl.Set) -> tuple[int, isl.Set] | None:
-    """``_isolation`` of ``chain`` as the tile; ``_NO_FULL_TILE`` when no tile is full."""
+    """(isolation loop id, full-tile set) for a tile, or None when there is nothing to split."""
     full = dom = None
     outer: list[LoopNode] = []
     asked = any(dict(c.annotations).get(ANNOTATION) == "on" for c in chain)
@@ -227,10 +205,8 @@ def _isolation_of(program: Program, chain: list[LoopNode], paths: dict[str, list
     if full is None or dom is None:
         return None
     full = full.intersect(dom).coalesce()
-    if full.is_empty():
-        return _NO_FULL_TILE
-    if full.is_equal(dom):
-        return None          # no partial tile: one nest is right
+    if full.is_empty() or full.is_equal(dom):
+        return None          # no full tile, or no partial one: one nest is right
     r = len(outer)
     for depth in range(1, r + 1):
         cut = full.project_out(isl.dim_type.set, depth, r - depth)
