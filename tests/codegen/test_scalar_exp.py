@@ -14,8 +14,8 @@ from polyloop.codegen import generate_c
 from polyloop.ir.expr import UnaryKind, Var, unary
 from polyloop.ir.loops import Kernel, Store
 
-from .irbuild import F32, F64, OUT, buf, loop, param, poison
-from .test_vector_exp import EDGES, RANGE, SPECIAL, ulp_error
+from .irbuild import F32, F64, OUT, buf, loop, param
+from .test_vector_exp import check_exp_kernel
 
 
 def scalar_exp_kernel(dtype) -> Kernel:
@@ -31,18 +31,7 @@ def test_scalar_exp_accuracy_and_special_values(compile_c, rng, dtype):
     name = "pl_exp_f32" if dtype == "float32" else "pl_exp_f64"
     assert f"{name}(X[j])" in src and "expf(" not in src
     lib = ctypes.CDLL(str(compile_c(src)[0]))
-    wide = rng.uniform(-RANGE[dtype], RANGE[dtype], 100_003)
-    small = rng.uniform(-1, 1, 20_001) * 10.0 ** rng.uniform(-40, 0, 20_001)
-    x = np.concatenate([SPECIAL, EDGES[dtype], wide, small]).astype(dtype)
-    y = poison(x.shape, dtype)
-    args = (ctypes.c_void_p * 2)(x.ctypes.data, y.ctypes.data)
-    assert lib.sexp(args, (ctypes.c_int64 * 1)(x.size)) == 0
-    with np.errstate(over="ignore"):
-        want = np.exp(x)
-    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
-    np.testing.assert_array_equal(np.isposinf(y), np.isposinf(want))
-    np.testing.assert_array_equal(y == 0, want == 0)
-    assert ulp_error(y, x).max() <= 1.0
+    check_exp_kernel(lib.sexp, rng, dtype, wide=100_003, small=20_001)
 
 
 def test_gcc_vectorizes_a_loop_of_scalar_exp(compile_c):

@@ -47,15 +47,21 @@ def test_vector_exp_accuracy_over_the_whole_range(compile_c, rng, dtype):
     src = generate_c(exp_kernel(F32 if dtype == "float32" else F64))
     assert "pl_exp_v" in src
     lib = ctypes.CDLL(str(compile_c(src)[0]))
-    wide = rng.uniform(-RANGE[dtype], RANGE[dtype], 200_003)
-    small = rng.uniform(-1, 1, 50_000) * 10.0 ** rng.uniform(-40, 0, 50_000)
-    x = np.concatenate([SPECIAL, EDGES[dtype], wide, small]).astype(dtype)
+    check_exp_kernel(lib.vexp, rng, dtype, wide=200_003, small=50_000)
+
+
+def check_exp_kernel(entry, rng, dtype: str, *, wide: int, small: int) -> None:
+    """Run a compiled ``Y[j] = exp(X[j])`` entry on the special values, the edges, ``wide``
+    draws over the whole range and ``small`` tiny ones, into a poisoned output: the same
+    infinities, zeros and NaNs as NumPy, and at most one ulp from the exact value."""
+    spread = rng.uniform(-RANGE[dtype], RANGE[dtype], wide)
+    tiny = rng.uniform(-1, 1, small) * 10.0 ** rng.uniform(-40, 0, small)
+    x = np.concatenate([SPECIAL, EDGES[dtype], spread, tiny]).astype(dtype)
     y = poison(x.shape, dtype)
     args = (ctypes.c_void_p * 2)(x.ctypes.data, y.ctypes.data)
-    assert lib.vexp(args, (ctypes.c_int64 * 1)(x.size)) == 0
+    assert entry(args, (ctypes.c_int64 * 1)(x.size)) == 0
     with np.errstate(over="ignore"):
         want = np.exp(x)
-    # the same infinities, zeros and NaNs as NumPy
     np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
     np.testing.assert_array_equal(np.isposinf(y), np.isposinf(want))
     np.testing.assert_array_equal(y == 0, want == 0)
